@@ -1,1 +1,7 @@
-//! placeholder
+//! kvcr-e2e: an end-to-end test harness for KVCR stacks.
+pub mod engine;
+pub mod proc;
+pub mod pyenv;
+pub mod rt;
+pub mod stack;
+pub mod wait;

@@ -1,0 +1,102 @@
+//! Facts about processes and sockets read from `/proc`, used to verify faults
+//! (a pid gone, a process stopped, a port still listening) without touching them.
+
+use std::fs;
+
+/// The scheduler state letter of `pid` (`R`, `S`, `T`, `Z`, ...), or `None`
+/// when no such process exists.
+pub fn state(pid: u32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain spaces: the state is
+    // the first field after the last ')'.
+    let after = stat.rsplit_once(')')?.1;
+    after.split_whitespace().next()?.chars().next()
+}
+
+/// True while `pid` exists and is not a zombie.
+pub fn is_alive(pid: u32) -> bool {
+    matches!(state(pid), Some(s) if s != 'Z' && s != 'X')
+}
+
+/// True when some socket of this network namespace is in LISTEN on TCP `port`.
+pub fn is_listening(port: u16) -> bool {
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        fs::read_to_string(table)
+            .map(|text| listening_ports(&text).any(|p| p == port))
+            .unwrap_or(false)
+    })
+}
+
+/// Local ports in state LISTEN (`0A`) in a `/proc/net/tcp` table.
+fn listening_ports(table: &str) -> impl Iterator<Item = u16> + '_ {
+    table.lines().skip(1).filter_map(|line| {
+        let mut fields = line.split_whitespace();
+        let local = fields.nth(1)?;
+        let state = fields.nth(1)?;
+        if state != "0A" {
+            return None;
+        }
+        u16::from_str_radix(local.rsplit_once(':')?.1, 16).ok()
+    })
+}
+
+/// Resident set size of `pid` in KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// Pids of every live process whose process group is `pgid`.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| process_group(*pid) == Some(pgid) && is_alive(*pid))
+        .collect()
+}
+
+fn process_group(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command: state, ppid, pgrp, ...
+    stat.rsplit_once(')')?.1.split_whitespace().nth(2)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_state_and_rss() {
+        let me = std::process::id();
+        assert!(is_alive(me));
+        assert!(rss_kib(me).unwrap_or(0) > 0);
+        assert!(!is_alive(u32::MAX - 1));
+    }
+
+    #[test]
+    fn finds_listeners() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(is_listening(port));
+        drop(listener);
+        // A child forked by a parallel test may hold the socket until it execs.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while is_listening(port) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!is_listening(port));
+    }
+
+    #[test]
+    fn parses_listen_rows_only() {
+        let table = "  sl  local_address rem_address   st\n\
+             0: 0100007F:1F90 00000000:0000 0A 0\n\
+             1: 0100007F:1F91 0100007F:D431 01 0\n";
+        assert_eq!(listening_ports(table).collect::<Vec<_>>(), vec![0x1F90]);
+    }
+}

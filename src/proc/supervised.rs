@@ -1,0 +1,326 @@
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
+use serde::Serialize;
+
+use super::{procfs, reaper, spawner};
+
+/// How to start one component.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessSpec {
+    pub name: String,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// Added to (or overriding) the harness's environment.
+    pub env: Vec<(String, String)>,
+    /// Removed from the harness's environment.
+    pub env_remove: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    /// stdout and stderr both go here.
+    pub log: PathBuf,
+}
+
+impl ProcessSpec {
+    pub fn new(name: impl Into<String>, program: impl Into<PathBuf>, log: impl Into<PathBuf>) -> Self {
+        Self {
+            name: name.into(),
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            cwd: None,
+            log: log.into(),
+        }
+    }
+
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    pub fn args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn env_remove(mut self, key: impl Into<String>) -> Self {
+        self.env_remove.push(key.into());
+        self
+    }
+
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// The command line as one shell-like string, for messages and evidence.
+    pub fn command_line(&self) -> String {
+        std::iter::once(self.program.display().to_string())
+            .chain(self.args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProcError {
+    #[error("cannot open log file {path}: {source}")]
+    Log { path: PathBuf, source: io::Error },
+    #[error("cannot start {name} (`{command}`): {source}")]
+    Spawn {
+        name: String,
+        command: String,
+        source: io::Error,
+    },
+    #[error("cannot signal {name} (pid {pid}): {source}")]
+    Signal {
+        name: String,
+        pid: u32,
+        source: nix::Error,
+    },
+}
+
+/// How a stop went, for evidence.
+#[derive(Debug, Clone, Serialize)]
+pub struct StopReport {
+    pub name: String,
+    pub pid: u32,
+    pub already_exited: bool,
+    pub needed_sigkill: bool,
+    pub exit: Option<String>,
+    pub stop_ms: u128,
+}
+
+/// A running (or exited) child in its own process group.
+#[derive(Debug)]
+pub struct Supervised {
+    name: String,
+    pid: u32,
+    log: PathBuf,
+    child: Mutex<Child>,
+    status: Mutex<Option<ExitStatus>>,
+}
+
+impl Supervised {
+    /// Starts `spec` in a new process group with a parent-death signal, and
+    /// registers the group with the reaper.
+    pub fn spawn(spec: &ProcessSpec) -> Result<Self, ProcError> {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&spec.log)
+            .map_err(|source| ProcError::Log {
+                path: spec.log.clone(),
+                source,
+            })?;
+        let log_err = log.try_clone().map_err(|source| ProcError::Log {
+            path: spec.log.clone(),
+            source,
+        })?;
+        let mut command = Command::new(&spec.program);
+        for key in &spec.env_remove {
+            command.env_remove(key);
+        }
+        command
+            .args(&spec.args)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .process_group(0);
+        if let Some(dir) = &spec.cwd {
+            command.current_dir(dir);
+        }
+        // SAFETY: the closure runs between fork and exec and only calls
+        // prctl(2) and getppid(2), both async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // The harness may have died between fork and prctl.
+                if libc::getppid() == 1 {
+                    return Err(io::Error::other("the harness exited during spawn"));
+                }
+                Ok(())
+            });
+        }
+        let child = spawner::spawn(command).map_err(|source| ProcError::Spawn {
+            name: spec.name.clone(),
+            command: spec.command_line(),
+            source,
+        })?;
+        let pid = child.id();
+        reaper::track_group(pid);
+        tracing::debug!(name = %spec.name, pid, "started `{}`", spec.command_line());
+        Ok(Self {
+            name: spec.name.clone(),
+            pid,
+            log: spec.log.clone(),
+            child: Mutex::new(child),
+            status: Mutex::new(None),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The child's pid, which is also its process group id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// The exit status once the child has exited (reaping it), else `None`.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        let mut status = self.status.lock().ok()?;
+        if status.is_none() {
+            *status = self.child.lock().ok()?.try_wait().ok().flatten();
+        }
+        *status
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.exit_status().is_none()
+    }
+
+    /// Sends `signal` to the child process only (not its group).
+    pub fn signal(&self, signal: Signal) -> Result<(), ProcError> {
+        if self.exit_status().is_some() {
+            return Ok(());
+        }
+        signal::kill(Pid::from_raw(self.pid as i32), signal).map_err(|source| ProcError::Signal {
+            name: self.name.clone(),
+            pid: self.pid,
+            source,
+        })
+    }
+
+    fn signal_group(&self, signal: Signal) {
+        // ESRCH (group already empty) is the expected end state.
+        let _ = signal::killpg(Pid::from_raw(self.pid as i32), signal);
+    }
+
+    /// Waits up to `timeout` for the child to exit.
+    pub fn wait_exit(&self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.exit_status() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the whole group: SIGTERM, up to `grace` to exit, then SIGKILL.
+    pub fn stop(&self, grace: Duration) -> StopReport {
+        let started = Instant::now();
+        let already_exited = self.exit_status().is_some();
+        self.signal_group(Signal::SIGTERM);
+        let mut status = self.wait_exit(grace);
+        let needed_sigkill = status.is_none();
+        if needed_sigkill {
+            self.signal_group(Signal::SIGKILL);
+            status = self.wait_exit(Duration::from_secs(5));
+        }
+        // Leftover members of the group (grandchildren) go too.
+        if !procfs::group_members(self.pid).is_empty() {
+            self.signal_group(Signal::SIGKILL);
+        }
+        reaper::forget_group(self.pid);
+        StopReport {
+            name: self.name.clone(),
+            pid: self.pid,
+            already_exited,
+            needed_sigkill,
+            exit: status.map(|s| s.to_string()),
+            stop_ms: started.elapsed().as_millis(),
+        }
+    }
+
+    /// The last `lines` lines of the component's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.log, lines)
+    }
+}
+
+/// The last `lines` lines of a file (reading at most its last 64 KiB).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let Ok(mut file) = File::open(path) else {
+        return format!("(no log at {})", path.display());
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+    let mut bytes = Vec::new();
+    let _ = file.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(dir: &Path, name: &str, script: &str) -> ProcessSpec {
+        ProcessSpec::new(name, "/bin/sh", dir.join(format!("{name}.log")))
+            .arg("-c")
+            .arg(script)
+    }
+
+    #[test]
+    fn stops_a_process_that_ignores_sigterm() {
+        let dir = tempfile::tempdir().unwrap();
+        let child = Supervised::spawn(&sh(dir.path(), "stubborn", "trap '' TERM; echo up; while :; do sleep 0.05; done")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !child.log_tail(1).contains("up") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(child.is_running());
+        let report = child.stop(Duration::from_millis(300));
+        assert!(report.needed_sigkill);
+        assert!(!procfs::is_alive(child.pid()));
+    }
+
+    #[test]
+    fn stop_takes_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let child = Supervised::spawn(&sh(dir.path(), "parent", "sleep 30 & sleep 30 & wait")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while procfs::group_members(child.pid()).len() < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(procfs::group_members(child.pid()).len(), 3);
+        child.stop(Duration::from_secs(2));
+        assert!(procfs::group_members(child.pid()).is_empty());
+    }
+
+    #[test]
+    fn log_tail_reads_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let child = Supervised::spawn(&sh(dir.path(), "talker", "echo one; echo two >&2; exit 4")).unwrap();
+        let status = child.wait_exit(Duration::from_secs(5)).unwrap();
+        assert_eq!(status.code(), Some(4));
+        let tail = child.log_tail(5);
+        assert!(tail.contains("one") && tail.contains("two"), "{tail}");
+    }
+}

@@ -1,0 +1,187 @@
+//! The stack under test: provisioned once per run, shared by every case,
+//! torn down after the run (or by the reaper if the harness dies).
+//!
+//! ```text
+//! Stack::provision(engine, options)   Guard → workers → frontend, in parallel,
+//!                                     each awaited with its own readiness check
+//! stack.worker("A")                   a live worker: pid, instance id, URLs
+//! stack.kill_worker("A")              SIGKILL its engine process (verified)
+//! stack.replace_worker("A")           start A' in A's slot and wait for it
+//! stack.teardown()                    SIGTERM, grace, SIGKILL every group
+//! ```
+
+mod layout;
+mod ports;
+mod probe;
+mod provision;
+mod ready;
+mod worker;
+
+pub use layout::Layout;
+pub use provision::{provision, ProvisionError, StackOptions, StartupTimings};
+pub use ready::ReadyFile;
+pub use worker::Worker;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use serde::Serialize;
+
+use crate::engine::{Engine, LaunchContext, ReferenceVariant};
+use crate::proc::{StopReport, Supervised};
+
+/// A running stack.
+pub struct Stack {
+    pub engine: Arc<dyn Engine>,
+    pub ctx: LaunchContext,
+    pub layout: Layout,
+    pub frontend: Supervised,
+    pub guard: Option<Supervised>,
+    workers: Mutex<Vec<Arc<Worker>>>,
+    references: Mutex<Vec<(ReferenceVariant, Arc<Worker>)>>,
+    retired: Mutex<Vec<Arc<Worker>>>,
+    pub timings: StartupTimings,
+    options: StackOptions,
+}
+
+/// What a SIGKILL did, checked from outside the process.
+#[derive(Debug, Clone, Serialize)]
+pub struct KillReport {
+    pub worker: String,
+    pub pid: u32,
+    #[serde(skip)]
+    pub sent_at: Instant,
+    pub pid_gone_after_ms: u128,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StackError {
+    #[error("no worker named {0} in the stack")]
+    NoSuchWorker(String),
+    #[error("fault not applied: {0}")]
+    FaultNotApplied(String),
+    #[error(transparent)]
+    Provision(#[from] ProvisionError),
+}
+
+impl Stack {
+    /// The frontend's base URL, e.g. `http://127.0.0.1:8123`.
+    pub fn frontend_url(&self) -> String {
+        self.ctx.frontend_url()
+    }
+
+    /// The live worker in slot `name`.
+    pub fn worker(&self, name: &str) -> Result<Arc<Worker>, StackError> {
+        self.workers
+            .lock()
+            .map_err(|_| StackError::NoSuchWorker(name.into()))?
+            .iter()
+            .find(|w| w.slot.name == name)
+            .cloned()
+            .ok_or_else(|| StackError::NoSuchWorker(name.into()))
+    }
+
+    pub fn workers(&self) -> Vec<Arc<Worker>> {
+        self.workers.lock().map(|w| w.clone()).unwrap_or_default()
+    }
+
+    /// The reference worker of `variant`, when the reference phase needs it.
+    pub fn reference(&self, variant: ReferenceVariant) -> Option<Arc<Worker>> {
+        self.references
+            .lock()
+            .ok()?
+            .iter()
+            .find(|(v, _)| *v == variant)
+            .map(|(_, w)| w.clone())
+    }
+
+    /// Stops the reference workers once their tokens are recorded.
+    pub fn stop_references(&self) -> Vec<StopReport> {
+        let refs = self.references.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
+        refs.iter().map(|(_, w)| w.process.stop(Duration::from_secs(5))).collect()
+    }
+
+    /// SIGKILLs worker `name`'s engine process and verifies the pid is gone.
+    pub fn kill_worker(&self, name: &str) -> Result<KillReport, StackError> {
+        let worker = self.worker(name)?;
+        let pid = worker.process.pid();
+        let sent_at = Instant::now();
+        worker
+            .process
+            .signal(Signal::SIGKILL)
+            .map_err(|e| StackError::FaultNotApplied(format!("SIGKILL of worker {name}: {e}")))?;
+        let gone = worker.process.wait_exit(Duration::from_secs(5));
+        if gone.is_none() || crate::proc::procfs::is_alive(pid) {
+            return Err(StackError::FaultNotApplied(format!(
+                "worker {name} (pid {pid}) is still alive 5 s after SIGKILL"
+            )));
+        }
+        Ok(KillReport {
+            worker: name.into(),
+            pid,
+            sent_at,
+            pid_gone_after_ms: sent_at.elapsed().as_millis(),
+        })
+    }
+
+    /// Starts a replacement in `name`'s slot (same Guard index and control
+    /// port) and waits until it is registered and serving. The dead worker is
+    /// kept for teardown and evidence.
+    pub fn replace_worker(&self, name: &str) -> Result<Arc<Worker>, StackError> {
+        let old = self.worker(name)?;
+        let mut slot = old.slot.clone();
+        slot.generation += 1;
+        slot.ready_file = self.layout.ready_file(&slot.process_name());
+        let fresh = provision::start_worker(self, slot)?;
+        if let Ok(mut workers) = self.workers.lock() {
+            for w in workers.iter_mut() {
+                if w.slot.name == name {
+                    *w = fresh.clone();
+                }
+            }
+        }
+        if let Ok(mut retired) = self.retired.lock() {
+            retired.push(old);
+        }
+        Ok(fresh)
+    }
+
+    /// Stops every component: frontend first (no new requests), then
+    /// workers, then the Guard. Returns what each stop did.
+    pub fn teardown(&self) -> Vec<StopReport> {
+        let grace = Duration::from_secs(5);
+        let mut reports = vec![self.frontend.stop(grace)];
+        reports.extend(self.stop_references());
+        for worker in self.workers().iter().chain(self.retired.lock().map(|r| r.clone()).unwrap_or_default().iter()) {
+            reports.push(worker.process.stop(grace));
+        }
+        if let Some(guard) = &self.guard {
+            reports.push(guard.stop(grace));
+        }
+        self.layout.remove_scratch();
+        reports
+    }
+
+    /// Whether the stack was provisioned with `options` (used by attach mode).
+    pub fn options(&self) -> &StackOptions {
+        &self.options
+    }
+
+    /// The stack as data, for `stack.json`.
+    pub fn describe(&self) -> serde_json::Value {
+        let proc = |p: &Supervised| serde_json::json!({"name": p.name(), "pid": p.pid(), "log": p.log_path()});
+        serde_json::json!({
+            "engine": self.engine.name(),
+            "model": self.engine.model(),
+            "geometry": self.engine.geometry(),
+            "frontend": {"url": self.frontend_url(), "process": proc(&self.frontend)},
+            "guard": self.guard.as_ref().map(|g| serde_json::json!({
+                "process": proc(g), "socket": self.ctx.guard_socket, "pool_dir": self.ctx.pool_dir,
+                "compatibility_digest": self.ctx.compatibility_digest})),
+            "workers": self.workers().iter().map(|w| w.describe()).collect::<Vec<_>>(),
+            "context": self.ctx,
+            "startup": self.timings,
+        })
+    }
+}
