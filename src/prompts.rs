@@ -1,0 +1,215 @@
+//! The prompt set: deterministic token-id prompts built from a seed.
+//!
+//! Prompts are sent as token ids (OpenAI completions accept `prompt: [ids]`,
+//! and so does Dynamo's frontend), so the harness knows exactly which full
+//! blocks two prompts share. A *family* is one shared prefix of whole blocks
+//! plus suffix variants shorter than a block: variant `j` of family `i` shares
+//! exactly `prefix_blocks` full blocks with every other variant of family `i`
+//! and none with any other family.
+//!
+//! Every case takes families it has never used before from the [`PromptBook`],
+//! so no case can pass on blocks another case (or an earlier try) left behind.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Shape of the prompt set; part of the reference cache key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptShape {
+    pub seed: u64,
+    pub families: usize,
+    pub variants: usize,
+    pub prefix_blocks: u32,
+    pub suffix_tokens: u32,
+    pub block_size: u32,
+    /// Token ids are drawn from `first_token..vocab_size` (below it: specials).
+    pub first_token: u32,
+    pub vocab_size: u32,
+}
+
+/// One prompt: family, variant, token ids.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prompt {
+    pub family: usize,
+    pub variant: usize,
+    pub tokens: Vec<u32>,
+}
+
+impl Prompt {
+    /// A short stable name for evidence, e.g. `f012v1`.
+    pub fn key(&self) -> String {
+        format!("f{:03}v{}", self.family, self.variant)
+    }
+}
+
+/// A family of prompts sharing a block-aligned prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Family {
+    pub index: usize,
+    pub prefix_blocks: u32,
+    pub variants: Vec<Prompt>,
+}
+
+impl Family {
+    pub fn variant(&self, j: usize) -> &Prompt {
+        &self.variants[j % self.variants.len()]
+    }
+
+    /// Full blocks every two variants share.
+    pub fn shared_blocks(&self) -> u64 {
+        u64::from(self.prefix_blocks)
+    }
+}
+
+/// splitmix64: small, fast, and the same on every platform.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn tokens(shape: &PromptShape, stream: u64, count: u32) -> Vec<u32> {
+    let mut state = shape.seed ^ stream.wrapping_mul(0xA24B_AED4_963E_E407);
+    let span = u64::from(shape.vocab_size.saturating_sub(shape.first_token).max(1));
+    (0..count).map(|_| shape.first_token + (splitmix(&mut state) % span) as u32).collect()
+}
+
+/// The whole prompt set of a shape.
+pub fn families(shape: &PromptShape) -> Vec<Family> {
+    (0..shape.families)
+        .map(|i| {
+            let prefix = tokens(shape, (i as u64) << 8, shape.prefix_blocks * shape.block_size);
+            let variants = (0..shape.variants)
+                .map(|j| {
+                    let mut t = prefix.clone();
+                    t.extend(tokens(shape, ((i as u64) << 8) | (j as u64 + 1), shape.suffix_tokens));
+                    Prompt {
+                        family: i,
+                        variant: j,
+                        tokens: t,
+                    }
+                })
+                .collect();
+            Family {
+                index: i,
+                prefix_blocks: shape.prefix_blocks,
+                variants,
+            }
+        })
+        .collect()
+}
+
+/// A digest of the prompt set, for the reference cache key.
+pub fn digest(shape: &PromptShape) -> String {
+    let mut h = Sha256::new();
+    for f in families(shape) {
+        for p in f.variants {
+            for t in p.tokens {
+                h.update(t.to_le_bytes());
+            }
+            h.update(b"|");
+        }
+    }
+    hex::encode(h.finalize())
+}
+
+/// Hands out families, each at most once per run.
+pub struct PromptBook {
+    families: Vec<Family>,
+    next: AtomicUsize,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the prompt set has no unused family left for {who} ({total} families in all); raise prompts.families in the profile")]
+pub struct OutOfPrompts {
+    pub who: String,
+    pub total: usize,
+}
+
+impl PromptBook {
+    pub fn new(families: Vec<Family>) -> Self {
+        Self {
+            families,
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn all(&self) -> &[Family] {
+        &self.families
+    }
+
+    /// A family no one has used in this run.
+    pub fn take(&self, who: &str) -> Result<Family, OutOfPrompts> {
+        let i = self.next.fetch_add(1, Ordering::SeqCst);
+        self.families.get(i).cloned().ok_or_else(|| OutOfPrompts {
+            who: who.into(),
+            total: self.families.len(),
+        })
+    }
+
+    /// `n` unused families.
+    pub fn take_many(&self, who: &str, n: usize) -> Result<Vec<Family>, OutOfPrompts> {
+        (0..n).map(|_| self.take(who)).collect()
+    }
+
+    /// How many families are still unused.
+    pub fn remaining(&self) -> usize {
+        self.families.len().saturating_sub(self.next.load(Ordering::SeqCst))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> PromptShape {
+        PromptShape {
+            seed: 7,
+            families: 5,
+            variants: 3,
+            prefix_blocks: 4,
+            suffix_tokens: 8,
+            block_size: 16,
+            first_token: 3,
+            vocab_size: 512,
+        }
+    }
+
+    #[test]
+    fn variants_share_exactly_the_prefix_blocks() {
+        let fams = families(&shape());
+        let f = &fams[2];
+        let (a, b) = (&f.variants[0].tokens, &f.variants[1].tokens);
+        assert_eq!(a.len(), 4 * 16 + 8);
+        assert_eq!(a[..64], b[..64]);
+        assert_ne!(a[64..], b[64..]);
+        // Different families share no first block.
+        assert_ne!(fams[0].variants[0].tokens[..16], fams[1].variants[0].tokens[..16]);
+    }
+
+    #[test]
+    fn deterministic_and_in_vocab() {
+        assert_eq!(families(&shape()), families(&shape()));
+        assert_eq!(digest(&shape()), digest(&shape()));
+        let mut other = shape();
+        other.seed = 8;
+        assert_ne!(digest(&shape()), digest(&other));
+        assert!(families(&shape())
+            .iter()
+            .flat_map(|f| f.variants.iter().flat_map(|p| p.tokens.iter()))
+            .all(|t| (3..512).contains(t)));
+    }
+
+    #[test]
+    fn book_hands_out_each_family_once() {
+        let book = PromptBook::new(families(&shape()));
+        let got: Vec<usize> = book.take_many("t", 5).unwrap().iter().map(|f| f.index).collect();
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        let err = book.take("TC-09").unwrap_err();
+        assert!(err.to_string().contains("TC-09"));
+    }
+}

@@ -1,0 +1,182 @@
+//! Guard verdicts: promotion after a kill (TC-04), and the per-attempt
+//! verdicts of the recovery timeline (TC-06).
+
+use serde::Serialize;
+
+use super::{Checks, Violation};
+
+/// The Guard's `guard_promoted` event, as the case saw it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Promotion {
+    pub guard: u32,
+    pub recovered_blocks: u64,
+    pub control: String,
+    pub promotion_ms: Option<f64>,
+}
+
+/// The fault took effect: the pid is gone, the Guard promoted the dead
+/// worker's group with at least the committed blocks, and its control port
+/// still listens (the Guard owns it now).
+pub fn expect_promoted(
+    promotion: Option<&Promotion>,
+    guard_index: u32,
+    committed_blocks: u64,
+    pid_gone: bool,
+    control_port_listening: bool,
+) -> Result<(), Violation> {
+    let mut checks = Checks::new("Guard promotion after SIGKILL");
+    checks.check(pid_gone, || "the killed worker's pid is still alive".into());
+    match promotion {
+        None => {
+            checks.check(false, || format!("no `guard_promoted` event for guard {guard_index} in the Guard log"));
+        }
+        Some(p) => {
+            checks
+                .check(p.guard == guard_index, || {
+                    format!("guard_promoted names guard {}, expected {guard_index}", p.guard)
+                })
+                .check(p.recovered_blocks >= committed_blocks, || {
+                    format!(
+                        "recovered_blocks {} < {committed_blocks} committed blocks (did the worker deposit into the Guard pool?)",
+                        p.recovered_blocks
+                    )
+                });
+        }
+    }
+    checks.check(control_port_listening, || {
+        "the dead worker's control port is not listening (the Guard should own it)".into()
+    });
+    checks.verdict()
+}
+
+/// Where a remote delivery on the target was served from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum GuardSource {
+    /// The Guard logged a successful source transfer of the expected blocks
+    /// and the target delivered them remotely.
+    Confirmed,
+    /// The target delivered nothing remotely.
+    NoRemoteDeliver,
+    /// The target delivered remotely, but the Guard served no transfer.
+    NotFromGuard,
+    /// Both sides moved blocks, but not the same number.
+    BlockMismatch { target: u64, guard: u64 },
+}
+
+/// Whether one attempt's remote delivery came from the Guard at the dead
+/// worker's endpoint: the target's `remote_deliver` success blocks in the
+/// attempt's window, and the blocks of the Guard's successful
+/// `source_transfer_completed` events in the same window.
+pub fn guard_source(target_remote_blocks: u64, guard_transfer_blocks: &[u64]) -> GuardSource {
+    let guard_total: u64 = guard_transfer_blocks.iter().sum();
+    match (target_remote_blocks, guard_total) {
+        (0, _) => GuardSource::NoRemoteDeliver,
+        (_, 0) => GuardSource::NotFromGuard,
+        (t, g) if t == g => GuardSource::Confirmed,
+        (t, g) => GuardSource::BlockMismatch { target: t, guard: g },
+    }
+}
+
+/// What one recovery attempt showed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum AttemptOutcome {
+    /// Reference tokens, served from the Guard: this is t1.
+    GuardServed,
+    /// Reference tokens, but not through the Guard (recomputed, or no
+    /// transfer yet): keep trying with the next prompt.
+    CorrectNotGuard(GuardSource),
+    /// The request failed (in-flight operations fail during promotion): keep trying.
+    RequestFailed(String),
+    /// Tokens differ from the reference: the case fails at once.
+    WrongTokens(String),
+}
+
+impl AttemptOutcome {
+    /// Stop the attempts: t1 found, or a wrong answer.
+    pub fn is_final(&self) -> bool {
+        matches!(self, AttemptOutcome::GuardServed | AttemptOutcome::WrongTokens(_))
+    }
+}
+
+/// Combines the answer and the source of one attempt.
+pub fn attempt_outcome(answer: Result<Result<(), Violation>, String>, source: GuardSource) -> AttemptOutcome {
+    match answer {
+        Err(request_error) => AttemptOutcome::RequestFailed(request_error),
+        Ok(Err(mismatch)) => AttemptOutcome::WrongTokens(mismatch.to_string()),
+        Ok(Ok(())) if source == GuardSource::Confirmed => AttemptOutcome::GuardServed,
+        Ok(Ok(())) => AttemptOutcome::CorrectNotGuard(source),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn promotion() -> Promotion {
+        Promotion {
+            guard: 0,
+            recovered_blocks: 8,
+            control: "127.0.0.1:27771".into(),
+            promotion_ms: Some(6.7),
+        }
+    }
+
+    #[test]
+    fn a_verified_promotion_passes() {
+        assert_eq!(expect_promoted(Some(&promotion()), 0, 8, true, true), Ok(()));
+    }
+
+    #[test]
+    fn every_missing_fact_is_named() {
+        let v = expect_promoted(None, 0, 8, false, false).unwrap_err().to_string();
+        assert!(v.contains("pid is still alive"), "{v}");
+        assert!(v.contains("no `guard_promoted` event for guard 0"), "{v}");
+        assert!(v.contains("control port is not listening"), "{v}");
+    }
+
+    #[test]
+    fn an_empty_pool_fails() {
+        let p = Promotion {
+            recovered_blocks: 0,
+            ..promotion()
+        };
+        let v = expect_promoted(Some(&p), 0, 8, true, true).unwrap_err().to_string();
+        assert!(v.contains("recovered_blocks 0 < 8"), "{v}");
+    }
+
+    #[test]
+    fn the_wrong_guard_fails() {
+        let p = Promotion { guard: 1, ..promotion() };
+        assert!(expect_promoted(Some(&p), 0, 8, true, true).is_err());
+    }
+
+    #[test]
+    fn guard_source_covers_every_case() {
+        assert_eq!(guard_source(4, &[4]), GuardSource::Confirmed);
+        assert_eq!(guard_source(4, &[1, 3]), GuardSource::Confirmed);
+        assert_eq!(guard_source(0, &[4]), GuardSource::NoRemoteDeliver);
+        assert_eq!(guard_source(4, &[]), GuardSource::NotFromGuard);
+        assert_eq!(guard_source(4, &[3]), GuardSource::BlockMismatch { target: 4, guard: 3 });
+    }
+
+    #[test]
+    fn attempt_outcomes_cover_every_case() {
+        let ok = || Ok(Ok(()));
+        assert_eq!(attempt_outcome(ok(), GuardSource::Confirmed), AttemptOutcome::GuardServed);
+        assert_eq!(
+            attempt_outcome(ok(), GuardSource::NotFromGuard),
+            AttemptOutcome::CorrectNotGuard(GuardSource::NotFromGuard)
+        );
+        let wrong = Err(Violation {
+            claim: "reference tokens",
+            detail: "token 2 differs".into(),
+        });
+        let o = attempt_outcome(Ok(wrong), GuardSource::Confirmed);
+        assert!(matches!(o, AttemptOutcome::WrongTokens(ref m) if m.contains("token 2 differs")));
+        assert!(o.is_final());
+        let failed = attempt_outcome(Err("HTTP 500".into()), GuardSource::NoRemoteDeliver);
+        assert_eq!(failed, AttemptOutcome::RequestFailed("HTTP 500".into()));
+        assert!(!failed.is_final());
+        assert!(AttemptOutcome::GuardServed.is_final());
+    }
+}

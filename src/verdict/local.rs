@@ -1,0 +1,148 @@
+//! A prompt's prefix came from the host tiers, not the device cache and not
+//! a peer (TC-02, TC-05 DRAM arm, TC-04 replacement).
+
+use serde::Serialize;
+
+use super::{Checks, Violation};
+
+/// Counter deltas of one request on one worker, plus what the response said.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HostTierHit {
+    pub local_deliver_success_ops: u64,
+    pub local_deliver_blocks: u64,
+    /// Tiering read bytes from the engine-owned host tier (`0:cpu`).
+    pub host_tier_read_bytes: u64,
+    /// Tiering read bytes from the KVCR tier (`1:kvcr`).
+    pub kvcr_read_bytes: u64,
+    pub remote_deliver_ops: u64,
+    /// Prompt tokens found in the device cache.
+    pub device_cache_hit_tokens: u64,
+    /// Prompt blocks computed by the engine.
+    pub computed_blocks: u64,
+    /// `usage.prompt_tokens_details.cached_tokens`, when the server sent it.
+    pub cached_tokens: Option<u64>,
+}
+
+/// The shared full blocks were loaded from host memory (KVCR's local pool or
+/// the engine's host tier): none from the device cache, none from a peer,
+/// none recomputed, and `cached_tokens` covers them, block-aligned.
+pub fn expect_host_tier_hit(
+    h: &HostTierHit,
+    shared_blocks: u64,
+    block_size: u64,
+    bytes_per_block: u64,
+) -> Result<(), Violation> {
+    let loaded_blocks = h.local_deliver_blocks + h.host_tier_read_bytes / bytes_per_block.max(1);
+    let shared_tokens = shared_blocks * block_size;
+    Checks::new("host-tier (DRAM) hit")
+        .check(loaded_blocks >= shared_blocks, || {
+            format!(
+                "{loaded_blocks} blocks loaded from host memory (local_deliver blocks {} + host-tier read bytes {} / {bytes_per_block}) < {shared_blocks} shared full blocks",
+                h.local_deliver_blocks, h.host_tier_read_bytes
+            )
+        })
+        .check(h.local_deliver_blocks == 0 || h.kvcr_read_bytes == h.local_deliver_blocks * bytes_per_block, || {
+            format!(
+                "KVCR read bytes {} ≠ local_deliver blocks {} × {bytes_per_block}",
+                h.kvcr_read_bytes, h.local_deliver_blocks
+            )
+        })
+        .check(h.device_cache_hit_tokens == 0, || {
+            format!(
+                "{} prompt tokens came from the device cache: the eviction did not take",
+                h.device_cache_hit_tokens
+            )
+        })
+        .check(h.remote_deliver_ops == 0, || {
+            format!("{} remote_deliver operations (a local hit needs none)", h.remote_deliver_ops)
+        })
+        .check(h.computed_blocks == 0, || {
+            format!("{} prompt blocks were recomputed", h.computed_blocks)
+        })
+        .check(
+            match h.cached_tokens {
+                Some(c) => c >= shared_tokens && c % block_size == 0,
+                None => false,
+            },
+            || {
+                format!(
+                    "cached_tokens {:?} is not a block-aligned count ≥ {shared_tokens} ({shared_blocks} blocks × {block_size})",
+                    h.cached_tokens
+                )
+            },
+        )
+        .verdict()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn good() -> HostTierHit {
+        HostTierHit {
+            local_deliver_success_ops: 1,
+            local_deliver_blocks: 4,
+            kvcr_read_bytes: 4 * 8192,
+            cached_tokens: Some(64),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_kvcr_local_hit_passes() {
+        assert_eq!(expect_host_tier_hit(&good(), 4, 16, 8192), Ok(()));
+    }
+
+    #[test]
+    fn a_host_tier_hit_passes() {
+        let h = HostTierHit {
+            local_deliver_success_ops: 0,
+            local_deliver_blocks: 0,
+            kvcr_read_bytes: 0,
+            host_tier_read_bytes: 4 * 8192,
+            ..good()
+        };
+        assert_eq!(expect_host_tier_hit(&h, 4, 16, 8192), Ok(()));
+    }
+
+    #[test]
+    fn a_device_hit_means_no_eviction() {
+        let h = HostTierHit {
+            device_cache_hit_tokens: 64,
+            ..good()
+        };
+        let v = expect_host_tier_hit(&h, 4, 16, 8192).unwrap_err();
+        assert!(v.to_string().contains("eviction did not take"), "{v}");
+    }
+
+    #[test]
+    fn a_recompute_fails() {
+        let h = HostTierHit {
+            local_deliver_blocks: 0,
+            kvcr_read_bytes: 0,
+            computed_blocks: 4,
+            cached_tokens: Some(0),
+            ..good()
+        };
+        let v = expect_host_tier_hit(&h, 4, 16, 8192).unwrap_err();
+        let text = v.to_string();
+        assert!(text.contains("0 blocks loaded") && text.contains("4 prompt blocks were recomputed"), "{text}");
+    }
+
+    #[test]
+    fn unaligned_or_missing_cached_tokens_fail() {
+        for cached in [None, Some(60), Some(32)] {
+            let h = HostTierHit { cached_tokens: cached, ..good() };
+            assert!(expect_host_tier_hit(&h, 4, 16, 8192).is_err(), "{cached:?}");
+        }
+    }
+
+    #[test]
+    fn a_remote_transfer_is_not_local() {
+        let h = HostTierHit {
+            remote_deliver_ops: 1,
+            ..good()
+        };
+        assert!(expect_host_tier_hit(&h, 4, 16, 8192).is_err());
+    }
+}

@@ -1,0 +1,60 @@
+//! Verdicts: pure functions from observed numbers to pass or a message that
+//! names the claim, quotes the numbers, and says where the evidence is.
+//!
+//! Cases gather observations (tokens, telemetry deltas, Guard events) and ask
+//! a verdict; they never do arithmetic on metric maps inline. Every verdict
+//! has unit tests that show it failing.
+
+pub mod guard;
+pub mod local;
+pub mod tokens;
+pub mod transfer;
+
+/// A failed claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Which claim of the test plan failed, e.g. "peer transfer reconciles".
+    pub claim: &'static str,
+    /// What was expected and what was seen, with numbers.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.claim, self.detail)
+    }
+}
+
+/// Collects every violated check of one claim, so a failure lists them all.
+pub(crate) struct Checks {
+    claim: &'static str,
+    failed: Vec<String>,
+}
+
+impl Checks {
+    pub(crate) fn new(claim: &'static str) -> Self {
+        Self {
+            claim,
+            failed: Vec::new(),
+        }
+    }
+
+    /// Records `detail` unless `ok`.
+    pub(crate) fn check(&mut self, ok: bool, detail: impl FnOnce() -> String) -> &mut Self {
+        if !ok {
+            self.failed.push(detail());
+        }
+        self
+    }
+
+    pub(crate) fn verdict(&self) -> Result<(), Violation> {
+        if self.failed.is_empty() {
+            Ok(())
+        } else {
+            Err(Violation {
+                claim: self.claim,
+                detail: self.failed.join("; "),
+            })
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! A hinted peer transfer reconciles (TC-03, TC-05 remote arm, TC-04 takeover).
+//!
+//! KVCR's quick start §5: source `source_write` success, destination
+//! `remote_deliver` success, block counts equal, destination read bytes equal
+//! the source's `source_write` bytes, no `remote_deliver` partial or failed.
+
+use serde::Serialize;
+
+use super::{Checks, Violation};
+
+/// Counter deltas of one transfer window, source and target side.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PeerTransfer {
+    pub source_write_success_ops: u64,
+    pub source_write_failed_ops: u64,
+    pub source_write_blocks: u64,
+    pub source_write_bytes: u64,
+    pub remote_deliver_success_ops: u64,
+    pub remote_deliver_partial_ops: u64,
+    pub remote_deliver_failed_ops: u64,
+    pub remote_deliver_blocks: u64,
+    /// Target's tiering read bytes from the KVCR tier.
+    pub target_read_bytes: u64,
+}
+
+/// The transfer moved exactly `expected_blocks` blocks of `bytes_per_block`
+/// bytes each, and both sides agree.
+pub fn expect_peer_transfer(t: &PeerTransfer, expected_blocks: u64, bytes_per_block: u64) -> Result<(), Violation> {
+    let expected_bytes = expected_blocks * bytes_per_block;
+    Checks::new("peer transfer reconciles")
+        .check(t.remote_deliver_success_ops > 0, || "target shows no remote_deliver success".into())
+        .check(t.source_write_success_ops > 0, || "source shows no source_write success".into())
+        .check(t.remote_deliver_blocks == t.source_write_blocks, || {
+            format!(
+                "remote_deliver blocks {} ≠ source_write blocks {}",
+                t.remote_deliver_blocks, t.source_write_blocks
+            )
+        })
+        .check(t.source_write_blocks == expected_blocks, || {
+            format!(
+                "source_write blocks {} ≠ {expected_blocks} full blocks of the shared prefix",
+                t.source_write_blocks
+            )
+        })
+        .check(t.target_read_bytes == t.source_write_bytes, || {
+            format!(
+                "target read bytes {} ≠ source_write bytes {}",
+                t.target_read_bytes, t.source_write_bytes
+            )
+        })
+        .check(t.source_write_bytes == expected_bytes, || {
+            format!(
+                "source_write bytes {} ≠ {expected_blocks} blocks × {bytes_per_block} bytes = {expected_bytes}",
+                t.source_write_bytes
+            )
+        })
+        .check(t.remote_deliver_partial_ops == 0 && t.remote_deliver_failed_ops == 0, || {
+            format!(
+                "remote_deliver partial {} / failed {} (must be 0)",
+                t.remote_deliver_partial_ops, t.remote_deliver_failed_ops
+            )
+        })
+        .check(t.source_write_failed_ops == 0, || {
+            format!("source_write failed {} (must be 0)", t.source_write_failed_ops)
+        })
+        .verdict()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn good() -> PeerTransfer {
+        PeerTransfer {
+            source_write_success_ops: 1,
+            source_write_blocks: 4,
+            source_write_bytes: 4 * 28672,
+            remote_deliver_success_ops: 1,
+            remote_deliver_blocks: 4,
+            target_read_bytes: 4 * 28672,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_reconciled_transfer_passes() {
+        assert_eq!(expect_peer_transfer(&good(), 4, 28672), Ok(()));
+    }
+
+    #[test]
+    fn under_reported_blocks_fail_with_numbers() {
+        let t = PeerTransfer {
+            remote_deliver_blocks: 3,
+            ..good()
+        };
+        let v = expect_peer_transfer(&t, 4, 28672).unwrap_err();
+        assert!(v.to_string().contains("remote_deliver blocks 3 ≠ source_write blocks 4"), "{v}");
+    }
+
+    #[test]
+    fn wrong_bytes_fail() {
+        let t = PeerTransfer {
+            target_read_bytes: 4 * 28672 + 8192,
+            ..good()
+        };
+        let v = expect_peer_transfer(&t, 4, 28672).unwrap_err();
+        assert!(v.to_string().contains("target read bytes 122880 ≠ source_write bytes 114688"), "{v}");
+    }
+
+    #[test]
+    fn hybrid_pages_are_exact() {
+        // 5 pages = 2 × 8 KiB attention + 3 × 4 KiB SSM parts = 28672 bytes.
+        let t = PeerTransfer {
+            source_write_bytes: 4 * 24576,
+            target_read_bytes: 4 * 24576,
+            ..good()
+        };
+        let v = expect_peer_transfer(&t, 4, 28672).unwrap_err();
+        assert!(v.to_string().contains("4 blocks × 28672 bytes"), "{v}");
+    }
+
+    #[test]
+    fn no_transfer_at_all_fails() {
+        let v = expect_peer_transfer(&PeerTransfer::default(), 4, 28672).unwrap_err();
+        assert!(v.to_string().contains("no remote_deliver success"), "{v}");
+    }
+
+    #[test]
+    fn partial_delivery_fails() {
+        let t = PeerTransfer {
+            remote_deliver_partial_ops: 1,
+            ..good()
+        };
+        assert!(expect_peer_transfer(&t, 4, 28672).is_err());
+    }
+}
