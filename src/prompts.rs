@@ -40,6 +40,9 @@ pub struct Prompt {
 impl Prompt {
     /// A short stable name for evidence, e.g. `f012v1`.
     pub fn key(&self) -> String {
+        if self.family == usize::MAX {
+            return format!("filler{}", self.variant);
+        }
         format!("f{:03}v{}", self.family, self.variant)
     }
 }
@@ -103,6 +106,22 @@ pub fn families(shape: &PromptShape) -> Vec<Family> {
         .collect()
 }
 
+/// Filler prompts: whole-block prompts outside the prompt set (no reference
+/// tokens needed), used to push blocks out of a device cache. `salt` keeps
+/// two evictions of one run from sending the same fillers.
+pub fn fillers(shape: &PromptShape, salt: u64, count: usize) -> Vec<Prompt> {
+    (0..count)
+        .map(|i| Prompt {
+            family: usize::MAX,
+            variant: i,
+            tokens: tokens(shape, FILLER_STREAM ^ (salt << 20) ^ i as u64, (shape.prefix_blocks + 1) * shape.block_size),
+        })
+        .collect()
+}
+
+/// Filler streams live far from family streams (`family << 8`).
+const FILLER_STREAM: u64 = 1 << 62;
+
 /// A digest of the prompt set, for the reference cache key.
 pub fn digest(shape: &PromptShape) -> String {
     let mut h = Sha256::new();
@@ -119,8 +138,10 @@ pub fn digest(shape: &PromptShape) -> String {
 
 /// Hands out families, each at most once per run.
 pub struct PromptBook {
+    shape: PromptShape,
     families: Vec<Family>,
     next: AtomicUsize,
+    filler_batches: AtomicUsize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -131,10 +152,12 @@ pub struct OutOfPrompts {
 }
 
 impl PromptBook {
-    pub fn new(families: Vec<Family>) -> Self {
+    pub fn new(shape: PromptShape) -> Self {
         Self {
-            families,
+            families: families(&shape),
+            shape,
             next: AtomicUsize::new(0),
+            filler_batches: AtomicUsize::new(0),
         }
     }
 
@@ -154,6 +177,12 @@ impl PromptBook {
     /// `n` unused families.
     pub fn take_many(&self, who: &str, n: usize) -> Result<Vec<Family>, OutOfPrompts> {
         (0..n).map(|_| self.take(who)).collect()
+    }
+
+    /// Fresh filler prompts (see [`fillers`]).
+    pub fn fillers(&self, count: usize) -> Vec<Prompt> {
+        let salt = self.filler_batches.fetch_add(1, Ordering::SeqCst) as u64;
+        fillers(&self.shape, salt, count)
     }
 
     /// How many families are still unused.
@@ -206,7 +235,10 @@ mod tests {
 
     #[test]
     fn book_hands_out_each_family_once() {
-        let book = PromptBook::new(families(&shape()));
+        let book = PromptBook::new(shape());
+        let (f1, f2) = (book.fillers(2), book.fillers(2));
+        assert_ne!(f1[0].tokens[..16], f2[0].tokens[..16]);
+        assert_eq!(f1[0].tokens.len(), 5 * 16);
         let got: Vec<usize> = book.take_many("t", 5).unwrap().iter().map(|f| f.index).collect();
         assert_eq!(got, vec![0, 1, 2, 3, 4]);
         let err = book.take("TC-09").unwrap_err();

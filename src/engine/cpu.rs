@@ -2,45 +2,36 @@
 //! (`fixtures/cpu-engine`, see docs/cpu-engine.md) with the real KVCR tier,
 //! behind the real Dynamo frontend, beside the real Guard service.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use sha2::{Digest, Sha256};
+
+use crate::config::{CpuEngineProfile, Geometry as GeometryKind};
 use crate::proc::ProcessSpec;
 
 use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, WorkerSlot};
 
-// Temporary home of the engine knobs until the config module lands.
-pub use self::knobs::CpuEngineProfile;
-mod knobs {
-    #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-    pub struct CpuEngineProfile {
-        pub geometry: String,
-        pub block_size: u32,
-        pub attn_pages: u32,
-        pub attn_page_bytes: u64,
-        pub ssm_parts: u32,
-        pub ssm_part_bytes: u64,
-        pub device_cache_blocks: u32,
-        pub host_tier_blocks: u32,
-        pub prefill_us_per_token: u32,
-        pub decode_us_per_token: u32,
-        pub local_pool_blocks: u32,
-        pub stats_interval_s: f64,
-        pub guard_pool_gb: f64,
-    }
-}
+const MODEL_DIR: &str = "fixtures/models/tiny";
+const ENGINE_SOURCES: &str = "fixtures/cpu-engine/cpu_engine";
 
 const SSM_PART_LABELS: [&str; 3] = ["ssm:conv", "ssm:temporal", "ssm:x"];
 
 pub struct CpuEngine {
     pub profile: CpuEngineProfile,
+    pub geometry: GeometryKind,
+    /// Digest of the engine's sources and model files: a change to either
+    /// may change tokens, so it is part of the reference cache key.
+    sources_digest: String,
     /// Launch-time fault switches (`--fault NAME[=ARG]`) for every KVCR worker.
     pub launch_faults: Vec<String>,
 }
 
 impl CpuEngine {
-    pub fn new(profile: CpuEngineProfile) -> Self {
+    pub fn new(profile: CpuEngineProfile, geometry: GeometryKind, repo_root: &Path) -> Self {
         Self {
             profile,
+            geometry,
+            sources_digest: sources_digest(repo_root),
             launch_faults: Vec::new(),
         }
     }
@@ -50,22 +41,12 @@ impl CpuEngine {
     }
 
     fn base_worker(&self, ctx: &LaunchContext, name: &str, log_name: &str, slot: &WorkerSlot) -> ProcessSpec {
-        let p = &self.profile;
         let spec = ProcessSpec::new(log_name, &ctx.python, ctx.logs_dir.join(format!("{log_name}.log")))
             .args(["-m", "cpu_engine", "--name", name])
             .arg("--model-path")
-            .arg(ctx.repo_root.join("fixtures/models/tiny").display().to_string())
-            .args(["--block-size", &p.block_size.to_string()])
-            .args(["--geometry", &p.geometry])
-            .args(["--attn-pages", &p.attn_pages.to_string()])
-            .args(["--attn-page-bytes", &p.attn_page_bytes.to_string()])
-            .args(["--ssm-parts", &p.ssm_parts.to_string()])
-            .args(["--ssm-part-bytes", &p.ssm_part_bytes.to_string()])
-            .args(["--device-cache-blocks", &p.device_cache_blocks.to_string()])
-            .args(["--host-tier-blocks", &p.host_tier_blocks.to_string()])
-            .args(["--prefill-us-per-token", &p.prefill_us_per_token.to_string()])
-            .args(["--decode-us-per-token", &p.decode_us_per_token.to_string()])
-            .args(["--stats-interval-s", &p.stats_interval_s.to_string()])
+            .arg(ctx.repo_root.join(MODEL_DIR).display().to_string())
+            .args(["--geometry", self.geometry.as_str()])
+            .args(self.profile.engine_flags())
             .args(["--metrics-host", &ctx.host, "--metrics-port", &slot.metrics_port.to_string()])
             .arg("--ready-file")
             .arg(slot.ready_file.display().to_string())
@@ -87,13 +68,13 @@ impl Engine for CpuEngine {
     fn geometry(&self) -> Geometry {
         let p = &self.profile;
         let mut pages: Vec<(String, u64)> = (0..p.attn_pages).map(|_| ("attn".to_string(), p.attn_page_bytes)).collect();
-        if p.geometry == "hybrid" {
+        if self.geometry == GeometryKind::Hybrid {
             pages.extend(
                 (0..p.ssm_parts as usize).map(|i| (SSM_PART_LABELS.get(i).map_or_else(|| format!("ssm:{i}"), |l| l.to_string()), p.ssm_part_bytes)),
             );
         }
         Geometry {
-            name: p.geometry.clone(),
+            name: self.geometry.as_str().to_string(),
             block_size_tokens: p.block_size,
             pages,
         }
@@ -133,13 +114,32 @@ impl Engine for CpuEngine {
             .args(["--served-model-name", &self.reference_model(variant), "--kvcr", "off"]);
         match variant {
             ReferenceVariant::Cached => spec,
-            // Later flags win in argparse: no device cache, no host tier.
-            ReferenceVariant::Uncached => spec.args(["--device-cache-blocks", "0", "--host-tier-blocks", "0"]),
+            ReferenceVariant::Uncached => spec.arg("--no-prefix-caching"),
         }
     }
 
     fn token_identity(&self) -> String {
         let g = self.geometry();
-        format!("cpu-engine model=tiny block={} pages={:?}", g.block_size_tokens, g.pages)
+        format!(
+            "cpu-engine model=tiny block={} pages={:?} sources={}",
+            g.block_size_tokens, g.pages, self.sources_digest
+        )
     }
+}
+
+/// SHA-256 over the engine's Python sources and the model directory, in
+/// name order.
+fn sources_digest(repo_root: &Path) -> String {
+    let mut hasher = Sha256::new();
+    for dir in [ENGINE_SOURCES, MODEL_DIR] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(repo_root.join(dir))
+            .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file()).collect())
+            .unwrap_or_default();
+        files.sort();
+        for file in files {
+            hasher.update(file.file_name().map(|n| n.as_encoded_bytes().to_vec()).unwrap_or_default());
+            hasher.update(std::fs::read(&file).unwrap_or_default());
+        }
+    }
+    hex::encode(hasher.finalize())
 }

@@ -122,6 +122,20 @@ impl ReferenceVariant {
     }
 }
 
+/// The engine the settings ask for.
+pub fn for_settings(settings: &crate::config::Settings, repo_root: &std::path::Path) -> Result<std::sync::Arc<dyn Engine>, String> {
+    match settings.engine {
+        crate::config::Engine::Cpu => Ok(std::sync::Arc::new(cpu::CpuEngine::new(
+            settings.cpu_engine.clone(),
+            settings.geometry,
+            repo_root,
+        ))),
+        other => Err(format!(
+            "engine {other}: its launch plan is not in this build yet; use --engine cpu"
+        )),
+    }
+}
+
 /// A way to launch one kind of KVCR stack.
 pub trait Engine: Send + Sync {
     /// `cpu`, `vllm`, `sglang`.

@@ -147,6 +147,18 @@ impl Stack {
         Ok(fresh)
     }
 
+    /// Replaces every worker whose process is gone, so the next case finds
+    /// the stack whole.
+    pub fn ensure_whole(&self) -> Result<(), StackError> {
+        for worker in self.workers() {
+            if !worker.process.is_running() {
+                tracing::info!("restoring worker {} after a destructive case", worker.name());
+                self.replace_worker(worker.name())?;
+            }
+        }
+        Ok(())
+    }
+
     /// Stops every component: frontend first (no new requests), then
     /// workers, then the Guard. Returns what each stop did.
     pub fn teardown(&self) -> Vec<StopReport> {

@@ -146,3 +146,56 @@ mod tests {
         assert!(expect_host_tier_hit(&h, 4, 16, 8192).is_err());
     }
 }
+
+/// A cold request: every full block of the prompt was computed, none loaded.
+pub fn expect_computed(h: &HostTierHit, prompt_blocks: u64) -> Result<(), Violation> {
+    Checks::new("cold prefill")
+        .check(h.computed_blocks == prompt_blocks, || {
+            format!("{} blocks computed, expected all {prompt_blocks} full blocks of the prompt", h.computed_blocks)
+        })
+        .check(h.device_cache_hit_tokens == 0 && h.local_deliver_blocks == 0 && h.remote_deliver_ops == 0 && h.host_tier_read_bytes == 0, || {
+            format!(
+                "a fresh prompt reused cached blocks: device hit tokens {}, local_deliver blocks {}, host-tier bytes {}, remote_deliver ops {}",
+                h.device_cache_hit_tokens, h.local_deliver_blocks, h.host_tier_read_bytes, h.remote_deliver_ops
+            )
+        })
+        .verdict()
+}
+
+/// A device-cache hit: the shared prefix came from the device cache alone.
+pub fn expect_device_hit(h: &HostTierHit, shared_blocks: u64, block_size: u64) -> Result<(), Violation> {
+    let shared_tokens = shared_blocks * block_size;
+    Checks::new("device-cache (local) hit")
+        .check(h.device_cache_hit_tokens >= shared_tokens, || {
+            format!("{} prompt tokens from the device cache < {shared_tokens} shared", h.device_cache_hit_tokens)
+        })
+        .check(h.computed_blocks == 0 && h.local_deliver_blocks == 0 && h.remote_deliver_ops == 0, || {
+            format!(
+                "computed {} / local_deliver {} / remote_deliver ops {} (all must be 0)",
+                h.computed_blocks, h.local_deliver_blocks, h.remote_deliver_ops
+            )
+        })
+        .verdict()
+}
+
+#[cfg(test)]
+mod arm_tests {
+    use super::*;
+
+    #[test]
+    fn cold_and_device_hits() {
+        let cold = HostTierHit {
+            computed_blocks: 4,
+            ..Default::default()
+        };
+        assert_eq!(expect_computed(&cold, 4), Ok(()));
+        assert!(expect_computed(&HostTierHit { computed_blocks: 3, device_cache_hit_tokens: 16, ..Default::default() }, 4).is_err());
+        let hit = HostTierHit {
+            device_cache_hit_tokens: 64,
+            ..Default::default()
+        };
+        assert_eq!(expect_device_hit(&hit, 4, 16), Ok(()));
+        let v = expect_device_hit(&cold, 4, 16).unwrap_err().to_string();
+        assert!(v.contains("0 prompt tokens from the device cache < 64"), "{v}");
+    }
+}

@@ -1,0 +1,54 @@
+//! TC-03 hinted peer transfer: commit P on worker A, then send P's prefix
+//! with a new suffix pinned to worker B, which has never seen it. The router
+//! hints B with A's control endpoint. Pass: reference tokens on B; A's
+//! `source_write` blocks = B's `remote_deliver` blocks = the shared full
+//! blocks; B's read bytes = A's `source_write` bytes = blocks × the page
+//! sizes of the geometry (dense or hybrid); no partial or failed delivery.
+
+use kvcr_e2e::suite::observe::peer_transfer;
+use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
+use kvcr_e2e::telemetry::{Counter, OpResult, Scope};
+use kvcr_e2e::verdict::transfer::expect_peer_transfer;
+
+pub const CASE: Case = Case {
+    id: "TC-03",
+    name: "hinted_peer_transfer",
+    destructive: false,
+    run,
+};
+
+pub fn run(ctx: &CaseCtx) -> CaseResult {
+    let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
+    let family = ctx.family()?;
+    let geometry = ctx.geometry();
+
+    ctx.commit(&a, family.variant(0))?;
+
+    let (a_before, b_before) = (ctx.snapshot(&a)?, ctx.snapshot(&b)?);
+    let answer = ctx.complete_on(&b, family.variant(1))?;
+    ctx.expect_reference(family.variant(1), &answer.tokens)?;
+    // The source side completes asynchronously; wait for it, then read both.
+    let a_delta = ctx
+        .await_count(
+            &a,
+            &a_before,
+            &Counter::OpCount(Scope::SourceWrite, OpResult::Success),
+            1,
+            "worker A to report its source_write of the transfer to B",
+        )
+        .or_else(|_| ctx.delta_since(&a, &a_before))?;
+    let b_delta = ctx.delta_since(&b, &b_before)?;
+
+    let transfer = peer_transfer(&a_delta, &b_delta);
+    ctx.measure("blocks", transfer.remote_deliver_blocks);
+    ctx.measure("bytes", transfer.source_write_bytes);
+    ctx.measure("pages_per_block", geometry.pages_per_block());
+    ctx.check(
+        "telemetry.json",
+        &serde_json::json!({
+            "geometry": geometry, "shared_blocks": family.shared_blocks(),
+            "source_A": a_delta, "target_B": b_delta, "observed": transfer, "answer": answer,
+        }),
+        expect_peer_transfer(&transfer, family.shared_blocks(), geometry.bytes_per_block()),
+    )
+}

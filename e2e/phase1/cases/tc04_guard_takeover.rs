@@ -1,0 +1,118 @@
+//! TC-04 Guard protection, takeover, replacement.
+//!
+//! Precondition: the Guard service runs and every worker holds its Guard
+//! group. Commit prompts on A (into the Guard-backed pool). SIGKILL A's
+//! engine process and verify the fault: the pid is gone, the Guard logged
+//! `guard_promoted` for A's index with `recovered_blocks` ≥ the committed
+//! blocks, A's control port still listens. Takeover: A's prefix pinned to B
+//! is served through a `remote_deliver` from A's endpoint (now the Guard),
+//! with reference tokens. Replacement: A' starts with A's Guard index and
+//! control port; after handback A's prefix on A' is a local hit from the
+//! reclaimed pool, with reference tokens. The suite restores the stack
+//! afterwards, pass or fail.
+
+use kvcr_e2e::proc::procfs;
+use kvcr_e2e::suite::observe::host_tier_hit;
+use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
+use kvcr_e2e::verdict::guard::{expect_promoted, AttemptOutcome};
+use kvcr_e2e::verdict::local::expect_host_tier_hit;
+use kvcr_e2e::verdict::transfer::expect_peer_transfer;
+
+pub const CASE: Case = Case {
+    id: "TC-04",
+    name: "guard_takeover_and_replacement",
+    destructive: true,
+    run,
+};
+
+/// Prefixes committed on A before the kill that B may try in turn.
+const TAKEOVER_ATTEMPTS: usize = 3;
+/// One more committed prefix, for the replacement.
+const COMMITTED: usize = TAKEOVER_ATTEMPTS + 1;
+
+pub fn run(ctx: &CaseCtx) -> CaseResult {
+    let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
+    let geometry = ctx.geometry();
+    let guard = ctx.guard()?;
+    guard.expect_attached(&[&a, &b])?;
+
+    let families = ctx.families(COMMITTED)?;
+    for family in &families {
+        ctx.commit(&a, family.variant(0))?;
+    }
+    let committed_blocks: u64 = families.iter().map(|f| f.shared_blocks()).sum();
+
+    // Fault: SIGKILL A, then verify it took effect.
+    let mut events = guard.follow()?;
+    let kill = ctx.stack.kill_worker("A")?;
+    let promotion = events.await_promotion(a.slot.guard_index);
+    ctx.measure("promotion_ms", promotion.as_ref().map(|p| p.promotion_ms));
+    ctx.measure("recovered_blocks", promotion.as_ref().map(|p| p.recovered_blocks));
+    ctx.check(
+        "fault.json",
+        &serde_json::json!({"kill": kill, "promotion": promotion, "committed_blocks": committed_blocks}),
+        expect_promoted(
+            promotion.as_ref(),
+            a.slot.guard_index,
+            committed_blocks,
+            !procfs::is_alive(kill.pid),
+            procfs::is_listening(a.slot.control_port),
+        ),
+    )?;
+
+    // Takeover: B pulls A's prefix from the Guard at A's endpoint. In-flight
+    // operations fail while the Guard takes over (KVCR's contract: callers
+    // retry), so each attempt uses a prefix B has never seen.
+    let mut transfers = guard.follow()?;
+    let mut attempts = Vec::new();
+    for family in &families[..TAKEOVER_ATTEMPTS] {
+        let attempt = ctx.guard_attempt(&b, family.variant(1), &mut transfers)?;
+        let served = attempt.outcome == AttemptOutcome::GuardServed;
+        if let AttemptOutcome::WrongTokens(mismatch) = &attempt.outcome {
+            let path = ctx.record("takeover.json", &attempts);
+            return Err(CaseError::new(format!("takeover through the Guard: {mismatch}")).with_evidence(path));
+        }
+        attempts.push(attempt);
+        if served {
+            break;
+        }
+    }
+    let evidence = ctx.record("takeover.json", &attempts);
+    let Some(served) = attempts.iter().find(|a| a.outcome == AttemptOutcome::GuardServed) else {
+        return Err(CaseError::new(format!(
+            "takeover through the Guard: none of {} attempts pinned to B was served from A's endpoint: {:?}",
+            attempts.len(),
+            attempts.iter().map(|a| &a.outcome).collect::<Vec<_>>()
+        ))
+        .with_evidence(evidence));
+    };
+    ctx.measure("takeover_attempts", attempts.len());
+    ctx.measure("takeover_blocks", served.transfer.remote_deliver_blocks);
+    ctx.measure("takeover_bytes", served.transfer.source_write_bytes);
+    expect_peer_transfer(&served.transfer, families[0].shared_blocks(), geometry.bytes_per_block())
+        .map_err(|v| CaseError::new(format!("takeover through the Guard: {v}")).with_evidence(&evidence))?;
+
+    // Replacement: A' reclaims the pool and hits locally.
+    let replacement = ctx.stack.replace_worker("A")?;
+    let reclaimed = &families[TAKEOVER_ATTEMPTS];
+    let before = ctx.snapshot(&replacement)?;
+    let answer = ctx.complete_on(&replacement, reclaimed.variant(1))?;
+    ctx.expect_reference(reclaimed.variant(1), &answer.tokens)?;
+    let delta = ctx.delta_since(&replacement, &before)?;
+    let hit = host_tier_hit(&delta, answer.cached_tokens);
+    ctx.check(
+        "replacement.json",
+        &serde_json::json!({"worker": "A'", "pid": replacement.process.pid(), "delta": delta, "observed": hit}),
+        expect_host_tier_hit(
+            &hit,
+            reclaimed.shared_blocks(),
+            u64::from(geometry.block_size_tokens),
+            geometry.bytes_per_block(),
+        ),
+    )
+    .map_err(|e| CaseError {
+        message: format!("replacement A' did not reclaim the pool: {}", e.message),
+        ..e
+    })?;
+    guard.expect_no_failures()
+}

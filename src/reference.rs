@@ -1,0 +1,248 @@
+//! The reference phase: tokens and TTFT baselines from the same engine with
+//! KVCR disabled, after checking the bare engine is deterministic.
+//!
+//! Results are cached under a digest of everything that determines them
+//! (engine identity and sources, model, geometry, prompt set, generation
+//! settings); a cache entry is used only when its digest matches exactly.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::client::{Client, CompletionRequest, Pin};
+use crate::config::Settings;
+use crate::engine::{Engine, ReferenceVariant};
+use crate::evidence::perf::{percentiles, Percentiles};
+use crate::prompts::{self, Prompt, PromptBook, PromptShape};
+use crate::stack::Stack;
+
+/// How many families the determinism probes use.
+const PROBE_FAMILIES: usize = 2;
+/// Requests in flight while recording reference tokens.
+const REFERENCE_CONCURRENCY: usize = 4;
+/// Bumped when the format or meaning of a cache entry changes.
+const CACHE_FORMAT: &str = "reference-v1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("engine not deterministic: {0} (this is the bare engine with KVCR off, not a KVCR failure)")]
+    NotDeterministic(String),
+    #[error("the reference workers are not running (the cache was expected to hold {0})")]
+    NoReferenceWorker(String),
+    #[error("reference request for prompt {prompt} failed: {error}")]
+    Request { prompt: String, error: String },
+    #[error("reference cache {path}: {error}")]
+    Cache { path: PathBuf, error: String },
+}
+
+/// KVCR-disabled TTFT baselines.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Baseline {
+    /// First sight of a family's prefix.
+    pub cold_ttft_ms: Percentiles,
+    /// The same prefix again (device prefix cache).
+    pub warm_ttft_ms: Percentiles,
+}
+
+/// Recorded reference results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct References {
+    pub digest: String,
+    pub tokens: BTreeMap<String, Vec<u32>>,
+    pub baseline: Baseline,
+    pub probes: Vec<String>,
+    #[serde(default)]
+    pub from_cache: bool,
+    pub seconds: f64,
+}
+
+impl References {
+    /// The reference tokens of `prompt`.
+    pub fn tokens(&self, prompt: &Prompt) -> Option<&[u32]> {
+        self.tokens.get(&prompt.key()).map(Vec::as_slice)
+    }
+
+    /// Everything but the token table, for the run summary.
+    pub fn summary(&self) -> serde_json::Value {
+        serde_json::json!({
+            "digest": self.digest, "prompts": self.tokens.len(), "baseline": self.baseline,
+            "probes": self.probes, "from_cache": self.from_cache, "seconds": self.seconds,
+        })
+    }
+}
+
+/// The prompt set the settings describe.
+pub fn prompt_shape(settings: &Settings) -> PromptShape {
+    PromptShape {
+        seed: settings.prompts.seed,
+        families: settings.prompts.families as usize,
+        variants: 3,
+        prefix_blocks: settings.prompts.prefix_blocks,
+        suffix_tokens: settings.prompts.suffix_tokens,
+        block_size: settings.cpu_engine.block_size,
+        // Ids 0..3 are the tiny model's special tokens.
+        first_token: 3,
+        vocab_size: 512,
+    }
+}
+
+/// The cache key of a reference run.
+pub fn digest(settings: &Settings, engine: &dyn Engine) -> String {
+    let mut h = Sha256::new();
+    h.update(CACHE_FORMAT);
+    h.update(engine.token_identity());
+    h.update(prompts::digest(&prompt_shape(settings)));
+    h.update(format!("max_tokens={}", settings.prompts.max_tokens));
+    hex::encode(h.finalize())
+}
+
+fn cache_path(dir: &Path, digest: &str) -> PathBuf {
+    dir.join(format!("{digest}.json"))
+}
+
+/// Whether a valid cache entry exists (then no reference workers are needed).
+pub fn cached(settings: &Settings, engine: &dyn Engine, dir: &Path) -> bool {
+    read_cache(&cache_path(dir, &digest(settings, engine)), &digest(settings, engine)).is_some()
+}
+
+fn read_cache(path: &Path, digest: &str) -> Option<References> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let refs: References = serde_json::from_str(&text).ok()?;
+    (refs.digest == digest).then_some(refs)
+}
+
+/// Loads the references from the cache, or runs the probes and records them.
+pub fn load_or_run(stack: &Stack, settings: &Settings, book: &PromptBook, dir: &Path) -> Result<References, ReferenceError> {
+    let digest = digest(settings, stack.engine.as_ref());
+    let path = cache_path(dir, &digest);
+    if let Some(mut refs) = read_cache(&path, &digest) {
+        refs.from_cache = true;
+        eprintln!("[kvcr-e2e] reference tokens from cache {}", path.display());
+        return Ok(refs);
+    }
+    let started = Instant::now();
+    eprintln!("[kvcr-e2e] reference phase: {} prompts on the KVCR-disabled engine", book.all().len() * 3);
+    let client = Client::new(stack.frontend_url(), std::time::Duration::from_secs(settings.request_timeout_s));
+    let cached_model = stack.engine.reference_model(ReferenceVariant::Cached);
+    let uncached_model = stack.engine.reference_model(ReferenceVariant::Uncached);
+    for variant in [ReferenceVariant::Cached, ReferenceVariant::Uncached] {
+        if stack.reference(variant).is_none() {
+            return Err(ReferenceError::NoReferenceWorker(path.display().to_string()));
+        }
+    }
+    let max_tokens = settings.prompts.max_tokens;
+    let probes = probe_determinism(&client, &cached_model, &uncached_model, book, max_tokens)?;
+    let (tokens, baseline) = record_all(&client, &cached_model, book, max_tokens)?;
+    let refs = References {
+        digest: digest.clone(),
+        tokens,
+        baseline,
+        probes,
+        from_cache: false,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    write_cache(dir, &path, &refs)?;
+    Ok(refs)
+}
+
+fn request(model: &str, prompt: &Prompt, max_tokens: u32) -> CompletionRequest {
+    CompletionRequest::new(model, prompt.tokens.clone(), max_tokens).pinned(Pin::None)
+}
+
+fn tokens_of(client: &Client, model: &str, prompt: &Prompt, max_tokens: u32) -> Result<Vec<u32>, ReferenceError> {
+    crate::rt::block_on(client.complete(&request(model, prompt, max_tokens)))
+        .map_err(|e| ReferenceError::Request { prompt: prompt.key(), error: e.to_string() })?
+        .token_ids
+        .ok_or_else(|| ReferenceError::Request {
+            prompt: prompt.key(),
+            error: "the response carried no token ids (nvext.completion_token_ids)".into(),
+        })
+}
+
+/// The same prompt twice gives the same tokens; with and without prefix
+/// caching gives the same tokens.
+fn probe_determinism(
+    client: &Client,
+    cached_model: &str,
+    uncached_model: &str,
+    book: &PromptBook,
+    max_tokens: u32,
+) -> Result<Vec<String>, ReferenceError> {
+    let mut passed = Vec::new();
+    for family in book.all().iter().take(PROBE_FAMILIES) {
+        let prompt = family.variant(0);
+        let first = tokens_of(client, cached_model, prompt, max_tokens)?;
+        let again = tokens_of(client, cached_model, prompt, max_tokens)?;
+        if first != again {
+            return Err(ReferenceError::NotDeterministic(format!(
+                "prompt {} gave {first:?}, then {again:?}",
+                prompt.key()
+            )));
+        }
+        let uncached = tokens_of(client, uncached_model, prompt, max_tokens)?;
+        if first != uncached {
+            return Err(ReferenceError::NotDeterministic(format!(
+                "prompt {} gave {first:?} with prefix caching, {uncached:?} without",
+                prompt.key()
+            )));
+        }
+        passed.push(format!("{}: repeat and no-prefix-cache agree", prompt.key()));
+    }
+    Ok(passed)
+}
+
+/// Streams every prompt (variant 0 cold, later variants warm) through the
+/// reference model, a few families at a time.
+fn record_all(
+    client: &Client,
+    model: &str,
+    book: &PromptBook,
+    max_tokens: u32,
+) -> Result<(BTreeMap<String, Vec<u32>>, Baseline), ReferenceError> {
+    let mut tokens = BTreeMap::new();
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    for chunk in book.all().chunks(REFERENCE_CONCURRENCY) {
+        let results = crate::rt::block_on(futures_util::future::join_all(chunk.iter().map(|family| async move {
+            let mut out = Vec::new();
+            for prompt in &family.variants {
+                let streamed = client
+                    .stream(&request(model, prompt, max_tokens))
+                    .await
+                    .map_err(|e| ReferenceError::Request { prompt: prompt.key(), error: e.to_string() })?;
+                out.push((prompt.clone(), streamed));
+            }
+            Ok::<_, ReferenceError>(out)
+        })));
+        for family in results {
+            for (prompt, streamed) in family? {
+                let ttft_ms = streamed.timings.ttft.as_secs_f64() * 1000.0;
+                if prompt.variant == 0 {
+                    cold.push(ttft_ms);
+                } else {
+                    warm.push(ttft_ms);
+                }
+                tokens.insert(prompt.key(), streamed.token_ids);
+            }
+        }
+    }
+    Ok((
+        tokens,
+        Baseline {
+            cold_ttft_ms: percentiles(&cold),
+            warm_ttft_ms: percentiles(&warm),
+        },
+    ))
+}
+
+fn write_cache(dir: &Path, path: &Path, refs: &References) -> Result<(), ReferenceError> {
+    let fail = |error: String| ReferenceError::Cache { path: path.to_path_buf(), error };
+    std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+    let text = serde_json::to_string(refs).map_err(|e| fail(e.to_string()))?;
+    // Write then rename: a concurrent run never reads half a file.
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    std::fs::write(&tmp, text).map_err(|e| fail(e.to_string()))?;
+    std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
+}

@@ -1,0 +1,318 @@
+//! What a case works with: the stack, the references, fresh prompts, a
+//! client, telemetry, and its own evidence directory.
+//!
+//! Every helper here either returns what the case needs or a [`CaseError`]
+//! that says what was expected, what was seen, and which file to open.
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use crate::client::{Client, CompletionOutcome, CompletionRequest, Pin, StreamOutcome};
+use crate::config::Settings;
+use crate::engine::Geometry;
+use crate::evidence::RunDir;
+use crate::prompts::{Family, Prompt, PromptBook};
+use crate::reference::References;
+use crate::stack::{Stack, Worker};
+use crate::telemetry::{self, Counter, Delta, Snapshot};
+use crate::verdict::{tokens::expect_reference_tokens, Violation};
+use crate::wait::{self, Poll};
+
+use super::{CaseError, CaseResult};
+
+/// How often telemetry is polled while a case waits for a count.
+const TELEMETRY_POLL: Duration = Duration::from_millis(50);
+/// How long a case waits for asynchronous telemetry (deposits, the source
+/// side of a transfer) to show up.
+const TELEMETRY_DEADLINE: Duration = Duration::from_secs(15);
+
+/// One completed request, as a case sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Answer {
+    pub prompt: String,
+    pub tokens: Vec<u32>,
+    pub worker_id: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub prompt_tokens: u64,
+    pub latency_ms: f64,
+}
+
+/// Proof that a device cache was pushed out.
+#[derive(Debug, Clone, Serialize)]
+pub struct Eviction {
+    pub fillers: usize,
+    pub evicted_blocks: u64,
+    pub device_cache_blocks: u64,
+}
+
+pub struct CaseCtx<'a> {
+    pub id: &'static str,
+    pub settings: &'a Settings,
+    pub stack: &'a Stack,
+    pub references: &'a References,
+    pub prompts: &'a PromptBook,
+    pub client: Client,
+    run: &'a RunDir,
+    evidence: RefCell<Vec<PathBuf>>,
+    measurements: RefCell<Map<String, Value>>,
+    comparisons: RefCell<Vec<Value>>,
+}
+
+impl<'a> CaseCtx<'a> {
+    pub fn new(
+        id: &'static str,
+        settings: &'a Settings,
+        stack: &'a Stack,
+        references: &'a References,
+        prompts: &'a PromptBook,
+        run: &'a RunDir,
+    ) -> Self {
+        Self {
+            id,
+            settings,
+            stack,
+            references,
+            prompts,
+            client: Client::new(stack.frontend_url(), Duration::from_secs(settings.request_timeout_s)),
+            run,
+            evidence: RefCell::new(Vec::new()),
+            measurements: RefCell::new(Map::new()),
+            comparisons: RefCell::new(Vec::new()),
+        }
+    }
+
+    // ----- stack ---------------------------------------------------------
+
+    /// The live worker in slot `name` (`A`, `B`).
+    pub fn worker(&self, name: &str) -> Result<Arc<Worker>, CaseError> {
+        Ok(self.stack.worker(name)?)
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        self.stack.engine.geometry()
+    }
+
+    /// Unused prompt families for this case.
+    pub fn families(&self, n: usize) -> Result<Vec<Family>, CaseError> {
+        Ok(self.prompts.take_many(self.id, n)?)
+    }
+
+    pub fn family(&self) -> Result<Family, CaseError> {
+        Ok(self.prompts.take(self.id)?)
+    }
+
+    // ----- requests ------------------------------------------------------
+
+    pub(super) fn request(&self, prompt: &Prompt, pin: Pin) -> CompletionRequest {
+        CompletionRequest::new(self.stack.engine.model(), prompt.tokens.clone(), self.settings.prompts.max_tokens).pinned(pin)
+    }
+
+    /// A non-streaming completion pinned to `worker`, which must be the one
+    /// that served it.
+    pub fn complete_on(&self, worker: &Worker, prompt: &Prompt) -> Result<Answer, CaseError> {
+        let answer = self.complete(prompt, Pin::Worker(worker.instance_id()))?;
+        self.expect_served_by(worker, answer.worker_id, &prompt.key())?;
+        Ok(answer)
+    }
+
+    /// A non-streaming completion where the router picks the worker.
+    pub fn complete_routed(&self, prompt: &Prompt) -> Result<Answer, CaseError> {
+        self.complete(prompt, Pin::None)
+    }
+
+    fn complete(&self, prompt: &Prompt, pin: Pin) -> Result<Answer, CaseError> {
+        let started = Instant::now();
+        let outcome: CompletionOutcome = crate::rt::block_on(self.client.complete(&self.request(prompt, pin)))
+            .map_err(|e| CaseError::new(format!("request {} failed: {e}", prompt.key())))?;
+        let tokens = outcome.token_ids.clone().ok_or_else(|| {
+            CaseError::new(format!(
+                "response to {} carried no token ids (asked for nvext.completion_token_ids); text was {:?}",
+                prompt.key(),
+                outcome.text
+            ))
+        })?;
+        Ok(Answer {
+            prompt: prompt.key(),
+            tokens,
+            worker_id: outcome.worker_id,
+            cached_tokens: outcome.usage.cached_tokens.map(u64::from),
+            prompt_tokens: u64::from(outcome.usage.prompt_tokens),
+            latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+        })
+    }
+
+    /// A streaming completion pinned to `worker` (or routed when `None`).
+    pub fn stream(&self, worker: Option<&Worker>, prompt: &Prompt) -> Result<StreamOutcome, CaseError> {
+        let pin = worker.map_or(Pin::None, |w| Pin::Worker(w.instance_id()));
+        let outcome = crate::rt::block_on(self.client.stream(&self.request(prompt, pin)))
+            .map_err(|e| CaseError::new(format!("stream of {} failed: {e}", prompt.key())))?;
+        if let Some(w) = worker {
+            self.expect_served_by(w, outcome.worker_id, &prompt.key())?;
+        }
+        Ok(outcome)
+    }
+
+    fn expect_served_by(&self, worker: &Worker, served_by: Option<u64>, prompt: &str) -> CaseResult {
+        match served_by {
+            Some(id) if id == worker.instance_id() => Ok(()),
+            Some(id) => Err(CaseError::new(format!(
+                "{prompt} was pinned to worker {} ({}) but served by {id}",
+                worker.name(),
+                worker.instance_id()
+            ))),
+            None => Err(CaseError::new(format!(
+                "{prompt}: the response does not say which worker served it (nvext.worker_id)"
+            ))),
+        }
+    }
+
+    /// The answer's tokens equal the reference engine's for `prompt`.
+    pub fn expect_reference(&self, prompt: &Prompt, tokens: &[u32]) -> CaseResult {
+        self.compare_to_reference(prompt, tokens).map_err(|v| self.fail(v, "tokens.json"))
+    }
+
+    /// Compares `tokens` with the reference and records the comparison in
+    /// `tokens.json`; the caller decides what a mismatch means.
+    pub fn compare_to_reference(&self, prompt: &Prompt, tokens: &[u32]) -> Result<(), Violation> {
+        let Some(reference) = self.references.tokens(prompt) else {
+            return Err(Violation {
+                claim: "reference tokens",
+                detail: format!("no reference tokens for {} (reference digest {})", prompt.key(), self.references.digest),
+            });
+        };
+        let verdict = expect_reference_tokens(reference, tokens);
+        self.comparisons.borrow_mut().push(json!({
+            "prompt": prompt.key(), "reference": reference, "got": tokens, "equal": verdict.is_ok(),
+        }));
+        verdict
+    }
+
+    /// Completes `prompt` on `worker`, checks the tokens, and waits until the
+    /// worker has deposited the prompt's full blocks into its KVCR pool.
+    pub fn commit(&self, worker: &Worker, prompt: &Prompt) -> Result<Answer, CaseError> {
+        let before = self.snapshot(worker)?;
+        let answer = self.complete_on(worker, prompt)?;
+        self.expect_reference(prompt, &answer.tokens)?;
+        let blocks = self.geometry().full_blocks(prompt.tokens.len() as u64);
+        self.await_count(
+            worker,
+            &before,
+            &Counter::TransferBlocks(telemetry::Scope::LocalFill),
+            blocks,
+            &format!("worker {} to deposit the {blocks} blocks of {} into its KVCR pool", worker.name(), prompt.key()),
+        )?;
+        Ok(answer)
+    }
+
+    /// Pushes `worker`'s device prefix cache out with filler prompts
+    /// (`perf_evict_filler` of them) and proves it from telemetry: the
+    /// device cache evicted at least its whole capacity.
+    pub fn evict_device_cache(&self, worker: &Worker) -> Result<Eviction, CaseError> {
+        let fillers = self.prompts.fillers(self.settings.perf_evict_filler as usize);
+        let before = self.snapshot(worker)?;
+        for filler in &fillers {
+            self.complete_on(worker, filler)?;
+        }
+        let delta = self.delta_since(worker, &before)?;
+        let eviction = Eviction {
+            fillers: fillers.len(),
+            evicted_blocks: delta.count(&Counter::DeviceCacheEvictions),
+            device_cache_blocks: u64::from(self.settings.cpu_engine.device_cache_blocks),
+        };
+        if eviction.evicted_blocks < eviction.device_cache_blocks {
+            let path = self.record("eviction.json", &serde_json::json!({"eviction": eviction, "delta": delta}));
+            return Err(CaseError::new(format!(
+                "eviction not proven: worker {} evicted {} blocks after {} filler prompts, fewer than its device cache holds ({}); raise --perf-evict-filler",
+                worker.name(),
+                eviction.evicted_blocks,
+                eviction.fillers,
+                eviction.device_cache_blocks
+            ))
+            .with_evidence(path));
+        }
+        Ok(eviction)
+    }
+
+    // ----- telemetry -----------------------------------------------------
+
+    pub fn snapshot(&self, worker: &Worker) -> Result<Snapshot, CaseError> {
+        crate::rt::block_on(telemetry::scrape(&worker.metrics_url()))
+            .map(|s| s.with_worker(worker.name()))
+            .map_err(|e| CaseError::new(format!("telemetry of worker {}: {e}", worker.name())))
+    }
+
+    /// `after − before` for `worker`, scraped now.
+    pub fn delta_since(&self, worker: &Worker, before: &Snapshot) -> Result<Delta, CaseError> {
+        let after = self.snapshot(worker)?;
+        after
+            .since(before)
+            .map_err(|e| CaseError::new(format!("telemetry of worker {}: {e}", worker.name())))
+    }
+
+    /// Polls `worker`'s telemetry until `counter` rose by at least `at_least`
+    /// since `before`, and returns the delta at that moment.
+    pub fn await_count(&self, worker: &Worker, before: &Snapshot, counter: &Counter, at_least: u64, what: &str) -> Result<Delta, CaseError> {
+        wait::until(what, TELEMETRY_DEADLINE, TELEMETRY_POLL, || match self.delta_since(worker, before) {
+            Ok(delta) if delta.count(counter) >= at_least => Poll::Ready(delta),
+            Ok(delta) => Poll::Pending(format!("{counter:?} rose by {}", delta.count(counter))),
+            Err(e) => Poll::Abort(e.message),
+        })
+        .map_err(CaseError::from)
+    }
+
+    // ----- evidence ------------------------------------------------------
+
+    /// Writes `value` as `cases/<id>/<name>` and returns its path.
+    pub fn record(&self, name: &str, value: &impl Serialize) -> PathBuf {
+        match self.run.write_json(self.id, name, value) {
+            Ok(path) => {
+                self.evidence.borrow_mut().push(path.clone());
+                path
+            }
+            Err(e) => {
+                tracing::warn!("cannot write evidence {name} of {}: {e}", self.id);
+                self.run.case_file(self.id, name)
+            }
+        }
+    }
+
+    /// Adds a measurement to the case's record in results.json.
+    pub fn measure(&self, key: &str, value: impl Serialize) {
+        self.measurements
+            .borrow_mut()
+            .insert(key.to_string(), serde_json::to_value(value).unwrap_or(Value::Null));
+    }
+
+    /// A failed verdict, pointed at the evidence file `name` of this case.
+    pub fn fail(&self, violation: Violation, name: &str) -> CaseError {
+        self.flush_comparisons();
+        CaseError::from(violation).with_evidence(self.run.case_file(self.id, name))
+    }
+
+    /// Checks a verdict after recording `observed` as evidence file `name`.
+    pub fn check(&self, name: &str, observed: &impl Serialize, verdict: Result<(), Violation>) -> CaseResult {
+        let path = self.record(name, observed);
+        verdict.map_err(|v| CaseError::from(v).with_evidence(path))
+    }
+
+    fn flush_comparisons(&self) {
+        let comparisons = self.comparisons.borrow().clone();
+        if !comparisons.is_empty() {
+            self.record("tokens.json", &comparisons);
+        }
+    }
+
+    /// The files written and the measurements taken, for the case record.
+    pub fn into_evidence(self) -> (Vec<PathBuf>, Map<String, Value>) {
+        self.flush_comparisons();
+        let mut files = self.evidence.into_inner();
+        files.sort();
+        files.dedup();
+        (files, self.measurements.into_inner())
+    }
+}

@@ -1,0 +1,319 @@
+//! The run: flags → settings → trials → libtest-mimic → evidence → teardown.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use once_cell::sync::{Lazy, OnceCell};
+
+use crate::config::{self, Applicability, Env, Settings};
+use crate::engine::Engine;
+use crate::evidence::{CaseOutcome, CaseRecord, RunDir};
+use crate::prompts::PromptBook;
+use crate::pyenv::{self, PythonEnv};
+use crate::reference::{self, References};
+use crate::stack::{self, Stack, StackOptions};
+
+use super::{signals, Case, CaseCtx};
+
+/// The stack the signal handler must tear down, once there is one.
+static LIVE_STACK: Lazy<Mutex<Option<Arc<Stack>>>> = Lazy::new(|| Mutex::new(None));
+
+/// Shared state of one run of a suite.
+pub struct Suite {
+    target: &'static str,
+    pub settings: Settings,
+    repo_root: PathBuf,
+    engine: Arc<dyn Engine>,
+    run_dir: OnceCell<Result<RunDir, String>>,
+    python: OnceCell<Result<PythonEnv, String>>,
+    stack: OnceCell<Result<Arc<Stack>, String>>,
+    references: OnceCell<Result<Arc<References>, String>>,
+    prompts: PromptBook,
+    records: Mutex<Vec<CaseRecord>>,
+    provisions: AtomicU32,
+    started: Instant,
+}
+
+impl Suite {
+    /// The whole program of a harness test target.
+    pub fn main(target: &'static str, cases: Vec<Case>) -> ExitCode {
+        let (harness, libtest_argv) = match config::split_args(std::env::args()) {
+            Ok(split) => split,
+            Err(e) => return usage_error(&e.to_string()),
+        };
+        if harness.help || harness.help_harness {
+            print!("{}", config::harness_help());
+            if harness.help_harness {
+                return ExitCode::SUCCESS;
+            }
+        }
+        let env = match Env::from_process() {
+            Ok(env) => env,
+            Err(e) => return usage_error(&e.to_string()),
+        };
+        let resolved = match config::resolve(&harness, &env) {
+            Ok(r) => r,
+            Err(e) => return usage_error(&e.to_string()),
+        };
+        for warning in &resolved.warnings {
+            eprintln!("[kvcr-e2e] warning: {warning}");
+        }
+        init_tracing(&resolved.settings);
+        let mut args = Arguments::from_iter(libtest_argv);
+        // Stack trials run one at a time: telemetry deltas must be theirs alone.
+        args.test_threads = Some(1);
+
+        let suite = match Suite::new(target, resolved.settings) {
+            Ok(s) => Arc::new(s),
+            Err(e) => return usage_error(&e),
+        };
+        if !args.list {
+            signals::install(|_| {
+                if let Some(stack) = LIVE_STACK.lock().ok().and_then(|s| s.clone()) {
+                    stack.teardown();
+                }
+                crate::proc::reaper::finish();
+            });
+        }
+        let trials = cases.into_iter().map(|case| suite.trial(case)).collect();
+        let conclusion = libtest_mimic::run(&args, trials);
+        if !args.list {
+            suite.finish();
+        }
+        conclusion.exit_code()
+    }
+
+    fn new(target: &'static str, settings: Settings) -> Result<Self, String> {
+        let repo_root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let engine = crate::engine::for_settings(&settings, &repo_root)?;
+        let prompts = PromptBook::new(reference::prompt_shape(&settings));
+        Ok(Self {
+            target,
+            settings,
+            repo_root,
+            engine,
+            run_dir: OnceCell::new(),
+            python: OnceCell::new(),
+            stack: OnceCell::new(),
+            references: OnceCell::new(),
+            prompts,
+            records: Mutex::new(Vec::new()),
+            provisions: AtomicU32::new(0),
+            started: Instant::now(),
+        })
+    }
+
+    fn trial(self: &Arc<Self>, case: Case) -> Trial {
+        let suite = self.clone();
+        Trial::ignorable_test(case.trial_name(), move || suite.run_trial(&case))
+    }
+
+    fn run_trial(&self, case: &Case) -> Result<Completion, Failed> {
+        let started_at = time::OffsetDateTime::now_utc();
+        let started = Instant::now();
+        let skip = if !self.settings.selects(case.id) {
+            Some(format!("{} is not selected by --cases", case.id))
+        } else {
+            match config::applicability(self.settings.engine, self.settings.topology, case.id) {
+                Applicability::Applies => None,
+                Applicability::Ignored(reason) => Some(reason),
+            }
+        };
+        if let Some(reason) = skip {
+            self.record(case, started_at, started, CaseOutcome::Ignored { reason: reason.clone() }, Vec::new(), Default::default());
+            return Ok(Completion::ignored_with(reason));
+        }
+        let outcome = self.run_case(case);
+        let (result, evidence, measurements) = match outcome {
+            Ok((ctx_result, evidence, measurements)) => (ctx_result, evidence, measurements),
+            Err(setup_error) => (Err(setup_error), Vec::new(), Default::default()),
+        };
+        match result {
+            Ok(()) => {
+                self.record(case, started_at, started, CaseOutcome::Passed, evidence, measurements);
+                Ok(Completion::Completed)
+            }
+            Err(message) => {
+                self.record(case, started_at, started, CaseOutcome::Failed { message: message.clone() }, evidence, measurements);
+                Err(Failed::from(message))
+            }
+        }
+    }
+
+    /// Runs one case against the shared stack. The outer `Err` is a setup
+    /// failure (no stack, no references); the inner result is the case's.
+    #[allow(clippy::type_complexity)]
+    fn run_case(
+        &self,
+        case: &Case,
+    ) -> Result<(Result<(), String>, Vec<PathBuf>, serde_json::Map<String, serde_json::Value>), String> {
+        let run_dir = self.run_dir()?;
+        let stack = self.stack()?;
+        let references = self.references()?;
+        let ctx = CaseCtx::new(case.id, &self.settings, &stack, &references, &self.prompts, run_dir);
+        let result = (case.run)(&ctx).map_err(|e| e.to_string());
+        let result = if case.destructive {
+            match stack.ensure_whole() {
+                Ok(()) => result,
+                Err(e) => result.and(Err(format!("the stack could not be restored after the case: {e}"))),
+            }
+        } else {
+            result
+        };
+        let (evidence, measurements) = ctx.into_evidence();
+        Ok((result, evidence, measurements))
+    }
+
+    fn record(
+        &self,
+        case: &Case,
+        started_at: time::OffsetDateTime,
+        started: Instant,
+        outcome: CaseOutcome,
+        evidence: Vec<PathBuf>,
+        measurements: serde_json::Map<String, serde_json::Value>,
+    ) {
+        let record = CaseRecord {
+            id: case.trial_name(),
+            name: case.name.to_string(),
+            outcome,
+            started_at,
+            duration: started.elapsed(),
+            evidence,
+            measurements: measurements.into_iter().collect(),
+        };
+        if let Ok(mut records) = self.records.lock() {
+            records.push(record);
+        }
+    }
+
+    fn run_dir(&self) -> Result<&RunDir, String> {
+        self.run_dir
+            .get_or_init(|| {
+                let run = RunDir::create(&self.repo_root.join(&self.settings.run_dir)).map_err(|e| e.to_string())?;
+                run.write_config(&self.settings).map_err(|e| e.to_string())?;
+                eprintln!("[kvcr-e2e] evidence: {}", run.root().display());
+                Ok(run)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn python(&self) -> Result<&PythonEnv, String> {
+        self.python
+            .get_or_init(|| {
+                pyenv::ensure(&self.repo_root, self.settings.python.as_deref()).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The shared stack, provisioned on first call; every later call gets
+    /// the same stack or the same provisioning error.
+    fn stack(&self) -> Result<Arc<Stack>, String> {
+        self.stack
+            .get_or_init(|| {
+                let run = self.run_dir()?;
+                let python = self.python()?.python.clone();
+                self.provisions.fetch_add(1, Ordering::SeqCst);
+                let options = StackOptions {
+                    python,
+                    repo_root: self.repo_root.clone(),
+                    logs_dir: run.logs_dir(),
+                    run_id: run.id().to_string(),
+                    host: "127.0.0.1".into(),
+                    workers: 2,
+                    startup_timeout: Duration::from_secs(self.settings.startup_timeout_s),
+                    with_reference: !reference::cached(&self.settings, self.engine.as_ref(), &self.reference_cache_dir()),
+                };
+                eprintln!("[kvcr-e2e] starting the {} stack (logs: {})", self.engine.name(), options.logs_dir.display());
+                let stack = stack::provision(self.engine.clone(), options)
+                    .map(Arc::new)
+                    .map_err(|e| format!("stack provisioning failed: {e}"))?;
+                eprintln!("[kvcr-e2e] stack ready in {:.1} s", stack.timings.total_ms as f64 / 1000.0);
+                if let Ok(mut live) = LIVE_STACK.lock() {
+                    *live = Some(stack.clone());
+                }
+                let _ = run.write_top_json("stack.json", &stack.describe());
+                Ok(stack)
+            })
+            .clone()
+    }
+
+    fn reference_cache_dir(&self) -> PathBuf {
+        self.repo_root.join(&self.settings.reference_cache)
+    }
+
+    fn references(&self) -> Result<Arc<References>, String> {
+        self.references
+            .get_or_init(|| {
+                let stack = self.stack()?;
+                let run = self.run_dir()?;
+                let refs = reference::load_or_run(&stack, &self.settings, &self.prompts, &self.reference_cache_dir())
+                    .map_err(|e| format!("reference phase failed: {e}"))?;
+                stack.stop_references();
+                let _ = run.write_top_json("reference.json", &refs.summary());
+                Ok(Arc::new(refs))
+            })
+            .clone()
+    }
+
+    /// After the trials: evidence writers, then teardown (unless kept).
+    fn finish(&self) {
+        let Some(Ok(run)) = self.run_dir.get() else {
+            return;
+        };
+        let records = self.records.lock().map(|r| r.clone()).unwrap_or_default();
+        let stack = self.stack.get().and_then(|s| s.as_ref().ok()).cloned();
+        let stops = match &stack {
+            Some(stack) if !self.settings.keep_stack => {
+                let stops = stack.teardown();
+                if let Ok(mut live) = LIVE_STACK.lock() {
+                    *live = None;
+                }
+                serde_json::to_value(stops).unwrap_or_default()
+            }
+            Some(_) => {
+                eprintln!(
+                    "[kvcr-e2e] stack left running (keep_stack); attach with --attach {}",
+                    run.root().join("stack.json").display()
+                );
+                serde_json::Value::Null
+            }
+            None => serde_json::Value::Null,
+        };
+        let references = self.references.get().and_then(|r| r.as_ref().ok()).cloned();
+        let summary = crate::evidence::RunSummary {
+            target: self.target.to_string(),
+            run_id: run.id().to_string(),
+            provisioned: self.provisions.load(Ordering::SeqCst),
+            startup: stack.as_ref().map(|s| serde_json::to_value(&s.timings).unwrap_or_default()),
+            python: self.python.get().and_then(|p| p.as_ref().ok()).map(|p| serde_json::to_value(p).unwrap_or_default()),
+            reference: references.as_ref().map(|r| r.summary()),
+            teardown: stops,
+            wall_s: self.started.elapsed().as_secs_f64(),
+        };
+        let junit = self.settings.junit_path(run.root());
+        if let Err(e) = crate::evidence::write_all(run, &summary, &records, &junit) {
+            eprintln!("[kvcr-e2e] could not write all evidence: {e}");
+        }
+        eprintln!("{}", crate::evidence::summary_text(&summary, &records));
+        crate::proc::reaper::finish();
+    }
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    eprintln!("(run with `-- --help` to list the harness flags)");
+    ExitCode::from(2)
+}
+
+fn init_tracing(settings: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PHASE1_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("kvcr_e2e={}", settings.log_level.as_str())));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

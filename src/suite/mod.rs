@@ -1,0 +1,23 @@
+//! The phase 1 suite as a libtest-mimic program: cases registered as trials,
+//! one stack provisioned on first need and shared, one reference phase,
+//! records gathered from every trial, then JUnit, results, report, teardown.
+//!
+//! ```no_run
+//! use kvcr_e2e::suite::{Case, Suite};
+//! fn main() -> std::process::ExitCode {
+//!     let cases: Vec<Case> = Vec::new(); // e2e/phase1/cases
+//!     Suite::main("phase1", cases)
+//! }
+//! ```
+
+mod case;
+mod ctx;
+pub mod guard;
+mod lifecycle;
+pub mod observe;
+mod perf;
+mod signals;
+
+pub use case::{Case, CaseError, CaseResult};
+pub use ctx::{Answer, CaseCtx};
+pub use lifecycle::Suite;
