@@ -78,18 +78,28 @@ fn splitmix(state: &mut u64) -> u64 {
 fn tokens(shape: &PromptShape, stream: u64, count: u32) -> Vec<u32> {
     let mut state = shape.seed ^ stream.wrapping_mul(0xA24B_AED4_963E_E407);
     let span = u64::from(shape.vocab_size.saturating_sub(shape.first_token).max(1));
-    (0..count).map(|_| shape.first_token + (splitmix(&mut state) % span) as u32).collect()
+    (0..count)
+        .map(|_| shape.first_token + (splitmix(&mut state) % span) as u32)
+        .collect()
 }
 
 /// The whole prompt set of a shape.
 pub fn families(shape: &PromptShape) -> Vec<Family> {
     (0..shape.families)
         .map(|i| {
-            let prefix = tokens(shape, (i as u64) << 8, shape.prefix_blocks * shape.block_size);
+            let prefix = tokens(
+                shape,
+                (i as u64) << 8,
+                shape.prefix_blocks * shape.block_size,
+            );
             let variants = (0..shape.variants)
                 .map(|j| {
                     let mut t = prefix.clone();
-                    t.extend(tokens(shape, ((i as u64) << 8) | (j as u64 + 1), shape.suffix_tokens));
+                    t.extend(tokens(
+                        shape,
+                        ((i as u64) << 8) | (j as u64 + 1),
+                        shape.suffix_tokens,
+                    ));
                     Prompt {
                         family: i,
                         variant: j,
@@ -114,7 +124,11 @@ pub fn fillers(shape: &PromptShape, salt: u64, count: usize) -> Vec<Prompt> {
         .map(|i| Prompt {
             family: usize::MAX,
             variant: i,
-            tokens: tokens(shape, FILLER_STREAM ^ (salt << 20) ^ i as u64, (shape.prefix_blocks + 1) * shape.block_size),
+            tokens: tokens(
+                shape,
+                FILLER_STREAM ^ (salt << 20) ^ i as u64,
+                (shape.prefix_blocks + 1) * shape.block_size,
+            ),
         })
         .collect()
 }
@@ -187,7 +201,9 @@ impl PromptBook {
 
     /// How many families are still unused.
     pub fn remaining(&self) -> usize {
-        self.families.len().saturating_sub(self.next.load(Ordering::SeqCst))
+        self.families
+            .len()
+            .saturating_sub(self.next.load(Ordering::SeqCst))
     }
 }
 
@@ -217,7 +233,10 @@ mod tests {
         assert_eq!(a[..64], b[..64]);
         assert_ne!(a[64..], b[64..]);
         // Different families share no first block.
-        assert_ne!(fams[0].variants[0].tokens[..16], fams[1].variants[0].tokens[..16]);
+        assert_ne!(
+            fams[0].variants[0].tokens[..16],
+            fams[1].variants[0].tokens[..16]
+        );
     }
 
     #[test]
@@ -239,7 +258,12 @@ mod tests {
         let (f1, f2) = (book.fillers(2), book.fillers(2));
         assert_ne!(f1[0].tokens[..16], f2[0].tokens[..16]);
         assert_eq!(f1[0].tokens.len(), 5 * 16);
-        let got: Vec<usize> = book.take_many("t", 5).unwrap().iter().map(|f| f.index).collect();
+        let got: Vec<usize> = book
+            .take_many("t", 5)
+            .unwrap()
+            .iter()
+            .map(|f| f.index)
+            .collect();
         assert_eq!(got, vec![0, 1, 2, 3, 4]);
         let err = book.take("TC-09").unwrap_err();
         assert!(err.to_string().contains("TC-09"));

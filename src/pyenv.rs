@@ -24,20 +24,30 @@ pub const LOCK_FILE: &str = "fixtures/python/requirements.lock";
 pub const VENV_DIR: &str = ".venv";
 const MARKER: &str = "kvcr-e2e-lock.sha256";
 /// Modules the CPU stack imports; checked after every install.
-const REQUIRED_MODULES: &str = "import kvcr, kvcr.kvcr_service, dynamo.runtime, dynamo.llm, dynamo.frontend, nixl";
+const REQUIRED_MODULES: &str =
+    "import kvcr, kvcr.kvcr_service, dynamo.runtime, dynamo.llm, dynamo.frontend, nixl";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PyEnvError {
     #[error("cannot read the Python lock {path}: {source}")]
-    Lock { path: PathBuf, source: std::io::Error },
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("`{command}` failed ({status}); see the output above. To use your own interpreter instead, pass --python PATH (or PHASE1_PYTHON)")]
     Step { command: String, status: String },
     #[error("`{command}` could not run: {source}")]
-    Run { command: String, source: std::io::Error },
+    Run {
+        command: String,
+        source: std::io::Error,
+    },
     #[error("{python} cannot import the CPU stack's packages ({detail}). Install fixtures/python/requirements.lock into it with `pip install --no-deps -r fixtures/python/requirements.lock`, or drop --python to use the project venv")]
     MissingPackages { python: PathBuf, detail: String },
     #[error("I/O error on {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// The interpreter a run uses, and how it was obtained.
@@ -89,10 +99,11 @@ pub fn ensure(repo_root: &Path, user_python: Option<&Path>) -> Result<PythonEnv,
             path: guard_path.clone(),
             source,
         })?;
-    let _guard = Flock::lock(guard_file, FlockArg::LockExclusive).map_err(|(_, errno)| PyEnvError::Io {
-        path: guard_path.clone(),
-        source: errno.into(),
-    })?;
+    let _guard =
+        Flock::lock(guard_file, FlockArg::LockExclusive).map_err(|(_, errno)| PyEnvError::Io {
+            path: guard_path.clone(),
+            source: errno.into(),
+        })?;
 
     let marker = venv.join(MARKER);
     if fs::read_to_string(&marker).is_ok_and(|m| m.trim() == digest) && python.exists() {
@@ -129,14 +140,25 @@ fn bootstrap(venv: &Path, lock_path: &Path, digest: &str) -> Result<BootstrapRep
     progress("step 2/3: pip install --no-deps -r requirements.lock (about 620 MB)");
     run_step(
         Command::new(venv.join("bin/pip"))
-            .args(["install", "--no-deps", "--disable-pip-version-check", "--no-input", "--progress-bar", "off", "-r"])
+            .args([
+                "install",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--progress-bar",
+                "off",
+                "-r",
+            ])
             .arg(lock_path),
     )?;
     progress("step 3/3: checking imports");
     let python = venv.join("bin/python");
     check_imports(&python)?;
     let marker = venv.join(MARKER);
-    fs::write(&marker, digest).map_err(|source| PyEnvError::Io { path: marker, source })?;
+    fs::write(&marker, digest).map_err(|source| PyEnvError::Io {
+        path: marker,
+        source,
+    })?;
     let report = BootstrapReport {
         seconds: started.elapsed().as_secs_f64(),
         venv_bytes: dir_size(venv),
@@ -211,7 +233,10 @@ mod tests {
     fn a_user_interpreter_without_the_packages_is_refused_clearly() {
         let err = ensure(Path::new("."), Some(Path::new("/bin/false"))).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("cannot import") && text.contains("--no-deps"), "{text}");
+        assert!(
+            text.contains("cannot import") && text.contains("--no-deps"),
+            "{text}"
+        );
     }
 
     #[test]

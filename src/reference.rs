@@ -12,12 +12,13 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::client::{Client, CompletionRequest, Pin};
+use crate::client::{Client, Completion, TokenIdsRequest};
 use crate::config::Settings;
 use crate::engine::{Engine, ReferenceVariant};
-use crate::evidence::perf::{percentiles, Percentiles};
+use crate::evidence::{percentiles, Baseline};
 use crate::prompts::{self, Prompt, PromptBook, PromptShape};
 use crate::stack::Stack;
+use crate::telemetry::names::dynamo::EXTRA_FIELD_COMPLETION_TOKEN_IDS;
 
 /// How many families the determinism probes use.
 const PROBE_FAMILIES: usize = 2;
@@ -28,23 +29,18 @@ const CACHE_FORMAT: &str = "reference-v1";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReferenceError {
-    #[error("engine not deterministic: {0} (this is the bare engine with KVCR off, not a KVCR failure)")]
+    #[error(
+        "engine not deterministic: {0} (this is the bare engine with KVCR off, not a KVCR failure)"
+    )]
     NotDeterministic(String),
     #[error("the reference workers are not running (the cache was expected to hold {0})")]
     NoReferenceWorker(String),
     #[error("reference request for prompt {prompt} failed: {error}")]
     Request { prompt: String, error: String },
+    #[error("cannot reach the frontend: {0}")]
+    Client(String),
     #[error("reference cache {path}: {error}")]
     Cache { path: PathBuf, error: String },
-}
-
-/// KVCR-disabled TTFT baselines.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Baseline {
-    /// First sight of a family's prefix.
-    pub cold_ttft_ms: Percentiles,
-    /// The same prefix again (device prefix cache).
-    pub warm_ttft_ms: Percentiles,
 }
 
 /// Recorded reference results.
@@ -74,8 +70,9 @@ impl References {
     }
 }
 
-/// The prompt set the settings describe.
-pub fn prompt_shape(settings: &Settings) -> PromptShape {
+/// The prompt set the settings describe, over the engine's vocabulary.
+pub fn prompt_shape(settings: &Settings, engine: &dyn Engine) -> PromptShape {
+    let vocab = engine.prompt_vocab();
     PromptShape {
         seed: settings.prompts.seed,
         families: settings.prompts.families as usize,
@@ -83,9 +80,8 @@ pub fn prompt_shape(settings: &Settings) -> PromptShape {
         prefix_blocks: settings.prompts.prefix_blocks,
         suffix_tokens: settings.prompts.suffix_tokens,
         block_size: settings.cpu_engine.block_size,
-        // Ids 0..3 are the tiny model's special tokens.
-        first_token: 3,
-        vocab_size: 512,
+        first_token: vocab.start,
+        vocab_size: vocab.end,
     }
 }
 
@@ -94,7 +90,7 @@ pub fn digest(settings: &Settings, engine: &dyn Engine) -> String {
     let mut h = Sha256::new();
     h.update(CACHE_FORMAT);
     h.update(engine.token_identity());
-    h.update(prompts::digest(&prompt_shape(settings)));
+    h.update(prompts::digest(&prompt_shape(settings, engine)));
     h.update(format!("max_tokens={}", settings.prompts.max_tokens));
     hex::encode(h.finalize())
 }
@@ -105,7 +101,11 @@ fn cache_path(dir: &Path, digest: &str) -> PathBuf {
 
 /// Whether a valid cache entry exists (then no reference workers are needed).
 pub fn cached(settings: &Settings, engine: &dyn Engine, dir: &Path) -> bool {
-    read_cache(&cache_path(dir, &digest(settings, engine)), &digest(settings, engine)).is_some()
+    read_cache(
+        &cache_path(dir, &digest(settings, engine)),
+        &digest(settings, engine),
+    )
+    .is_some()
 }
 
 fn read_cache(path: &Path, digest: &str) -> Option<References> {
@@ -115,7 +115,12 @@ fn read_cache(path: &Path, digest: &str) -> Option<References> {
 }
 
 /// Loads the references from the cache, or runs the probes and records them.
-pub fn load_or_run(stack: &Stack, settings: &Settings, book: &PromptBook, dir: &Path) -> Result<References, ReferenceError> {
+pub fn load_or_run(
+    stack: &Stack,
+    settings: &Settings,
+    book: &PromptBook,
+    dir: &Path,
+) -> Result<References, ReferenceError> {
     let digest = digest(settings, stack.engine.as_ref());
     let path = cache_path(dir, &digest);
     if let Some(mut refs) = read_cache(&path, &digest) {
@@ -124,13 +129,20 @@ pub fn load_or_run(stack: &Stack, settings: &Settings, book: &PromptBook, dir: &
         return Ok(refs);
     }
     let started = Instant::now();
-    eprintln!("[kvcr-e2e] reference phase: {} prompts on the KVCR-disabled engine", book.all().len() * 3);
-    let client = Client::new(stack.frontend_url(), std::time::Duration::from_secs(settings.request_timeout_s));
+    eprintln!(
+        "[kvcr-e2e] reference phase: {} prompts on the KVCR-disabled engine",
+        book.all().len() * 3
+    );
+    let client = Client::new(stack.frontend_url())
+        .map_err(|e| ReferenceError::Client(e.to_string()))?
+        .with_request_timeout(std::time::Duration::from_secs(settings.request_timeout_s));
     let cached_model = stack.engine.reference_model(ReferenceVariant::Cached);
     let uncached_model = stack.engine.reference_model(ReferenceVariant::Uncached);
     for variant in [ReferenceVariant::Cached, ReferenceVariant::Uncached] {
         if stack.reference(variant).is_none() {
-            return Err(ReferenceError::NoReferenceWorker(path.display().to_string()));
+            return Err(ReferenceError::NoReferenceWorker(
+                path.display().to_string(),
+            ));
         }
     }
     let max_tokens = settings.prompts.max_tokens;
@@ -148,13 +160,26 @@ pub fn load_or_run(stack: &Stack, settings: &Settings, book: &PromptBook, dir: &
     Ok(refs)
 }
 
-fn request(model: &str, prompt: &Prompt, max_tokens: u32) -> CompletionRequest {
-    CompletionRequest::new(model, prompt.tokens.clone(), max_tokens).pinned(Pin::None)
+/// A greedy completion request for `prompt` that asks for token ids.
+pub fn request(model: &str, prompt: &Prompt, max_tokens: u32) -> Completion {
+    Completion::new(model, prompt.tokens.clone())
+        .max_tokens(max_tokens)
+        .token_ids(TokenIdsRequest::NvextField(
+            EXTRA_FIELD_COMPLETION_TOKEN_IDS.into(),
+        ))
 }
 
-fn tokens_of(client: &Client, model: &str, prompt: &Prompt, max_tokens: u32) -> Result<Vec<u32>, ReferenceError> {
+fn tokens_of(
+    client: &Client,
+    model: &str,
+    prompt: &Prompt,
+    max_tokens: u32,
+) -> Result<Vec<u32>, ReferenceError> {
     crate::rt::block_on(client.complete(&request(model, prompt, max_tokens)))
-        .map_err(|e| ReferenceError::Request { prompt: prompt.key(), error: e.to_string() })?
+        .map_err(|e| ReferenceError::Request {
+            prompt: prompt.key(),
+            error: e.to_string(),
+        })?
         .token_ids
         .ok_or_else(|| ReferenceError::Request {
             prompt: prompt.key(),
@@ -189,7 +214,10 @@ fn probe_determinism(
                 prompt.key()
             )));
         }
-        passed.push(format!("{}: repeat and no-prefix-cache agree", prompt.key()));
+        passed.push(format!(
+            "{}: repeat and no-prefix-cache agree",
+            prompt.key()
+        ));
     }
     Ok(passed)
 }
@@ -205,26 +233,37 @@ fn record_all(
     let mut tokens = BTreeMap::new();
     let (mut cold, mut warm) = (Vec::new(), Vec::new());
     for chunk in book.all().chunks(REFERENCE_CONCURRENCY) {
-        let results = crate::rt::block_on(futures_util::future::join_all(chunk.iter().map(|family| async move {
-            let mut out = Vec::new();
-            for prompt in &family.variants {
-                let streamed = client
-                    .stream(&request(model, prompt, max_tokens))
-                    .await
-                    .map_err(|e| ReferenceError::Request { prompt: prompt.key(), error: e.to_string() })?;
-                out.push((prompt.clone(), streamed));
-            }
-            Ok::<_, ReferenceError>(out)
-        })));
+        let results = crate::rt::block_on(futures_util::future::join_all(chunk.iter().map(
+            |family| async move {
+                let mut out = Vec::new();
+                for prompt in &family.variants {
+                    let streamed = client
+                        .stream(&request(model, prompt, max_tokens))
+                        .await
+                        .map_err(|e| ReferenceError::Request {
+                            prompt: prompt.key(),
+                            error: e.to_string(),
+                        })?;
+                    out.push((prompt.clone(), streamed));
+                }
+                Ok::<_, ReferenceError>(out)
+            },
+        )));
         for family in results {
             for (prompt, streamed) in family? {
-                let ttft_ms = streamed.timings.ttft.as_secs_f64() * 1000.0;
-                if prompt.variant == 0 {
-                    cold.push(ttft_ms);
-                } else {
-                    warm.push(ttft_ms);
+                if let Some(t) = &streamed.timings {
+                    let ttft_ms = t.ttft.as_secs_f64() * 1000.0;
+                    if prompt.variant == 0 {
+                        cold.push(ttft_ms);
+                    } else {
+                        warm.push(ttft_ms);
+                    }
                 }
-                tokens.insert(prompt.key(), streamed.token_ids);
+                let ids = streamed.token_ids.ok_or_else(|| ReferenceError::Request {
+                    prompt: prompt.key(),
+                    error: "the stream carried no token ids (nvext.completion_token_ids)".into(),
+                })?;
+                tokens.insert(prompt.key(), ids);
             }
         }
     }
@@ -238,7 +277,10 @@ fn record_all(
 }
 
 fn write_cache(dir: &Path, path: &Path, refs: &References) -> Result<(), ReferenceError> {
-    let fail = |error: String| ReferenceError::Cache { path: path.to_path_buf(), error };
+    let fail = |error: String| ReferenceError::Cache {
+        path: path.to_path_buf(),
+        error,
+    };
     std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
     let text = serde_json::to_string(refs).map_err(|e| fail(e.to_string()))?;
     // Write then rename: a concurrent run never reads half a file.

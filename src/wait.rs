@@ -28,7 +28,13 @@ pub struct WaitError {
 impl fmt::Display for WaitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.aborted {
-            write!(f, "gave up waiting for {} after {:.1} s: {}", self.what, self.waited.as_secs_f64(), self.last_seen)
+            write!(
+                f,
+                "gave up waiting for {} after {:.1} s: {}",
+                self.what,
+                self.waited.as_secs_f64(),
+                self.last_seen
+            )
         } else {
             write!(
                 f,
@@ -84,33 +90,47 @@ mod tests {
     #[test]
     fn returns_the_ready_value() {
         let mut n = 0;
-        let got = until("n to reach 3", Duration::from_secs(1), Duration::ZERO, || {
-            n += 1;
-            if n == 3 {
-                Poll::Ready(n)
-            } else {
-                Poll::Pending(format!("n={n}"))
-            }
-        });
+        let got = until(
+            "n to reach 3",
+            Duration::from_secs(1),
+            Duration::ZERO,
+            || {
+                n += 1;
+                if n == 3 {
+                    Poll::Ready(n)
+                } else {
+                    Poll::Pending(format!("n={n}"))
+                }
+            },
+        );
         assert_eq!(got, Ok(3));
     }
 
     #[test]
     fn timeout_says_what_and_last_seen() {
-        let err = until::<()>("the moon", Duration::from_millis(30), Duration::from_millis(5), || {
-            Poll::Pending("no moon".into())
-        })
+        let err = until::<()>(
+            "the moon",
+            Duration::from_millis(30),
+            Duration::from_millis(5),
+            || Poll::Pending("no moon".into()),
+        )
         .unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("waiting for the moon") && text.contains("no moon"), "{text}");
+        assert!(
+            text.contains("waiting for the moon") && text.contains("no moon"),
+            "{text}"
+        );
     }
 
     #[test]
     fn abort_stops_at_once() {
         let started = Instant::now();
-        let err = until::<()>("a dead worker", Duration::from_secs(10), Duration::from_millis(5), || {
-            Poll::Abort("it exited with code 3".into())
-        })
+        let err = until::<()>(
+            "a dead worker",
+            Duration::from_secs(10),
+            Duration::from_millis(5),
+            || Poll::Abort("it exited with code 3".into()),
+        )
         .unwrap_err();
         assert!(err.aborted && started.elapsed() < Duration::from_secs(1));
         assert!(err.to_string().contains("exited with code 3"));

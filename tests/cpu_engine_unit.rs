@@ -10,7 +10,14 @@ fn cpu_engine_unit_tests_pass() {
     let python = std::env::var_os("PHASE1_PYTHON").map(std::path::PathBuf::from);
     let env = kvcr_e2e::pyenv::ensure(root, python.as_deref()).expect("the pinned Python env");
     let output = Command::new(&env.python)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "fixtures/cpu-engine/tests"])
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "fixtures/cpu-engine/tests",
+        ])
         .env("PYTHONPATH", root.join("fixtures/cpu-engine"))
         .current_dir(root)
         .output()
@@ -21,6 +28,9 @@ fn cpu_engine_unit_tests_pass() {
         String::from_utf8_lossy(&output.stderr)
     );
     println!("{text}");
-    assert!(output.status.success(), "the CPU engine's unit tests failed:\n{text}");
+    assert!(
+        output.status.success(),
+        "the CPU engine's unit tests failed:\n{text}"
+    );
     assert!(text.contains(" passed"), "pytest ran no test:\n{text}");
 }

@@ -14,11 +14,19 @@ use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, WorkerSlo
 const MODEL_DIR: &str = "fixtures/models/tiny";
 const ENGINE_SOURCES: &str = "fixtures/cpu-engine/cpu_engine";
 
+/// Ids below this are the tiny model's special tokens (bos, eos, pad).
+const FIRST_ORDINARY_TOKEN: u32 = 3;
+/// Used when config.json cannot be read; the engine then rejects nothing
+/// below it either.
+const FALLBACK_VOCAB: u32 = 256;
+
 const SSM_PART_LABELS: [&str; 3] = ["ssm:conv", "ssm:temporal", "ssm:x"];
 
 pub struct CpuEngine {
     pub profile: CpuEngineProfile,
     pub geometry: GeometryKind,
+    /// `vocab_size` of the model's config.json.
+    vocab_size: u32,
     /// Digest of the engine's sources and model files: a change to either
     /// may change tokens, so it is part of the reference cache key.
     sources_digest: String,
@@ -32,6 +40,7 @@ impl CpuEngine {
             profile,
             geometry,
             sources_digest: sources_digest(repo_root),
+            vocab_size: vocab_size(&repo_root.join(MODEL_DIR)),
             launch_faults: Vec::new(),
         }
     }
@@ -40,18 +49,33 @@ impl CpuEngine {
         ctx.repo_root.join("fixtures/cpu-engine")
     }
 
-    fn base_worker(&self, ctx: &LaunchContext, name: &str, log_name: &str, slot: &WorkerSlot) -> ProcessSpec {
-        let spec = ProcessSpec::new(log_name, &ctx.python, ctx.logs_dir.join(format!("{log_name}.log")))
-            .args(["-m", "cpu_engine", "--name", name])
-            .arg("--model-path")
-            .arg(ctx.repo_root.join(MODEL_DIR).display().to_string())
-            .args(["--geometry", self.geometry.as_str()])
-            .args(self.profile.engine_flags())
-            .args(["--metrics-host", &ctx.host, "--metrics-port", &slot.metrics_port.to_string()])
-            .arg("--ready-file")
-            .arg(slot.ready_file.display().to_string())
-            .env("PYTHONPATH", Self::package_dir(ctx).display().to_string())
-            .cwd(&ctx.repo_root);
+    fn base_worker(
+        &self,
+        ctx: &LaunchContext,
+        name: &str,
+        log_name: &str,
+        slot: &WorkerSlot,
+    ) -> ProcessSpec {
+        let spec = ProcessSpec::new(
+            log_name,
+            &ctx.python,
+            ctx.logs_dir.join(format!("{log_name}.log")),
+        )
+        .args(["-m", "cpu_engine", "--name", name])
+        .arg("--model-path")
+        .arg(ctx.repo_root.join(MODEL_DIR).display().to_string())
+        .args(["--geometry", self.geometry.as_str()])
+        .args(self.profile.engine_flags())
+        .args([
+            "--metrics-host",
+            &ctx.host,
+            "--metrics-port",
+            &slot.metrics_port.to_string(),
+        ])
+        .arg("--ready-file")
+        .arg(slot.ready_file.display().to_string())
+        .env("PYTHONPATH", Self::package_dir(ctx).display().to_string())
+        .cwd(&ctx.repo_root);
         dynamo::apply_env(spec, ctx)
     }
 }
@@ -67,17 +91,28 @@ impl Engine for CpuEngine {
 
     fn geometry(&self) -> Geometry {
         let p = &self.profile;
-        let mut pages: Vec<(String, u64)> = (0..p.attn_pages).map(|_| ("attn".to_string(), p.attn_page_bytes)).collect();
+        let mut pages: Vec<(String, u64)> = (0..p.attn_pages)
+            .map(|_| ("attn".to_string(), p.attn_page_bytes))
+            .collect();
         if self.geometry == GeometryKind::Hybrid {
-            pages.extend(
-                (0..p.ssm_parts as usize).map(|i| (SSM_PART_LABELS.get(i).map_or_else(|| format!("ssm:{i}"), |l| l.to_string()), p.ssm_part_bytes)),
-            );
+            pages.extend((0..p.ssm_parts as usize).map(|i| {
+                (
+                    SSM_PART_LABELS
+                        .get(i)
+                        .map_or_else(|| format!("ssm:{i}"), |l| l.to_string()),
+                    p.ssm_part_bytes,
+                )
+            }));
         }
         Geometry {
             name: self.geometry.as_str().to_string(),
             block_size_tokens: p.block_size,
             pages,
         }
+    }
+
+    fn prompt_vocab(&self) -> std::ops::Range<u32> {
+        FIRST_ORDINARY_TOKEN..self.vocab_size
     }
 
     fn has_guard(&self) -> bool {
@@ -89,14 +124,23 @@ impl Engine for CpuEngine {
     }
 
     fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
-        Some(dynamo::guard_service(ctx, &self.geometry(), self.profile.guard_pool_gb))
+        Some(dynamo::guard_service(
+            ctx,
+            &self.geometry(),
+            self.profile.guard_pool_gb,
+        ))
     }
 
     fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec {
         let mut spec = self
             .base_worker(ctx, &slot.name, &slot.process_name(), slot)
             .args(["--served-model-name", &self.model(), "--kvcr", "on"])
-            .args(["--control-host", &ctx.host, "--control-advertise-host", &ctx.host])
+            .args([
+                "--control-host",
+                &ctx.host,
+                "--control-advertise-host",
+                &ctx.host,
+            ])
             .args(["--control-port", &slot.control_port.to_string()])
             .arg("--guard-socket")
             .arg(ctx.guard_socket.display().to_string())
@@ -108,10 +152,20 @@ impl Engine for CpuEngine {
         spec
     }
 
-    fn reference_worker(&self, ctx: &LaunchContext, variant: ReferenceVariant, slot: &WorkerSlot) -> ProcessSpec {
+    fn reference_worker(
+        &self,
+        ctx: &LaunchContext,
+        variant: ReferenceVariant,
+        slot: &WorkerSlot,
+    ) -> ProcessSpec {
         let spec = self
             .base_worker(ctx, variant.label(), variant.label(), slot)
-            .args(["--served-model-name", &self.reference_model(variant), "--kvcr", "off"]);
+            .args([
+                "--served-model-name",
+                &self.reference_model(variant),
+                "--kvcr",
+                "off",
+            ]);
         match variant {
             ReferenceVariant::Cached => spec,
             ReferenceVariant::Uncached => spec.arg("--no-prefix-caching"),
@@ -133,13 +187,32 @@ fn sources_digest(repo_root: &Path) -> String {
     let mut hasher = Sha256::new();
     for dir in [ENGINE_SOURCES, MODEL_DIR] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(repo_root.join(dir))
-            .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file()).collect())
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_file())
+                    .collect()
+            })
             .unwrap_or_default();
         files.sort();
         for file in files {
-            hasher.update(file.file_name().map(|n| n.as_encoded_bytes().to_vec()).unwrap_or_default());
+            hasher.update(
+                file.file_name()
+                    .map(|n| n.as_encoded_bytes().to_vec())
+                    .unwrap_or_default(),
+            );
             hasher.update(std::fs::read(&file).unwrap_or_default());
         }
     }
     hex::encode(hasher.finalize())
+}
+
+/// `vocab_size` from a Hugging Face style config.json.
+fn vocab_size(model_dir: &Path) -> u32 {
+    std::fs::read_to_string(model_dir.join("config.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|config| config.get("vocab_size")?.as_u64())
+        .and_then(|v| u32::try_from(v).ok())
+        .unwrap_or(FALLBACK_VOCAB)
 }

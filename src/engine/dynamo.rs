@@ -26,7 +26,13 @@ pub fn apply_env(spec: ProcessSpec, ctx: &LaunchContext) -> ProcessSpec {
 /// `python -m dynamo.frontend --router-mode kv`.
 pub fn frontend(ctx: &LaunchContext) -> ProcessSpec {
     let spec = ProcessSpec::new("frontend", &ctx.python, ctx.logs_dir.join("frontend.log"))
-        .args(["-m", "dynamo.frontend", "--router-mode", "kv", "--http-host"])
+        .args([
+            "-m",
+            "dynamo.frontend",
+            "--router-mode",
+            "kv",
+            "--http-host",
+        ])
         .arg(&ctx.host)
         .arg("--http-port")
         .arg(ctx.frontend_port.to_string())

@@ -123,7 +123,10 @@ impl ReferenceVariant {
 }
 
 /// The engine the settings ask for.
-pub fn for_settings(settings: &crate::config::Settings, repo_root: &std::path::Path) -> Result<std::sync::Arc<dyn Engine>, String> {
+pub fn for_settings(
+    settings: &crate::config::Settings,
+    repo_root: &std::path::Path,
+) -> Result<std::sync::Arc<dyn Engine>, String> {
     match settings.engine {
         crate::config::Engine::Cpu => Ok(std::sync::Arc::new(cpu::CpuEngine::new(
             settings.cpu_engine.clone(),
@@ -147,12 +150,20 @@ pub trait Engine: Send + Sync {
         format!("{}-{}", self.model(), variant.label())
     }
     fn geometry(&self) -> Geometry;
+    /// Token ids prompts may use: the model's vocabulary without its special
+    /// tokens.
+    fn prompt_vocab(&self) -> std::ops::Range<u32>;
     /// Whether this engine runs the KVCR Guard service.
     fn has_guard(&self) -> bool;
     fn frontend(&self, ctx: &LaunchContext) -> ProcessSpec;
     fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec>;
     fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec;
-    fn reference_worker(&self, ctx: &LaunchContext, variant: ReferenceVariant, slot: &WorkerSlot) -> ProcessSpec;
+    fn reference_worker(
+        &self,
+        ctx: &LaunchContext,
+        variant: ReferenceVariant,
+        slot: &WorkerSlot,
+    ) -> ProcessSpec;
     /// A digest of everything that determines generated tokens (for the
     /// reference cache): model, geometry, engine knobs that matter.
     fn token_identity(&self) -> String;

@@ -63,7 +63,12 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
 fn process_group(pid: u32) -> Option<u32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command: state, ppid, pgrp, ...
-    stat.rsplit_once(')')?.1.split_whitespace().nth(2)?.parse().ok()
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

@@ -47,7 +47,9 @@ fn start() -> Option<ChildStdin> {
     match command.spawn() {
         Ok(mut child) => child.stdin.take(),
         Err(err) => {
-            tracing::warn!("the reaper did not start ({err}); a killed harness may leave processes behind");
+            tracing::warn!(
+                "the reaper did not start ({err}); a killed harness may leave processes behind"
+            );
             None
         }
     }

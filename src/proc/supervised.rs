@@ -28,7 +28,11 @@ pub struct ProcessSpec {
 }
 
 impl ProcessSpec {
-    pub fn new(name: impl Into<String>, program: impl Into<PathBuf>, log: impl Into<PathBuf>) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        program: impl Into<PathBuf>,
+        log: impl Into<PathBuf>,
+    ) -> Self {
         Self {
             name: name.into(),
             program: program.into(),
@@ -290,7 +294,12 @@ mod tests {
     #[test]
     fn stops_a_process_that_ignores_sigterm() {
         let dir = tempfile::tempdir().unwrap();
-        let child = Supervised::spawn(&sh(dir.path(), "stubborn", "trap '' TERM; echo up; while :; do sleep 0.05; done")).unwrap();
+        let child = Supervised::spawn(&sh(
+            dir.path(),
+            "stubborn",
+            "trap '' TERM; echo up; while :; do sleep 0.05; done",
+        ))
+        .unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         while !child.log_tail(1).contains("up") && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
@@ -304,7 +313,8 @@ mod tests {
     #[test]
     fn stop_takes_the_whole_group() {
         let dir = tempfile::tempdir().unwrap();
-        let child = Supervised::spawn(&sh(dir.path(), "parent", "sleep 30 & sleep 30 & wait")).unwrap();
+        let child =
+            Supervised::spawn(&sh(dir.path(), "parent", "sleep 30 & sleep 30 & wait")).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         while procfs::group_members(child.pid()).len() < 3 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
@@ -317,7 +327,8 @@ mod tests {
     #[test]
     fn log_tail_reads_output() {
         let dir = tempfile::tempdir().unwrap();
-        let child = Supervised::spawn(&sh(dir.path(), "talker", "echo one; echo two >&2; exit 4")).unwrap();
+        let child =
+            Supervised::spawn(&sh(dir.path(), "talker", "echo one; echo two >&2; exit 4")).unwrap();
         let status = child.wait_exit(Duration::from_secs(5)).unwrap();
         assert_eq!(status.code(), Some(4));
         let tail = child.log_tail(5);

@@ -45,7 +45,9 @@ impl Layout {
     }
 
     pub fn ready_file(&self, process_name: &str) -> PathBuf {
-        self.scratch_dir.join("ready").join(format!("{process_name}.json"))
+        self.scratch_dir
+            .join("ready")
+            .join(format!("{process_name}.json"))
     }
 
     pub fn remove_scratch(&self) {

@@ -98,8 +98,14 @@ impl Stack {
 
     /// Stops the reference workers once their tokens are recorded.
     pub fn stop_references(&self) -> Vec<StopReport> {
-        let refs = self.references.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
-        refs.iter().map(|(_, w)| w.process.stop(Duration::from_secs(5))).collect()
+        let refs = self
+            .references
+            .lock()
+            .map(|mut r| std::mem::take(&mut *r))
+            .unwrap_or_default();
+        refs.iter()
+            .map(|(_, w)| w.process.stop(Duration::from_secs(5)))
+            .collect()
     }
 
     /// SIGKILLs worker `name`'s engine process and verifies the pid is gone.
@@ -152,7 +158,10 @@ impl Stack {
     pub fn ensure_whole(&self) -> Result<(), StackError> {
         for worker in self.workers() {
             if !worker.process.is_running() {
-                tracing::info!("restoring worker {} after a destructive case", worker.name());
+                tracing::info!(
+                    "restoring worker {} after a destructive case",
+                    worker.name()
+                );
                 self.replace_worker(worker.name())?;
             }
         }
@@ -165,7 +174,13 @@ impl Stack {
         let grace = Duration::from_secs(5);
         let mut reports = vec![self.frontend.stop(grace)];
         reports.extend(self.stop_references());
-        for worker in self.workers().iter().chain(self.retired.lock().map(|r| r.clone()).unwrap_or_default().iter()) {
+        for worker in self.workers().iter().chain(
+            self.retired
+                .lock()
+                .map(|r| r.clone())
+                .unwrap_or_default()
+                .iter(),
+        ) {
             reports.push(worker.process.stop(grace));
         }
         if let Some(guard) = &self.guard {

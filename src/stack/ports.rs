@@ -9,7 +9,10 @@ pub fn free_ports(host: &str, count: usize) -> std::io::Result<Vec<u16>> {
     let listeners = (0..count)
         .map(|_| TcpListener::bind((host, 0)))
         .collect::<std::io::Result<Vec<_>>>()?;
-    listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect()
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect()
 }
 
 #[cfg(test)]

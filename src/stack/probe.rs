@@ -25,7 +25,11 @@ pub fn health_instance_ids(base: &str) -> Result<Vec<u64>, String> {
         Ok(body
             .get("instances")
             .and_then(|i| i.as_array())
-            .map(|list| list.iter().filter_map(|i| i.get("instance_id")?.as_u64()).collect())
+            .map(|list| {
+                list.iter()
+                    .filter_map(|i| i.get("instance_id")?.as_u64())
+                    .collect()
+            })
             .unwrap_or_default())
     })
 }
@@ -48,7 +52,10 @@ pub fn completion(base: &str, model: &str, instance_id: u64) -> Result<(), Strin
         if status.is_success() && text.contains("\"choices\"") {
             Ok(())
         } else {
-            Err(format!("HTTP {status}: {}", text.chars().take(200).collect::<String>()))
+            Err(format!(
+                "HTTP {status}: {}",
+                text.chars().take(200).collect::<String>()
+            ))
         }
     })
 }

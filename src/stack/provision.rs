@@ -110,7 +110,10 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     // Everything started so far is stopped if a later step fails.
     let mut started_so_far = Partial::default();
     let result = (|| {
-        let guard = engine.guard(&ctx).map(|spec| Supervised::spawn(&spec)).transpose()?;
+        let guard = engine
+            .guard(&ctx)
+            .map(|spec| Supervised::spawn(&spec))
+            .transpose()?;
         let guard_ready_ms = match &guard {
             Some(g) => {
                 started_so_far.processes.push(g.pid());
@@ -122,7 +125,13 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
         let frontend = Supervised::spawn(&engine.frontend(&ctx))?;
         let references = reference_slots
             .iter()
-            .map(|(v, slot)| Ok((*v, Supervised::spawn(&engine.reference_worker(&ctx, *v, slot))?, slot.clone())))
+            .map(|(v, slot)| {
+                Ok((
+                    *v,
+                    Supervised::spawn(&engine.reference_worker(&ctx, *v, slot))?,
+                    slot.clone(),
+                ))
+            })
             .collect::<Result<Vec<_>, ProvisionError>>()?;
         let spawned_workers = slots
             .iter()
@@ -139,12 +148,23 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
         let mut ready_workers = Vec::new();
         for (process, slot) in spawned_workers {
             let ready = await_ready_file(&process, &slot, options.startup_timeout, &[&frontend])?;
-            ready_workers.push(Arc::new(Worker { slot, process, ready }));
+            ready_workers.push(Arc::new(Worker {
+                slot,
+                process,
+                ready,
+            }));
         }
         let mut ready_refs = Vec::new();
         for (variant, process, slot) in references {
             let ready = await_ready_file(&process, &slot, options.startup_timeout, &[&frontend])?;
-            ready_refs.push((variant, Arc::new(Worker { slot, process, ready })));
+            ready_refs.push((
+                variant,
+                Arc::new(Worker {
+                    slot,
+                    process,
+                    ready,
+                }),
+            ));
         }
         let workers_ready_ms = started.elapsed().as_millis();
 
@@ -153,9 +173,15 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
         await_registered(&frontend, &ctx, &ids, options.startup_timeout)?;
         let frontend_ready_ms = started.elapsed().as_millis();
 
-        let mut models: Vec<(String, &Worker)> =
-            ready_workers.iter().map(|w| (engine.model(), w.as_ref())).collect();
-        models.extend(ready_refs.iter().map(|(v, w)| (engine.reference_model(*v), w.as_ref())));
+        let mut models: Vec<(String, &Worker)> = ready_workers
+            .iter()
+            .map(|w| (engine.model(), w.as_ref()))
+            .collect();
+        models.extend(
+            ready_refs
+                .iter()
+                .map(|(v, w)| (engine.reference_model(*v), w.as_ref())),
+        );
         for (model, worker) in models {
             await_completion(&frontend, &ctx, &model, worker, options.startup_timeout)?;
         }
@@ -198,8 +224,18 @@ pub(super) fn start_worker(stack: &Stack, slot: WorkerSlot) -> Result<Arc<Worker
     })();
     match result {
         Ok(ready) => {
-            let worker = Arc::new(Worker { slot, process, ready });
-            await_completion(&stack.frontend, &stack.ctx, &stack.engine.model(), &worker, timeout)?;
+            let worker = Arc::new(Worker {
+                slot,
+                process,
+                ready,
+            });
+            await_completion(
+                &stack.frontend,
+                &stack.ctx,
+                &stack.engine.model(),
+                &worker,
+                timeout,
+            )?;
             Ok(worker)
         }
         Err(err) => {
@@ -218,7 +254,10 @@ struct Partial {
 impl Partial {
     fn stop_all(&self) {
         for pid in &self.processes {
-            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(*pid as i32), nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(*pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
             crate::proc::reaper::forget_group(*pid);
         }
     }
@@ -245,7 +284,10 @@ fn died<T>(process: &Supervised) -> Option<Poll<T>> {
 }
 
 fn await_guard(guard: &Supervised, ctx: &LaunchContext) -> Result<(), ProvisionError> {
-    let what = format!("the Guard service's socket {} and its `KVCR service ready` line", ctx.guard_socket.display());
+    let what = format!(
+        "the Guard service's socket {} and its `KVCR service ready` line",
+        ctx.guard_socket.display()
+    );
     wait::until(what, Duration::from_secs(30), POLL_EVERY, || {
         if let Some(dead) = died(guard) {
             return dead;
@@ -265,7 +307,11 @@ fn await_ready_file(
     timeout: Duration,
     others: &[&Supervised],
 ) -> Result<ReadyFile, ProvisionError> {
-    let what = format!("{} to register and write {}", process.name(), slot.ready_file.display());
+    let what = format!(
+        "{} to register and write {}",
+        process.name(),
+        slot.ready_file.display()
+    );
     wait::until(what, timeout, POLL_EVERY, || {
         if let Some(dead) = died(process).or_else(|| others.iter().find_map(|o| died(o))) {
             return dead;
@@ -279,7 +325,12 @@ fn await_ready_file(
     .map_err(|e| not_ready(process, e))
 }
 
-fn await_registered(frontend: &Supervised, ctx: &LaunchContext, ids: &[u64], timeout: Duration) -> Result<(), ProvisionError> {
+fn await_registered(
+    frontend: &Supervised,
+    ctx: &LaunchContext,
+    ids: &[u64],
+    timeout: Duration,
+) -> Result<(), ProvisionError> {
     let url = ctx.frontend_url();
     let what = format!("{url}/health to list instances {ids:?}");
     wait::until(what, timeout, POLL_EVERY, || {
@@ -303,7 +354,10 @@ fn await_completion(
     timeout: Duration,
 ) -> Result<(), ProvisionError> {
     let url = ctx.frontend_url();
-    let what = format!("a completion of model {model} through the router from worker {}", worker.name());
+    let what = format!(
+        "a completion of model {model} through the router from worker {}",
+        worker.name()
+    );
     wait::until(what, timeout, Duration::from_millis(200), || {
         if let Some(dead) = died(frontend).or_else(|| died(&worker.process)) {
             return dead;

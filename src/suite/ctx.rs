@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use crate::client::{Client, CompletionOutcome, CompletionRequest, Pin, StreamOutcome};
+use crate::client::{Client, Completion, CompletionOutcome, StreamOutcome};
 use crate::config::Settings;
 use crate::engine::Geometry;
 use crate::evidence::RunDir;
@@ -78,7 +78,9 @@ impl<'a> CaseCtx<'a> {
             stack,
             references,
             prompts,
-            client: Client::new(stack.frontend_url(), Duration::from_secs(settings.request_timeout_s)),
+            client: Client::new(stack.frontend_url())
+                .expect("an HTTP client for the frontend")
+                .with_request_timeout(Duration::from_secs(settings.request_timeout_s)),
             run,
             evidence: RefCell::new(Vec::new()),
             measurements: RefCell::new(Map::new()),
@@ -108,27 +110,37 @@ impl<'a> CaseCtx<'a> {
 
     // ----- requests ------------------------------------------------------
 
-    pub(super) fn request(&self, prompt: &Prompt, pin: Pin) -> CompletionRequest {
-        CompletionRequest::new(self.stack.engine.model(), prompt.tokens.clone(), self.settings.prompts.max_tokens).pinned(pin)
+    /// The request for `prompt`, pinned to a worker instance when given.
+    pub(super) fn request(&self, prompt: &Prompt, pin: Option<u64>) -> Completion {
+        let request = crate::reference::request(
+            &self.stack.engine.model(),
+            prompt,
+            self.settings.prompts.max_tokens,
+        );
+        match pin {
+            Some(instance_id) => request.pin_worker(instance_id),
+            None => request,
+        }
     }
 
     /// A non-streaming completion pinned to `worker`, which must be the one
     /// that served it.
     pub fn complete_on(&self, worker: &Worker, prompt: &Prompt) -> Result<Answer, CaseError> {
-        let answer = self.complete(prompt, Pin::Worker(worker.instance_id()))?;
+        let answer = self.complete(prompt, Some(worker.instance_id()))?;
         self.expect_served_by(worker, answer.worker_id, &prompt.key())?;
         Ok(answer)
     }
 
     /// A non-streaming completion where the router picks the worker.
     pub fn complete_routed(&self, prompt: &Prompt) -> Result<Answer, CaseError> {
-        self.complete(prompt, Pin::None)
+        self.complete(prompt, None)
     }
 
-    fn complete(&self, prompt: &Prompt, pin: Pin) -> Result<Answer, CaseError> {
+    fn complete(&self, prompt: &Prompt, pin: Option<u64>) -> Result<Answer, CaseError> {
         let started = Instant::now();
-        let outcome: CompletionOutcome = crate::rt::block_on(self.client.complete(&self.request(prompt, pin)))
-            .map_err(|e| CaseError::new(format!("request {} failed: {e}", prompt.key())))?;
+        let outcome: CompletionOutcome =
+            crate::rt::block_on(self.client.complete(&self.request(prompt, pin)))
+                .map_err(|e| CaseError::new(format!("request {} failed: {e}", prompt.key())))?;
         let tokens = outcome.token_ids.clone().ok_or_else(|| {
             CaseError::new(format!(
                 "response to {} carried no token ids (asked for nvext.completion_token_ids); text was {:?}",
@@ -140,15 +152,26 @@ impl<'a> CaseCtx<'a> {
             prompt: prompt.key(),
             tokens,
             worker_id: outcome.worker_id,
-            cached_tokens: outcome.usage.cached_tokens.map(u64::from),
-            prompt_tokens: u64::from(outcome.usage.prompt_tokens),
+            cached_tokens: outcome
+                .usage
+                .as_ref()
+                .and_then(|u| u.cached_tokens)
+                .map(u64::from),
+            prompt_tokens: outcome
+                .usage
+                .as_ref()
+                .map_or(0, |u| u64::from(u.prompt_tokens)),
             latency_ms: started.elapsed().as_secs_f64() * 1000.0,
         })
     }
 
     /// A streaming completion pinned to `worker` (or routed when `None`).
-    pub fn stream(&self, worker: Option<&Worker>, prompt: &Prompt) -> Result<StreamOutcome, CaseError> {
-        let pin = worker.map_or(Pin::None, |w| Pin::Worker(w.instance_id()));
+    pub fn stream(
+        &self,
+        worker: Option<&Worker>,
+        prompt: &Prompt,
+    ) -> Result<StreamOutcome, CaseError> {
+        let pin = worker.map(|w| w.instance_id());
         let outcome = crate::rt::block_on(self.client.stream(&self.request(prompt, pin)))
             .map_err(|e| CaseError::new(format!("stream of {} failed: {e}", prompt.key())))?;
         if let Some(w) = worker {
@@ -157,7 +180,12 @@ impl<'a> CaseCtx<'a> {
         Ok(outcome)
     }
 
-    fn expect_served_by(&self, worker: &Worker, served_by: Option<u64>, prompt: &str) -> CaseResult {
+    fn expect_served_by(
+        &self,
+        worker: &Worker,
+        served_by: Option<u64>,
+        prompt: &str,
+    ) -> CaseResult {
         match served_by {
             Some(id) if id == worker.instance_id() => Ok(()),
             Some(id) => Err(CaseError::new(format!(
@@ -173,7 +201,8 @@ impl<'a> CaseCtx<'a> {
 
     /// The answer's tokens equal the reference engine's for `prompt`.
     pub fn expect_reference(&self, prompt: &Prompt, tokens: &[u32]) -> CaseResult {
-        self.compare_to_reference(prompt, tokens).map_err(|v| self.fail(v, "tokens.json"))
+        self.compare_to_reference(prompt, tokens)
+            .map_err(|v| self.fail(v, "tokens.json"))
     }
 
     /// Compares `tokens` with the reference and records the comparison in
@@ -182,7 +211,11 @@ impl<'a> CaseCtx<'a> {
         let Some(reference) = self.references.tokens(prompt) else {
             return Err(Violation {
                 claim: "reference tokens",
-                detail: format!("no reference tokens for {} (reference digest {})", prompt.key(), self.references.digest),
+                detail: format!(
+                    "no reference tokens for {} (reference digest {})",
+                    prompt.key(),
+                    self.references.digest
+                ),
             });
         };
         let verdict = expect_reference_tokens(reference, tokens);
@@ -204,7 +237,11 @@ impl<'a> CaseCtx<'a> {
             &before,
             &Counter::TransferBlocks(telemetry::Scope::LocalFill),
             blocks,
-            &format!("worker {} to deposit the {blocks} blocks of {} into its KVCR pool", worker.name(), prompt.key()),
+            &format!(
+                "worker {} to deposit the {blocks} blocks of {} into its KVCR pool",
+                worker.name(),
+                prompt.key()
+            ),
         )?;
         Ok(answer)
     }
@@ -213,7 +250,9 @@ impl<'a> CaseCtx<'a> {
     /// (`perf_evict_filler` of them) and proves it from telemetry: the
     /// device cache evicted at least its whole capacity.
     pub fn evict_device_cache(&self, worker: &Worker) -> Result<Eviction, CaseError> {
-        let fillers = self.prompts.fillers(self.settings.perf_evict_filler as usize);
+        let fillers = self
+            .prompts
+            .fillers(self.settings.perf_evict_filler as usize);
         let before = self.snapshot(worker)?;
         for filler in &fillers {
             self.complete_on(worker, filler)?;
@@ -225,7 +264,10 @@ impl<'a> CaseCtx<'a> {
             device_cache_blocks: u64::from(self.settings.cpu_engine.device_cache_blocks),
         };
         if eviction.evicted_blocks < eviction.device_cache_blocks {
-            let path = self.record("eviction.json", &serde_json::json!({"eviction": eviction, "delta": delta}));
+            let path = self.record(
+                "eviction.json",
+                &serde_json::json!({"eviction": eviction, "delta": delta}),
+            );
             return Err(CaseError::new(format!(
                 "eviction not proven: worker {} evicted {} blocks after {} filler prompts, fewer than its device cache holds ({}); raise --perf-evict-filler",
                 worker.name(),
@@ -256,11 +298,20 @@ impl<'a> CaseCtx<'a> {
 
     /// Polls `worker`'s telemetry until `counter` rose by at least `at_least`
     /// since `before`, and returns the delta at that moment.
-    pub fn await_count(&self, worker: &Worker, before: &Snapshot, counter: &Counter, at_least: u64, what: &str) -> Result<Delta, CaseError> {
-        wait::until(what, TELEMETRY_DEADLINE, TELEMETRY_POLL, || match self.delta_since(worker, before) {
-            Ok(delta) if delta.count(counter) >= at_least => Poll::Ready(delta),
-            Ok(delta) => Poll::Pending(format!("{counter:?} rose by {}", delta.count(counter))),
-            Err(e) => Poll::Abort(e.message),
+    pub fn await_count(
+        &self,
+        worker: &Worker,
+        before: &Snapshot,
+        counter: &Counter,
+        at_least: u64,
+        what: &str,
+    ) -> Result<Delta, CaseError> {
+        wait::until(what, TELEMETRY_DEADLINE, TELEMETRY_POLL, || {
+            match self.delta_since(worker, before) {
+                Ok(delta) if delta.count(counter) >= at_least => Poll::Ready(delta),
+                Ok(delta) => Poll::Pending(format!("{counter:?} rose by {}", delta.count(counter))),
+                Err(e) => Poll::Abort(e.message),
+            }
         })
         .map_err(CaseError::from)
     }
@@ -283,9 +334,10 @@ impl<'a> CaseCtx<'a> {
 
     /// Adds a measurement to the case's record in results.json.
     pub fn measure(&self, key: &str, value: impl Serialize) {
-        self.measurements
-            .borrow_mut()
-            .insert(key.to_string(), serde_json::to_value(value).unwrap_or(Value::Null));
+        self.measurements.borrow_mut().insert(
+            key.to_string(),
+            serde_json::to_value(value).unwrap_or(Value::Null),
+        );
     }
 
     /// A failed verdict, pointed at the evidence file `name` of this case.
@@ -295,7 +347,12 @@ impl<'a> CaseCtx<'a> {
     }
 
     /// Checks a verdict after recording `observed` as evidence file `name`.
-    pub fn check(&self, name: &str, observed: &impl Serialize, verdict: Result<(), Violation>) -> CaseResult {
+    pub fn check(
+        &self,
+        name: &str,
+        observed: &impl Serialize,
+        verdict: Result<(), Violation>,
+    ) -> CaseResult {
         let path = self.record(name, observed);
         verdict.map_err(|v| CaseError::from(v).with_evidence(path))
     }

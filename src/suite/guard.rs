@@ -66,14 +66,21 @@ impl CaseCtx<'_> {
     /// Sends `prompt` pinned to `target` and judges whether the Guard served
     /// its prefix: the tokens, the target's `remote_deliver`, and the Guard's
     /// `source_transfer_completed` events logged during the attempt.
-    pub fn guard_attempt(&self, target: &Worker, prompt: &Prompt, guard: &mut GuardFollower) -> Result<GuardAttempt, CaseError> {
+    pub fn guard_attempt(
+        &self,
+        target: &Worker,
+        prompt: &Prompt,
+        guard: &mut GuardFollower,
+    ) -> Result<GuardAttempt, CaseError> {
         guard.poll();
         let seen_before = guard.events().len();
         let before = self.snapshot(target)?;
         let answer = self.complete_on(target, prompt).map_err(|e| e.message);
-        let tokens = answer.as_ref().map(|a| self.compare_to_reference(prompt, &a.tokens).map_err(|v| v));
+        let tokens = answer.map(|a| self.compare_to_reference(prompt, &a.tokens));
         let delta = self.delta_since(target, &before)?;
-        if matches!(tokens, Ok(Ok(()))) && delta.count(&Counter::TransferBlocks(Scope::RemoteDeliver)) > 0 {
+        if matches!(tokens, Ok(Ok(())))
+            && delta.count(&Counter::TransferBlocks(Scope::RemoteDeliver)) > 0
+        {
             // The target finished; give the Guard's log line a moment to land.
             guard.await_source_transfers_after(seen_before, 1);
         }
@@ -82,7 +89,11 @@ impl CaseCtx<'_> {
         let guard_blocks: Vec<u64> = window
             .iter()
             .filter_map(|e| match &e.event {
-                GuardEvent::SourceTransferCompleted(t) if t.result.as_deref() == Some("success") => Some(t.blocks),
+                GuardEvent::SourceTransferCompleted(t)
+                    if t.result.as_deref() == Some("success") =>
+                {
+                    Some(t.blocks)
+                }
                 _ => None,
             })
             .collect();
@@ -99,9 +110,9 @@ impl CaseCtx<'_> {
 impl GuardView {
     fn read_all(&self) -> Result<GuardLogReader, CaseError> {
         let mut reader = GuardLogReader::from_offset(&self.log, 0);
-        reader
-            .poll()
-            .map_err(|e| CaseError::new(format!("cannot read the Guard log: {e}")).with_evidence(&self.log))?;
+        reader.poll().map_err(|e| {
+            CaseError::new(format!("cannot read the Guard log: {e}")).with_evidence(&self.log)
+        })?;
         Ok(reader)
     }
 
@@ -143,20 +154,22 @@ impl GuardView {
     pub fn follow(&self) -> Result<GuardFollower, CaseError> {
         GuardLogReader::from_end(&self.log)
             .map(|reader| GuardFollower { reader })
-            .map_err(|e| CaseError::new(format!("cannot read the Guard log: {e}")).with_evidence(&self.log))
+            .map_err(|e| {
+                CaseError::new(format!("cannot read the Guard log: {e}")).with_evidence(&self.log)
+            })
     }
 
     /// No `KVCR pool recovery disabled` / `KVCR Guard N failed` in the log.
     pub fn expect_no_failures(&self) -> CaseResult {
         let reader = self.read_all()?;
-        match reader.failures().next() {
-            None => Ok(()),
-            Some(entry) => Err(CaseError::new(format!(
+        let failure = reader.failures().next().map(|entry| {
+            CaseError::new(format!(
                 "the Guard logged a failure at byte {}: {:?}",
                 entry.offset, entry.event
             ))
-            .with_evidence(&self.log)),
-        }
+            .with_evidence(&self.log)
+        });
+        failure.map_or(Ok(()), Err)
     }
 }
 
@@ -165,25 +178,33 @@ impl GuardFollower {
     /// not promote within the deadline (the verdict then says so).
     pub fn await_promotion(&mut self, guard: u32) -> Option<Promotion> {
         let what = format!("guard_promoted guard={guard}");
-        crate::rt::block_on(self.reader.wait_for(&what, GUARD_DEADLINE, GUARD_POLL, |e| match e {
-            GuardEvent::Promoted(p) if p.guard == guard => Some(p.clone()),
-            _ => None,
-        }))
+        crate::rt::block_on(
+            self.reader
+                .wait_for(&what, GUARD_DEADLINE, GUARD_POLL, |e| match e {
+                    GuardEvent::Promoted(p) if p.guard == guard => Some(p.clone()),
+                    _ => None,
+                }),
+        )
         .ok()
     }
 
     /// Waits until `n` `source_transfer_completed` events were logged after
     /// event `from` (or the deadline passes; the verdict judges what was seen).
     pub fn await_source_transfers_after(&mut self, from: usize, n: usize) {
-        let _ = crate::wait::until("Guard source transfers", TRANSFER_LOG_DEADLINE, GUARD_POLL, || {
-            let _ = self.reader.poll();
-            let seen = self.completed_transfers(from).count();
-            if seen >= n {
-                crate::wait::Poll::Ready(())
-            } else {
-                crate::wait::Poll::Pending(format!("{seen} source_transfer_completed"))
-            }
-        });
+        let _ = crate::wait::until(
+            "Guard source transfers",
+            TRANSFER_LOG_DEADLINE,
+            GUARD_POLL,
+            || {
+                let _ = self.reader.poll();
+                let seen = self.completed_transfers(from).count();
+                if seen >= n {
+                    crate::wait::Poll::Ready(())
+                } else {
+                    crate::wait::Poll::Pending(format!("{seen} source_transfer_completed"))
+                }
+            },
+        );
     }
 
     fn completed_transfers(&self, from: usize) -> impl Iterator<Item = &GuardLogEntry> {

@@ -11,7 +11,7 @@ use once_cell::sync::{Lazy, OnceCell};
 
 use crate::config::{self, Applicability, Env, Settings};
 use crate::engine::Engine;
-use crate::evidence::{CaseOutcome, CaseRecord, RunDir};
+use crate::evidence::{CaseRecord, Outcome, RunDir};
 use crate::prompts::PromptBook;
 use crate::pyenv::{self, PythonEnv};
 use crate::reference::{self, References};
@@ -35,7 +35,7 @@ pub struct Suite {
     prompts: PromptBook,
     records: Mutex<Vec<CaseRecord>>,
     provisions: AtomicU32,
-    started: Instant,
+    started_utc: crate::evidence::UtcTime,
 }
 
 impl Suite {
@@ -90,7 +90,7 @@ impl Suite {
     fn new(target: &'static str, settings: Settings) -> Result<Self, String> {
         let repo_root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let engine = crate::engine::for_settings(&settings, &repo_root)?;
-        let prompts = PromptBook::new(reference::prompt_shape(&settings));
+        let prompts = PromptBook::new(reference::prompt_shape(&settings, engine.as_ref()));
         Ok(Self {
             target,
             settings,
@@ -103,7 +103,7 @@ impl Suite {
             prompts,
             records: Mutex::new(Vec::new()),
             provisions: AtomicU32::new(0),
-            started: Instant::now(),
+            started_utc: crate::evidence::UtcTime::now(),
         })
     }
 
@@ -113,7 +113,6 @@ impl Suite {
     }
 
     fn run_trial(&self, case: &Case) -> Result<Completion, Failed> {
-        let started_at = time::OffsetDateTime::now_utc();
         let started = Instant::now();
         let skip = if !self.settings.selects(case.id) {
             Some(format!("{} is not selected by --cases", case.id))
@@ -124,7 +123,15 @@ impl Suite {
             }
         };
         if let Some(reason) = skip {
-            self.record(case, started_at, started, CaseOutcome::Ignored { reason: reason.clone() }, Vec::new(), Default::default());
+            self.record(
+                case,
+                started,
+                Outcome::Ignored {
+                    reason: reason.clone(),
+                },
+                Vec::new(),
+                Default::default(),
+            );
             return Ok(Completion::ignored_with(reason));
         }
         let outcome = self.run_case(case);
@@ -134,11 +141,19 @@ impl Suite {
         };
         match result {
             Ok(()) => {
-                self.record(case, started_at, started, CaseOutcome::Passed, evidence, measurements);
+                self.record(case, started, Outcome::Passed, evidence, measurements);
                 Ok(Completion::Completed)
             }
             Err(message) => {
-                self.record(case, started_at, started, CaseOutcome::Failed { message: message.clone() }, evidence, measurements);
+                self.record(
+                    case,
+                    started,
+                    Outcome::Failed {
+                        message: message.clone(),
+                    },
+                    evidence,
+                    measurements,
+                );
                 Err(Failed::from(message))
             }
         }
@@ -150,16 +165,32 @@ impl Suite {
     fn run_case(
         &self,
         case: &Case,
-    ) -> Result<(Result<(), String>, Vec<PathBuf>, serde_json::Map<String, serde_json::Value>), String> {
+    ) -> Result<
+        (
+            Result<(), String>,
+            Vec<PathBuf>,
+            serde_json::Map<String, serde_json::Value>,
+        ),
+        String,
+    > {
         let run_dir = self.run_dir()?;
         let stack = self.stack()?;
         let references = self.references()?;
-        let ctx = CaseCtx::new(case.id, &self.settings, &stack, &references, &self.prompts, run_dir);
+        let ctx = CaseCtx::new(
+            case.id,
+            &self.settings,
+            &stack,
+            &references,
+            &self.prompts,
+            run_dir,
+        );
         let result = (case.run)(&ctx).map_err(|e| e.to_string());
         let result = if case.destructive {
             match stack.ensure_whole() {
                 Ok(()) => result,
-                Err(e) => result.and(Err(format!("the stack could not be restored after the case: {e}"))),
+                Err(e) => result.and(Err(format!(
+                    "the stack could not be restored after the case: {e}"
+                ))),
             }
         } else {
             result
@@ -171,21 +202,21 @@ impl Suite {
     fn record(
         &self,
         case: &Case,
-        started_at: time::OffsetDateTime,
         started: Instant,
-        outcome: CaseOutcome,
+        outcome: Outcome,
         evidence: Vec<PathBuf>,
         measurements: serde_json::Map<String, serde_json::Value>,
     ) {
-        let record = CaseRecord {
-            id: case.trial_name(),
-            name: case.name.to_string(),
-            outcome,
-            started_at,
-            duration: started.elapsed(),
-            evidence,
-            measurements: measurements.into_iter().collect(),
+        let mut record = CaseRecord::start(case.id, case.trial_name());
+        record.started_at =
+            crate::evidence::UtcTime(time::OffsetDateTime::now_utc() - started.elapsed());
+        record.outcome = outcome;
+        record.duration = started.elapsed();
+        record.evidence = match self.run_dir.get() {
+            Some(Ok(run)) => evidence.iter().map(|p| run.relative(p)).collect(),
+            _ => evidence,
         };
+        record.measurements = measurements.into_iter().collect();
         if let Ok(mut records) = self.records.lock() {
             records.push(record);
         }
@@ -194,8 +225,13 @@ impl Suite {
     fn run_dir(&self) -> Result<&RunDir, String> {
         self.run_dir
             .get_or_init(|| {
-                let run = RunDir::create(&self.repo_root.join(&self.settings.run_dir)).map_err(|e| e.to_string())?;
-                run.write_config(&self.settings).map_err(|e| e.to_string())?;
+                let run = RunDir::create(
+                    &self.repo_root.join(&self.settings.run_dir),
+                    crate::config::Redactor::from_process_env(),
+                )
+                .map_err(|e| e.to_string())?;
+                run.write_config(&self.settings)
+                    .map_err(|e| e.to_string())?;
                 eprintln!("[kvcr-e2e] evidence: {}", run.root().display());
                 Ok(run)
             })
@@ -206,7 +242,8 @@ impl Suite {
     fn python(&self) -> Result<&PythonEnv, String> {
         self.python
             .get_or_init(|| {
-                pyenv::ensure(&self.repo_root, self.settings.python.as_deref()).map_err(|e| e.to_string())
+                pyenv::ensure(&self.repo_root, self.settings.python.as_deref())
+                    .map_err(|e| e.to_string())
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -224,21 +261,32 @@ impl Suite {
                     python,
                     repo_root: self.repo_root.clone(),
                     logs_dir: run.logs_dir(),
-                    run_id: run.id().to_string(),
+                    run_id: run.run_id().to_string(),
                     host: "127.0.0.1".into(),
                     workers: 2,
                     startup_timeout: Duration::from_secs(self.settings.startup_timeout_s),
-                    with_reference: !reference::cached(&self.settings, self.engine.as_ref(), &self.reference_cache_dir()),
+                    with_reference: !reference::cached(
+                        &self.settings,
+                        self.engine.as_ref(),
+                        &self.reference_cache_dir(),
+                    ),
                 };
-                eprintln!("[kvcr-e2e] starting the {} stack (logs: {})", self.engine.name(), options.logs_dir.display());
+                eprintln!(
+                    "[kvcr-e2e] starting the {} stack (logs: {})",
+                    self.engine.name(),
+                    options.logs_dir.display()
+                );
                 let stack = stack::provision(self.engine.clone(), options)
                     .map(Arc::new)
                     .map_err(|e| format!("stack provisioning failed: {e}"))?;
-                eprintln!("[kvcr-e2e] stack ready in {:.1} s", stack.timings.total_ms as f64 / 1000.0);
+                eprintln!(
+                    "[kvcr-e2e] stack ready in {:.1} s",
+                    stack.timings.total_ms as f64 / 1000.0
+                );
                 if let Ok(mut live) = LIVE_STACK.lock() {
                     *live = Some(stack.clone());
                 }
-                let _ = run.write_top_json("stack.json", &stack.describe());
+                let _ = run.write_stack(&stack.describe());
                 Ok(stack)
             })
             .clone()
@@ -253,55 +301,77 @@ impl Suite {
             .get_or_init(|| {
                 let stack = self.stack()?;
                 let run = self.run_dir()?;
-                let refs = reference::load_or_run(&stack, &self.settings, &self.prompts, &self.reference_cache_dir())
-                    .map_err(|e| format!("reference phase failed: {e}"))?;
+                let refs = reference::load_or_run(
+                    &stack,
+                    &self.settings,
+                    &self.prompts,
+                    &self.reference_cache_dir(),
+                )
+                .map_err(|e| format!("reference phase failed: {e}"))?;
                 stack.stop_references();
-                let _ = run.write_top_json("reference.json", &refs.summary());
+                let _ = run.write_root_json("reference.json", &refs.summary());
                 Ok(Arc::new(refs))
             })
             .clone()
     }
 
-    /// After the trials: evidence writers, then teardown (unless kept).
+    /// After the trials: teardown (unless kept), then every evidence writer
+    /// over the same records.
     fn finish(&self) {
         let Some(Ok(run)) = self.run_dir.get() else {
             return;
         };
-        let records = self.records.lock().map(|r| r.clone()).unwrap_or_default();
         let stack = self.stack.get().and_then(|s| s.as_ref().ok()).cloned();
-        let stops = match &stack {
-            Some(stack) if !self.settings.keep_stack => {
-                let stops = stack.teardown();
-                if let Ok(mut live) = LIVE_STACK.lock() {
-                    *live = None;
-                }
-                serde_json::to_value(stops).unwrap_or_default()
-            }
-            Some(_) => {
+        if let Some(stack) = &stack {
+            if self.settings.keep_stack {
                 eprintln!(
                     "[kvcr-e2e] stack left running (keep_stack); attach with --attach {}",
                     run.root().join("stack.json").display()
                 );
-                serde_json::Value::Null
+            } else {
+                let stops = stack.teardown();
+                if let Ok(mut live) = LIVE_STACK.lock() {
+                    *live = None;
+                }
+                let _ = run.write_root_json("teardown.json", &stops);
             }
-            None => serde_json::Value::Null,
-        };
+        }
+        let mut cases = self.records.lock().map(|r| r.clone()).unwrap_or_default();
         let references = self.references.get().and_then(|r| r.as_ref().ok()).cloned();
-        let summary = crate::evidence::RunSummary {
-            target: self.target.to_string(),
-            run_id: run.id().to_string(),
-            provisioned: self.provisions.load(Ordering::SeqCst),
-            startup: stack.as_ref().map(|s| serde_json::to_value(&s.timings).unwrap_or_default()),
-            python: self.python.get().and_then(|p| p.as_ref().ok()).map(|p| serde_json::to_value(p).unwrap_or_default()),
-            reference: references.as_ref().map(|r| r.summary()),
-            teardown: stops,
-            wall_s: self.started.elapsed().as_secs_f64(),
+        let (requests, perf) = super::records::collect_perf(&mut cases, references.as_deref());
+        let record = crate::evidence::RunRecord {
+            run_id: run.run_id().to_string(),
+            run_dir: run.root().to_path_buf(),
+            started_at: self.started_utc,
+            label: format!(
+                "{} {}/{}/{}",
+                self.target, self.settings.engine, self.settings.topology, self.settings.geometry
+            ),
+            settings_digest: crate::evidence::settings_digest(&self.settings),
+            stack: stack
+                .as_ref()
+                .map(|s| super::records::stack_summary(s, self.provisions.load(Ordering::SeqCst))),
+            reference: references.as_deref().map(super::records::reference_summary),
+            cases,
         };
+        let results = crate::evidence::Results::new(record, requests, perf);
         let junit = self.settings.junit_path(run.root());
-        if let Err(e) = crate::evidence::write_all(run, &summary, &records, &junit) {
+        let written = results
+            .write(run)
+            .and_then(|_| crate::evidence::write_junit(&results.run, &junit))
+            .and_then(|_| crate::evidence::write_report(run, &results));
+        if let Err(e) = written {
             eprintln!("[kvcr-e2e] could not write all evidence: {e}");
         }
-        eprintln!("{}", crate::evidence::summary_text(&summary, &records));
+        eprintln!(
+            "{}",
+            crate::evidence::render_summary(&results.run, &results.perf)
+        );
+        eprintln!(
+            "[kvcr-e2e] evidence: {} (junit: {})",
+            run.root().display(),
+            junit.display()
+        );
         crate::proc::reaper::finish();
     }
 }
@@ -313,7 +383,11 @@ fn usage_error(message: &str) -> ExitCode {
 }
 
 fn init_tracing(settings: &Settings) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("PHASE1_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("kvcr_e2e={}", settings.log_level.as_str())));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PHASE1_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("kvcr_e2e={}", settings.log_level.as_str()))
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

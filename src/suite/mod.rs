@@ -16,6 +16,7 @@ pub mod guard;
 mod lifecycle;
 pub mod observe;
 mod perf;
+mod records;
 mod signals;
 
 pub use case::{Case, CaseError, CaseResult};

@@ -31,7 +31,8 @@ pub fn guard_transfer(guard_events: &[GuardLogEntry], target: &Delta) -> PeerTra
             _ => None,
         })
         .collect();
-    let ok = |t: &&&crate::telemetry::guard_log::SourceTransfer| t.result.as_deref() == Some("success");
+    let ok =
+        |t: &&&crate::telemetry::guard_log::SourceTransfer| t.result.as_deref() == Some("success");
     PeerTransfer {
         source_write_success_ops: completed.iter().filter(ok).count() as u64,
         source_write_failed_ops: completed.iter().filter(|t| !ok(t)).count() as u64,

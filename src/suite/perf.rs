@@ -1,98 +1,128 @@
 //! Measured streaming requests and per-arm summaries (TC-05, TC-06).
 //!
 //! A case streams a prompt, checks the tokens, and gets a [`RequestRecord`]
-//! with the client-side timings. Arm summaries go into the case's
-//! measurements (`arm`, `requests`, `sweep`, `recovery`), from which
-//! results.json and the report are written.
+//! with the client-side timings. Summaries go into the case's measurements
+//! (keys in `suite::records`), from which results.json, the report and the
+//! summary are written.
 
-use crate::evidence::perf::{percentiles, ArmSummary, RequestRecord};
+use std::time::Instant;
+
+use futures_util::stream::{self, StreamExt};
+
+use crate::client::StreamOutcome;
+use crate::evidence::{Arm, ArmSummary, RequestRecord, SweepLevel};
 use crate::prompts::Prompt;
 use crate::stack::Worker;
 
+use super::records::{ARM, RECOVERY, REQUESTS, SWEEP};
 use super::{CaseCtx, CaseError};
+
+/// A measured request and what the server said about its cache use.
+pub struct Measured {
+    pub record: RequestRecord,
+    pub cached_tokens: Option<u64>,
+}
 
 impl CaseCtx<'_> {
     /// Streams `prompt` (pinned to `worker`, or routed), checks the tokens
     /// against the reference, and returns the request's record.
-    pub fn stream_measured(&self, worker: Option<&Worker>, prompt: &Prompt, arm: &str) -> Result<RequestRecord, CaseError> {
+    pub fn stream_measured(
+        &self,
+        worker: Option<&Worker>,
+        prompt: &Prompt,
+        arm: Arm,
+    ) -> Result<Measured, CaseError> {
         let outcome = self.stream(worker, prompt)?;
-        self.expect_reference(prompt, &outcome.token_ids)?;
-        Ok(request_record(arm, prompt, &outcome))
+        let tokens = outcome.token_ids.clone().unwrap_or_default();
+        self.expect_reference(prompt, &tokens)?;
+        Ok(Measured {
+            cached_tokens: outcome
+                .usage
+                .as_ref()
+                .and_then(|u| u.cached_tokens)
+                .map(u64::from),
+            record: request_record(self.id, Some(arm), None, prompt, &outcome),
+        })
     }
 
     /// Summarises an arm against the KVCR-disabled baselines and records it.
-    pub fn report_arm(&self, arm: &str, requests: Vec<RequestRecord>) -> ArmSummary {
-        let baseline = &self.references.baseline;
-        let ttft: Vec<f64> = requests.iter().map(|r| r.ttft_ms).collect();
-        let summary = ArmSummary {
-            arm: arm.to_string(),
-            n: requests.len(),
-            ttft_ms: percentiles(&ttft),
-            tpot_ms: percentiles(&requests.iter().filter_map(|r| r.tpot_ms).collect::<Vec<_>>()),
-            itl_ms: percentiles(&requests.iter().flat_map(|r| r.itl_ms.iter().copied()).collect::<Vec<_>>()),
-            baseline_cold_ttft_ms: baseline.cold_ttft_ms.p50,
-            baseline_warm_ttft_ms: baseline.warm_ttft_ms.p50,
-            delta_vs_cold_baseline_ms: percentiles(&ttft).p50 - baseline.cold_ttft_ms.p50,
-            delta_vs_warm_baseline_ms: percentiles(&ttft).p50 - baseline.warm_ttft_ms.p50,
-        };
-        self.measure("arm", &summary);
-        self.measure("requests", &requests);
-        self.measure("metric_definitions", crate::client::timing::DEFINITIONS);
+    pub fn report_arm(&self, arm: Arm, requests: Vec<RequestRecord>) -> ArmSummary {
+        let summary = ArmSummary::from_requests(arm, &requests, Some(&self.references.baseline));
+        self.measure(ARM, &summary);
+        self.measure(REQUESTS, &requests);
         summary
     }
-}
 
-/// One streamed request as results.json records it.
-pub fn request_record(arm: &str, prompt: &Prompt, outcome: &crate::client::StreamOutcome) -> RequestRecord {
-    let t = &outcome.timings;
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-    RequestRecord {
-        arm: arm.to_string(),
-        prompt: prompt.key(),
-        ttft_ms: ms(t.ttft),
-        tpot_ms: t.tpot.map(ms),
-        itl_ms: t.itl.iter().map(|d| ms(*d)).collect(),
-        e2el_ms: ms(t.latency),
-        prompt_tokens: prompt.tokens.len() as u64,
-        output_tokens: outcome.token_ids.len() as u64,
-        worker_id: outcome.worker_id,
-        ok: true,
+    /// Records the concurrency sweep.
+    pub fn report_sweep(&self, levels: Vec<SweepLevel>, requests: Vec<RequestRecord>) {
+        self.measure(SWEEP, &levels);
+        self.measure(REQUESTS, &requests);
     }
-}
 
-impl CaseCtx<'_> {
+    /// Records the recovery timeline of TC-06.
+    pub fn report_recovery(&self, timeline: &crate::evidence::RecoveryTimeline) {
+        self.measure(RECOVERY, timeline);
+    }
+
     /// Streams `prompts` through the router with `level` requests in flight,
     /// checks every stream's tokens, and summarises the level.
-    pub fn run_concurrent(&self, level: u32, prompts: &[Prompt]) -> Result<crate::evidence::perf::SweepLevel, CaseError> {
-        use futures_util::stream::{self, StreamExt};
-
-        let started = std::time::Instant::now();
+    pub fn run_concurrent(
+        &self,
+        level: u32,
+        prompts: &[Prompt],
+    ) -> Result<(SweepLevel, Vec<RequestRecord>), CaseError> {
+        let started = Instant::now();
         let outcomes: Vec<_> = crate::rt::block_on(
             stream::iter(prompts.iter().map(|prompt| async move {
-                let request = self.request(prompt, crate::client::Pin::None);
+                let request = self.request(prompt, None);
                 (prompt, self.client.stream(&request).await)
             }))
             .buffer_unordered(level.max(1) as usize)
             .collect(),
         );
-        let duration = started.elapsed();
+        let duration_s = started.elapsed().as_secs_f64();
         let mut records = Vec::new();
         for (prompt, outcome) in outcomes {
-            let outcome = outcome.map_err(|e| CaseError::new(format!("concurrency {level}: stream of {} failed: {e}", prompt.key())))?;
-            self.expect_reference(prompt, &outcome.token_ids)?;
-            records.push(request_record(&format!("sweep_c{level}"), prompt, &outcome));
+            let outcome = outcome.map_err(|e| {
+                CaseError::new(format!(
+                    "concurrency {level}: stream of {} failed: {e}",
+                    prompt.key()
+                ))
+            })?;
+            self.expect_reference(prompt, &outcome.token_ids.clone().unwrap_or_default())?;
+            records.push(request_record(self.id, None, Some(level), prompt, &outcome));
         }
-        let output_tokens: u64 = records.iter().map(|r| r.output_tokens).sum();
-        let ttft: Vec<f64> = records.iter().map(|r| r.ttft_ms).collect();
-        let tpot: Vec<f64> = records.iter().filter_map(|r| r.tpot_ms).collect();
-        Ok(crate::evidence::perf::SweepLevel {
-            concurrency: level,
-            requests: records.len(),
-            duration_s: duration.as_secs_f64(),
-            request_throughput_per_s: records.len() as f64 / duration.as_secs_f64().max(1e-9),
-            output_throughput_tok_per_s: output_tokens as f64 / duration.as_secs_f64().max(1e-9),
-            ttft_ms: percentiles(&ttft),
-            tpot_ms: percentiles(&tpot),
-        })
+        Ok((
+            SweepLevel::from_requests(level, &records, duration_s),
+            records,
+        ))
+    }
+}
+
+/// One streamed request as results.json records it (vLLM bench field names).
+pub fn request_record(
+    case: &str,
+    arm: Option<Arm>,
+    concurrency: Option<u32>,
+    prompt: &Prompt,
+    outcome: &StreamOutcome,
+) -> RequestRecord {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let timings = outcome.timings.as_ref();
+    RequestRecord {
+        case: case.to_string(),
+        arm,
+        concurrency,
+        ttft_ms: timings.map(|t| ms(t.ttft)),
+        tpot_ms: timings.and_then(|t| t.tpot).map(ms),
+        itl_ms: timings
+            .map(|t| t.itl.iter().map(|d| ms(*d)).collect())
+            .unwrap_or_default(),
+        e2el_ms: timings.map(|t| ms(t.latency)),
+        prompt_tokens: prompt.tokens.len() as u32,
+        output_tokens: outcome.token_ids.as_ref().map_or(0, |t| t.len() as u32),
+        worker_id: outcome.worker_id,
+        ok: true,
+        error: None,
     }
 }

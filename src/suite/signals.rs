@@ -13,17 +13,23 @@ pub fn install(on_signal: impl FnOnce(Signal) + Send + 'static) {
     set.add(Signal::SIGINT);
     set.add(Signal::SIGTERM);
     if let Err(e) = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None) {
-        tracing::warn!("cannot block SIGINT/SIGTERM ({e}); an interrupted run relies on the reaper");
+        tracing::warn!(
+            "cannot block SIGINT/SIGTERM ({e}); an interrupted run relies on the reaper"
+        );
         return;
     }
-    let spawned = std::thread::Builder::new().name("kvcr-e2e-signals".into()).spawn(move || {
-        if let Ok(signal) = set.wait() {
-            eprintln!("\n[kvcr-e2e] {signal} received: tearing the stack down");
-            on_signal(signal);
-            std::process::exit(128 + signal as i32);
-        }
-    });
+    let spawned = std::thread::Builder::new()
+        .name("kvcr-e2e-signals".into())
+        .spawn(move || {
+            if let Ok(signal) = set.wait() {
+                eprintln!("\n[kvcr-e2e] {signal} received: tearing the stack down");
+                on_signal(signal);
+                std::process::exit(128 + signal as i32);
+            }
+        });
     if let Err(e) = spawned {
-        tracing::warn!("cannot start the signal thread ({e}); an interrupted run relies on the reaper");
+        tracing::warn!(
+            "cannot start the signal thread ({e}); an interrupted run relies on the reaper"
+        );
     }
 }

@@ -5,14 +5,7 @@ use serde::Serialize;
 
 use super::{Checks, Violation};
 
-/// The Guard's `guard_promoted` event, as the case saw it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Promotion {
-    pub guard: u32,
-    pub recovered_blocks: u64,
-    pub control: String,
-    pub promotion_ms: Option<f64>,
-}
+pub use crate::telemetry::guard_log::Promotion;
 
 /// The fault took effect: the pid is gone, the Guard promoted the dead
 /// worker's group with at least the committed blocks, and its control port
@@ -28,7 +21,9 @@ pub fn expect_promoted(
     checks.check(pid_gone, || "the killed worker's pid is still alive".into());
     match promotion {
         None => {
-            checks.check(false, || format!("no `guard_promoted` event for guard {guard_index} in the Guard log"));
+            checks.check(false, || {
+                format!("no `guard_promoted` event for guard {guard_index} in the Guard log")
+            });
         }
         Some(p) => {
             checks
@@ -73,7 +68,10 @@ pub fn guard_source(target_remote_blocks: u64, guard_transfer_blocks: &[u64]) ->
         (0, _) => GuardSource::NoRemoteDeliver,
         (_, 0) => GuardSource::NotFromGuard,
         (t, g) if t == g => GuardSource::Confirmed,
-        (t, g) => GuardSource::BlockMismatch { target: t, guard: g },
+        (t, g) => GuardSource::BlockMismatch {
+            target: t,
+            guard: g,
+        },
     }
 }
 
@@ -94,12 +92,18 @@ pub enum AttemptOutcome {
 impl AttemptOutcome {
     /// Stop the attempts: t1 found, or a wrong answer.
     pub fn is_final(&self) -> bool {
-        matches!(self, AttemptOutcome::GuardServed | AttemptOutcome::WrongTokens(_))
+        matches!(
+            self,
+            AttemptOutcome::GuardServed | AttemptOutcome::WrongTokens(_)
+        )
     }
 }
 
 /// Combines the answer and the source of one attempt.
-pub fn attempt_outcome(answer: Result<Result<(), Violation>, String>, source: GuardSource) -> AttemptOutcome {
+pub fn attempt_outcome(
+    answer: Result<Result<(), Violation>, String>,
+    source: GuardSource,
+) -> AttemptOutcome {
     match answer {
         Err(request_error) => AttemptOutcome::RequestFailed(request_error),
         Ok(Err(mismatch)) => AttemptOutcome::WrongTokens(mismatch.to_string()),
@@ -115,20 +119,30 @@ mod tests {
     fn promotion() -> Promotion {
         Promotion {
             guard: 0,
+            pool: "pool_0".into(),
             recovered_blocks: 8,
+            agent: None,
             control: "127.0.0.1:27771".into(),
-            promotion_ms: Some(6.7),
+            recovery_ms: 0.1,
+            setup_ms: 0.5,
+            start_ms: 6.0,
+            promotion_ms: 6.7,
         }
     }
 
     #[test]
     fn a_verified_promotion_passes() {
-        assert_eq!(expect_promoted(Some(&promotion()), 0, 8, true, true), Ok(()));
+        assert_eq!(
+            expect_promoted(Some(&promotion()), 0, 8, true, true),
+            Ok(())
+        );
     }
 
     #[test]
     fn every_missing_fact_is_named() {
-        let v = expect_promoted(None, 0, 8, false, false).unwrap_err().to_string();
+        let v = expect_promoted(None, 0, 8, false, false)
+            .unwrap_err()
+            .to_string();
         assert!(v.contains("pid is still alive"), "{v}");
         assert!(v.contains("no `guard_promoted` event for guard 0"), "{v}");
         assert!(v.contains("control port is not listening"), "{v}");
@@ -140,13 +154,18 @@ mod tests {
             recovered_blocks: 0,
             ..promotion()
         };
-        let v = expect_promoted(Some(&p), 0, 8, true, true).unwrap_err().to_string();
+        let v = expect_promoted(Some(&p), 0, 8, true, true)
+            .unwrap_err()
+            .to_string();
         assert!(v.contains("recovered_blocks 0 < 8"), "{v}");
     }
 
     #[test]
     fn the_wrong_guard_fails() {
-        let p = Promotion { guard: 1, ..promotion() };
+        let p = Promotion {
+            guard: 1,
+            ..promotion()
+        };
         assert!(expect_promoted(Some(&p), 0, 8, true, true).is_err());
     }
 
@@ -156,13 +175,22 @@ mod tests {
         assert_eq!(guard_source(4, &[1, 3]), GuardSource::Confirmed);
         assert_eq!(guard_source(0, &[4]), GuardSource::NoRemoteDeliver);
         assert_eq!(guard_source(4, &[]), GuardSource::NotFromGuard);
-        assert_eq!(guard_source(4, &[3]), GuardSource::BlockMismatch { target: 4, guard: 3 });
+        assert_eq!(
+            guard_source(4, &[3]),
+            GuardSource::BlockMismatch {
+                target: 4,
+                guard: 3
+            }
+        );
     }
 
     #[test]
     fn attempt_outcomes_cover_every_case() {
         let ok = || Ok(Ok(()));
-        assert_eq!(attempt_outcome(ok(), GuardSource::Confirmed), AttemptOutcome::GuardServed);
+        assert_eq!(
+            attempt_outcome(ok(), GuardSource::Confirmed),
+            AttemptOutcome::GuardServed
+        );
         assert_eq!(
             attempt_outcome(ok(), GuardSource::NotFromGuard),
             AttemptOutcome::CorrectNotGuard(GuardSource::NotFromGuard)

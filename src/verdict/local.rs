@@ -126,13 +126,19 @@ mod tests {
         };
         let v = expect_host_tier_hit(&h, 4, 16, 8192).unwrap_err();
         let text = v.to_string();
-        assert!(text.contains("0 blocks loaded") && text.contains("4 prompt blocks were recomputed"), "{text}");
+        assert!(
+            text.contains("0 blocks loaded") && text.contains("4 prompt blocks were recomputed"),
+            "{text}"
+        );
     }
 
     #[test]
     fn unaligned_or_missing_cached_tokens_fail() {
         for cached in [None, Some(60), Some(32)] {
-            let h = HostTierHit { cached_tokens: cached, ..good() };
+            let h = HostTierHit {
+                cached_tokens: cached,
+                ..good()
+            };
             assert!(expect_host_tier_hit(&h, 4, 16, 8192).is_err(), "{cached:?}");
         }
     }
@@ -163,18 +169,28 @@ pub fn expect_computed(h: &HostTierHit, prompt_blocks: u64) -> Result<(), Violat
 }
 
 /// A device-cache hit: the shared prefix came from the device cache alone.
-pub fn expect_device_hit(h: &HostTierHit, shared_blocks: u64, block_size: u64) -> Result<(), Violation> {
+pub fn expect_device_hit(
+    h: &HostTierHit,
+    shared_blocks: u64,
+    block_size: u64,
+) -> Result<(), Violation> {
     let shared_tokens = shared_blocks * block_size;
     Checks::new("device-cache (local) hit")
         .check(h.device_cache_hit_tokens >= shared_tokens, || {
-            format!("{} prompt tokens from the device cache < {shared_tokens} shared", h.device_cache_hit_tokens)
-        })
-        .check(h.computed_blocks == 0 && h.local_deliver_blocks == 0 && h.remote_deliver_ops == 0, || {
             format!(
-                "computed {} / local_deliver {} / remote_deliver ops {} (all must be 0)",
-                h.computed_blocks, h.local_deliver_blocks, h.remote_deliver_ops
+                "{} prompt tokens from the device cache < {shared_tokens} shared",
+                h.device_cache_hit_tokens
             )
         })
+        .check(
+            h.computed_blocks == 0 && h.local_deliver_blocks == 0 && h.remote_deliver_ops == 0,
+            || {
+                format!(
+                    "computed {} / local_deliver {} / remote_deliver ops {} (all must be 0)",
+                    h.computed_blocks, h.local_deliver_blocks, h.remote_deliver_ops
+                )
+            },
+        )
         .verdict()
 }
 
@@ -189,13 +205,24 @@ mod arm_tests {
             ..Default::default()
         };
         assert_eq!(expect_computed(&cold, 4), Ok(()));
-        assert!(expect_computed(&HostTierHit { computed_blocks: 3, device_cache_hit_tokens: 16, ..Default::default() }, 4).is_err());
+        assert!(expect_computed(
+            &HostTierHit {
+                computed_blocks: 3,
+                device_cache_hit_tokens: 16,
+                ..Default::default()
+            },
+            4
+        )
+        .is_err());
         let hit = HostTierHit {
             device_cache_hit_tokens: 64,
             ..Default::default()
         };
         assert_eq!(expect_device_hit(&hit, 4, 16), Ok(()));
         let v = expect_device_hit(&cold, 4, 16).unwrap_err().to_string();
-        assert!(v.contains("0 prompt tokens from the device cache < 64"), "{v}");
+        assert!(
+            v.contains("0 prompt tokens from the device cache < 64"),
+            "{v}"
+        );
     }
 }

@@ -42,7 +42,11 @@ mod tests {
     #[test]
     fn a_wrong_token_names_its_position() {
         let v = expect_reference_tokens(&[1, 2, 3], &[1, 9, 3]).unwrap_err();
-        assert!(v.to_string().contains("token 1 of 3 differs: expected 2, got 9"), "{v}");
+        assert!(
+            v.to_string()
+                .contains("token 1 of 3 differs: expected 2, got 9"),
+            "{v}"
+        );
     }
 
     #[test]

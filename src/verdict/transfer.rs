@@ -25,7 +25,11 @@ pub struct PeerTransfer {
 
 /// The transfer moved exactly `expected_blocks` blocks of `bytes_per_block`
 /// bytes each, and both sides agree.
-pub fn expect_peer_transfer(t: &PeerTransfer, expected_blocks: u64, bytes_per_block: u64) -> Result<(), Violation> {
+pub fn expect_peer_transfer(
+    t: &PeerTransfer,
+    expected_blocks: u64,
+    bytes_per_block: u64,
+) -> Result<(), Violation> {
     let expected_bytes = expected_blocks * bytes_per_block;
     Checks::new("peer transfer reconciles")
         .check(t.remote_deliver_success_ops > 0, || "target shows no remote_deliver success".into())
@@ -94,7 +98,11 @@ mod tests {
             ..good()
         };
         let v = expect_peer_transfer(&t, 4, 28672).unwrap_err();
-        assert!(v.to_string().contains("remote_deliver blocks 3 ≠ source_write blocks 4"), "{v}");
+        assert!(
+            v.to_string()
+                .contains("remote_deliver blocks 3 ≠ source_write blocks 4"),
+            "{v}"
+        );
     }
 
     #[test]
@@ -104,7 +112,11 @@ mod tests {
             ..good()
         };
         let v = expect_peer_transfer(&t, 4, 28672).unwrap_err();
-        assert!(v.to_string().contains("target read bytes 122880 ≠ source_write bytes 114688"), "{v}");
+        assert!(
+            v.to_string()
+                .contains("target read bytes 122880 ≠ source_write bytes 114688"),
+            "{v}"
+        );
     }
 
     #[test]

@@ -20,12 +20,19 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     for pass in ["cold", "cached"] {
         for prompt in families.iter().flat_map(|f| &f.variants) {
             let answer = ctx.complete_routed(prompt)?;
-            ctx.expect_reference(prompt, &answer.tokens)
-                .map_err(|e| kvcr_e2e::suite::CaseError { message: format!("{pass} pass: {}", e.message), ..e })?;
+            ctx.expect_reference(prompt, &answer.tokens).map_err(|e| {
+                kvcr_e2e::suite::CaseError {
+                    message: format!("{pass} pass: {}", e.message),
+                    ..e
+                }
+            })?;
             served += 1;
         }
     }
     ctx.measure("requests", served);
-    ctx.measure("stack_first_completion_ms", ctx.stack.timings.first_completion_ms);
+    ctx.measure(
+        "stack_first_completion_ms",
+        ctx.stack.timings.first_completion_ms,
+    );
     Ok(())
 }

@@ -49,6 +49,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             "geometry": geometry, "shared_blocks": family.shared_blocks(),
             "source_A": a_delta, "target_B": b_delta, "observed": transfer, "answer": answer,
         }),
-        expect_peer_transfer(&transfer, family.shared_blocks(), geometry.bytes_per_block()),
+        expect_peer_transfer(
+            &transfer,
+            family.shared_blocks(),
+            geometry.bytes_per_block(),
+        ),
     )
 }

@@ -47,7 +47,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let kill = ctx.stack.kill_worker("A")?;
     let promotion = events.await_promotion(a.slot.guard_index);
     ctx.measure("promotion_ms", promotion.as_ref().map(|p| p.promotion_ms));
-    ctx.measure("recovered_blocks", promotion.as_ref().map(|p| p.recovered_blocks));
+    ctx.measure(
+        "recovered_blocks",
+        promotion.as_ref().map(|p| p.recovered_blocks),
+    );
     ctx.check(
         "fault.json",
         &serde_json::json!({"kill": kill, "promotion": promotion, "committed_blocks": committed_blocks}),
@@ -70,7 +73,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         let served = attempt.outcome == AttemptOutcome::GuardServed;
         if let AttemptOutcome::WrongTokens(mismatch) = &attempt.outcome {
             let path = ctx.record("takeover.json", &attempts);
-            return Err(CaseError::new(format!("takeover through the Guard: {mismatch}")).with_evidence(path));
+            return Err(
+                CaseError::new(format!("takeover through the Guard: {mismatch}"))
+                    .with_evidence(path),
+            );
         }
         attempts.push(attempt);
         if served {
@@ -78,7 +84,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         }
     }
     let evidence = ctx.record("takeover.json", &attempts);
-    let Some(served) = attempts.iter().find(|a| a.outcome == AttemptOutcome::GuardServed) else {
+    let Some(served) = attempts
+        .iter()
+        .find(|a| a.outcome == AttemptOutcome::GuardServed)
+    else {
         return Err(CaseError::new(format!(
             "takeover through the Guard: none of {} attempts pinned to B was served from A's endpoint: {:?}",
             attempts.len(),
@@ -89,8 +98,14 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.measure("takeover_attempts", attempts.len());
     ctx.measure("takeover_blocks", served.transfer.remote_deliver_blocks);
     ctx.measure("takeover_bytes", served.transfer.source_write_bytes);
-    expect_peer_transfer(&served.transfer, families[0].shared_blocks(), geometry.bytes_per_block())
-        .map_err(|v| CaseError::new(format!("takeover through the Guard: {v}")).with_evidence(&evidence))?;
+    expect_peer_transfer(
+        &served.transfer,
+        families[0].shared_blocks(),
+        geometry.bytes_per_block(),
+    )
+    .map_err(|v| {
+        CaseError::new(format!("takeover through the Guard: {v}")).with_evidence(&evidence)
+    })?;
 
     // Replacement: A' reclaims the pool and hits locally.
     let replacement = ctx.stack.replace_worker("A")?;

@@ -11,17 +11,43 @@
 //! No latency thresholds: deltas against the KVCR-disabled baselines of the
 //! reference phase are recorded and plotted.
 
+use kvcr_e2e::evidence::Arm;
 use kvcr_e2e::suite::observe::{host_tier_hit, peer_transfer};
 use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
 use kvcr_e2e::telemetry::{Counter, OpResult, Scope};
 use kvcr_e2e::verdict::local::{expect_computed, expect_device_hit, expect_host_tier_hit};
 use kvcr_e2e::verdict::transfer::expect_peer_transfer;
 
-pub const COLD: Case = Case { id: "TC-05", name: "cold", destructive: false, run: cold };
-pub const LOCAL_HIT: Case = Case { id: "TC-05", name: "local_hit", destructive: false, run: local_hit };
-pub const DRAM_HIT: Case = Case { id: "TC-05", name: "dram_hit", destructive: false, run: dram_hit };
-pub const REMOTE_HIT: Case = Case { id: "TC-05", name: "remote_hit", destructive: false, run: remote_hit };
-pub const SWEEP: Case = Case { id: "TC-05", name: "concurrency_sweep", destructive: false, run: sweep };
+pub const COLD: Case = Case {
+    id: "TC-05",
+    name: "cold",
+    destructive: false,
+    run: cold,
+};
+pub const LOCAL_HIT: Case = Case {
+    id: "TC-05",
+    name: "local_hit",
+    destructive: false,
+    run: local_hit,
+};
+pub const DRAM_HIT: Case = Case {
+    id: "TC-05",
+    name: "dram_hit",
+    destructive: false,
+    run: dram_hit,
+};
+pub const REMOTE_HIT: Case = Case {
+    id: "TC-05",
+    name: "remote_hit",
+    destructive: false,
+    run: remote_hit,
+};
+pub const SWEEP: Case = Case {
+    id: "TC-05",
+    name: "concurrency_sweep",
+    destructive: false,
+    run: sweep,
+};
 
 fn repeats(ctx: &CaseCtx) -> usize {
     ctx.settings.perf_repeats as usize
@@ -33,13 +59,17 @@ fn cold(ctx: &CaseCtx) -> CaseResult {
     for family in ctx.families(repeats(ctx))? {
         let prompt = family.variant(0);
         let before = ctx.snapshot(&a)?;
-        records.push(ctx.stream_measured(Some(&a), prompt, "cold")?);
+        records.push(ctx.stream_measured(Some(&a), prompt, Arm::Cold)?.record);
         let delta = ctx.delta_since(&a, &before)?;
         let observed = host_tier_hit(&delta, None);
         let blocks = ctx.geometry().full_blocks(prompt.tokens.len() as u64);
-        ctx.check(&format!("{}.json", prompt.key()), &observed, expect_computed(&observed, blocks))?;
+        ctx.check(
+            &format!("{}.json", prompt.key()),
+            &observed,
+            expect_computed(&observed, blocks),
+        )?;
     }
-    ctx.report_arm("cold", records);
+    ctx.report_arm(Arm::Cold, records);
     Ok(())
 }
 
@@ -50,7 +80,10 @@ fn local_hit(ctx: &CaseCtx) -> CaseResult {
     for family in ctx.families(repeats(ctx))? {
         ctx.commit(&a, family.variant(0))?;
         let before = ctx.snapshot(&a)?;
-        records.push(ctx.stream_measured(Some(&a), family.variant(1), "local_hit")?);
+        records.push(
+            ctx.stream_measured(Some(&a), family.variant(1), Arm::LocalHit)?
+                .record,
+        );
         let observed = host_tier_hit(&ctx.delta_since(&a, &before)?, None);
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
@@ -58,7 +91,7 @@ fn local_hit(ctx: &CaseCtx) -> CaseResult {
             expect_device_hit(&observed, family.shared_blocks(), bs),
         )?;
     }
-    ctx.report_arm("local_hit", records);
+    ctx.report_arm(Arm::LocalHit, records);
     Ok(())
 }
 
@@ -74,16 +107,21 @@ fn dram_hit(ctx: &CaseCtx) -> CaseResult {
     let mut records = Vec::new();
     for family in &families {
         let before = ctx.snapshot(&a)?;
-        let record = ctx.stream_measured(Some(&a), family.variant(1), "dram_hit")?;
-        let observed = host_tier_hit(&ctx.delta_since(&a, &before)?, Some(family.shared_blocks() * u64::from(geometry.block_size_tokens)));
+        let measured = ctx.stream_measured(Some(&a), family.variant(1), Arm::DramHit)?;
+        let observed = host_tier_hit(&ctx.delta_since(&a, &before)?, measured.cached_tokens);
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
             &observed,
-            expect_host_tier_hit(&observed, family.shared_blocks(), u64::from(geometry.block_size_tokens), geometry.bytes_per_block()),
+            expect_host_tier_hit(
+                &observed,
+                family.shared_blocks(),
+                u64::from(geometry.block_size_tokens),
+                geometry.bytes_per_block(),
+            ),
         )?;
-        records.push(record);
+        records.push(measured.record);
     }
-    ctx.report_arm("dram_hit", records);
+    ctx.report_arm(Arm::DramHit, records);
     Ok(())
 }
 
@@ -94,31 +132,45 @@ fn remote_hit(ctx: &CaseCtx) -> CaseResult {
     for family in ctx.families(repeats(ctx))? {
         ctx.commit(&a, family.variant(0))?;
         let (a_before, b_before) = (ctx.snapshot(&a)?, ctx.snapshot(&b)?);
-        records.push(ctx.stream_measured(Some(&b), family.variant(1), "remote_hit")?);
+        records.push(
+            ctx.stream_measured(Some(&b), family.variant(1), Arm::RemoteHit)?
+                .record,
+        );
         let a_delta = ctx
-            .await_count(&a, &a_before, &Counter::OpCount(Scope::SourceWrite, OpResult::Success), 1, "worker A's source_write")
+            .await_count(
+                &a,
+                &a_before,
+                &Counter::OpCount(Scope::SourceWrite, OpResult::Success),
+                1,
+                "worker A's source_write",
+            )
             .or_else(|_| ctx.delta_since(&a, &a_before))?;
         let transfer = peer_transfer(&a_delta, &ctx.delta_since(&b, &b_before)?);
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
             &transfer,
-            expect_peer_transfer(&transfer, family.shared_blocks(), geometry.bytes_per_block()),
+            expect_peer_transfer(
+                &transfer,
+                family.shared_blocks(),
+                geometry.bytes_per_block(),
+            ),
         )?;
     }
-    ctx.report_arm("remote_hit", records);
+    ctx.report_arm(Arm::RemoteHit, records);
     Ok(())
 }
 
 fn sweep(ctx: &CaseCtx) -> CaseResult {
     let levels = ctx.settings.perf_concurrency_levels.clone();
-    let mut results = Vec::new();
+    let (mut results, mut requests) = (Vec::new(), Vec::new());
     for level in levels {
         // Two waves per level: each request a fresh prompt, the router picks the worker.
         let families = ctx.families(2 * level as usize)?;
         let prompts: Vec<_> = families.iter().map(|f| f.variant(0).clone()).collect();
-        results.push(ctx.run_concurrent(level, &prompts)?);
+        let (summary, records) = ctx.run_concurrent(level, &prompts)?;
+        results.push(summary);
+        requests.extend(records);
     }
-    ctx.measure("sweep", &results);
-    ctx.measure("metric_definitions", kvcr_e2e::client::timing::DEFINITIONS);
+    ctx.report_sweep(results, requests);
     Ok(())
 }

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use kvcr_e2e::evidence::perf::{RecoveryAttempt, RecoveryTimeline};
+use kvcr_e2e::evidence::{RecoveryAttempt, RecoveryTimeline};
 use kvcr_e2e::suite::observe::host_tier_hit;
 use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
 use kvcr_e2e::telemetry::guard_log::GuardEvent;
@@ -66,8 +66,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         timeline.attempts.push(RecoveryAttempt {
             at_ms: ms(sent),
             target: "B".into(),
-            prompt: attempt.prompt.clone(),
-            outcome: format!("{outcome:?}"),
+            outcome: format!("{}: {outcome:?}", attempt.prompt),
         });
         match outcome {
             AttemptOutcome::GuardServed => {
@@ -76,7 +75,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             }
             AttemptOutcome::WrongTokens(mismatch) => {
                 let path = ctx.record("timeline.json", &timeline);
-                return Err(CaseError::new(format!("attempt {i} at {:.0} ms returned wrong tokens: {mismatch}", ms(sent))).with_evidence(path));
+                return Err(CaseError::new(format!(
+                    "attempt {i} at {:.0} ms returned wrong tokens: {mismatch}",
+                    ms(sent)
+                ))
+                .with_evidence(path));
             }
             _ => {}
         }
@@ -96,7 +99,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         );
         timeline.no_t1_reason = Some(reason.clone());
         let path = ctx.record("timeline.json", &timeline);
-        ctx.measure("recovery", &timeline);
+        ctx.report_recovery(&timeline);
         return Err(CaseError::new(reason).with_evidence(path));
     }
 
@@ -107,22 +110,38 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let answer = ctx.complete_on(&replacement, prompt)?;
     ctx.expect_reference(prompt, &answer.tokens)?;
     timeline.t2_ms = Some(ms(t0.elapsed()));
-    let hit = host_tier_hit(&ctx.delta_since(&replacement, &before)?, answer.cached_tokens);
-    ctx.measure("recovery", &timeline);
+    let hit = host_tier_hit(
+        &ctx.delta_since(&replacement, &before)?,
+        answer.cached_tokens,
+    );
+    ctx.report_recovery(&timeline);
     ctx.record("timeline.json", &timeline);
     let geometry = ctx.geometry();
     ctx.check(
         "replacement.json",
         &hit,
-        expect_host_tier_hit(&hit, spare[0].shared_blocks(), u64::from(geometry.block_size_tokens), geometry.bytes_per_block()),
+        expect_host_tier_hit(
+            &hit,
+            spare[0].shared_blocks(),
+            u64::from(geometry.block_size_tokens),
+            geometry.bytes_per_block(),
+        ),
     )
 }
 
 fn summarize(timeline: &RecoveryTimeline) -> String {
     let mut counts = std::collections::BTreeMap::<String, usize>::new();
     for attempt in &timeline.attempts {
-        let kind = attempt.outcome.split(['(', ' ']).next().unwrap_or("").to_string();
+        let outcome = attempt
+            .outcome
+            .split_once(": ")
+            .map_or(attempt.outcome.as_str(), |(_, o)| o);
+        let kind = outcome.split(['(', ' ']).next().unwrap_or("").to_string();
         *counts.entry(kind).or_default() += 1;
     }
-    counts.iter().map(|(k, n)| format!("{n}× {k}")).collect::<Vec<_>>().join(", ")
+    counts
+        .iter()
+        .map(|(k, n)| format!("{n}× {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -1,0 +1,267 @@
+//! The completion request: an OpenAI `/v1/completions` body plus Dynamo's
+//! extensions (worker pinning headers, `nvext.extra_fields`).
+
+use std::fmt;
+
+use serde_json::{json, Map, Value};
+
+use crate::telemetry::names::dynamo;
+
+/// What to send as the prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompt {
+    /// Text, tokenized by the frontend.
+    Text(String),
+    /// Token ids, sent as the OpenAI token-array prompt form.
+    TokenIds(Vec<u32>),
+}
+
+impl From<&str> for Prompt {
+    fn from(s: &str) -> Self {
+        Prompt::Text(s.to_string())
+    }
+}
+
+impl From<String> for Prompt {
+    fn from(s: String) -> Self {
+        Prompt::Text(s)
+    }
+}
+
+impl From<Vec<u32>> for Prompt {
+    fn from(ids: Vec<u32>) -> Self {
+        Prompt::TokenIds(ids)
+    }
+}
+
+/// How to ask the server for generated token ids. Responses are parsed
+/// leniently whatever is asked (`choices[i].token_ids`,
+/// `choices[i].logprobs.tokens`, `nvext.token_ids`); the outcome's
+/// [`TokenSource`](super::TokenSource) says whether ids came back.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum TokenIdsRequest {
+    /// Ask for nothing; use ids only if the server sends them anyway.
+    #[default]
+    Off,
+    /// vLLM's top-level `"return_token_ids": true` (`choices[i].token_ids`).
+    ReturnTokenIds,
+    /// `"logprobs": 1` (`choices[i].logprobs.tokens`, ids or `token_id:N`).
+    Logprobs,
+    /// Add this entry to `nvext.extra_fields`.
+    NvextField(String),
+}
+
+/// A completion request. Defaults: temperature 0, `max_tokens` 16, no seed,
+/// `nvext.extra_fields = ["worker_id", "timing"]`, not pinned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// Model name as served.
+    pub model: String,
+    /// The prompt.
+    pub prompt: Prompt,
+    /// Tokens to generate at most.
+    pub max_tokens: u32,
+    /// Sampling temperature (0 = greedy).
+    pub temperature: f64,
+    /// Sampling seed.
+    pub seed: Option<u64>,
+    /// Pin to this worker instance (`x-dynamo-worker-instance-id`).
+    pub worker_id: Option<u64>,
+    /// Pin to this data-parallel rank (`x-dynamo-dp-rank`).
+    pub dp_rank: Option<u32>,
+    /// `nvext.extra_fields` entries.
+    pub extra_fields: Vec<String>,
+    /// How to ask for token ids.
+    pub token_ids: TokenIdsRequest,
+    /// More top-level body fields (e.g. `ignore_eos`).
+    pub extra: Map<String, Value>,
+}
+
+impl Completion {
+    /// A greedy request for `model` with `prompt`.
+    pub fn new(model: impl Into<String>, prompt: impl Into<Prompt>) -> Self {
+        Completion {
+            model: model.into(),
+            prompt: prompt.into(),
+            max_tokens: 16,
+            temperature: 0.0,
+            seed: None,
+            worker_id: None,
+            dp_rank: None,
+            extra_fields: vec![
+                dynamo::EXTRA_FIELD_WORKER_ID.to_string(),
+                dynamo::EXTRA_FIELD_TIMING.to_string(),
+            ],
+            token_ids: TokenIdsRequest::Off,
+            extra: Map::new(),
+        }
+    }
+
+    /// Sets `max_tokens`.
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = n;
+        self
+    }
+
+    /// Sets the temperature.
+    pub fn temperature(mut self, t: f64) -> Self {
+        self.temperature = t;
+        self
+    }
+
+    /// Sets the seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Pins the request to a worker instance id (as in `/health` and the ready file).
+    pub fn pin_worker(mut self, instance_id: u64) -> Self {
+        self.worker_id = Some(instance_id);
+        self
+    }
+
+    /// Pins the request to a data-parallel rank.
+    pub fn dp_rank(mut self, rank: u32) -> Self {
+        self.dp_rank = Some(rank);
+        self
+    }
+
+    /// Chooses how to ask for token ids.
+    pub fn token_ids(mut self, how: TokenIdsRequest) -> Self {
+        self.token_ids = how;
+        self
+    }
+
+    /// Adds a top-level body field.
+    pub fn extra(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.extra.insert(key.into(), value);
+        self
+    }
+
+    /// The JSON body; `stream` also asks for a final usage chunk.
+    pub fn body(&self, stream: bool) -> Value {
+        let prompt = match &self.prompt {
+            Prompt::Text(t) => json!(t),
+            Prompt::TokenIds(ids) => json!(ids),
+        };
+        let mut extra_fields = self.extra_fields.clone();
+        let mut body = json!({
+            "model": self.model,
+            "prompt": prompt,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "stream": stream,
+        });
+        let Some(obj) = body.as_object_mut() else {
+            return body;
+        };
+        if let Some(seed) = self.seed {
+            obj.insert("seed".into(), json!(seed));
+        }
+        if stream {
+            obj.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        match &self.token_ids {
+            TokenIdsRequest::Off => {}
+            TokenIdsRequest::ReturnTokenIds => {
+                obj.insert("return_token_ids".into(), json!(true));
+            }
+            TokenIdsRequest::Logprobs => {
+                obj.insert("logprobs".into(), json!(1));
+            }
+            TokenIdsRequest::NvextField(f) => {
+                if !extra_fields.contains(f) {
+                    extra_fields.push(f.clone());
+                }
+            }
+        }
+        if !extra_fields.is_empty() {
+            obj.insert("nvext".into(), json!({ "extra_fields": extra_fields }));
+        }
+        for (k, v) in &self.extra {
+            obj.insert(k.clone(), v.clone());
+        }
+        body
+    }
+
+    /// The Dynamo routing headers this request carries.
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut h = Vec::new();
+        if let Some(id) = self.worker_id {
+            h.push((dynamo::HEADER_WORKER_INSTANCE_ID, id.to_string()));
+        }
+        if let Some(rank) = self.dp_rank {
+            h.push((dynamo::HEADER_DP_RANK, rank.to_string()));
+        }
+        h
+    }
+}
+
+/// One line about a request for error messages: model, prompt excerpt, pinning.
+impl fmt::Display for Completion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.prompt {
+            Prompt::Text(t) => {
+                let cut: String = t.chars().take(40).collect();
+                let more = if t.chars().count() > 40 { "…" } else { "" };
+                write!(
+                    f,
+                    "completion of {:?} for prompt {cut:?}{more} ({} chars)",
+                    self.model,
+                    t.chars().count()
+                )?
+            }
+            Prompt::TokenIds(ids) => write!(
+                f,
+                "completion of {:?} for a {}-token prompt",
+                self.model,
+                ids.len()
+            )?,
+        }
+        write!(f, ", max_tokens {}", self.max_tokens)?;
+        if let Some(id) = self.worker_id {
+            write!(f, ", pinned to worker {id}")?;
+        }
+        if let Some(r) = self.dp_rank {
+            write!(f, ", dp rank {r}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_and_headers() {
+        let c = Completion::new("tiny", "hello")
+            .max_tokens(8)
+            .seed(7)
+            .pin_worker(7587890412930)
+            .dp_rank(1)
+            .token_ids(TokenIdsRequest::ReturnTokenIds);
+        insta::assert_json_snapshot!(c.body(true));
+        assert_eq!(
+            c.headers(),
+            vec![
+                ("x-dynamo-worker-instance-id", "7587890412930".to_string()),
+                ("x-dynamo-dp-rank", "1".to_string())
+            ]
+        );
+        let ids = Completion::new("tiny", vec![1u32, 2, 3])
+            .token_ids(TokenIdsRequest::NvextField("token_ids".into()));
+        let b = ids.body(false);
+        assert_eq!(b["prompt"], json!([1, 2, 3]));
+        assert_eq!(
+            b["nvext"]["extra_fields"],
+            json!(["worker_id", "timing", "token_ids"])
+        );
+        assert!(b.get("stream_options").is_none());
+        assert_eq!(
+            c.to_string(),
+            "completion of \"tiny\" for prompt \"hello\" (5 chars), max_tokens 8, pinned to worker 7587890412930, dp rank 1"
+        );
+    }
+}

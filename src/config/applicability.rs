@@ -1,0 +1,74 @@
+//! Which cases apply to which engine and topology.
+//!
+//! | engine  | agg            | 2p1d                      | two-node                  |
+//! |---------|----------------|---------------------------|---------------------------|
+//! | cpu     | TC-01..TC-06   | none (agg only for now)   | none (agg only for now)   |
+//! | vllm    | TC-01..TC-06   | TC-01..04, TC-06          | TC-01..04, TC-06          |
+//! | sglang  | TC-01..03, 05  | none (no disaggregation)  | TC-01..03                 |
+//!
+//! TC-05's arms and baselines are defined on the aggregated topology, so the
+//! performance case is reported ignored on the others.
+
+use serde::Serialize;
+
+use super::settings::{Engine, Topology};
+
+/// Whether a case runs on a stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "applicability", content = "reason", rename_all = "snake_case")]
+pub enum Applicability {
+    /// The case runs.
+    Applies,
+    /// The case is reported ignored, with the reason.
+    Ignored(String),
+}
+
+impl Applicability {
+    /// Whether the case runs.
+    pub fn applies(&self) -> bool {
+        matches!(self, Applicability::Applies)
+    }
+}
+
+const SGLANG: &str = "SGLang has no Guard and no disaggregation in KVCR 0.1.1";
+
+/// `TC-05/cold`, `tc-05::sweep` → `TC-05`.
+pub fn base_case_id(case_id: &str) -> String {
+    let upper = case_id.trim().to_ascii_uppercase();
+    upper.chars().take(5).collect()
+}
+
+/// Whether `case_id` (a case or one of its arms, e.g. `TC-05/cold`) applies
+/// to `engine` on `topology`.
+pub fn applicability(engine: Engine, topology: Topology, case_id: &str) -> Applicability {
+    let id = base_case_id(case_id);
+    let n: u8 = match id.strip_prefix("TC-0").and_then(|d| d.parse().ok()) {
+        Some(n @ 1..=6) => n,
+        _ => {
+            return Applicability::Ignored(format!(
+                "`{case_id}` is not a phase 1 case (known: {})",
+                super::KNOWN_CASES.join(", ")
+            ))
+        }
+    };
+    let ignored =
+        |why: String| Applicability::Ignored(format!("{id} on {engine}/{topology}: {why}"));
+    match (engine, topology) {
+        (Engine::Cpu, Topology::Agg) | (Engine::Vllm, Topology::Agg) => Applicability::Applies,
+        (Engine::Cpu, _) => ignored(format!(
+            "the CPU engine supports only the agg topology for now (use --engine vllm for {topology})"
+        )),
+        (Engine::Vllm, _) if n == 5 => ignored(
+            "the performance arms and their KVCR-disabled baselines are defined on the agg topology"
+                .to_string(),
+        ),
+        (Engine::Vllm, _) => Applicability::Applies,
+        (Engine::Sglang, Topology::TwoPrefillOneDecode) => ignored(SGLANG.to_string()),
+        (Engine::Sglang, _) if n == 4 || n == 6 => ignored(SGLANG.to_string()),
+        (Engine::Sglang, Topology::TwoNode) if n == 5 => ignored(
+            "the performance arms and their KVCR-disabled baselines are defined on the agg topology"
+                .to_string(),
+        ),
+        (Engine::Sglang, _) => Applicability::Applies,
+    }
+}

@@ -1,0 +1,482 @@
+//! The table of settings: one row per key, with its profile key, environment
+//! twin, harness flag and help. Flags, environment and profiles all go through
+//! this table, so the three spellings of a setting cannot drift apart.
+
+/// How a key's value is written and checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// One of a fixed set of words.
+    Choice(&'static [&'static str]),
+    /// An unsigned integer of at least `min`.
+    Uint {
+        /// Smallest accepted value.
+        min: u64,
+    },
+    /// A positive decimal number.
+    PositiveFloat,
+    /// A comma-separated list (or TOML array) of positive integers.
+    UintList,
+    /// A comma-separated list (or TOML array) of case ids (`TC-01`).
+    Cases,
+    /// A filesystem path.
+    Path,
+    /// `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`); a flag without value is `true`.
+    Bool,
+    /// Free text (a profile name or path).
+    Text,
+}
+
+impl Kind {
+    /// What a value looks like, for help and error messages.
+    pub fn expected(&self) -> String {
+        match self {
+            Kind::Choice(words) => format!("one of {}", words.join(", ")),
+            Kind::Uint { min: 0 } => "an unsigned integer".to_string(),
+            Kind::Uint { min } => format!("an integer ≥ {min}"),
+            Kind::PositiveFloat => "a positive number".to_string(),
+            Kind::UintList => {
+                "a comma-separated list of at least one positive integer, e.g. 1,2,4,8".to_string()
+            }
+            Kind::Cases => format!(
+                "a comma-separated list of case ids out of {}",
+                super::KNOWN_CASES.join(", ")
+            ),
+            Kind::Path => "a path".to_string(),
+            Kind::Bool => "true or false (1/0, yes/no, on/off)".to_string(),
+            Kind::Text => "a name or a path".to_string(),
+        }
+    }
+
+    /// The placeholder shown in help (`--engine <cpu|vllm|sglang>`).
+    pub fn placeholder(&self) -> String {
+        match self {
+            Kind::Choice(words) => words.join("|"),
+            Kind::Uint { .. } => "N".to_string(),
+            Kind::PositiveFloat => "X".to_string(),
+            Kind::UintList => "N,N,...".to_string(),
+            Kind::Cases => "TC-NN,...".to_string(),
+            Kind::Path => "PATH".to_string(),
+            Kind::Bool => String::new(),
+            Kind::Text => "NAME|PATH".to_string(),
+        }
+    }
+}
+
+/// One setting.
+#[derive(Debug, Clone, Copy)]
+pub struct KeySpec {
+    /// Profile key; dotted inside a table (`cpu_engine.block_size`).
+    pub key: &'static str,
+    /// Harness flag, if the setting has one.
+    pub flag: Option<&'static str>,
+    /// Environment twin.
+    pub env: &'static str,
+    /// Value syntax.
+    pub kind: Kind,
+    /// Whether the default profile must set it.
+    pub required: bool,
+    /// One line of help.
+    pub help: &'static str,
+}
+
+/// Accepted engines.
+pub const ENGINES: &[&str] = &["cpu", "vllm", "sglang"];
+/// Accepted topologies.
+pub const TOPOLOGIES: &[&str] = &["agg", "2p1d", "two-node"];
+/// Accepted geometries.
+pub const GEOMETRIES: &[&str] = &["dense", "hybrid"];
+/// Accepted log levels.
+pub const LOG_LEVELS: &[&str] = &["error", "warn", "info", "debug", "trace"];
+
+const fn k(
+    key: &'static str,
+    flag: Option<&'static str>,
+    env: &'static str,
+    kind: Kind,
+    required: bool,
+    help: &'static str,
+) -> KeySpec {
+    KeySpec {
+        key,
+        flag,
+        env,
+        kind,
+        required,
+        help,
+    }
+}
+
+/// The profile selector: a flag and an environment variable, never a profile key.
+pub const PROFILE: KeySpec = k(
+    "profile",
+    Some("--profile"),
+    "PHASE1_PROFILE",
+    Kind::Text,
+    false,
+    "profile layered over the default: default, hybrid, ci, a name under fixtures/profiles/, or a .toml path",
+);
+
+/// Every setting, in help order.
+pub const KEYS: &[KeySpec] = &[
+    k(
+        "engine",
+        Some("--engine"),
+        "PHASE1_ENGINE",
+        Kind::Choice(ENGINES),
+        true,
+        "engine behind the router",
+    ),
+    k(
+        "topology",
+        Some("--topology"),
+        "PHASE1_TOPOLOGY",
+        Kind::Choice(TOPOLOGIES),
+        true,
+        "worker layout: aggregated, 2 prefill + 1 decode, or workers on two hosts",
+    ),
+    k(
+        "geometry",
+        Some("--geometry"),
+        "PHASE1_GEOMETRY",
+        Kind::Choice(GEOMETRIES),
+        true,
+        "KV page layout: attention pages only, or attention pages + SSM state parts",
+    ),
+    k(
+        "cases",
+        Some("--cases"),
+        "PHASE1_CASES",
+        Kind::Cases,
+        false,
+        "run only these cases (in addition to libtest filters)",
+    ),
+    k(
+        "perf_evict_filler",
+        Some("--perf-evict-filler"),
+        "PHASE1_PERF_EVICT_FILLER",
+        Kind::Uint { min: 0 },
+        true,
+        "filler prompts sent to evict a worker's device prefix cache (TC-02, TC-05)",
+    ),
+    k(
+        "perf_concurrency_levels",
+        Some("--perf-concurrency-levels"),
+        "PHASE1_PERF_CONCURRENCY_LEVELS",
+        Kind::UintList,
+        true,
+        "concurrency levels of the TC-05 sweep",
+    ),
+    k(
+        "perf_repeats",
+        Some("--perf-repeats"),
+        "PHASE1_PERF_REPEATS",
+        Kind::Uint { min: 1 },
+        true,
+        "fresh prompts per TC-05 arm (R)",
+    ),
+    k(
+        "tc06_cadence_ms",
+        Some("--tc06-cadence-ms"),
+        "PHASE1_TC06_CADENCE_MS",
+        Kind::Uint { min: 1 },
+        true,
+        "TC-06: milliseconds between recovery attempts",
+    ),
+    k(
+        "run_dir",
+        Some("--run-dir"),
+        "PHASE1_RUN_DIR",
+        Kind::Path,
+        true,
+        "base directory of run directories (<run-dir>/<run-id>/)",
+    ),
+    k(
+        "junit",
+        Some("--junit"),
+        "PHASE1_JUNIT",
+        Kind::Path,
+        false,
+        "JUnit XML output (default <run dir>/junit.xml)",
+    ),
+    k(
+        "attach",
+        Some("--attach"),
+        "PHASE1_ATTACH",
+        Kind::Path,
+        false,
+        "use a running stack described by this stack.json instead of starting one",
+    ),
+    k(
+        "python",
+        Some("--python"),
+        "PHASE1_PYTHON",
+        Kind::Path,
+        false,
+        "use this Python interpreter instead of the project virtualenv",
+    ),
+    k(
+        "keep_stack",
+        Some("--keep-stack"),
+        "PHASE1_KEEP_STACK",
+        Kind::Bool,
+        true,
+        "leave the stack running after the run (attach to it later with --attach)",
+    ),
+    k(
+        "startup_timeout_s",
+        Some("--startup-timeout-s"),
+        "PHASE1_STARTUP_TIMEOUT_S",
+        Kind::Uint { min: 1 },
+        true,
+        "seconds the whole stack may take to become ready",
+    ),
+    k(
+        "request_timeout_s",
+        Some("--request-timeout-s"),
+        "PHASE1_REQUEST_TIMEOUT_S",
+        Kind::Uint { min: 1 },
+        true,
+        "seconds one request may take",
+    ),
+    k(
+        "reference_cache",
+        Some("--reference-cache"),
+        "PHASE1_REFERENCE_CACHE",
+        Kind::Path,
+        true,
+        "directory of digest-keyed reference-phase results",
+    ),
+    k(
+        "log_level",
+        Some("--log-level"),
+        "PHASE1_LOG_LEVEL",
+        Kind::Choice(LOG_LEVELS),
+        true,
+        "harness log level",
+    ),
+    k(
+        "cpu_engine.block_size",
+        None,
+        "PHASE1_CPU_ENGINE_BLOCK_SIZE",
+        Kind::Uint { min: 1 },
+        true,
+        "CPU engine --block-size: tokens per KV block",
+    ),
+    k(
+        "cpu_engine.attn_pages",
+        None,
+        "PHASE1_CPU_ENGINE_ATTN_PAGES",
+        Kind::Uint { min: 1 },
+        true,
+        "CPU engine --attn-pages: attention pages per block",
+    ),
+    k(
+        "cpu_engine.attn_page_bytes",
+        None,
+        "PHASE1_CPU_ENGINE_ATTN_PAGE_BYTES",
+        Kind::Uint { min: 1 },
+        true,
+        "CPU engine --attn-page-bytes",
+    ),
+    k(
+        "cpu_engine.ssm_parts",
+        None,
+        "PHASE1_CPU_ENGINE_SSM_PARTS",
+        Kind::Uint { min: 0 },
+        true,
+        "CPU engine --ssm-parts (hybrid geometry only)",
+    ),
+    k(
+        "cpu_engine.ssm_part_bytes",
+        None,
+        "PHASE1_CPU_ENGINE_SSM_PART_BYTES",
+        Kind::Uint { min: 1 },
+        true,
+        "CPU engine --ssm-part-bytes (hybrid geometry only)",
+    ),
+    k(
+        "cpu_engine.device_cache_blocks",
+        None,
+        "PHASE1_CPU_ENGINE_DEVICE_CACHE_BLOCKS",
+        Kind::Uint { min: 1 },
+        true,
+        "CPU engine --device-cache-blocks",
+    ),
+    k(
+        "cpu_engine.host_tier_blocks",
+        None,
+        "PHASE1_CPU_ENGINE_HOST_TIER_BLOCKS",
+        Kind::Uint { min: 0 },
+        true,
+        "CPU engine --host-tier-blocks",
+    ),
+    k(
+        "cpu_engine.prefill_us_per_token",
+        None,
+        "PHASE1_CPU_ENGINE_PREFILL_US_PER_TOKEN",
+        Kind::Uint { min: 0 },
+        true,
+        "CPU engine --prefill-us-per-token",
+    ),
+    k(
+        "cpu_engine.decode_us_per_token",
+        None,
+        "PHASE1_CPU_ENGINE_DECODE_US_PER_TOKEN",
+        Kind::Uint { min: 0 },
+        true,
+        "CPU engine --decode-us-per-token",
+    ),
+    k(
+        "cpu_engine.local_pool_blocks",
+        None,
+        "PHASE1_CPU_ENGINE_LOCAL_POOL_BLOCKS",
+        Kind::Uint { min: 1 },
+        true,
+        "CPU engine --local-pool-blocks",
+    ),
+    k(
+        "cpu_engine.stats_interval_s",
+        None,
+        "PHASE1_CPU_ENGINE_STATS_INTERVAL_S",
+        Kind::PositiveFloat,
+        true,
+        "CPU engine --stats-interval-s",
+    ),
+    k(
+        "cpu_engine.guard_pool_gb",
+        None,
+        "PHASE1_CPU_ENGINE_GUARD_POOL_GB",
+        Kind::PositiveFloat,
+        true,
+        "size of the Guard service's pool, in GB",
+    ),
+    k(
+        "prompts.seed",
+        None,
+        "PHASE1_PROMPTS_SEED",
+        Kind::Uint { min: 0 },
+        true,
+        "seed of the generated prompt set",
+    ),
+    k(
+        "prompts.families",
+        None,
+        "PHASE1_PROMPTS_FAMILIES",
+        Kind::Uint { min: 1 },
+        true,
+        "prompt families (distinct shared prefixes)",
+    ),
+    k(
+        "prompts.prefix_blocks",
+        None,
+        "PHASE1_PROMPTS_PREFIX_BLOCKS",
+        Kind::Uint { min: 1 },
+        true,
+        "full KV blocks in each family's shared prefix",
+    ),
+    k(
+        "prompts.suffix_tokens",
+        None,
+        "PHASE1_PROMPTS_SUFFIX_TOKENS",
+        Kind::Uint { min: 1 },
+        true,
+        "tokens of each prompt's own suffix",
+    ),
+    k(
+        "prompts.max_tokens",
+        None,
+        "PHASE1_PROMPTS_MAX_TOKENS",
+        Kind::Uint { min: 1 },
+        true,
+        "tokens generated per request",
+    ),
+];
+
+/// The spec of a profile key (dotted), if known.
+pub fn by_key(key: &str) -> Option<&'static KeySpec> {
+    KEYS.iter().find(|k| k.key == key)
+}
+
+/// The spec of a harness flag (`--engine`), including `--profile`.
+pub fn by_flag(flag: &str) -> Option<&'static KeySpec> {
+    if flag == "--profile" {
+        return Some(&PROFILE);
+    }
+    KEYS.iter().find(|k| k.flag == Some(flag))
+}
+
+/// The spec of an environment variable, including `PHASE1_PROFILE`.
+pub fn by_env(var: &str) -> Option<&'static KeySpec> {
+    if var == PROFILE.env {
+        return Some(&PROFILE);
+    }
+    KEYS.iter().find(|k| k.env == var)
+}
+
+/// All harness flags, including `--profile` and `--help-harness`.
+pub fn harness_flags() -> Vec<&'static str> {
+    let mut flags: Vec<&'static str> = KEYS.iter().filter_map(|k| k.flag).collect();
+    flags.push("--profile");
+    flags.push("--help-harness");
+    flags
+}
+
+/// Edit distance, for "did you mean" suggestions.
+pub(crate) fn closest<'a>(
+    seen: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    let mut best: Option<(usize, &str)> = None;
+    for c in candidates {
+        let d = levenshtein(seen, c);
+        if best.map_or(true, |(bd, _)| d < bd) {
+            best = Some((d, c));
+        }
+    }
+    best.filter(|(d, c)| *d <= 2.max(c.len() / 4))
+        .map(|(_, c)| c.to_string())
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The harness part of `--help`: every flag with its environment twin.
+pub fn harness_help() -> String {
+    let mut out = String::from(
+        "kvcr-e2e phase1 harness flags (put them after `--`; each has a PHASE1_* environment twin;\n\
+         precedence: fixtures/profiles/default.toml < --profile < environment < flags):\n\n",
+    );
+    let mut rows: Vec<&KeySpec> = KEYS.iter().filter(|k| k.flag.is_some()).collect();
+    rows.push(&PROFILE);
+    for spec in rows {
+        let Some(flag) = spec.flag else { continue };
+        let ph = spec.kind.placeholder();
+        let left = if ph.is_empty() {
+            flag.to_string()
+        } else {
+            format!("{flag} <{ph}>")
+        };
+        out.push_str(&format!(
+            "  {left:<44} env {}\n      {}\n",
+            spec.env, spec.help
+        ));
+    }
+    out.push_str(&format!(
+        "  {}\n      {}\n\nEngine knobs (cpu_engine.*) and prompt settings (prompts.*) are set in a profile\n\
+         or through their environment twins, e.g. PHASE1_CPU_ENGINE_BLOCK_SIZE.\n\
+         libtest flags (--list, --exact, --ignored, --test-threads N, filters, ...) pass through.\n",
+        "--help-harness", "print this help and exit"
+    ));
+    out
+}

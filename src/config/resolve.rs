@@ -1,0 +1,177 @@
+//! Layering: default profile ← selected profile ← `PHASE1_*` environment ← flags.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::args::HarnessArgs;
+use super::env::Env;
+use super::errors::ConfigError;
+use super::keys::{self, Kind};
+use super::origin::Origin;
+use super::profile::{Entry, Profile};
+use super::settings::{Engine, Geometry, Settings};
+
+/// Resolved settings with where each value came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Resolved {
+    /// The settings.
+    pub settings: Settings,
+    /// For every key set, the layer that set it last.
+    pub provenance: BTreeMap<String, Origin>,
+    /// Things worth saying that do not stop the run (unknown `PHASE1_*`
+    /// variables, a filler count that may be too small).
+    pub warnings: Vec<String>,
+}
+
+impl Resolved {
+    /// The origin of a key's value.
+    pub fn origin(&self, key: &str) -> Option<&Origin> {
+        self.provenance.get(key)
+    }
+}
+
+/// Resolves settings from the harness flags and an environment snapshot.
+pub fn resolve(args: &HarnessArgs, env: &Env) -> Result<Resolved, ConfigError> {
+    let mut settings = Settings::blank();
+    let mut provenance = BTreeMap::new();
+
+    let default = Profile::default_profile()?;
+    apply_all(&mut settings, &mut provenance, &default.entries)?;
+    let missing: Vec<&str> = keys::KEYS
+        .iter()
+        .filter(|k| k.required && !provenance.contains_key(k.key))
+        .map(|k| k.key)
+        .collect();
+    if !missing.is_empty() {
+        return Err(ConfigError::DefaultIncomplete {
+            keys: missing.join(", "),
+        });
+    }
+
+    let selected = match (args.get("profile"), env.get(keys::PROFILE.env)) {
+        (Some(name), _) => Some((
+            name.to_string(),
+            Origin::Flag {
+                flag: "--profile".to_string(),
+            },
+        )),
+        (None, Some(name)) => Some((
+            name.to_string(),
+            Origin::Env {
+                var: keys::PROFILE.env.to_string(),
+            },
+        )),
+        (None, None) => None,
+    };
+    if let Some((name, origin)) = selected {
+        let profile = Profile::load(&name, &origin)?;
+        apply_all(&mut settings, &mut provenance, &profile.entries)?;
+        settings.profile = name;
+    }
+
+    let (env_entries, mut warnings) = env.entries();
+    apply_all(&mut settings, &mut provenance, &env_entries)?;
+
+    let flag_entries: Vec<Entry> = args
+        .values
+        .iter()
+        .filter(|v| v.key != keys::PROFILE.key)
+        .map(|v| Entry {
+            key: v.key.to_string(),
+            value: v.value.clone(),
+            origin: Origin::Flag {
+                flag: v.flag.to_string(),
+            },
+        })
+        .collect();
+    apply_all(&mut settings, &mut provenance, &flag_entries)?;
+
+    validate(&settings, &provenance, &mut warnings)?;
+    Ok(Resolved {
+        settings,
+        provenance,
+        warnings,
+    })
+}
+
+fn apply_all(
+    settings: &mut Settings,
+    provenance: &mut BTreeMap<String, Origin>,
+    entries: &[Entry],
+) -> Result<(), ConfigError> {
+    for e in entries {
+        settings.apply(&e.key, &e.value, &e.origin)?;
+        provenance.insert(e.key.clone(), e.origin.clone());
+    }
+    Ok(())
+}
+
+fn origin_of(provenance: &BTreeMap<String, Origin>, key: &str) -> Origin {
+    provenance
+        .get(key)
+        .cloned()
+        .unwrap_or_else(|| Origin::Default {
+            key: key.to_string(),
+            line: 0,
+        })
+}
+
+/// Checks that hold across keys, naming the key to change.
+fn validate(
+    s: &Settings,
+    provenance: &BTreeMap<String, Origin>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    if s.perf_evict_filler == 0 && s.needs_eviction() {
+        return Err(ConfigError::InvalidValue {
+            origin: origin_of(provenance, "perf_evict_filler"),
+            value: "0".to_string(),
+            expected: "an integer ≥ 1 while TC-02 or TC-05 is selected (they evict the device \
+                       prefix cache with filler prompts; default 32), or select other cases with --cases"
+                .to_string(),
+        });
+    }
+    if s.geometry == Geometry::Hybrid && s.engine == Engine::Cpu && s.cpu_engine.ssm_parts == 0 {
+        return Err(ConfigError::InvalidValue {
+            origin: origin_of(provenance, "cpu_engine.ssm_parts"),
+            value: "0".to_string(),
+            expected: "an integer ≥ 1 with geometry hybrid (a hybrid block has SSM state parts)"
+                .to_string(),
+        });
+    }
+    for (key, path) in [("attach", &s.attach), ("python", &s.python)] {
+        if let Some(p) = path {
+            if !p.is_file() {
+                return Err(ConfigError::InvalidValue {
+                    origin: origin_of(provenance, key),
+                    value: p.display().to_string(),
+                    expected: format!("{} that exists and is a file", Kind::Path.expected()),
+                });
+            }
+        }
+    }
+    if s.engine == Engine::Cpu && s.needs_eviction() {
+        let c = &s.cpu_engine;
+        let per_prompt = u64::from(s.prompts.prefix_blocks)
+            + u64::from(s.prompts.suffix_tokens).div_ceil(u64::from(c.block_size.max(1)));
+        let filled = per_prompt * u64::from(s.perf_evict_filler);
+        let capacity = u64::from(c.device_cache_blocks);
+        if filled <= capacity {
+            warnings.push(format!(
+                "perf_evict_filler = {} fills about {filled} blocks, not more than the CPU engine's \
+                 device cache of {capacity} blocks: eviction may not happen (set by {})",
+                s.perf_evict_filler,
+                origin_of(provenance, "perf_evict_filler")
+            ));
+        }
+    }
+    if s.engine == Engine::Cpu && s.topology != super::Topology::Agg {
+        warnings.push(format!(
+            "the CPU engine supports only the agg topology for now: every case will be reported \
+             ignored on {}",
+            s.topology
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! Evidence: what happened, as data ([`CaseRecord`], [`RunRecord`], perf
+//! records), and the writers over it: the run directory, `results.json`,
+//! JUnit XML, the HTML report and the end-of-run summary.
+//!
+//! ```no_run
+//! use kvcr_e2e::evidence::{self, CaseRecord, Outcome, RunDir};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let settings = serde_json::json!({});
+//! let dir = RunDir::create("target/phase1/runs".as_ref(), kvcr_e2e::config::Redactor::from_process_env())?;
+//! dir.write_config(&settings)?;
+//! let mut rec = CaseRecord::start("TC-02", "TC-02::local_dram_flow");
+//! let path = dir.write_json("TC-02", "telemetry.json", &serde_json::json!({"local_deliver": 4}))?;
+//! rec = rec.with_evidence(dir.relative(&path));
+//! rec.outcome = Outcome::Failed { message: format!("no host-tier hit; see {}", path.display()) };
+//! # let run: evidence::RunRecord = todo!();
+//! evidence::write_junit(&run, &dir.root().join("junit.xml"))?;
+//! # Ok(()) }
+//! ```
+
+mod charts;
+mod errors;
+mod junit;
+mod perf;
+mod record;
+mod report;
+mod results;
+mod run_dir;
+mod summary;
+
+#[cfg(test)]
+pub(crate) mod sample;
+#[cfg(test)]
+mod tests;
+
+pub use errors::EvidenceError;
+pub use junit::{junit_report, junit_xml, write_junit, SUITE};
+pub use perf::{
+    percentiles, Arm, ArmSummary, Baseline, DeltaVsBaseline, Percentiles, PerfSummary,
+    RecoveryAttempt, RecoveryTimeline, RequestRecord, SweepLevel,
+};
+pub use record::{
+    duration_ms, settings_digest, CaseRecord, Outcome, ReferenceSummary, RunRecord, StackSummary,
+    StartupTiming, UtcTime,
+};
+pub use report::{render_report, write_report};
+pub use results::{Results, RESULTS_SCHEMA_VERSION};
+pub use run_dir::RunDir;
+pub use summary::render_summary;

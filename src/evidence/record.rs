@@ -1,0 +1,216 @@
+//! What happened, as data: one record per case and one for the run. Every
+//! writer (JUnit, results.json, report, summary) renders these.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+
+/// A UTC instant, serialized as RFC 3339 (`2025-11-29T17:41:00.123Z`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct UtcTime(pub OffsetDateTime);
+
+impl UtcTime {
+    /// Now.
+    pub fn now() -> Self {
+        UtcTime(OffsetDateTime::now_utc())
+    }
+
+    /// RFC 3339 text.
+    pub fn rfc3339(&self) -> String {
+        self.0
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|_| self.0.unix_timestamp().to_string())
+    }
+}
+
+impl Serialize for UtcTime {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.rfc3339())
+    }
+}
+
+/// Serializes a [`Duration`] as milliseconds (a float), for fields named `*_ms`.
+pub mod duration_ms {
+    use std::time::Duration;
+
+    use serde::Serializer;
+
+    /// Milliseconds with microsecond resolution.
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64((d.as_micros() as f64) / 1000.0)
+    }
+}
+
+/// How a case ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// It passed.
+    Passed,
+    /// It failed; the message names the evidence to open.
+    Failed {
+        /// The failure message.
+        message: String,
+    },
+    /// It did not apply or was not selected.
+    Ignored {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Outcome {
+    /// `passed`, `FAILED` or `ignored`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed { .. } => "FAILED",
+            Outcome::Ignored { .. } => "ignored",
+        }
+    }
+}
+
+/// One case (or arm) of the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseRecord {
+    /// Case id (`TC-04`, `TC-05/cold`).
+    pub id: String,
+    /// Trial name as libtest shows it.
+    pub name: String,
+    /// How it ended.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// When it started.
+    pub started_at: UtcTime,
+    /// How long it took (monotonic clock).
+    #[serde(rename = "duration_ms", with = "duration_ms")]
+    pub duration: Duration,
+    /// Files it wrote (relative to the run directory where possible).
+    pub evidence: Vec<PathBuf>,
+    /// Named measurements (`t1_ms`, `source_write_blocks`, ...).
+    pub measurements: BTreeMap<String, serde_json::Value>,
+}
+
+impl CaseRecord {
+    /// A record started now, passed until told otherwise.
+    pub fn start(id: impl Into<String>, name: impl Into<String>) -> Self {
+        CaseRecord {
+            id: id.into(),
+            name: name.into(),
+            outcome: Outcome::Passed,
+            started_at: UtcTime::now(),
+            duration: Duration::ZERO,
+            evidence: Vec::new(),
+            measurements: BTreeMap::new(),
+        }
+    }
+
+    /// An ignored case (never started).
+    pub fn ignored(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        let mut r = CaseRecord::start(id, name);
+        r.outcome = Outcome::Ignored {
+            reason: reason.into(),
+        };
+        r
+    }
+
+    /// Adds an evidence file.
+    pub fn with_evidence(mut self, path: impl Into<PathBuf>) -> Self {
+        self.evidence.push(path.into());
+        self
+    }
+
+    /// Records a measurement.
+    pub fn measure(&mut self, name: impl Into<String>, value: impl Serialize) {
+        let v = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+        self.measurements.insert(name.into(), v);
+    }
+}
+
+/// How long one stack component took to become ready.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StartupTiming {
+    /// Component name (`guard`, `worker-A`, `router`).
+    pub component: String,
+    /// From launch to ready.
+    #[serde(rename = "ready_ms", with = "duration_ms")]
+    pub ready: Duration,
+}
+
+/// The stack's provisioning.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct StackSummary {
+    /// How many times a stack was provisioned in this run (1 normally; 0 when attached).
+    pub provisioned: u32,
+    /// Whether the harness attached to a running stack.
+    pub attached: bool,
+    /// Per-component startup.
+    pub startup: Vec<StartupTiming>,
+    /// From the first launch to a real completion through the router.
+    #[serde(rename = "total_startup_ms", with = "duration_ms")]
+    pub total_startup: Duration,
+}
+
+/// The reference phase.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct ReferenceSummary {
+    /// Digest of (engine, model, prompt set, generation settings).
+    pub digest: String,
+    /// Whether the cached references were used.
+    pub from_cache: bool,
+    /// Prompts with reference tokens.
+    pub prompts: usize,
+    /// Bare-engine probes: name → passed.
+    pub probes: BTreeMap<String, bool>,
+    /// How long it took.
+    #[serde(rename = "duration_ms", with = "duration_ms")]
+    pub duration: Duration,
+}
+
+/// The whole run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunRecord {
+    /// The run id (the run directory's name).
+    pub run_id: String,
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// When the run started.
+    pub started_at: UtcTime,
+    /// Engine/topology/geometry, for titles.
+    pub label: String,
+    /// SHA-256 of the resolved (redacted) config.json.
+    pub settings_digest: String,
+    /// Stack provisioning, if a stack was needed.
+    pub stack: Option<StackSummary>,
+    /// Reference phase, if it ran.
+    pub reference: Option<ReferenceSummary>,
+    /// Every trial, in order.
+    pub cases: Vec<CaseRecord>,
+}
+
+impl RunRecord {
+    /// Counts of (passed, failed, ignored).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        self.cases
+            .iter()
+            .fold((0, 0, 0), |(p, f, i), c| match c.outcome {
+                Outcome::Passed => (p + 1, f, i),
+                Outcome::Failed { .. } => (p, f + 1, i),
+                Outcome::Ignored { .. } => (p, f, i + 1),
+            })
+    }
+}
+
+/// SHA-256 (hex) of a value's JSON form.
+pub fn settings_digest(value: &impl Serialize) -> String {
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    hex::encode(Sha256::digest(&bytes))
+}

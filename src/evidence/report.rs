@@ -1,0 +1,339 @@
+//! `report.html`: one self-contained page (inline CSS and SVG, no network)
+//! with the cases table, the perf arms, the concurrency sweep and the
+//! recovery timeline. A section without data says "not run".
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use super::charts;
+use super::errors::EvidenceError;
+use super::perf::{Percentiles, PerfSummary};
+use super::record::{Outcome, RunRecord};
+use super::results::Results;
+use super::run_dir::RunDir;
+
+const CSS: &str = r#"
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f4f6f8;color:#1d2530}
+header{background:#1d2530;color:#fff;padding:18px 32px}
+header h1{margin:0 0 4px;font-size:22px}
+header .meta{color:#b8c2cc;font-size:13px}
+main{padding:8px 32px 40px;max-width:1200px}
+section{background:#fff;border-radius:8px;box-shadow:0 1px 3px rgba(0,0,0,.08);padding:16px 20px;margin:18px 0}
+h2{font-size:17px;margin:0 0 12px}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #e5e8eb;vertical-align:top}
+th{color:#5b6b7f;font-weight:600}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+.pill{display:inline-block;border-radius:10px;padding:1px 9px;font-size:12px;font-weight:600}
+.passed{background:#d8f3ee;color:#1b6f65}.failed{background:#fbdada;color:#a11d1d}.ignored{background:#eceff2;color:#5b6b7f}
+.counts span{margin-right:12px}
+pre{white-space:pre-wrap;margin:0;font-size:12px;font-family:ui-monospace,Menlo,Consolas,monospace}
+.notrun{color:#8895a3;font-style:italic}
+.charts{display:flex;flex-wrap:wrap;gap:12px}
+.charts svg{max-width:100%;height:auto;border:1px solid #eef0f2;border-radius:6px}
+a{color:#266dd3}
+"#;
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+fn ms(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.1}"))
+        .unwrap_or_else(|| "–".to_string())
+}
+
+fn signed(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:+.1}"))
+        .unwrap_or_else(|| "–".to_string())
+}
+
+fn not_run(what: &str) -> String {
+    format!("<p class=\"notrun\">not run — {}</p>", esc(what))
+}
+
+/// A link target for an evidence path, relative to the report (the run directory).
+fn href(run_dir: &Path, path: &Path) -> PathBuf {
+    path.strip_prefix(run_dir)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Renders the report page.
+pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
+    let run = &results.run;
+    let perf = &results.perf;
+    let mut o = String::new();
+    let (p, f, i) = run.counts();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>kvcr-e2e phase1 · {label} · {id}</title><style>{CSS}</style></head><body>\n\
+         <header><h1>kvcr-e2e phase1 · {label}</h1><div class=\"meta\">run {id} · started {start} · \
+         settings digest {digest}</div></header>\n<main>\n",
+        label = esc(&run.label),
+        id = esc(&run.run_id),
+        start = esc(&run.started_at.rfc3339()),
+        digest = esc(&run.settings_digest.chars().take(12).collect::<String>()),
+    );
+    let _ = write!(
+        o,
+        "<section><h2>Cases</h2><p class=\"counts\"><span class=\"pill passed\">{p} passed</span>\
+         <span class=\"pill failed\">{f} failed</span><span class=\"pill ignored\">{i} ignored</span></p>\n{}</section>\n",
+        cases_table(run)
+    );
+    o.push_str(&stack_section(run));
+    o.push_str(&arms_section(perf)?);
+    o.push_str(&sweep_section(perf)?);
+    o.push_str(&recovery_section(perf)?);
+    if let Some(defs) = &perf.metric_definitions {
+        let _ = writeln!(
+            o,
+            "<section><h2>Metric definitions</h2><pre>{}</pre></section>",
+            esc(defs)
+        );
+    }
+    o.push_str("</main></body></html>\n");
+    Ok(o)
+}
+
+/// Renders and writes `report.html` into the run directory; returns its path.
+pub fn write_report(dir: &RunDir, results: &Results) -> Result<PathBuf, EvidenceError> {
+    let html = render_report(results)?;
+    dir.write_root_text("report.html", &html)
+}
+
+fn cases_table(run: &RunRecord) -> String {
+    if run.cases.is_empty() {
+        return not_run("no trials were registered");
+    }
+    let mut o = String::from(
+        "<table><thead><tr><th>case</th><th>outcome</th><th class=\"num\">duration</th>\
+         <th>message</th><th>evidence</th></tr></thead><tbody>\n",
+    );
+    for c in &run.cases {
+        let (class, msg) = match &c.outcome {
+            Outcome::Passed => ("passed", String::new()),
+            Outcome::Failed { message } => ("failed", message.clone()),
+            Outcome::Ignored { reason } => ("ignored", reason.clone()),
+        };
+        let duration = match c.outcome {
+            Outcome::Ignored { .. } => String::new(),
+            _ => format!("{:.1} s", c.duration.as_secs_f64()),
+        };
+        let links: Vec<String> = c
+            .evidence
+            .iter()
+            .map(|e| {
+                let h = href(&run.run_dir, e);
+                format!(
+                    "<a href=\"{}\">{}</a>",
+                    esc(&h.display().to_string()),
+                    esc(&h.display().to_string())
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "<tr><td><b>{}</b><br><small>{}</small></td><td><span class=\"pill {class}\">{}</span></td>\
+             <td class=\"num\">{duration}</td><td><pre>{}</pre></td><td>{}</td></tr>",
+            esc(&c.id),
+            esc(&c.name),
+            c.outcome.label(),
+            esc(&msg),
+            links.join("<br>")
+        );
+    }
+    o.push_str("</tbody></table>");
+    o
+}
+
+fn stack_section(run: &RunRecord) -> String {
+    let mut o = String::from("<section><h2>Stack and reference phase</h2>");
+    match &run.stack {
+        Some(s) => {
+            let _ = write!(
+                o,
+                "<p>{} {}× · ready in {:.1} s</p><table><thead><tr><th>component</th><th class=\"num\">ready after</th></tr></thead><tbody>",
+                if s.attached { "attached" } else { "provisioned" },
+                s.provisioned,
+                s.total_startup.as_secs_f64()
+            );
+            for t in &s.startup {
+                let _ = write!(
+                    o,
+                    "<tr><td>{}</td><td class=\"num\">{:.1} s</td></tr>",
+                    esc(&t.component),
+                    t.ready.as_secs_f64()
+                );
+            }
+            o.push_str("</tbody></table>");
+        }
+        None => o.push_str(&not_run("no case needed the stack")),
+    }
+    match &run.reference {
+        Some(r) => {
+            let probes: Vec<String> = r
+                .probes
+                .iter()
+                .map(|(k, ok)| {
+                    format!(
+                        "{} {}",
+                        esc(k),
+                        if *ok {
+                            "✓"
+                        } else {
+                            "✗ (engine not deterministic)"
+                        }
+                    )
+                })
+                .collect();
+            let _ =
+                write!(
+                o,
+                "<p>reference: {} prompts, {}, {:.1} s, digest <code>{}</code><br>probes: {}</p>",
+                r.prompts,
+                if r.from_cache { "from cache" } else { "computed" },
+                r.duration.as_secs_f64(),
+                esc(&r.digest),
+                probes.join(", ")
+            );
+        }
+        None => o.push_str(&not_run("reference phase")),
+    }
+    o.push_str("</section>\n");
+    o
+}
+
+fn pcells(p: &Percentiles) -> String {
+    format!(
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
+        p.n,
+        ms(p.p50),
+        ms(p.p90),
+        ms(p.p99)
+    )
+}
+
+fn arms_section(perf: &PerfSummary) -> Result<String, EvidenceError> {
+    let mut o = String::from("<section><h2>Performance arms (TC-05)</h2>");
+    let Some(svg) = charts::ttft_by_arm(&perf.arms, perf.baseline.as_ref())? else {
+        o.push_str(&not_run("TC-05 recorded no arm"));
+        o.push_str("</section>\n");
+        return Ok(o);
+    };
+    let _ = write!(o, "<div class=\"charts\">{svg}</div>");
+    o.push_str(
+        "<table><thead><tr><th>arm</th><th class=\"num\">n</th><th class=\"num\">TTFT p50</th>\
+         <th class=\"num\">p90</th><th class=\"num\">p99</th><th class=\"num\">Δ cold</th>\
+         <th class=\"num\">Δ warm</th><th class=\"num\">TPOT p50</th><th class=\"num\">ITL p50</th></tr></thead><tbody>",
+    );
+    if let Some(b) = &perf.baseline {
+        for (name, p) in [
+            ("baseline cold (no KVCR)", &b.cold_ttft_ms),
+            ("baseline warm (no KVCR)", &b.warm_ttft_ms),
+        ] {
+            let _ = write!(
+                o,
+                "<tr><td><i>{name}</i></td>{}<td></td><td></td><td></td><td></td></tr>",
+                pcells(p)
+            );
+        }
+    }
+    for a in &perf.arms {
+        let _ = write!(
+            o,
+            "<tr><td><b>{}</b></td>{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            a.arm,
+            pcells(&a.ttft_ms),
+            signed(a.delta_vs_baseline_ms.cold),
+            signed(a.delta_vs_baseline_ms.warm),
+            ms(a.tpot_ms.p50),
+            ms(a.itl_ms.p50)
+        );
+    }
+    o.push_str("</tbody></table><p><small>All times in ms. Δ = arm TTFT p50 − baseline TTFT p50 (negative is faster).</small></p></section>\n");
+    Ok(o)
+}
+
+fn sweep_section(perf: &PerfSummary) -> Result<String, EvidenceError> {
+    let mut o = String::from("<section><h2>Concurrency sweep (TC-05)</h2>");
+    let (Some(tp), ttft) = (
+        charts::sweep_throughput(&perf.sweep)?,
+        charts::sweep_ttft(&perf.sweep)?,
+    ) else {
+        o.push_str(&not_run("TC-05 recorded no sweep level"));
+        o.push_str("</section>\n");
+        return Ok(o);
+    };
+    let _ = write!(
+        o,
+        "<div class=\"charts\">{tp}{}</div>",
+        ttft.unwrap_or_default()
+    );
+    o.push_str(
+        "<table><thead><tr><th class=\"num\">concurrency</th><th class=\"num\">requests</th>\
+         <th class=\"num\">duration s</th><th class=\"num\">req/s</th><th class=\"num\">output tok/s</th>\
+         <th class=\"num\">TTFT p50</th><th class=\"num\">p90</th><th class=\"num\">p99</th>\
+         <th class=\"num\">TPOT p50</th></tr></thead><tbody>",
+    );
+    for l in &perf.sweep {
+        let _ = write!(
+            o,
+            "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{:.2}</td><td class=\"num\">{:.2}</td>\
+             <td class=\"num\">{:.1}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            l.concurrency,
+            l.requests,
+            l.duration_s,
+            l.request_throughput_per_s,
+            l.output_throughput_tok_per_s,
+            ms(l.ttft_ms.p50),
+            ms(l.ttft_ms.p90),
+            ms(l.ttft_ms.p99),
+            ms(l.tpot_ms.p50)
+        );
+    }
+    o.push_str("</tbody></table></section>\n");
+    Ok(o)
+}
+
+fn recovery_section(perf: &PerfSummary) -> Result<String, EvidenceError> {
+    let mut o = String::from("<section><h2>Guard recovery timeline (TC-06)</h2>");
+    let Some(t) = &perf.recovery else {
+        o.push_str(&not_run("TC-06 recorded no timeline"));
+        o.push_str("</section>\n");
+        return Ok(o);
+    };
+    let _ = write!(
+        o,
+        "<p>t1 (first Guard-served correct response) <b>{} ms</b> · t2 (first response from the replacement) \
+         <b>{} ms</b> · Guard promotion <b>{} ms</b> · {} attempts</p>",
+        ms(t.t1_ms),
+        ms(t.t2_ms),
+        ms(t.promotion_ms),
+        t.attempts.len()
+    );
+    if let Some(why) = &t.no_t1_reason {
+        let _ = write!(o, "<p><b>no t1:</b> {}</p>", esc(why));
+    }
+    match charts::recovery(t)? {
+        Some(svg) => {
+            let _ = write!(o, "<div class=\"charts\">{svg}</div>");
+        }
+        None => o.push_str(&not_run("no attempt was made")),
+    }
+    o.push_str("</section>\n");
+    Ok(o)
+}

@@ -1,0 +1,43 @@
+//! `results.json`: the run record, every request, and the perf summaries.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::errors::EvidenceError;
+use super::perf::{PerfSummary, RequestRecord};
+use super::record::RunRecord;
+use super::run_dir::RunDir;
+
+/// Version of the results.json layout; bumped on incompatible changes.
+pub const RESULTS_SCHEMA_VERSION: u32 = 1;
+
+/// Everything a run produced, as one document.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Results {
+    /// [`RESULTS_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The run and its cases.
+    pub run: RunRecord,
+    /// Every request the perf cases sent.
+    pub requests: Vec<RequestRecord>,
+    /// Perf arms, sweep and recovery timeline.
+    pub perf: PerfSummary,
+}
+
+impl Results {
+    /// Results of a run.
+    pub fn new(run: RunRecord, requests: Vec<RequestRecord>, perf: PerfSummary) -> Self {
+        Results {
+            schema_version: RESULTS_SCHEMA_VERSION,
+            run,
+            requests,
+            perf,
+        }
+    }
+
+    /// Writes `results.json` into the run directory; returns its path.
+    pub fn write(&self, dir: &RunDir) -> Result<PathBuf, EvidenceError> {
+        dir.write_root_json("results.json", self)
+    }
+}

@@ -1,0 +1,203 @@
+//! Sample records for the writers' tests (deterministic: fixed times and ids).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use super::perf::*;
+use super::record::*;
+use super::results::Results;
+
+pub(crate) fn at(secs: i64) -> UtcTime {
+    UtcTime(OffsetDateTime::from_unix_timestamp(1_764_438_060 + secs).unwrap())
+}
+
+fn case(
+    id: &str,
+    name: &str,
+    outcome: Outcome,
+    secs: i64,
+    ms: u64,
+    evidence: &[&str],
+) -> CaseRecord {
+    CaseRecord {
+        id: id.into(),
+        name: name.into(),
+        outcome,
+        started_at: at(secs),
+        duration: Duration::from_millis(ms),
+        evidence: evidence.iter().map(PathBuf::from).collect(),
+        measurements: BTreeMap::new(),
+    }
+}
+
+pub(crate) fn run_record() -> RunRecord {
+    let mut tc03 = case(
+        "TC-03",
+        "TC-03::hinted_peer_transfer",
+        Outcome::Passed,
+        20,
+        4_210,
+        &["cases/TC-03/telemetry.json"],
+    );
+    tc03.measure("source_write_blocks", 4);
+    RunRecord {
+        run_id: "20251129T174100Z-4242-beef".into(),
+        run_dir: PathBuf::from("target/phase1/runs/20251129T174100Z-4242-beef"),
+        started_at: at(0),
+        label: "cpu/agg/dense".into(),
+        settings_digest: "0123abcd".into(),
+        stack: Some(StackSummary {
+            provisioned: 1,
+            attached: false,
+            startup: vec![
+                StartupTiming { component: "guard".into(), ready: Duration::from_millis(850) },
+                StartupTiming { component: "worker-A".into(), ready: Duration::from_millis(4_100) },
+                StartupTiming { component: "router".into(), ready: Duration::from_millis(2_300) },
+            ],
+            total_startup: Duration::from_millis(6_900),
+        }),
+        reference: Some(ReferenceSummary {
+            digest: "feedface".into(),
+            from_cache: false,
+            prompts: 24,
+            probes: BTreeMap::from([("repeat_same_tokens".into(), true), ("prefix_cache_same_tokens".into(), true)]),
+            duration: Duration::from_millis(9_500),
+        }),
+        cases: vec![
+            case("TC-01", "TC-01::generation_correctness", Outcome::Passed, 10, 3_120, &[]),
+            case("TC-02", "TC-02::local_dram_flow", Outcome::Passed, 14, 5_480, &["cases/TC-02/telemetry.json"]),
+            tc03,
+            case(
+                "TC-04",
+                "TC-04::guard_takeover_replacement",
+                Outcome::Failed {
+                    message: "Guard did not log guard_promoted for index 0 within 10 s\nexpected recovered_blocks ≥ 12, saw none; see cases/TC-04/guard-log-tail.txt".into(),
+                },
+                25,
+                10_400,
+                &["cases/TC-04/guard-log-tail.txt", "cases/TC-04/fault.json"],
+            ),
+            case("TC-05", "TC-05::perf_arms", Outcome::Passed, 36, 21_700, &["cases/TC-05/requests.json"]),
+            case(
+                "TC-06",
+                "TC-06::guard_recovery_timing",
+                Outcome::Ignored { reason: "SGLang has no Guard and no disaggregation in KVCR 0.1.1".into() },
+                58,
+                0,
+                &[],
+            ),
+        ],
+    }
+}
+
+fn req(arm: Option<Arm>, conc: Option<u32>, ttft: f64, tpot: f64, worker: u64) -> RequestRecord {
+    RequestRecord {
+        case: "TC-05".into(),
+        arm,
+        concurrency: conc,
+        ttft_ms: Some(ttft),
+        tpot_ms: Some(tpot),
+        itl_ms: vec![tpot; 3],
+        e2el_ms: Some(ttft + 15.0 * tpot),
+        prompt_tokens: 72,
+        output_tokens: 16,
+        worker_id: Some(worker),
+        ok: true,
+        error: None,
+    }
+}
+
+pub(crate) fn requests() -> Vec<RequestRecord> {
+    let mut out = Vec::new();
+    for (arm, base) in [
+        (Arm::Cold, 24.0),
+        (Arm::LocalHit, 3.5),
+        (Arm::DramHit, 6.0),
+        (Arm::RemoteHit, 9.0),
+    ] {
+        for i in 0..3 {
+            out.push(req(
+                Some(arm),
+                None,
+                base + f64::from(i) * 0.7,
+                1.05 + f64::from(i) * 0.01,
+                7_587_890_412_930,
+            ));
+        }
+    }
+    for c in [1u32, 2, 4, 8] {
+        for i in 0..4 {
+            out.push(req(
+                None,
+                Some(c),
+                20.0 + 4.0 * f64::from(c) + f64::from(i),
+                1.0 + 0.1 * f64::from(c),
+                1,
+            ));
+        }
+    }
+    out
+}
+
+pub(crate) fn perf() -> PerfSummary {
+    let reqs = requests();
+    let baseline = Baseline {
+        cold_ttft_ms: percentiles(&[22.0, 23.0, 25.0]),
+        warm_ttft_ms: percentiles(&[3.0, 3.2, 3.4]),
+    };
+    let arms = Arm::ALL
+        .iter()
+        .map(|a| ArmSummary::from_requests(*a, &reqs, Some(&baseline)))
+        .collect();
+    let sweep = [1u32, 2, 4, 8]
+        .iter()
+        .map(|c| {
+            let level: Vec<RequestRecord> = reqs
+                .iter()
+                .filter(|r| r.concurrency == Some(*c))
+                .cloned()
+                .collect();
+            SweepLevel::from_requests(*c, &level, 0.2 * 4.0 / f64::from(*c).sqrt())
+        })
+        .collect();
+    PerfSummary {
+        metric_definitions: Some(
+            "TTFT: time from sending the request to the first content chunk.\n\
+             TPOT: (E2EL − TTFT) / (output tokens − 1).\n\
+             ITL: time between consecutive content chunks.\n\
+             E2EL: time from sending the request to the last chunk."
+                .into(),
+        ),
+        baseline: Some(baseline),
+        arms,
+        sweep,
+        recovery: Some(RecoveryTimeline {
+            t1_ms: Some(1_412.0),
+            t2_ms: Some(5_230.0),
+            promotion_ms: Some(310.0),
+            attempts: (0..22)
+                .map(|i| RecoveryAttempt {
+                    at_ms: if i < 21 {
+                        100.0 * f64::from(i)
+                    } else {
+                        5_100.0
+                    },
+                    target: if i < 21 { "B".into() } else { "A'".into() },
+                    outcome: match i {
+                        0..=12 => "error: connection refused".into(),
+                        13..=20 => "guard_served".into(),
+                        _ => "replacement_served".into(),
+                    },
+                })
+                .collect(),
+            no_t1_reason: None,
+        }),
+    }
+}
+
+pub(crate) fn results() -> Results {
+    Results::new(run_record(), requests(), perf())
+}

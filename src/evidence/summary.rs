@@ -1,0 +1,193 @@
+//! The one-screen text summary printed at the end of a run.
+
+use std::fmt::Write;
+
+use super::perf::{Percentiles, PerfSummary};
+use super::record::{Outcome, RunRecord};
+
+fn ms(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.1}"))
+        .unwrap_or_else(|| "-".to_string())
+}
+
+fn signed(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:+.1}"))
+        .unwrap_or_else(|| "-".to_string())
+}
+
+fn secs(d: std::time::Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// The summary text (no colours; fits 100 columns).
+pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "kvcr-e2e phase1 · {} · run {}", run.label, run.run_id);
+    let _ = writeln!(o, "run dir: {}", run.run_dir.display());
+    if let Some(stack) = &run.stack {
+        let how = if stack.attached {
+            "attached"
+        } else {
+            "provisioned"
+        };
+        let _ = writeln!(
+            o,
+            "stack: {how} {}× in {}{}",
+            stack.provisioned,
+            secs(stack.total_startup),
+            if stack.startup.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({})",
+                    stack
+                        .startup
+                        .iter()
+                        .map(|t| format!("{} {}", t.component, secs(t.ready)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+    }
+    if let Some(r) = &run.reference {
+        let probes_ok = r.probes.values().all(|p| *p);
+        let _ = writeln!(
+            o,
+            "reference: {} prompts, {}, probes {}, {}",
+            r.prompts,
+            if r.from_cache {
+                "from cache"
+            } else {
+                "computed"
+            },
+            if probes_ok {
+                "ok"
+            } else {
+                "FAILED (engine not deterministic)"
+            },
+            secs(r.duration)
+        );
+    }
+
+    let _ = writeln!(o, "\ncases");
+    for c in &run.cases {
+        let dur = match c.outcome {
+            Outcome::Ignored { .. } => String::new(),
+            _ => secs(c.duration),
+        };
+        let _ = writeln!(o, "  {:<40} {:<8} {:>8}", c.name, c.outcome.label(), dur);
+        match &c.outcome {
+            Outcome::Failed { message } => {
+                for line in message.lines().take(3) {
+                    let _ = writeln!(o, "      {line}");
+                }
+                if let Some(first) = c.evidence.first() {
+                    let _ = writeln!(o, "      evidence: {}", run.run_dir.join(first).display());
+                }
+            }
+            Outcome::Ignored { reason } => {
+                let _ = writeln!(o, "      {reason}");
+            }
+            Outcome::Passed => {}
+        }
+    }
+    let (p, f, i) = run.counts();
+    let _ = writeln!(
+        o,
+        "  {} cases: {p} passed, {f} failed, {i} ignored",
+        run.cases.len()
+    );
+
+    if !perf.arms.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n{:<25}{:>3} {:>7} {:>7} {:>7} {:>7} {:>7} {:>10}",
+            "perf arms (TTFT ms)", "n", "p50", "p90", "p99", "Δcold", "Δwarm", "TPOT p50"
+        );
+        if let Some(b) = &perf.baseline {
+            for (name, p) in [
+                ("baseline cold (no KVCR)", &b.cold_ttft_ms),
+                ("baseline warm (no KVCR)", &b.warm_ttft_ms),
+            ] {
+                let _ = writeln!(o, "  {name:<23}{}", ptriple(p));
+            }
+        }
+        for a in &perf.arms {
+            let _ = writeln!(
+                o,
+                "  {:<23}{} {:>7} {:>7} {:>10}",
+                a.arm.as_str(),
+                ptriple(&a.ttft_ms),
+                signed(a.delta_vs_baseline_ms.cold),
+                signed(a.delta_vs_baseline_ms.warm),
+                ms(a.tpot_ms.p50)
+            );
+        }
+    }
+    if !perf.sweep.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n{:<13}{:>6} {:>8} {:>9} {:>7} {:>7} {:>9}",
+            "sweep (conc)", "req/s", "tok/s", "TTFT p50", "p90", "p99", "TPOT p50"
+        );
+        for l in &perf.sweep {
+            let _ = writeln!(
+                o,
+                "  {:>10} {:>6.2} {:>8.1} {:>9} {:>7} {:>7} {:>9}",
+                l.concurrency,
+                l.request_throughput_per_s,
+                l.output_throughput_tok_per_s,
+                ms(l.ttft_ms.p50),
+                ms(l.ttft_ms.p90),
+                ms(l.ttft_ms.p99),
+                ms(l.tpot_ms.p50)
+            );
+        }
+    }
+    if let Some(r) = &perf.recovery {
+        let _ = writeln!(
+            o,
+            "\nrecovery (TC-06): t1 {} ms, t2 {} ms, Guard promotion {} ms, {} attempts",
+            ms(r.t1_ms),
+            ms(r.t2_ms),
+            ms(r.promotion_ms),
+            r.attempts.len()
+        );
+        if let Some(why) = &r.no_t1_reason {
+            let _ = writeln!(o, "  no t1: {why}");
+        }
+    }
+    o.lines().map(str::trim_end).collect::<Vec<_>>().join("\n") + "\n"
+}
+
+fn ptriple(p: &Percentiles) -> String {
+    format!(
+        "{:>3} {:>7} {:>7} {:>7}",
+        p.n,
+        ms(p.p50),
+        ms(p.p90),
+        ms(p.p99)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::sample;
+
+    #[test]
+    fn summary_snapshot() {
+        insta::assert_snapshot!(render_summary(&sample::run_record(), &sample::perf()));
+    }
+
+    #[test]
+    fn summary_without_perf() {
+        let s = render_summary(&sample::run_record(), &PerfSummary::default());
+        assert!(
+            !s.contains("perf arms")
+                && !s.contains("sweep (conc)")
+                && !s.contains("recovery (TC-06)")
+        );
+    }
+}

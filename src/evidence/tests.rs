@@ -1,0 +1,246 @@
+//! Tests of the evidence writers over sample records.
+
+use std::time::Duration;
+
+use super::sample;
+use super::*;
+
+#[test]
+fn percentiles_nearest_rank() {
+    let p = percentiles(&[15.0, 20.0, 35.0, 40.0, 50.0]);
+    assert_eq!(p.n, 5);
+    assert_eq!(p.mean, Some(32.0));
+    assert_eq!(p.p50, Some(35.0)); // rank ceil(2.5) = 3
+    assert_eq!(p.p90, Some(50.0)); // rank ceil(4.5) = 5
+    assert_eq!(p.p99, Some(50.0));
+    let hundred: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+    let p = percentiles(&hundred);
+    assert_eq!((p.p50, p.p90, p.p99), (Some(50.0), Some(90.0), Some(99.0)));
+    let one = percentiles(&[7.0]);
+    assert_eq!(
+        (one.p50, one.p99, one.mean),
+        (Some(7.0), Some(7.0), Some(7.0))
+    );
+}
+
+#[test]
+fn percentiles_of_nothing_and_non_finite() {
+    let p = percentiles(&[]);
+    assert_eq!(p, Percentiles::default());
+    assert_eq!(p.p50, None);
+    let p = percentiles(&[f64::NAN, 3.0, f64::INFINITY]);
+    assert_eq!((p.n, p.p50), (1, Some(3.0)));
+    assert_eq!(
+        serde_json::to_value(percentiles(&[])).unwrap()["p50"],
+        serde_json::Value::Null
+    );
+}
+
+proptest::proptest! {
+    #[test]
+    fn percentiles_are_ordered_observed_values(v in proptest::collection::vec(-1e6f64..1e6, 1..200)) {
+        let p = percentiles(&v);
+        let (p50, p90, p99) = (p.p50.unwrap(), p.p90.unwrap(), p.p99.unwrap());
+        proptest::prop_assert!(p50 <= p90 && p90 <= p99);
+        proptest::prop_assert!(v.contains(&p50) && v.contains(&p99));
+        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let mean = p.mean.unwrap();
+        proptest::prop_assert!(mean >= min - 1e-6 && mean <= max + 1e-6);
+    }
+}
+
+#[test]
+fn arm_summary_and_deltas() {
+    let perf = sample::perf();
+    let cold = &perf.arms[0];
+    assert_eq!(cold.arm, Arm::Cold);
+    assert_eq!(cold.n, 3);
+    assert_eq!(cold.ttft_ms.p50, Some(24.7));
+    let d = cold.delta_vs_baseline_ms;
+    assert!(
+        (d.cold.unwrap() - 1.7).abs() < 1e-9 && (d.warm.unwrap() - 21.5).abs() < 1e-9,
+        "{d:?}"
+    );
+    let none = ArmSummary::from_requests(Arm::RemoteHit, &[], None);
+    assert_eq!((none.n, none.delta_vs_baseline_ms.cold), (0, None));
+}
+
+#[test]
+fn sweep_level_throughput() {
+    let reqs = sample::requests();
+    let level: Vec<RequestRecord> = reqs
+        .into_iter()
+        .filter(|r| r.concurrency == Some(2))
+        .collect();
+    let l = SweepLevel::from_requests(2, &level, 2.0);
+    assert_eq!(l.requests, 4);
+    assert_eq!(l.request_throughput_per_s, 2.0);
+    assert_eq!(l.output_throughput_tok_per_s, 32.0);
+    assert_eq!(
+        SweepLevel::from_requests(1, &level, 0.0).request_throughput_per_s,
+        0.0
+    );
+}
+
+#[test]
+fn case_record_json_has_units_and_outcome() {
+    let run = sample::run_record();
+    let v = serde_json::to_value(&run.cases[3]).unwrap();
+    assert_eq!(v["outcome"], "failed");
+    assert!(v["message"].as_str().unwrap().contains("guard_promoted"));
+    assert_eq!(v["duration_ms"], 10400.0);
+    assert_eq!(v["started_at"], "2025-11-29T17:41:25Z");
+    assert_eq!(
+        serde_json::to_value(&run.cases[5]).unwrap()["outcome"],
+        "ignored"
+    );
+    let mut rec = CaseRecord::start("TC-01", "x");
+    rec.measure("t1_ms", 12.5);
+    assert_eq!(rec.measurements["t1_ms"], 12.5);
+    let rec = CaseRecord::ignored("TC-06", "TC-06::x", "why");
+    assert_eq!(
+        rec.outcome,
+        Outcome::Ignored {
+            reason: "why".into()
+        }
+    );
+    assert_eq!(settings_digest(&serde_json::json!({"a": 1})).len(), 64);
+}
+
+#[test]
+fn results_json_shape() {
+    let v = serde_json::to_value(sample::results()).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["run"]["stack"]["startup"][0]["ready_ms"], 850.0);
+    assert_eq!(v["run"]["stack"]["total_startup_ms"], 6900.0);
+    let r0 = &v["requests"][0];
+    for k in [
+        "ttft_ms",
+        "tpot_ms",
+        "itl_ms",
+        "e2el_ms",
+        "prompt_tokens",
+        "output_tokens",
+        "worker_id",
+        "arm",
+        "ok",
+    ] {
+        assert!(!r0[k].is_null(), "{k}");
+    }
+    assert_eq!(v["perf"]["arms"][1]["arm"], "local_hit");
+    assert_eq!(v["perf"]["recovery"]["t1_ms"], 1412.0);
+    assert_eq!(v["perf"]["sweep"][0]["concurrency"], 1);
+    let back: RequestRecord = serde_json::from_value(r0.clone()).unwrap();
+    assert_eq!(back, sample::requests()[0]);
+}
+
+#[test]
+fn results_and_report_are_written_into_the_run_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir::create(tmp.path(), crate::config::Redactor::none()).unwrap();
+    let results = sample::results();
+    let p = results.write(&dir).unwrap();
+    assert_eq!(p, dir.root().join("results.json"));
+    let r = write_report(&dir, &results).unwrap();
+    assert!(std::fs::read_to_string(r).unwrap().contains("<svg"));
+    let j = write_junit(&results.run, &dir.root().join("junit.xml")).unwrap();
+    assert!(std::fs::read_to_string(j)
+        .unwrap()
+        .contains("<testsuite name=\"phase1\""));
+}
+
+#[test]
+fn junit_snapshot() {
+    let xml = junit_xml(&sample::run_record()).unwrap();
+    // Timestamps are fixed in the sample; normalize anyway so a change of
+    // sample time does not churn the snapshot.
+    let xml = xml.replace("2025-11-29T17:41", "<DATE>T<HH:MM>");
+    insta::assert_snapshot!(xml);
+}
+
+#[test]
+fn junit_counts_and_skips() {
+    let xml = junit_xml(&sample::run_record()).unwrap();
+    assert!(xml.contains("tests=\"6\""), "{xml}");
+    assert!(xml.contains("failures=\"1\""), "{xml}");
+    assert!(xml.contains("disabled=\"1\""), "{xml}");
+    assert!(
+        xml.contains("<skipped message=\"SGLang has no Guard"),
+        "{xml}"
+    );
+    assert!(xml.contains("cases/TC-04/guard-log-tail.txt"), "{xml}");
+}
+
+#[test]
+fn report_contains_charts_and_tables() {
+    let html = render_report(&sample::results()).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert_eq!(
+        html.matches("<svg").count(),
+        4,
+        "arms, throughput, TTFT sweep, recovery"
+    );
+    assert!(html.contains("<rect") && html.contains("<polyline") && html.contains("<circle"));
+    assert!(html.contains("href=\"cases/TC-04/guard-log-tail.txt\""));
+    assert!(html.contains("TC-04::guard_takeover_replacement"));
+    assert!(!html.contains("not run"));
+    assert!(!html.contains("http://") || html.contains("http://www.w3.org/2000/svg"));
+    assert!(!html.contains("<script"));
+    if let Ok(out) = std::env::var("KVCR_E2E_REPORT_SAMPLE") {
+        std::fs::write(out, &html).unwrap();
+    }
+}
+
+#[test]
+fn report_says_not_run_for_missing_data() {
+    let mut results = sample::results();
+    results.perf = PerfSummary::default();
+    results.run.stack = None;
+    results.run.reference = None;
+    let html = render_report(&results).unwrap();
+    assert_eq!(html.matches("<svg").count(), 0);
+    for s in [
+        "TC-05 recorded no arm",
+        "TC-05 recorded no sweep level",
+        "TC-06 recorded no timeline",
+        "reference phase",
+    ] {
+        assert!(html.contains(s), "{s}");
+    }
+    // A timeline with no t1 says why.
+    results.perf.recovery = Some(RecoveryTimeline {
+        attempts: vec![RecoveryAttempt {
+            at_ms: 100.0,
+            target: "B".into(),
+            outcome: "error: 503".into(),
+        }],
+        no_t1_reason: Some("no remote_deliver success sourced from A".into()),
+        ..Default::default()
+    });
+    let html = render_report(&results).unwrap();
+    assert!(html.contains("no remote_deliver success sourced from A"));
+    assert_eq!(html.matches("<svg").count(), 1);
+}
+
+#[test]
+fn report_escapes_text() {
+    let mut results = sample::results();
+    results.run.cases[0].outcome = Outcome::Failed {
+        message: "<script>alert(1)</script> & more".into(),
+    };
+    results.run.cases[0].duration = Duration::from_millis(1);
+    let html = render_report(&results).unwrap();
+    assert!(!html.contains("<script>alert"));
+    assert!(html.contains("&lt;script&gt;"));
+}
+
+#[test]
+fn report_with_a_single_arm_and_level() {
+    let mut results = sample::results();
+    results.perf.arms.truncate(1);
+    results.perf.sweep.truncate(1);
+    results.perf.baseline = None;
+    let html = render_report(&results).unwrap();
+    assert_eq!(html.matches("<svg").count(), 4);
+}

@@ -1,0 +1,93 @@
+//! From case records to the run's summaries: perf data moved out of case
+//! measurements, stack and reference summaries.
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use crate::evidence::{
+    ArmSummary, CaseRecord, PerfSummary, RecoveryTimeline, ReferenceSummary, RequestRecord,
+    StackSummary, StartupTiming, SweepLevel,
+};
+use crate::reference::References;
+use crate::stack::Stack;
+
+/// Measurement keys the perf cases use (see `suite::perf`).
+pub const REQUESTS: &str = "requests";
+pub const ARM: &str = "arm";
+pub const SWEEP: &str = "sweep";
+pub const RECOVERY: &str = "recovery";
+
+fn take<T: DeserializeOwned>(case: &mut CaseRecord, key: &str, keep: bool) -> Option<T> {
+    let value = if keep {
+        case.measurements.get(key).cloned()
+    } else {
+        case.measurements.remove(key)
+    }?;
+    serde_json::from_value(value).ok()
+}
+
+/// Gathers every request record, arm summary, sweep level and recovery
+/// timeline from the cases. Request lists move to the top level of
+/// results.json (they would be duplicated otherwise).
+pub fn collect_perf(
+    cases: &mut [CaseRecord],
+    references: Option<&References>,
+) -> (Vec<RequestRecord>, PerfSummary) {
+    let mut requests = Vec::new();
+    let mut perf = PerfSummary {
+        metric_definitions: Some(crate::client::timing::DEFINITIONS.to_string()),
+        baseline: references.map(|r| r.baseline.clone()),
+        ..PerfSummary::default()
+    };
+    for case in cases.iter_mut() {
+        requests.extend(take::<Vec<RequestRecord>>(case, REQUESTS, false).unwrap_or_default());
+        perf.arms.extend(take::<ArmSummary>(case, ARM, true));
+        perf.sweep
+            .extend(take::<Vec<SweepLevel>>(case, SWEEP, true).unwrap_or_default());
+        if let Some(timeline) = take::<RecoveryTimeline>(case, RECOVERY, true) {
+            perf.recovery = Some(timeline);
+        }
+    }
+    (requests, perf)
+}
+
+pub fn stack_summary(stack: &Stack, provisioned: u32) -> StackSummary {
+    let t = &stack.timings;
+    let ms = |v: u128| Duration::from_millis(v as u64);
+    let mut startup = Vec::new();
+    if let Some(guard) = t.guard_ready_ms {
+        startup.push(StartupTiming {
+            component: "guard".into(),
+            ready: ms(guard),
+        });
+    }
+    startup.push(StartupTiming {
+        component: "workers".into(),
+        ready: ms(t.workers_ready_ms),
+    });
+    startup.push(StartupTiming {
+        component: "router".into(),
+        ready: ms(t.frontend_ready_ms),
+    });
+    startup.push(StartupTiming {
+        component: "first_completion".into(),
+        ready: ms(t.first_completion_ms),
+    });
+    StackSummary {
+        provisioned,
+        attached: false,
+        startup,
+        total_startup: ms(t.total_ms),
+    }
+}
+
+pub fn reference_summary(r: &References) -> ReferenceSummary {
+    ReferenceSummary {
+        digest: r.digest.clone(),
+        from_cache: r.from_cache,
+        prompts: r.tokens.len(),
+        probes: r.probes.iter().map(|p| (p.clone(), true)).collect(),
+        duration: Duration::from_secs_f64(r.seconds),
+    }
+}

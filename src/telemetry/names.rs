@@ -1,0 +1,936 @@
+//! The one place where the metric and log names of KVCR, vLLM, Dynamo and
+//! the CPU engine live.
+//!
+//! Cases ask for *meanings* ([`Counter`], [`Gauge`]), never for strings.
+//! Each meaning maps to
+//! - its Prometheus sample ([`Counter::prometheus`]): vLLM style
+//!   `vllm:kvcr_transfer_blocks_total{scope="remote_deliver"}`; parsing
+//!   accepts the family name with and without the `_total` suffix, and
+//!   ignores extra labels such as `engine` or `model_name`;
+//! - its key in vLLM's `KV Transfer metrics:` interval log line
+//!   ([`Counter::interval_key`]): `vllm:kvcr_transfer_blocks:('remote_deliver',)`,
+//!   `vllm:kvcr_duration_seconds:('remote_deliver', 'success')_count`.
+//!
+//! Names move between vLLM versions: when one does, change it here only.
+//! The `Display` form of a meaning (`transfer_blocks{scope=remote_deliver}`)
+//! is engine-neutral and is what evidence files use; it round-trips through
+//! `FromStr`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Prefix the vLLM adapter (and the CPU engine) put before KVCR and vLLM metrics.
+pub const VLLM_PREFIX: &str = "vllm:";
+
+/// Marker of vLLM's interval line: `... KV Transfer metrics: k=v, k=v`.
+pub const INTERVAL_LOG_MARKER: &str = "KV Transfer metrics:";
+
+/// Log text of the KVCR Guard service and KVCR core (kvcr 0.1.1).
+pub mod kvcr_log {
+    /// Prefix of every structured KVCR event: `KVCR_EVENT <name> k=v ...`.
+    pub const EVENT_MARKER: &str = "KVCR_EVENT";
+    /// The service finished startup: `KVCR service ready: socket=.. guards=N pool_sizes_bytes=(..) journal_bytes=N`.
+    pub const SERVICE_READY: &str = "KVCR service ready:";
+    /// Warning: the pool is claimable but cold if its primary dies.
+    pub const POOL_RECOVERY_DISABLED: &str = "KVCR pool recovery disabled";
+    /// `KVCR Guard N failed` (critical).
+    pub const GUARD_PREFIX: &str = "KVCR Guard ";
+    /// Suffix of `KVCR Guard N failed`.
+    pub const GUARD_FAILED_SUFFIX: &str = " failed";
+    /// Suffix of `KVCR Guard N promoted after heartbeat timeout`.
+    pub const HEARTBEAT_PROMOTED_SUFFIX: &str = " promoted after heartbeat timeout";
+    /// Event: the Guard promoted and serves a dead primary's pool.
+    pub const EV_GUARD_PROMOTED: &str = "guard_promoted";
+    /// Event (DEBUG): one stage of a promotion or handback.
+    pub const EV_PROMOTION_STAGE: &str = "guard_promotion_stage";
+    /// Event (DEBUG): a worker claimed and holds its Guard group.
+    pub const EV_PRIMARY_ATTACHED: &str = "primary_attached";
+    /// Event (DEBUG): a source was asked to write blocks to a target.
+    pub const EV_SOURCE_TRANSFER_REQUESTED: &str = "source_transfer_requested";
+    /// Event (DEBUG): a source finished writing blocks to a target.
+    pub const EV_SOURCE_TRANSFER_COMPLETED: &str = "source_transfer_completed";
+    /// Event (DEBUG): a source refused a transfer.
+    pub const EV_SOURCE_TRANSFER_REFUSED: &str = "source_transfer_refused";
+    /// Event (DEBUG, target side): a remote fetch started.
+    pub const EV_TARGET_TRANSFER_STARTED: &str = "target_transfer_started";
+    /// Event (DEBUG, target side): a remote fetch finished.
+    pub const EV_TARGET_TRANSFER_COMPLETED: &str = "target_transfer_completed";
+}
+
+/// Names of Dynamo's HTTP frontend that the client uses.
+pub mod dynamo {
+    /// Request header pinning a worker instance (u64 instance id).
+    pub const HEADER_WORKER_INSTANCE_ID: &str = "x-dynamo-worker-instance-id";
+    /// Request header pinning a data-parallel rank.
+    pub const HEADER_DP_RANK: &str = "x-dynamo-dp-rank";
+    /// `nvext.extra_fields` entry asking for the serving worker's identity.
+    pub const EXTRA_FIELD_WORKER_ID: &str = "worker_id";
+    /// `nvext.extra_fields` entry asking for timing (`ttft_ms`, `kv_hit_rate`).
+    pub const EXTRA_FIELD_TIMING: &str = "timing";
+    /// `nvext.extra_fields` entry (Dynamo 1.6.1) asking for the generated
+    /// token ids; they come back in `nvext.completion_token_ids`, per chunk
+    /// when streaming.
+    pub const EXTRA_FIELD_COMPLETION_TOKEN_IDS: &str = "completion_token_ids";
+    /// Health endpoint path.
+    pub const PATH_HEALTH: &str = "/health";
+    /// Model list path.
+    pub const PATH_MODELS: &str = "/v1/models";
+    /// Completions path.
+    pub const PATH_COMPLETIONS: &str = "/v1/completions";
+}
+
+macro_rules! label_enum {
+    (
+        $(#[$doc:meta])*
+        $name:ident { $( $(#[$vdoc:meta])* $variant:ident => $label:literal ),* $(,)? }
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name {
+            $( $(#[$vdoc])* $variant, )*
+            /// A label value this harness has no name for (kept verbatim).
+            Other(String),
+        }
+
+        impl $name {
+            /// The label value as the system under test writes it.
+            pub fn label(&self) -> &str {
+                match self {
+                    $( $name::$variant => $label, )*
+                    $name::Other(s) => s.as_str(),
+                }
+            }
+
+            /// The meaning of a label value; unknown values become `Other`.
+            pub fn from_label(s: &str) -> Self {
+                match s {
+                    $( $label => $name::$variant, )*
+                    other => $name::Other(other.to_string()),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.label())
+            }
+        }
+    };
+}
+
+label_enum! {
+    /// KVCR operation scope (`scope` label of `kvcr_*` metrics).
+    Scope {
+        /// Filling the local pool from engine memory (deposit).
+        LocalFill => "local_fill",
+        /// Delivering local pool blocks into engine memory.
+        LocalDeliver => "local_deliver",
+        /// Target side: blocks delivered from a peer (carries blocks, not bytes).
+        RemoteDeliver => "remote_deliver",
+        /// Target side: a remote fetch.
+        RemoteFetch => "remote_fetch",
+        /// Source side: blocks written to a peer (carries bytes).
+        SourceWrite => "source_write",
+        /// A NIXL transfer.
+        Transfer => "transfer",
+        /// Posting a NIXL transfer.
+        TransferPost => "transfer_post",
+        /// Submitting a transfer.
+        TransferSubmit => "transfer_submit",
+        /// Waiting for a router hint.
+        HintWait => "hint_wait",
+        /// Connecting to a peer.
+        PeerSetup => "peer_setup",
+        /// Enqueueing a control message.
+        ControlEnqueue => "control_enqueue",
+        /// Waiting for the framework to pin memory.
+        FrameworkPinWait => "framework_pin_wait",
+        /// Acquiring a source.
+        SourceAcquire => "source_acquire",
+        /// Storing into the G3 (disk) tier.
+        G3Store => "g3_store",
+        /// Filling from the G3 tier.
+        G3Fill => "g3_fill",
+        /// Delivering from the G3 tier.
+        G3Deliver => "g3_deliver",
+    }
+}
+
+label_enum! {
+    /// Outcome of a KVCR operation (`result` label of `kvcr_duration_seconds`).
+    OpResult {
+        /// Fully succeeded.
+        Success => "success",
+        /// Some blocks delivered, some not.
+        Partial => "partial",
+        /// Failed.
+        Failed => "failed",
+        /// Completed (`hint_wait`).
+        Complete => "complete",
+        /// New connection (`peer_setup`).
+        Connected => "connected",
+        /// Reused connection (`peer_setup`).
+        Reused => "reused",
+        /// Control message handled.
+        Handled => "handled",
+        /// Timed out (`framework_pin_wait`).
+        Timeout => "timeout",
+        /// Cancelled (`framework_pin_wait`).
+        Cancelled => "cancelled",
+    }
+}
+
+label_enum! {
+    /// KVCR state gauge resource (`resource` label of `kvcr_state`).
+    Resource {
+        /// Block records known.
+        BlockRecords => "block_records",
+        /// Operations in flight.
+        InFlightOps => "in_flight_ops",
+        /// Framework pins held.
+        FrameworkPins => "framework_pins",
+        /// Keys pinned.
+        PinnedKeys => "pinned_keys",
+        /// Connected remote peers.
+        ConnectedRemotes => "connected_remotes",
+        /// Completed operations awaiting poll.
+        Completed => "completed",
+        /// Local pool slots, total.
+        LocalG2TotalSlots => "local_g2_total_slots",
+        /// Local pool slots, free.
+        LocalG2FreeSlots => "local_g2_free_slots",
+        /// Local pool slots, allocated.
+        LocalG2AllocatedSlots => "local_g2_allocated_slots",
+        /// Local pool slots, evictable.
+        LocalG2EvictableSlots => "local_g2_evictable_slots",
+    }
+}
+
+/// An offload tier of vLLM's tiering connector (`tier` label, `N:type`).
+///
+/// The index depends on the configuration; matching uses the type after
+/// the colon (`*:kvcr` is [`Tier::Kvcr`], `*:cpu` is [`Tier::Host`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tier {
+    /// The engine-owned host tier (`0:cpu`).
+    Host,
+    /// The KVCR tier (`1:kvcr`).
+    Kvcr,
+    /// Any other tier, label kept verbatim.
+    Other(String),
+}
+
+impl Tier {
+    /// The canonical label value (`0:cpu`, `1:kvcr`).
+    pub fn label(&self) -> &str {
+        match self {
+            Tier::Host => "0:cpu",
+            Tier::Kvcr => "1:kvcr",
+            Tier::Other(s) => s,
+        }
+    }
+
+    /// The tier of a label value, matched on the type after the colon.
+    pub fn from_label(s: &str) -> Self {
+        let kind = s.rsplit(':').next().unwrap_or(s);
+        match kind {
+            "kvcr" => Tier::Kvcr,
+            "cpu" => Tier::Host,
+            _ => Tier::Other(s.to_string()),
+        }
+    }
+
+    fn short(&self) -> &str {
+        match self {
+            Tier::Host => "host",
+            Tier::Kvcr => "kvcr",
+            Tier::Other(s) => s,
+        }
+    }
+
+    fn from_short(s: &str) -> Self {
+        match s {
+            "host" => Tier::Host,
+            "kvcr" => Tier::Kvcr,
+            other => Tier::from_label(other),
+        }
+    }
+}
+
+/// A monotonic counter, by meaning. Deltas of these are what cases gate on.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Counter {
+    /// KVCR blocks moved in a scope (`kvcr_transfer_blocks`).
+    TransferBlocks(Scope),
+    /// KVCR bytes moved in a scope (`kvcr_transfer_bytes`).
+    TransferBytes(Scope),
+    /// Number of KVCR operations of a scope with a result (`kvcr_duration_seconds_count`).
+    OpCount(Scope, OpResult),
+    /// Total seconds of KVCR operations of a scope with a result (`kvcr_duration_seconds_sum`).
+    OpSeconds(Scope, OpResult),
+    /// Bytes loaded into the device cache from a tier (`kv_offload_tiering_read_bytes`).
+    TieringReadBytes(Tier),
+    /// Bytes stored into a tier (`kv_offload_tiering_write_bytes`).
+    TieringWriteBytes(Tier),
+    /// Time spent reading from a tier (`kv_offload_tiering_read_time`).
+    TieringReadTime(Tier),
+    /// Time spent writing to a tier (`kv_offload_tiering_write_time`).
+    TieringWriteTime(Tier),
+    /// Failed cascade jobs of the tiering connector, all tiers summed. May rise
+    /// harmlessly when `secondary_g2_slots` is 0.
+    TieringCascadeJobFailures,
+    /// Prompt tokens looked up in the device prefix cache.
+    PrefixCacheQueries,
+    /// Prompt tokens found in the device prefix cache.
+    PrefixCacheHits,
+    /// Prompt tokens looked up outside the device cache (host tier, KVCR).
+    ExternalPrefixCacheQueries,
+    /// Prompt tokens found outside the device cache.
+    ExternalPrefixCacheHits,
+    /// Blocks evicted from the device cache (CPU engine only).
+    DeviceCacheEvictions,
+    /// Prompt blocks computed by prefill (CPU engine only).
+    ComputedBlocks,
+    /// Requests served, by outcome (CPU engine only).
+    Requests(String),
+}
+
+/// A gauge, by meaning: a level, not a count. Never gate on its delta.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Gauge {
+    /// KVCR state gauge (`kvcr_state{resource}`).
+    State(Resource),
+}
+
+/// Either kind of meaning.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Meaning {
+    /// A counter.
+    Counter(Counter),
+    /// A gauge.
+    Gauge(Gauge),
+}
+
+/// How a meaning is written as a Prometheus sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromName {
+    /// The sample name as exposed (with `_total` for counters).
+    pub name: String,
+    /// Labels that identify the meaning (extra labels are allowed).
+    pub labels: Vec<(&'static str, String)>,
+}
+
+impl fmt::Display for PromName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)?;
+        if !self.labels.is_empty() {
+            f.write_str("{")?;
+            for (i, (k, v)) in self.labels.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "{k}=\"{v}\"")?;
+            }
+            f.write_str("}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Metric families, their base names (without `_total`) and label names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    TransferBlocks,
+    TransferBytes,
+    DurationCount,
+    DurationSum,
+    State,
+    TieringReadBytes,
+    TieringWriteBytes,
+    TieringReadTime,
+    TieringWriteTime,
+    TieringCascadeJobFailures,
+    PrefixCacheQueries,
+    PrefixCacheHits,
+    ExternalPrefixCacheQueries,
+    ExternalPrefixCacheHits,
+    DeviceCacheEvictions,
+    ComputedBlocks,
+    Requests,
+}
+
+const FAMILIES: &[Family] = &[
+    Family::TransferBlocks,
+    Family::TransferBytes,
+    Family::DurationCount,
+    Family::DurationSum,
+    Family::State,
+    Family::TieringReadBytes,
+    Family::TieringWriteBytes,
+    Family::TieringReadTime,
+    Family::TieringWriteTime,
+    Family::TieringCascadeJobFailures,
+    Family::PrefixCacheQueries,
+    Family::PrefixCacheHits,
+    Family::ExternalPrefixCacheQueries,
+    Family::ExternalPrefixCacheHits,
+    Family::DeviceCacheEvictions,
+    Family::ComputedBlocks,
+    Family::Requests,
+];
+
+impl Family {
+    /// Base name without `_total`; histogram parts carry `_count` / `_sum`.
+    fn base(self) -> &'static str {
+        match self {
+            Family::TransferBlocks => "vllm:kvcr_transfer_blocks",
+            Family::TransferBytes => "vllm:kvcr_transfer_bytes",
+            Family::DurationCount => "vllm:kvcr_duration_seconds_count",
+            Family::DurationSum => "vllm:kvcr_duration_seconds_sum",
+            Family::State => "vllm:kvcr_state",
+            Family::TieringReadBytes => "vllm:kv_offload_tiering_read_bytes",
+            Family::TieringWriteBytes => "vllm:kv_offload_tiering_write_bytes",
+            Family::TieringReadTime => "vllm:kv_offload_tiering_read_time",
+            Family::TieringWriteTime => "vllm:kv_offload_tiering_write_time",
+            Family::TieringCascadeJobFailures => "vllm:kv_offload_tiering_cascade_job_failures",
+            Family::PrefixCacheQueries => "vllm:prefix_cache_queries",
+            Family::PrefixCacheHits => "vllm:prefix_cache_hits",
+            Family::ExternalPrefixCacheQueries => "vllm:external_prefix_cache_queries",
+            Family::ExternalPrefixCacheHits => "vllm:external_prefix_cache_hits",
+            Family::DeviceCacheEvictions => "cpu_engine_device_cache_evictions",
+            Family::ComputedBlocks => "cpu_engine_computed_blocks",
+            Family::Requests => "cpu_engine_requests",
+        }
+    }
+
+    /// Whether the exposition adds `_total` (counters do, histogram parts and gauges don't).
+    fn has_total_suffix(self) -> bool {
+        !matches!(
+            self,
+            Family::DurationCount | Family::DurationSum | Family::State
+        )
+    }
+
+    /// Identifying label names, in the order of the interval log's tuple.
+    fn label_names(self) -> &'static [&'static str] {
+        match self {
+            Family::TransferBlocks | Family::TransferBytes => &["scope"],
+            Family::DurationCount | Family::DurationSum => &["scope", "result"],
+            Family::State => &["resource"],
+            Family::TieringReadBytes
+            | Family::TieringWriteBytes
+            | Family::TieringReadTime
+            | Family::TieringWriteTime => &["tier"],
+            Family::Requests => &["outcome"],
+            _ => &[],
+        }
+    }
+
+    /// Histogram families in the interval log: the tuple comes before `_count`.
+    fn interval_parts(self) -> (&'static str, &'static str) {
+        match self {
+            Family::DurationCount => ("vllm:kvcr_duration_seconds", "_count"),
+            Family::DurationSum => ("vllm:kvcr_duration_seconds", "_sum"),
+            other => (other.base(), ""),
+        }
+    }
+
+    /// Whether vLLM reports this family in the interval log line.
+    fn in_interval_log(self) -> bool {
+        self.base().starts_with("vllm:kvcr_") || self.base().starts_with("vllm:kv_offload_")
+    }
+
+    /// The meaning of one sample of this family, given a label lookup.
+    fn meaning(self, label: &dyn Fn(&str) -> Option<String>) -> Option<Meaning> {
+        let scope = || label("scope").map(|s| Scope::from_label(&s));
+        let result = || label("result").map(|s| OpResult::from_label(&s));
+        let tier = || label("tier").map(|s| Tier::from_label(&s));
+        let c = match self {
+            Family::TransferBlocks => Counter::TransferBlocks(scope()?),
+            Family::TransferBytes => Counter::TransferBytes(scope()?),
+            Family::DurationCount => Counter::OpCount(scope()?, result()?),
+            Family::DurationSum => Counter::OpSeconds(scope()?, result()?),
+            Family::State => {
+                let r = label("resource")?;
+                return Some(Meaning::Gauge(Gauge::State(Resource::from_label(&r))));
+            }
+            Family::TieringReadBytes => Counter::TieringReadBytes(tier()?),
+            Family::TieringWriteBytes => Counter::TieringWriteBytes(tier()?),
+            Family::TieringReadTime => Counter::TieringReadTime(tier()?),
+            Family::TieringWriteTime => Counter::TieringWriteTime(tier()?),
+            Family::TieringCascadeJobFailures => Counter::TieringCascadeJobFailures,
+            Family::PrefixCacheQueries => Counter::PrefixCacheQueries,
+            Family::PrefixCacheHits => Counter::PrefixCacheHits,
+            Family::ExternalPrefixCacheQueries => Counter::ExternalPrefixCacheQueries,
+            Family::ExternalPrefixCacheHits => Counter::ExternalPrefixCacheHits,
+            Family::DeviceCacheEvictions => Counter::DeviceCacheEvictions,
+            Family::ComputedBlocks => Counter::ComputedBlocks,
+            Family::Requests => Counter::Requests(label("outcome").unwrap_or_default()),
+        };
+        Some(Meaning::Counter(c))
+    }
+}
+
+impl Counter {
+    fn family_and_labels(&self) -> (Family, Vec<String>) {
+        match self {
+            Counter::TransferBlocks(s) => (Family::TransferBlocks, vec![s.label().into()]),
+            Counter::TransferBytes(s) => (Family::TransferBytes, vec![s.label().into()]),
+            Counter::OpCount(s, r) => (
+                Family::DurationCount,
+                vec![s.label().into(), r.label().into()],
+            ),
+            Counter::OpSeconds(s, r) => (
+                Family::DurationSum,
+                vec![s.label().into(), r.label().into()],
+            ),
+            Counter::TieringReadBytes(t) => (Family::TieringReadBytes, vec![t.label().into()]),
+            Counter::TieringWriteBytes(t) => (Family::TieringWriteBytes, vec![t.label().into()]),
+            Counter::TieringReadTime(t) => (Family::TieringReadTime, vec![t.label().into()]),
+            Counter::TieringWriteTime(t) => (Family::TieringWriteTime, vec![t.label().into()]),
+            Counter::TieringCascadeJobFailures => (Family::TieringCascadeJobFailures, vec![]),
+            Counter::PrefixCacheQueries => (Family::PrefixCacheQueries, vec![]),
+            Counter::PrefixCacheHits => (Family::PrefixCacheHits, vec![]),
+            Counter::ExternalPrefixCacheQueries => (Family::ExternalPrefixCacheQueries, vec![]),
+            Counter::ExternalPrefixCacheHits => (Family::ExternalPrefixCacheHits, vec![]),
+            Counter::DeviceCacheEvictions => (Family::DeviceCacheEvictions, vec![]),
+            Counter::ComputedBlocks => (Family::ComputedBlocks, vec![]),
+            Counter::Requests(o) => (Family::Requests, vec![o.clone()]),
+        }
+    }
+
+    /// The Prometheus sample this counter is exposed as (canonical form, with `_total`).
+    pub fn prometheus(&self) -> PromName {
+        let (fam, values) = self.family_and_labels();
+        prom_name(fam, values)
+    }
+
+    /// The key of this counter in vLLM's interval log line, if vLLM logs it there.
+    pub fn interval_key(&self) -> Option<String> {
+        let (fam, values) = self.family_and_labels();
+        interval_key(fam, &values)
+    }
+}
+
+impl Gauge {
+    /// The Prometheus sample this gauge is exposed as.
+    pub fn prometheus(&self) -> PromName {
+        let Gauge::State(r) = self;
+        prom_name(Family::State, vec![r.label().into()])
+    }
+
+    /// The key of this gauge in vLLM's interval log line.
+    pub fn interval_key(&self) -> Option<String> {
+        let Gauge::State(r) = self;
+        interval_key(Family::State, &[r.label().to_string()])
+    }
+}
+
+fn prom_name(fam: Family, values: Vec<String>) -> PromName {
+    let name = if fam.has_total_suffix() {
+        format!("{}_total", fam.base())
+    } else {
+        fam.base().to_string()
+    };
+    let labels = fam.label_names().iter().copied().zip(values).collect();
+    PromName { name, labels }
+}
+
+fn interval_key(fam: Family, values: &[String]) -> Option<String> {
+    if !fam.in_interval_log() {
+        return None;
+    }
+    let (name, suffix) = fam.interval_parts();
+    if values.is_empty() {
+        return Some(format!("{name}{suffix}"));
+    }
+    let mut tuple = String::from("(");
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            tuple.push_str(", ");
+        }
+        tuple.push_str(&python_str_repr(v));
+    }
+    if values.len() == 1 {
+        tuple.push(',');
+    }
+    tuple.push(')');
+    Some(format!("{name}:{tuple}{suffix}"))
+}
+
+/// Python's `repr()` of a str (enough for label values).
+fn python_str_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for ch in s.chars() {
+        match ch {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+/// The meaning of a Prometheus sample, or `None` for samples the harness
+/// does not use (histogram buckets, `_created`, other metrics).
+pub fn meaning_of_sample(name: &str, labels: &[(String, String)]) -> Option<Meaning> {
+    let lookup = |k: &str| labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    for &fam in FAMILIES {
+        let base = fam.base();
+        let matches = name == base
+            || (fam.has_total_suffix()
+                && name.len() == base.len() + 6
+                && name.starts_with(base)
+                && name.ends_with("_total"));
+        if matches {
+            return fam.meaning(&lookup);
+        }
+    }
+    None
+}
+
+/// The meaning of an interval-log key such as
+/// `vllm:kvcr_duration_seconds:('remote_deliver', 'success')_count`.
+pub fn meaning_of_interval_key(key: &str) -> Option<Meaning> {
+    let key = key.trim();
+    let (name, values, suffix) = match key.find(":(") {
+        Some(i) => {
+            let name = &key[..i];
+            let rest = &key[i + 1..];
+            let close = super::fields::matching_close(rest)?;
+            let values = super::fields::parse_python_tuple(&rest[..=close])?;
+            (name, values, &rest[close + 1..])
+        }
+        None => {
+            // No labels: `vllm:name`, `vllm:name_count`.
+            (key, Vec::new(), "")
+        }
+    };
+    for &fam in FAMILIES {
+        if !fam.in_interval_log() {
+            continue;
+        }
+        let (fname, fsuffix) = fam.interval_parts();
+        let hit = if values.is_empty() && suffix.is_empty() {
+            name == format!("{fname}{fsuffix}") || (fsuffix.is_empty() && name == fname)
+        } else {
+            name == fname && suffix == fsuffix
+        };
+        if hit {
+            let names = fam.label_names();
+            let lookup = |k: &str| {
+                names
+                    .iter()
+                    .position(|n| *n == k)
+                    .and_then(|i| values.get(i).cloned())
+            };
+            return fam.meaning(&lookup);
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------
+// Display / FromStr: the engine-neutral form used in evidence.
+
+impl fmt::Display for Counter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Counter::TransferBlocks(s) => write!(f, "transfer_blocks{{scope={s}}}"),
+            Counter::TransferBytes(s) => write!(f, "transfer_bytes{{scope={s}}}"),
+            Counter::OpCount(s, r) => write!(f, "op_count{{scope={s},result={r}}}"),
+            Counter::OpSeconds(s, r) => write!(f, "op_seconds{{scope={s},result={r}}}"),
+            Counter::TieringReadBytes(t) => write!(f, "tiering_read_bytes{{tier={}}}", t.short()),
+            Counter::TieringWriteBytes(t) => {
+                write!(f, "tiering_write_bytes{{tier={}}}", t.short())
+            }
+            Counter::TieringReadTime(t) => write!(f, "tiering_read_time{{tier={}}}", t.short()),
+            Counter::TieringWriteTime(t) => write!(f, "tiering_write_time{{tier={}}}", t.short()),
+            Counter::TieringCascadeJobFailures => f.write_str("tiering_cascade_job_failures"),
+            Counter::PrefixCacheQueries => f.write_str("prefix_cache_queries"),
+            Counter::PrefixCacheHits => f.write_str("prefix_cache_hits"),
+            Counter::ExternalPrefixCacheQueries => f.write_str("external_prefix_cache_queries"),
+            Counter::ExternalPrefixCacheHits => f.write_str("external_prefix_cache_hits"),
+            Counter::DeviceCacheEvictions => f.write_str("device_cache_evictions"),
+            Counter::ComputedBlocks => f.write_str("computed_blocks"),
+            Counter::Requests(o) => write!(f, "requests{{outcome={o}}}"),
+        }
+    }
+}
+
+impl fmt::Display for Gauge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Gauge::State(r) = self;
+        write!(f, "state{{resource={r}}}")
+    }
+}
+
+impl fmt::Display for Meaning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Meaning::Counter(c) => c.fmt(f),
+            Meaning::Gauge(g) => g.fmt(f),
+        }
+    }
+}
+
+/// A string that is not the `Display` form of a meaning.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{0}` is not a telemetry meaning (expected e.g. `transfer_blocks{{scope=remote_deliver}}`)"
+)]
+pub struct UnknownMeaning(pub String);
+
+/// Splits `name{k=v,k=v}` into the name and its label lookup.
+/// A display form split into its name and `(label, value)` pairs.
+type DisplayParts<'a> = (&'a str, Vec<(&'a str, &'a str)>);
+
+fn split_display(s: &str) -> Result<DisplayParts<'_>, UnknownMeaning> {
+    let bad = || UnknownMeaning(s.to_string());
+    match s.find('{') {
+        None => Ok((s, Vec::new())),
+        Some(i) => {
+            let inner = s[i + 1..].strip_suffix('}').ok_or_else(bad)?;
+            let mut labels = Vec::new();
+            for part in inner.split(',') {
+                let (k, v) = part.split_once('=').ok_or_else(bad)?;
+                labels.push((k, v));
+            }
+            Ok((&s[..i], labels))
+        }
+    }
+}
+
+impl FromStr for Counter {
+    type Err = UnknownMeaning;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || UnknownMeaning(s.to_string());
+        let (name, labels) = split_display(s)?;
+        let get = |k: &str| {
+            labels
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| *v)
+                .ok_or_else(bad)
+        };
+        Ok(match name {
+            "transfer_blocks" => Counter::TransferBlocks(Scope::from_label(get("scope")?)),
+            "transfer_bytes" => Counter::TransferBytes(Scope::from_label(get("scope")?)),
+            "op_count" => Counter::OpCount(
+                Scope::from_label(get("scope")?),
+                OpResult::from_label(get("result")?),
+            ),
+            "op_seconds" => Counter::OpSeconds(
+                Scope::from_label(get("scope")?),
+                OpResult::from_label(get("result")?),
+            ),
+            "tiering_read_bytes" => Counter::TieringReadBytes(Tier::from_short(get("tier")?)),
+            "tiering_write_bytes" => Counter::TieringWriteBytes(Tier::from_short(get("tier")?)),
+            "tiering_read_time" => Counter::TieringReadTime(Tier::from_short(get("tier")?)),
+            "tiering_write_time" => Counter::TieringWriteTime(Tier::from_short(get("tier")?)),
+            "tiering_cascade_job_failures" => Counter::TieringCascadeJobFailures,
+            "prefix_cache_queries" => Counter::PrefixCacheQueries,
+            "prefix_cache_hits" => Counter::PrefixCacheHits,
+            "external_prefix_cache_queries" => Counter::ExternalPrefixCacheQueries,
+            "external_prefix_cache_hits" => Counter::ExternalPrefixCacheHits,
+            "device_cache_evictions" => Counter::DeviceCacheEvictions,
+            "computed_blocks" => Counter::ComputedBlocks,
+            "requests" => Counter::Requests(get("outcome")?.to_string()),
+            _ => return Err(bad()),
+        })
+    }
+}
+
+impl FromStr for Gauge {
+    type Err = UnknownMeaning;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (name, labels) = split_display(s)?;
+        match (name, labels.as_slice()) {
+            ("state", [("resource", r)]) => Ok(Gauge::State(Resource::from_label(r))),
+            _ => Err(UnknownMeaning(s.to_string())),
+        }
+    }
+}
+
+macro_rules! serde_via_display {
+    ($t:ty) => {
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+serde_via_display!(Counter);
+serde_via_display!(Gauge);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn prometheus_names_match_the_contract() {
+        let c = Counter::TransferBlocks(Scope::RemoteDeliver);
+        assert_eq!(
+            c.prometheus().to_string(),
+            r#"vllm:kvcr_transfer_blocks_total{scope="remote_deliver"}"#
+        );
+        let c = Counter::OpCount(Scope::RemoteDeliver, OpResult::Partial);
+        assert_eq!(
+            c.prometheus().to_string(),
+            r#"vllm:kvcr_duration_seconds_count{scope="remote_deliver",result="partial"}"#
+        );
+        assert_eq!(
+            Counter::TieringReadBytes(Tier::Kvcr)
+                .prometheus()
+                .to_string(),
+            r#"vllm:kv_offload_tiering_read_bytes_total{tier="1:kvcr"}"#
+        );
+        assert_eq!(
+            Gauge::State(Resource::BlockRecords)
+                .prometheus()
+                .to_string(),
+            r#"vllm:kvcr_state{resource="block_records"}"#
+        );
+    }
+
+    #[test]
+    fn interval_keys_match_the_contract() {
+        assert_eq!(
+            Counter::TransferBlocks(Scope::RemoteDeliver)
+                .interval_key()
+                .as_deref(),
+            Some("vllm:kvcr_transfer_blocks:('remote_deliver',)")
+        );
+        assert_eq!(
+            Counter::OpCount(Scope::RemoteDeliver, OpResult::Success)
+                .interval_key()
+                .as_deref(),
+            Some("vllm:kvcr_duration_seconds:('remote_deliver', 'success')_count")
+        );
+        assert_eq!(
+            Counter::TieringReadBytes(Tier::Kvcr)
+                .interval_key()
+                .as_deref(),
+            Some("vllm:kv_offload_tiering_read_bytes:('1:kvcr',)")
+        );
+        assert_eq!(Counter::PrefixCacheHits.interval_key(), None);
+    }
+
+    #[test]
+    fn samples_map_with_and_without_total() {
+        let l = labels(&[("scope", "source_write"), ("engine", "0")]);
+        let want = Some(Meaning::Counter(Counter::TransferBytes(Scope::SourceWrite)));
+        assert_eq!(
+            meaning_of_sample("vllm:kvcr_transfer_bytes_total", &l),
+            want
+        );
+        assert_eq!(meaning_of_sample("vllm:kvcr_transfer_bytes", &l), want);
+        assert_eq!(
+            meaning_of_sample("vllm:kvcr_transfer_bytes_created", &l),
+            None
+        );
+        assert_eq!(
+            meaning_of_sample("vllm:kvcr_duration_seconds_bucket", &l),
+            None
+        );
+        assert_eq!(
+            meaning_of_sample("vllm:kvcr_transfer_bytes_total", &[]),
+            None,
+            "a scoped family without its scope label is not a meaning"
+        );
+        assert_eq!(
+            meaning_of_sample("vllm:prefix_cache_hits_total", &[]),
+            Some(Meaning::Counter(Counter::PrefixCacheHits))
+        );
+        assert_eq!(
+            meaning_of_sample(
+                "vllm:kv_offload_tiering_read_bytes_total",
+                &labels(&[("tier", "0:cpu")])
+            ),
+            Some(Meaning::Counter(Counter::TieringReadBytes(Tier::Host)))
+        );
+        assert_eq!(
+            meaning_of_sample(
+                "vllm:kvcr_transfer_blocks_total",
+                &labels(&[("scope", "g3_weird")])
+            ),
+            Some(Meaning::Counter(Counter::TransferBlocks(Scope::Other(
+                "g3_weird".into()
+            ))))
+        );
+    }
+
+    #[test]
+    fn interval_keys_parse_back() {
+        let all = [
+            Counter::TransferBlocks(Scope::RemoteDeliver),
+            Counter::TransferBytes(Scope::SourceWrite),
+            Counter::OpCount(Scope::RemoteDeliver, OpResult::Success),
+            Counter::OpSeconds(Scope::HintWait, OpResult::Complete),
+            Counter::TieringReadBytes(Tier::Kvcr),
+            Counter::TieringWriteBytes(Tier::Host),
+            Counter::TieringCascadeJobFailures,
+            Counter::TransferBlocks(Scope::Other("control_hint".into())),
+        ];
+        for c in all {
+            let key = c.interval_key().unwrap();
+            assert_eq!(
+                meaning_of_interval_key(&key),
+                Some(Meaning::Counter(c.clone())),
+                "{key}"
+            );
+        }
+        assert_eq!(
+            meaning_of_interval_key("vllm:kvcr_state:('in_flight_ops',)"),
+            Some(Meaning::Gauge(Gauge::State(Resource::InFlightOps)))
+        );
+        assert_eq!(meaning_of_interval_key("Num successful transfers"), None);
+        assert_eq!(meaning_of_interval_key("vllm:kvcr_transfer_blocks:("), None);
+    }
+
+    #[test]
+    fn display_round_trips() {
+        let all = [
+            Counter::TransferBlocks(Scope::RemoteDeliver),
+            Counter::OpCount(Scope::PeerSetup, OpResult::Reused),
+            Counter::TieringReadBytes(Tier::Kvcr),
+            Counter::TieringReadBytes(Tier::Other("2:disk".into())),
+            Counter::Requests("ok".into()),
+            Counter::ComputedBlocks,
+        ];
+        for c in all {
+            let s = c.to_string();
+            assert_eq!(s.parse::<Counter>(), Ok(c), "{s}");
+        }
+        let g = Gauge::State(Resource::LocalG2FreeSlots);
+        assert_eq!(g.to_string().parse::<Gauge>(), Ok(g));
+        assert!("bogus{".parse::<Counter>().is_err());
+    }
+}
