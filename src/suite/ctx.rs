@@ -42,6 +42,14 @@ pub struct Answer {
     pub latency_ms: f64,
 }
 
+/// A peer transfer's numbers and the deltas they came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerTransferDeltas {
+    pub transfer: crate::verdict::transfer::PeerTransfer,
+    pub source: Delta,
+    pub target: Delta,
+}
+
 /// Proof that a device cache was pushed out.
 #[derive(Debug, Clone, Serialize)]
 pub struct Eviction {
@@ -314,6 +322,91 @@ impl<'a> CaseCtx<'a> {
             }
         })
         .map_err(CaseError::from)
+    }
+
+    /// Both sides of a peer transfer since `source_before` / `target_before`.
+    /// The source reports its `source_write` asynchronously, so when the
+    /// target delivered remotely this waits for the source to say so.
+    pub fn peer_transfer_since(
+        &self,
+        source: &Worker,
+        source_before: &Snapshot,
+        target: &Worker,
+        target_before: &Snapshot,
+    ) -> Result<PeerTransferDeltas, CaseError> {
+        let target_delta = self.delta_since(target, target_before)?;
+        let delivered = target_delta.count(&Counter::OpCount(
+            telemetry::Scope::RemoteDeliver,
+            telemetry::OpResult::Success,
+        ));
+        let source_delta = if delivered > 0 {
+            self.await_count(
+                source,
+                source_before,
+                &Counter::OpCount(telemetry::Scope::SourceWrite, telemetry::OpResult::Success),
+                1,
+                &format!(
+                    "worker {} to report the source_write of the transfer to {}",
+                    source.name(),
+                    target.name()
+                ),
+            )
+            .or_else(|_| self.delta_since(source, source_before))?
+        } else {
+            self.delta_since(source, source_before)?
+        };
+        Ok(PeerTransferDeltas {
+            transfer: super::observe::peer_transfer(&source_delta, &target_delta),
+            source: source_delta,
+            target: target_delta,
+        })
+    }
+
+    /// Proves peers can pull from a replacement: KVCR 0.1.1 peers remember
+    /// that an endpoint already has their transfer metadata, so the first
+    /// pull from a new process at the same control endpoint is refused
+    /// (`missing target agent metadata`) and only the next one succeeds.
+    /// Each other worker pulls fresh prefixes from `replacement` until one
+    /// transfer succeeds, within a few attempts.
+    pub fn relink(&self, replacement: &Worker) -> CaseResult {
+        const ATTEMPTS: usize = 3;
+        for peer in self
+            .stack
+            .workers()
+            .iter()
+            .filter(|w| w.name() != replacement.name())
+        {
+            let mut tries = Vec::new();
+            for family in self.families(ATTEMPTS)? {
+                self.commit(replacement, family.variant(0))?;
+                let (src_before, dst_before) = (self.snapshot(replacement)?, self.snapshot(peer)?);
+                let answer = self.complete_on(peer, family.variant(1))?;
+                self.expect_reference(family.variant(1), &answer.tokens)?;
+                let observed =
+                    self.peer_transfer_since(replacement, &src_before, peer, &dst_before)?;
+                let linked = observed.transfer.remote_deliver_success_ops > 0;
+                tries.push(observed);
+                if linked {
+                    break;
+                }
+            }
+            let path = self.record(
+                &format!("relink-{}-{}.json", replacement.name(), peer.name()),
+                &tries,
+            );
+            if !tries
+                .last()
+                .is_some_and(|t| t.transfer.remote_deliver_success_ops > 0)
+            {
+                return Err(CaseError::new(format!(
+                    "the stack is not whole: worker {} could not pull from the replacement {} in {ATTEMPTS} attempts",
+                    peer.name(),
+                    replacement.name()
+                ))
+                .with_evidence(path));
+            }
+        }
+        Ok(())
     }
 
     // ----- evidence ------------------------------------------------------

@@ -184,14 +184,10 @@ impl Suite {
             &self.prompts,
             run_dir,
         );
+        let pids_before: Vec<u32> = stack.workers().iter().map(|w| w.process.pid()).collect();
         let result = (case.run)(&ctx).map_err(|e| e.to_string());
         let result = if case.destructive {
-            match stack.ensure_whole() {
-                Ok(()) => result,
-                Err(e) => result.and(Err(format!(
-                    "the stack could not be restored after the case: {e}"
-                ))),
-            }
+            result.and(restore(&stack, &ctx, &pids_before))
         } else {
             result
         };
@@ -374,6 +370,20 @@ impl Suite {
         );
         crate::proc::reaper::finish();
     }
+}
+
+/// After a destructive case: every dead worker replaced, and every
+/// replacement proven reachable by its peers.
+fn restore(stack: &Stack, ctx: &CaseCtx, pids_before: &[u32]) -> Result<(), String> {
+    stack
+        .ensure_whole()
+        .map_err(|e| format!("the stack could not be restored after the case: {e}"))?;
+    for worker in stack.workers() {
+        if !pids_before.contains(&worker.process.pid()) {
+            ctx.relink(&worker).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
 }
 
 fn usage_error(message: &str) -> ExitCode {

@@ -5,9 +5,7 @@
 //! blocks; B's read bytes = A's `source_write` bytes = blocks × the page
 //! sizes of the geometry (dense or hybrid); no partial or failed delivery.
 
-use kvcr_e2e::suite::observe::peer_transfer;
 use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
-use kvcr_e2e::telemetry::{Counter, OpResult, Scope};
 use kvcr_e2e::verdict::transfer::expect_peer_transfer;
 
 pub const CASE: Case = Case {
@@ -27,19 +25,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let (a_before, b_before) = (ctx.snapshot(&a)?, ctx.snapshot(&b)?);
     let answer = ctx.complete_on(&b, family.variant(1))?;
     ctx.expect_reference(family.variant(1), &answer.tokens)?;
-    // The source side completes asynchronously; wait for it, then read both.
-    let a_delta = ctx
-        .await_count(
-            &a,
-            &a_before,
-            &Counter::OpCount(Scope::SourceWrite, OpResult::Success),
-            1,
-            "worker A to report its source_write of the transfer to B",
-        )
-        .or_else(|_| ctx.delta_since(&a, &a_before))?;
-    let b_delta = ctx.delta_since(&b, &b_before)?;
-
-    let transfer = peer_transfer(&a_delta, &b_delta);
+    let observed = ctx.peer_transfer_since(&a, &a_before, &b, &b_before)?;
+    let transfer = &observed.transfer;
     ctx.measure("blocks", transfer.remote_deliver_blocks);
     ctx.measure("bytes", transfer.source_write_bytes);
     ctx.measure("pages_per_block", geometry.pages_per_block());
@@ -47,7 +34,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         "telemetry.json",
         &serde_json::json!({
             "geometry": geometry, "shared_blocks": family.shared_blocks(),
-            "source_A": a_delta, "target_B": b_delta, "observed": transfer, "answer": answer,
+            "source_A": observed.source, "target_B": observed.target, "observed": transfer, "answer": answer,
         }),
         expect_peer_transfer(
             &transfer,

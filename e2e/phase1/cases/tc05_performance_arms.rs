@@ -12,9 +12,8 @@
 //! reference phase are recorded and plotted.
 
 use kvcr_e2e::evidence::Arm;
-use kvcr_e2e::suite::observe::{host_tier_hit, peer_transfer};
+use kvcr_e2e::suite::observe::host_tier_hit;
 use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
-use kvcr_e2e::telemetry::{Counter, OpResult, Scope};
 use kvcr_e2e::verdict::local::{expect_computed, expect_device_hit, expect_host_tier_hit};
 use kvcr_e2e::verdict::transfer::expect_peer_transfer;
 
@@ -136,21 +135,12 @@ fn remote_hit(ctx: &CaseCtx) -> CaseResult {
             ctx.stream_measured(Some(&b), family.variant(1), Arm::RemoteHit)?
                 .record,
         );
-        let a_delta = ctx
-            .await_count(
-                &a,
-                &a_before,
-                &Counter::OpCount(Scope::SourceWrite, OpResult::Success),
-                1,
-                "worker A's source_write",
-            )
-            .or_else(|_| ctx.delta_since(&a, &a_before))?;
-        let transfer = peer_transfer(&a_delta, &ctx.delta_since(&b, &b_before)?);
+        let observed = ctx.peer_transfer_since(&a, &a_before, &b, &b_before)?;
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
-            &transfer,
+            &observed,
             expect_peer_transfer(
-                &transfer,
+                &observed.transfer,
                 family.shared_blocks(),
                 geometry.bytes_per_block(),
             ),
