@@ -36,11 +36,15 @@ pub struct Stack {
     pub engine: Arc<dyn Engine>,
     pub ctx: LaunchContext,
     pub layout: Layout,
-    pub frontend: Supervised,
-    pub guard: Option<Supervised>,
+    frontend: Mutex<Arc<Supervised>>,
+    pub guard: Option<Arc<Supervised>>,
     workers: Mutex<Vec<Arc<Worker>>>,
     references: Mutex<Vec<(ReferenceVariant, Arc<Worker>)>>,
     retired: Mutex<Vec<Arc<Worker>>>,
+    /// Frontends that were stopped or killed and replaced, kept for teardown.
+    retired_frontends: Mutex<Vec<Arc<Supervised>>>,
+    /// Launch-time fault switches for the next replacement worker only.
+    replacement_faults: Mutex<Vec<String>>,
     pub timings: StartupTimings,
     options: StackOptions,
 }
@@ -69,6 +73,48 @@ impl Stack {
     /// The frontend's base URL, e.g. `http://127.0.0.1:8123`.
     pub fn frontend_url(&self) -> String {
         self.ctx.frontend_url()
+    }
+
+    /// The frontend process (the router), as it is now.
+    pub fn frontend(&self) -> Arc<Supervised> {
+        match self.frontend.lock() {
+            Ok(f) => f.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Starts a new frontend on the same port after the old one died or was
+    /// stopped, and waits until it routes to every worker again.
+    pub fn restart_frontend(&self) -> Result<(), StackError> {
+        let old = self.frontend();
+        old.stop(Duration::from_secs(3));
+        let fresh = Arc::new(provision::start_frontend(self)?);
+        if let Ok(mut retired) = self.retired_frontends.lock() {
+            retired.push(old);
+        }
+        if let Ok(mut frontend) = self.frontend.lock() {
+            *frontend = fresh;
+        }
+        Ok(())
+    }
+
+    /// The next replacement worker starts with these fault switches
+    /// (`--fault NAME[=ARG]`), e.g. `no_reclaim`.
+    pub fn set_replacement_faults(&self, faults: Vec<String>) {
+        if let Ok(mut f) = self.replacement_faults.lock() {
+            *f = faults;
+        }
+    }
+
+    fn retired_frontend_count(&self) -> usize {
+        self.retired_frontends.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    fn take_replacement_faults(&self) -> Vec<String> {
+        self.replacement_faults
+            .lock()
+            .map(|mut f| std::mem::take(&mut *f))
+            .unwrap_or_default()
     }
 
     /// The live worker in slot `name`.
@@ -139,7 +185,7 @@ impl Stack {
         let mut slot = old.slot.clone();
         slot.generation += 1;
         slot.ready_file = self.layout.ready_file(&slot.process_name());
-        let fresh = provision::start_worker(self, slot)?;
+        let fresh = provision::start_worker(self, slot, &self.take_replacement_faults())?;
         if let Ok(mut workers) = self.workers.lock() {
             for w in workers.iter_mut() {
                 if w.slot.name == name {
@@ -153,9 +199,13 @@ impl Stack {
         Ok(fresh)
     }
 
-    /// Replaces every worker whose process is gone, so the next case finds
-    /// the stack whole.
+    /// Restarts a dead frontend and replaces every worker whose process is
+    /// gone, so the next case finds the stack whole.
     pub fn ensure_whole(&self) -> Result<(), StackError> {
+        if !self.frontend().is_running() {
+            tracing::debug!("restarting the frontend after a destructive case");
+            self.restart_frontend()?;
+        }
         for worker in self.workers() {
             if !worker.process.is_running() {
                 tracing::info!(
@@ -172,7 +222,15 @@ impl Stack {
     /// workers, then the Guard. Returns what each stop did.
     pub fn teardown(&self) -> Vec<StopReport> {
         let grace = Duration::from_secs(5);
-        let mut reports = vec![self.frontend.stop(grace)];
+        let mut reports = vec![self.frontend().stop(grace)];
+        for old in self
+            .retired_frontends
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+        {
+            reports.push(old.stop(grace));
+        }
         reports.extend(self.stop_references());
         for worker in self.workers().iter().chain(
             self.retired
@@ -202,7 +260,7 @@ impl Stack {
             "engine": self.engine.name(),
             "model": self.engine.model(),
             "geometry": self.engine.geometry(),
-            "frontend": {"url": self.frontend_url(), "process": proc(&self.frontend)},
+            "frontend": {"url": self.frontend_url(), "process": proc(&self.frontend())},
             "guard": self.guard.as_ref().map(|g| serde_json::json!({
                 "process": proc(g), "socket": self.ctx.guard_socket, "pool_dir": self.ctx.pool_dir,
                 "compatibility_digest": self.ctx.compatibility_digest})),

@@ -29,6 +29,9 @@ pub struct StackOptions {
     pub startup_timeout: Duration,
     /// Start the KVCR-disabled reference workers too.
     pub with_reference: bool,
+    /// Launch-time fault switches (`--fault NAME[=ARG]`) for every KVCR
+    /// worker; empty for a healthy stack. Used by the fault matrix.
+    pub worker_faults: Vec<String>,
 }
 
 /// How long each part of startup took, recorded in the evidence.
@@ -112,7 +115,7 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     let result = (|| {
         let guard = engine
             .guard(&ctx)
-            .map(|spec| Supervised::spawn(&spec))
+            .map(|spec| Supervised::spawn(&spec).map(Arc::new))
             .transpose()?;
         let guard_ready_ms = match &guard {
             Some(g) => {
@@ -135,7 +138,15 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             .collect::<Result<Vec<_>, ProvisionError>>()?;
         let spawned_workers = slots
             .iter()
-            .map(|slot| Ok((Supervised::spawn(&engine.worker(&ctx, slot))?, slot.clone())))
+            .map(|slot| {
+                Ok((
+                    Supervised::spawn(&with_faults(
+                        engine.worker(&ctx, slot),
+                        &options.worker_faults,
+                    ))?,
+                    slot.clone(),
+                ))
+            })
             .collect::<Result<Vec<_>, ProvisionError>>()?;
         let all_pids = || {
             let mut pids = vec![frontend.pid()];
@@ -198,11 +209,13 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             engine: engine.clone(),
             ctx: ctx.clone(),
             layout: layout.clone(),
-            frontend,
+            frontend: Mutex::new(Arc::new(frontend)),
             guard,
             workers: Mutex::new(ready_workers),
             references: Mutex::new(ready_refs),
             retired: Mutex::new(Vec::new()),
+            retired_frontends: Mutex::new(Vec::new()),
+            replacement_faults: Mutex::new(Vec::new()),
             options: options.clone(),
         })
     })();
@@ -213,13 +226,19 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     result
 }
 
-/// Starts a worker in `slot` on a running stack and waits until it serves.
-pub(super) fn start_worker(stack: &Stack, slot: WorkerSlot) -> Result<Arc<Worker>, ProvisionError> {
-    let process = Supervised::spawn(&stack.engine.worker(&stack.ctx, &slot))?;
+/// Starts a worker in `slot` on a running stack (with extra launch-time
+/// fault switches) and waits until it serves.
+pub(super) fn start_worker(
+    stack: &Stack,
+    slot: WorkerSlot,
+    faults: &[String],
+) -> Result<Arc<Worker>, ProvisionError> {
+    let process = Supervised::spawn(&with_faults(stack.engine.worker(&stack.ctx, &slot), faults))?;
     let timeout = stack.options.startup_timeout;
+    let frontend = stack.frontend();
     let result = (|| {
-        let ready = await_ready_file(&process, &slot, timeout, &[&stack.frontend])?;
-        await_registered(&stack.frontend, &stack.ctx, &[ready.instance_id], timeout)?;
+        let ready = await_ready_file(&process, &slot, timeout, &[&frontend])?;
+        await_registered(&frontend, &stack.ctx, &[ready.instance_id], timeout)?;
         Ok(ready)
     })();
     match result {
@@ -230,7 +249,7 @@ pub(super) fn start_worker(stack: &Stack, slot: WorkerSlot) -> Result<Arc<Worker
                 ready,
             });
             await_completion(
-                &stack.frontend,
+                &frontend,
                 &stack.ctx,
                 &stack.engine.model(),
                 &worker,
@@ -243,6 +262,45 @@ pub(super) fn start_worker(stack: &Stack, slot: WorkerSlot) -> Result<Arc<Worker
             Err(err)
         }
     }
+}
+
+/// Starts a frontend on the stack's port and waits until it routes a real
+/// completion to every worker.
+pub(super) fn start_frontend(stack: &Stack) -> Result<Supervised, ProvisionError> {
+    let mut spec = stack.engine.frontend(&stack.ctx);
+    spec.name = format!("{}.{}", spec.name, stack.retired_frontend_count() + 1);
+    spec.log = stack.ctx.logs_dir.join(format!("{}.log", spec.name));
+    let frontend = Supervised::spawn(&spec)?;
+    let timeout = stack.options.startup_timeout;
+    let result = (|| {
+        let workers = stack.workers();
+        let ids: Vec<u64> = workers.iter().map(|w| w.instance_id()).collect();
+        await_registered(&frontend, &stack.ctx, &ids, timeout)?;
+        for worker in &workers {
+            await_completion(
+                &frontend,
+                &stack.ctx,
+                &stack.engine.model(),
+                worker,
+                timeout,
+            )?;
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => Ok(frontend),
+        Err(e) => {
+            frontend.stop(Duration::from_secs(3));
+            Err(e)
+        }
+    }
+}
+
+/// `spec` with `--fault` switches appended.
+fn with_faults(spec: crate::proc::ProcessSpec, faults: &[String]) -> crate::proc::ProcessSpec {
+    faults
+        .iter()
+        .fold(spec, |spec, fault| spec.args(["--fault", fault]))
 }
 
 /// Process groups started by a provisioning attempt that has not finished.

@@ -26,6 +26,11 @@ impl Case {
     pub fn trial_name(&self) -> String {
         format!("{}::{}", self.id, self.name)
     }
+
+    /// The case's evidence directory name under `cases/`, e.g. `TC-05-cold`.
+    pub fn slug(&self) -> String {
+        format!("{}-{}", self.id, self.name)
+    }
 }
 
 /// Why a case failed: the claim, the numbers, and the evidence file to open.

@@ -60,6 +60,8 @@ pub struct Eviction {
 
 pub struct CaseCtx<'a> {
     pub id: &'static str,
+    /// Evidence directory name (`TC-05-cold`): unique per trial.
+    slug: String,
     pub settings: &'a Settings,
     pub stack: &'a Stack,
     pub references: &'a References,
@@ -73,7 +75,7 @@ pub struct CaseCtx<'a> {
 
 impl<'a> CaseCtx<'a> {
     pub fn new(
-        id: &'static str,
+        case: &super::Case,
         settings: &'a Settings,
         stack: &'a Stack,
         references: &'a References,
@@ -81,7 +83,8 @@ impl<'a> CaseCtx<'a> {
         run: &'a RunDir,
     ) -> Self {
         Self {
-            id,
+            id: case.id,
+            slug: case.slug(),
             settings,
             stack,
             references,
@@ -413,16 +416,21 @@ impl<'a> CaseCtx<'a> {
 
     /// Writes `value` as `cases/<id>/<name>` and returns its path.
     pub fn record(&self, name: &str, value: &impl Serialize) -> PathBuf {
-        match self.run.write_json(self.id, name, value) {
+        match self.run.write_json(&self.slug, name, value) {
             Ok(path) => {
                 self.evidence.borrow_mut().push(path.clone());
                 path
             }
             Err(e) => {
                 tracing::warn!("cannot write evidence {name} of {}: {e}", self.id);
-                self.run.case_file(self.id, name)
+                self.run.case_file(&self.slug, name)
             }
         }
+    }
+
+    /// This case's evidence directory.
+    pub fn case_dir(&self) -> PathBuf {
+        self.run.case_dir(&self.slug)
     }
 
     /// Adds a measurement to the case's record in results.json.
@@ -436,7 +444,7 @@ impl<'a> CaseCtx<'a> {
     /// A failed verdict, pointed at the evidence file `name` of this case.
     pub fn fail(&self, violation: Violation, name: &str) -> CaseError {
         self.flush_comparisons();
-        CaseError::from(violation).with_evidence(self.run.case_file(self.id, name))
+        CaseError::from(violation).with_evidence(self.run.case_file(&self.slug, name))
     }
 
     /// Checks a verdict after recording `observed` as evidence file `name`.

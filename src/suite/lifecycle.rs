@@ -177,7 +177,7 @@ impl Suite {
         let stack = self.stack()?;
         let references = self.references()?;
         let ctx = CaseCtx::new(
-            case.id,
+            case,
             &self.settings,
             &stack,
             &references,
@@ -261,6 +261,7 @@ impl Suite {
                     host: "127.0.0.1".into(),
                     workers: 2,
                     startup_timeout: Duration::from_secs(self.settings.startup_timeout_s),
+                    worker_faults: Vec::new(),
                     with_reference: !reference::cached(
                         &self.settings,
                         self.engine.as_ref(),

@@ -12,6 +12,7 @@
 
 mod case;
 mod ctx;
+mod faults;
 pub mod guard;
 mod lifecycle;
 pub mod observe;
@@ -21,4 +22,5 @@ mod signals;
 
 pub use case::{Case, CaseError, CaseResult};
 pub use ctx::{Answer, CaseCtx};
+pub use faults::{EngineFaults, Stopped};
 pub use lifecycle::Suite;

@@ -91,7 +91,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     });
     if timeline.t1_ms.is_none() {
         let reason = format!(
-            "no t1: {} attempts in {:.1} s, none served by the Guard ({}); promotion_ms {:?}",
+            "{} attempts in {:.1} s, none served by the Guard ({}); Guard promotion_ms {:?}",
             timeline.attempts.len(),
             t0.elapsed().as_secs_f64(),
             summarize(&timeline),
@@ -100,7 +100,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         timeline.no_t1_reason = Some(reason.clone());
         let path = ctx.record("timeline.json", &timeline);
         ctx.report_recovery(&timeline);
-        return Err(CaseError::new(reason).with_evidence(path));
+        return Err(CaseError::new(format!("no t1: {reason}")).with_evidence(path));
     }
 
     // t2: the replacement serves a prefix A committed, from the reclaimed pool.

@@ -1,0 +1,228 @@
+//! The rows of the fault matrix, one function each.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
+
+use crate::cases::{
+    tc01_generation_correctness as tc01, tc02_local_dram_flow as tc02,
+    tc03_hinted_peer_transfer as tc03, tc04_guard_takeover as tc04, tc05_performance_arms as tc05,
+    tc06_guard_recovery_timing as tc06,
+};
+
+/// A row: the case it targets (`id`), what it injects (`name`), how.
+const fn row(id: &'static str, name: &'static str, run: fn(&CaseCtx) -> CaseResult) -> Case {
+    // Every row is destructive: the suite restores the stack after it.
+    Case {
+        id,
+        name,
+        destructive: true,
+        run,
+    }
+}
+
+pub fn all() -> Vec<Case> {
+    vec![
+        row("TC-01", "wrong_token_is_caught", wrong_token),
+        row("TC-01", "dead_router_is_caught", dead_router),
+        row(
+            "TC-01",
+            "worker_that_never_registers_fails_startup",
+            never_registers,
+        ),
+        row(
+            "TC-01",
+            "worker_that_dies_during_startup_fails_fast",
+            dies_during_startup,
+        ),
+        row(
+            "TC-02",
+            "corrupted_local_delivery_is_caught",
+            corrupted_local_delivery,
+        ),
+        row(
+            "TC-02",
+            "underreported_local_blocks_are_caught",
+            underreported_local_blocks,
+        ),
+        row("TC-03", "corrupted_transfer_is_caught", corrupted_transfer),
+        row(
+            "TC-03",
+            "underreported_blocks_are_caught",
+            underreported_blocks,
+        ),
+        row(
+            "TC-03",
+            "wrong_transfer_bytes_are_caught",
+            wrong_transfer_bytes,
+        ),
+        row("TC-04", "missing_guard_deposit_is_caught", no_guard_deposit),
+        row(
+            "TC-04",
+            "guard_that_never_promotes_is_caught",
+            guard_never_promotes,
+        ),
+        row(
+            "TC-04",
+            "replacement_that_does_not_reclaim_is_caught",
+            no_reclaim,
+        ),
+        row(
+            "TC-05",
+            "wrong_token_mid_stream_is_caught",
+            wrong_token_mid_stream,
+        ),
+        row("TC-05", "stalled_stream_is_caught", stalled_stream),
+        row("TC-05", "stream_cut_in_the_middle_is_caught", cut_stream),
+        row(
+            "TC-06",
+            "guard_that_never_serves_gives_no_t1",
+            guard_never_serves,
+        ),
+    ]
+}
+
+/// Runs `case` and passes only if it fails with a message containing `claim`.
+fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> CaseResult {
+    match case(ctx) {
+        Ok(()) => Err(CaseError::new(format!(
+            "the case PASSED with the fault on: its verdict cannot catch this fault (expected a failure naming `{claim}`)"
+        ))),
+        Err(e) if e.message.contains(claim) => {
+            ctx.record("caught.json", &json!({"expected_claim": claim, "message": e.to_string()}));
+            Ok(())
+        }
+        Err(e) => Err(CaseError::new(format!(
+            "the case failed, but not with the expected claim `{claim}`: {e}"
+        ))),
+    }
+}
+
+fn wrong_token(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A", "B"], json!({"wrong_token_after": 2}))?;
+    expect_red(ctx, tc01::run, "token 2 of 16 differs")
+}
+
+fn dead_router(ctx: &CaseCtx) -> CaseResult {
+    ctx.kill_frontend()?;
+    // The suite's restore step starts a new frontend after the row.
+    expect_red(ctx, tc01::run, "failed: ")
+}
+
+fn never_registers(ctx: &CaseCtx) -> CaseResult {
+    let (result, took) = ctx.provision_faulty(
+        "never-register",
+        &["never_register"],
+        Duration::from_secs(8),
+    );
+    match result {
+        Ok(()) => Err(CaseError::new(
+            "a stack whose workers never register came up",
+        )),
+        Err(e) if e.to_string().contains("to register") => {
+            ctx.record(
+                "caught.json",
+                &json!({"message": e.to_string(), "seconds": took.as_secs_f64()}),
+            );
+            Ok(())
+        }
+        Err(e) => Err(CaseError::new(format!(
+            "provisioning failed, but not waiting for registration: {e}"
+        ))),
+    }
+}
+
+fn dies_during_startup(ctx: &CaseCtx) -> CaseResult {
+    let timeout = Duration::from_secs(60);
+    let (result, took) =
+        ctx.provision_faulty("die-during-startup", &["die_during_startup"], timeout);
+    ctx.measure("failed_after_s", took.as_secs_f64());
+    match result {
+        Ok(()) => Err(CaseError::new(
+            "a stack whose workers die during startup came up",
+        )),
+        // An abort, not the deadline: the harness saw the exit and quoted the log.
+        Err(e)
+            if e.to_string().contains("exited during startup")
+                && e.to_string().contains("fault die_during_startup") =>
+        {
+            ctx.record(
+                "caught.json",
+                &json!({"message": e.to_string(), "seconds": took.as_secs_f64()}),
+            );
+            Ok(())
+        }
+        Err(e) => Err(CaseError::new(format!(
+            "provisioning failed, but not by noticing the dead worker: {e}"
+        ))),
+    }
+}
+
+fn corrupted_local_delivery(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"corrupt_delivered_pages": true}))?;
+    expect_red(ctx, tc02::run, "reference tokens")
+}
+
+fn underreported_local_blocks(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"underreport_blocks": true}))?;
+    expect_red(ctx, tc02::run, "host-tier (DRAM) hit")
+}
+
+fn corrupted_transfer(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["B"], json!({"corrupt_delivered_pages": true}))?;
+    expect_red(ctx, tc03::run, "reference tokens")
+}
+
+fn underreported_blocks(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["B"], json!({"underreport_blocks": true}))?;
+    expect_red(
+        ctx,
+        tc03::run,
+        "remote_deliver blocks 3 ≠ source_write blocks 4",
+    )
+}
+
+fn wrong_transfer_bytes(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["B"], json!({"wrong_transfer_bytes": true}))?;
+    expect_red(ctx, tc03::run, "target read bytes")
+}
+
+fn no_guard_deposit(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"no_guard_deposit": true}))?;
+    expect_red(ctx, tc04::run, "into its KVCR pool")
+}
+
+fn guard_never_promotes(ctx: &CaseCtx) -> CaseResult {
+    let _stopped = ctx.stop_guard()?;
+    expect_red(ctx, tc04::run, "no `guard_promoted` event for guard 0")
+}
+
+fn no_reclaim(ctx: &CaseCtx) -> CaseResult {
+    ctx.stack.set_replacement_faults(vec!["no_reclaim".into()]);
+    let result = expect_red(ctx, tc04::run, "did not reclaim the pool");
+    // The replacement carries the switch from its launch; clear it.
+    drop(ctx.engine_faults(&["A"], json!({})));
+    result
+}
+
+fn wrong_token_mid_stream(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"wrong_token_after": 5}))?;
+    expect_red(ctx, tc05::COLD.run, "token 5 of 16 differs")
+}
+
+fn stalled_stream(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"stall_stream_after": 2}))?;
+    expect_red(ctx, tc05::COLD.run, "no chunk for")
+}
+
+fn cut_stream(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"cut_stream_after": 3}))?;
+    expect_red(ctx, tc05::COLD.run, "stream of")
+}
+
+fn guard_never_serves(ctx: &CaseCtx) -> CaseResult {
+    let _stopped = ctx.stop_guard()?;
+    expect_red(ctx, tc06::run, "no t1")
+}

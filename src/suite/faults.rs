@@ -1,0 +1,182 @@
+//! Faults a case injects, each verified before the case relies on it: a
+//! fault that did not take effect fails with "fault not applied", never a
+//! pass. Every fault is undone when its guard is dropped.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+use crate::proc::{procfs, Supervised};
+use crate::stack::{provision, ProvisionError, Stack, StackOptions, Worker};
+use crate::wait::{self, Poll};
+
+use super::{CaseCtx, CaseError};
+
+/// CPU-engine fault switches set on some workers; cleared on drop.
+pub struct EngineFaults {
+    workers: Vec<Arc<Worker>>,
+}
+
+/// A process stopped with SIGSTOP; continued on drop.
+pub struct Stopped {
+    process: Arc<Supervised>,
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap_or_default()
+}
+
+async fn put_faults(worker: &Worker, switches: &Value) -> Result<Value, String> {
+    let url = format!("{}/faults", worker.admin_url());
+    let response = http()
+        .put(&url)
+        .json(switches)
+        .send()
+        .await
+        .map_err(|e| format!("PUT {url}: {e}"))?;
+    let status = response.status();
+    let body = response.text().await.unwrap_or_default();
+    if !status.is_success() {
+        return Err(format!("PUT {url} {switches}: HTTP {status}: {body}"));
+    }
+    let check = http()
+        .get(&url)
+        .send()
+        .await
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    check
+        .json::<Value>()
+        .await
+        .map_err(|e| format!("GET {url}: {e}"))
+}
+
+impl CaseCtx<'_> {
+    /// Turns CPU-engine fault switches on (`{"corrupt_delivered_pages": true}`)
+    /// on the named workers and checks each reports them active.
+    pub fn engine_faults(
+        &self,
+        workers: &[&str],
+        switches: Value,
+    ) -> Result<EngineFaults, CaseError> {
+        let workers = workers
+            .iter()
+            .map(|w| self.worker(w))
+            .collect::<Result<Vec<_>, _>>()?;
+        let guard = EngineFaults { workers };
+        for worker in &guard.workers {
+            let active = crate::rt::block_on(put_faults(worker, &switches)).map_err(|e| {
+                CaseError::new(format!(
+                    "fault not applied on worker {}: {e}",
+                    worker.name()
+                ))
+            })?;
+            let applied = switches
+                .as_object()
+                .is_some_and(|want| want.iter().all(|(k, v)| active.get(k) == Some(v)));
+            if !applied {
+                return Err(CaseError::new(format!(
+                    "fault not applied: worker {} reports {active} after asking for {switches}",
+                    worker.name()
+                )));
+            }
+        }
+        Ok(guard)
+    }
+
+    /// SIGSTOPs the Guard service and verifies its state is `T`.
+    pub fn stop_guard(&self) -> Result<Stopped, CaseError> {
+        let guard = self
+            .stack
+            .guard
+            .clone()
+            .ok_or_else(|| CaseError::new("this stack runs no Guard service"))?;
+        stop(guard)
+    }
+
+    /// SIGKILLs the frontend (the router) and verifies it is gone; the
+    /// suite's restore step starts a new one.
+    pub fn kill_frontend(&self) -> Result<u32, CaseError> {
+        let frontend = self.stack.frontend();
+        frontend
+            .signal(Signal::SIGKILL)
+            .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+        if frontend.wait_exit(Duration::from_secs(5)).is_none() {
+            return Err(CaseError::new(format!(
+                "fault not applied: the frontend (pid {}) is alive 5 s after SIGKILL",
+                frontend.pid()
+            )));
+        }
+        Ok(frontend.pid())
+    }
+
+    /// Provisions a second, separate stack like this one, with launch-time
+    /// fault switches on its workers; returns how provisioning ended and
+    /// how long it took. A stack that comes up is torn down at once.
+    pub fn provision_faulty(
+        &self,
+        name: &str,
+        worker_faults: &[&str],
+        startup_timeout: Duration,
+    ) -> (Result<(), ProvisionError>, Duration) {
+        let base = self.stack.options();
+        let options = StackOptions {
+            logs_dir: self.case_dir().join(name),
+            run_id: format!("{}-{name}", base.run_id),
+            startup_timeout,
+            with_reference: false,
+            worker_faults: worker_faults.iter().map(|f| f.to_string()).collect(),
+            ..base.clone()
+        };
+        let started = Instant::now();
+        let result = provision(self.stack.engine.clone(), options).map(|stack: Stack| {
+            stack.teardown();
+        });
+        (result, started.elapsed())
+    }
+}
+
+fn stop(process: Arc<Supervised>) -> Result<Stopped, CaseError> {
+    process
+        .signal(Signal::SIGSTOP)
+        .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+    let pid = process.pid();
+    let stopped = Stopped { process };
+    wait::until(
+        format!("pid {pid} to be stopped (state T)"),
+        Duration::from_secs(2),
+        Duration::from_millis(10),
+        || match procfs::state(pid) {
+            Some('T') => Poll::Ready(()),
+            other => Poll::Pending(format!("state {other:?}")),
+        },
+    )
+    .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+    Ok(stopped)
+}
+
+impl Drop for EngineFaults {
+    fn drop(&mut self) {
+        for worker in &self.workers {
+            if worker.process.is_running() {
+                if let Err(e) =
+                    crate::rt::block_on(put_faults(worker, &Value::Object(Default::default())))
+                {
+                    tracing::warn!("could not clear faults on worker {}: {e}", worker.name());
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Err(e) = self.process.signal(Signal::SIGCONT) {
+            tracing::warn!("could not continue {}: {e}", self.process.name());
+        }
+    }
+}
