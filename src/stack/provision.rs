@@ -50,13 +50,18 @@ pub enum ProvisionError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Spawn(#[from] ProcError),
-    #[error("{component} {wait}\n--- last lines of {log} ---\n{tail}")]
-    NotReady {
-        component: String,
-        wait: WaitError,
-        log: PathBuf,
-        tail: String,
-    },
+    #[error(transparent)]
+    NotReady(Box<NotReady>),
+}
+
+/// A component that did not become ready, with the end of its log.
+#[derive(Debug, thiserror::Error)]
+#[error("{component} {wait}\n--- last lines of {log} ---\n{tail}", log = .log.display())]
+pub struct NotReady {
+    pub component: String,
+    pub wait: WaitError,
+    pub log: PathBuf,
+    pub tail: String,
 }
 
 /// Starts the whole stack and waits until it serves a real completion.
@@ -322,12 +327,12 @@ impl Partial {
 }
 
 fn not_ready(process: &Supervised, wait: WaitError) -> ProvisionError {
-    ProvisionError::NotReady {
+    ProvisionError::NotReady(Box::new(NotReady {
         component: process.name().to_string(),
         wait,
         log: process.log_path().to_path_buf(),
         tail: process.log_tail(LOG_TAIL_LINES),
-    }
+    }))
 }
 
 /// `Abort` with the exit status and the log file when `process` has exited.

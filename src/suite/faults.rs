@@ -9,7 +9,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use crate::proc::{procfs, Supervised};
-use crate::stack::{provision, ProvisionError, Stack, StackOptions, Worker};
+use crate::stack::{ProvisionError, Stack, StackOptions, Worker};
 use crate::wait::{self, Poll};
 
 use super::{CaseCtx, CaseError};
@@ -133,9 +133,10 @@ impl CaseCtx<'_> {
             ..base.clone()
         };
         let started = Instant::now();
-        let result = provision(self.stack.engine.clone(), options).map(|stack: Stack| {
-            stack.teardown();
-        });
+        let result =
+            crate::stack::provision(self.stack.engine.clone(), options).map(|stack: Stack| {
+                stack.teardown();
+            });
         (result, started.elapsed())
     }
 }

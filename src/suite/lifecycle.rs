@@ -41,7 +41,27 @@ pub struct Suite {
 impl Suite {
     /// The whole program of a harness test target.
     pub fn main(target: &'static str, cases: Vec<Case>) -> ExitCode {
-        let (harness, libtest_argv) = match config::split_args(std::env::args()) {
+        Self::main_with_defaults(target, cases, &[])
+    }
+
+    /// Like [`Suite::main`], with harness flags that apply unless the
+    /// command line sets them too (the command line comes later and wins),
+    /// e.g. `["--profile", "hybrid"]` for the hybrid-geometry target.
+    pub fn main_with_defaults(
+        target: &'static str,
+        cases: Vec<Case>,
+        defaults: &[&str],
+    ) -> ExitCode {
+        let mut argv: Vec<String> = std::env::args().collect();
+        let program = if argv.is_empty() {
+            String::new()
+        } else {
+            argv.remove(0)
+        };
+        let argv = std::iter::once(program)
+            .chain(defaults.iter().map(|a| a.to_string()))
+            .chain(argv);
+        let (harness, libtest_argv) = match config::split_args(argv) {
             Ok(split) => split,
             Err(e) => return usage_error(&e.to_string()),
         };

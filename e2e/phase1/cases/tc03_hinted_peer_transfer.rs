@@ -37,7 +37,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             "source_A": observed.source, "target_B": observed.target, "observed": transfer, "answer": answer,
         }),
         expect_peer_transfer(
-            &transfer,
+            transfer,
             family.shared_blocks(),
             geometry.bytes_per_block(),
         ),
