@@ -156,10 +156,13 @@ pub struct PromptBook {
     families: Vec<Family>,
     next: AtomicUsize,
     filler_batches: AtomicUsize,
+    /// A cursor file shared by every run against one stack (attach mode),
+    /// so no run reuses a family another run committed.
+    shared_cursor: std::sync::Mutex<Option<std::path::PathBuf>>,
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("the prompt set has no unused family left for {who} ({total} families in all); raise prompts.families in the profile")]
+#[error("the prompt set has no unused family left for {who} ({total} families in all, shared by every run on this stack); raise prompts.families in the profile, or restart an attached stack")]
 pub struct OutOfPrompts {
     pub who: String,
     pub total: usize,
@@ -172,6 +175,25 @@ impl PromptBook {
             shape,
             next: AtomicUsize::new(0),
             filler_batches: AtomicUsize::new(0),
+            shared_cursor: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// From now on, take families through the cursor file at `path`
+    /// (created if missing), shared with every other run on the same stack.
+    pub fn share_cursor(&self, path: &std::path::Path) {
+        if let Ok(mut cursor) = self.shared_cursor.lock() {
+            *cursor = Some(path.to_path_buf());
+        }
+    }
+
+    /// The next unused family index: from the shared cursor when there is
+    /// one, else from this run's counter.
+    fn next_index(&self) -> usize {
+        let path = self.shared_cursor.lock().ok().and_then(|c| c.clone());
+        match path.and_then(|p| advance_cursor(&p).ok()) {
+            Some(i) => i,
+            None => self.next.fetch_add(1, Ordering::SeqCst),
         }
     }
 
@@ -181,7 +203,7 @@ impl PromptBook {
 
     /// A family no one has used in this run.
     pub fn take(&self, who: &str) -> Result<Family, OutOfPrompts> {
-        let i = self.next.fetch_add(1, Ordering::SeqCst);
+        let i = self.next_index();
         self.families.get(i).cloned().ok_or_else(|| OutOfPrompts {
             who: who.into(),
             total: self.families.len(),
@@ -205,6 +227,26 @@ impl PromptBook {
             .len()
             .saturating_sub(self.next.load(Ordering::SeqCst))
     }
+}
+
+/// Reads and increments the counter in `path` under an exclusive lock.
+fn advance_cursor(path: &std::path::Path) -> std::io::Result<usize> {
+    use std::io::{Read, Seek, Write};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let mut file = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, errno)| std::io::Error::from(errno))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    let current: usize = text.trim().parse().unwrap_or(0);
+    file.seek(std::io::SeekFrom::Start(0))?;
+    file.set_len(0)?;
+    write!(file, "{}", current + 1)?;
+    Ok(current)
 }
 
 #[cfg(test)]
@@ -267,5 +309,18 @@ mod tests {
         assert_eq!(got, vec![0, 1, 2, 3, 4]);
         let err = book.take("TC-09").unwrap_err();
         assert!(err.to_string().contains("TC-09"));
+    }
+
+    #[test]
+    fn runs_sharing_a_cursor_never_take_the_same_family() {
+        let dir = tempfile::tempdir().unwrap();
+        let cursor = dir.path().join("cursor");
+        let (first, second) = (PromptBook::new(shape()), PromptBook::new(shape()));
+        first.share_cursor(&cursor);
+        second.share_cursor(&cursor);
+        let a = first.take("run 1").unwrap().index;
+        let b = second.take("run 2").unwrap().index;
+        let c = first.take("run 1").unwrap().index;
+        assert_eq!((a, b, c), (0, 1, 2));
     }
 }

@@ -215,6 +215,14 @@ pub const KEYS: &[KeySpec] = &[
         "use this Python interpreter instead of the project virtualenv",
     ),
     k(
+        "engine_profile",
+        Some("--engine-profile"),
+        "PHASE1_ENGINE_PROFILE",
+        Kind::Path,
+        false,
+        "GPU engine settings (model, GPUs, nodes) for --engine vllm|sglang; default fixtures/engines/<engine>.toml",
+    ),
+    k(
         "keep_stack",
         Some("--keep-stack"),
         "PHASE1_KEEP_STACK",

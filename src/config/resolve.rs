@@ -140,7 +140,11 @@ fn validate(
                 .to_string(),
         });
     }
-    for (key, path) in [("attach", &s.attach), ("python", &s.python)] {
+    for (key, path) in [
+        ("attach", &s.attach),
+        ("python", &s.python),
+        ("engine_profile", &s.engine_profile),
+    ] {
         if let Some(p) = path {
             if !p.is_file() {
                 return Err(ConfigError::InvalidValue {

@@ -217,6 +217,8 @@ pub struct Settings {
     pub attach: Option<PathBuf>,
     /// A Python interpreter to use instead of the project virtualenv.
     pub python: Option<PathBuf>,
+    /// GPU engine settings file (`fixtures/engines/<engine>.toml` when unset).
+    pub engine_profile: Option<PathBuf>,
     /// Leave the stack running after the run.
     pub keep_stack: bool,
     /// Seconds the stack may take to become ready.
@@ -273,6 +275,7 @@ impl Settings {
             junit: None,
             attach: None,
             python: None,
+            engine_profile: None,
             keep_stack: false,
             startup_timeout_s: 0,
             request_timeout_s: 0,
@@ -337,6 +340,7 @@ impl Settings {
             "junit" => self.junit = Some(v.path()?),
             "attach" => self.attach = Some(v.path()?),
             "python" => self.python = Some(v.path()?),
+            "engine_profile" => self.engine_profile = Some(v.path()?),
             "keep_stack" => self.keep_stack = v.boolean()?,
             "startup_timeout_s" => self.startup_timeout_s = v.uint()?,
             "request_timeout_s" => self.request_timeout_s = v.uint()?,

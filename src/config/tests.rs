@@ -213,7 +213,7 @@ fn defaults_come_from_the_default_profile() {
     assert_eq!(s.cpu_engine.ssm_part_bytes, 2048);
     assert_eq!(s.cpu_engine.device_cache_blocks, 64);
     assert_eq!(s.cpu_engine.host_tier_blocks, 16);
-    assert_eq!(s.cpu_engine.prefill_us_per_token, 300);
+    assert_eq!(s.cpu_engine.prefill_us_per_token, 1000);
     assert_eq!(s.cpu_engine.decode_us_per_token, 1000);
     assert_eq!(s.cpu_engine.local_pool_blocks, 256);
     assert_eq!(s.cpu_engine.stats_interval_s, 1.0);

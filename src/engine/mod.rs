@@ -15,9 +15,12 @@ use crate::proc::ProcessSpec;
 
 pub mod cpu;
 pub mod dynamo;
+pub mod sglang;
+pub mod topology;
+pub mod vllm;
 
 /// Page geometry of one KV block, as the harness checks transfers against it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Geometry {
     pub name: String,
     pub block_size_tokens: u32,
@@ -55,7 +58,7 @@ impl Geometry {
 
 /// Everything a plan needs that the stack runner decides: paths, ports,
 /// interpreter, per-run names.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct LaunchContext {
     pub python: PathBuf,
     pub repo_root: PathBuf,
@@ -82,7 +85,7 @@ impl LaunchContext {
 
 /// One worker's seat in the stack. A replacement takes the same slot: the
 /// same Guard index and control port, so it can claim the dead worker's pool.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct WorkerSlot {
     /// `A`, `B`, ...
     pub name: String,
@@ -92,6 +95,10 @@ pub struct WorkerSlot {
     pub ready_file: PathBuf,
     /// 0 for the first start, 1 for the first replacement, ...
     pub generation: u32,
+    /// ZMQ port the engine publishes its KV events on (GPU engines).
+    pub kv_events_port: u16,
+    /// NIXL side-channel port of a disaggregated vLLM worker (GPU engines).
+    pub side_channel_port: u16,
 }
 
 impl WorkerSlot {
@@ -133,10 +140,37 @@ pub fn for_settings(
             settings.geometry,
             repo_root,
         ))),
-        other => Err(format!(
-            "engine {other}: its launch plan is not in this build yet; use --engine cpu"
-        )),
+        crate::config::Engine::Vllm => {
+            let topology = topology::Topology::parse(settings.topology.as_str())?;
+            let profile = gpu_profile(settings, repo_root, "vllm")?;
+            Ok(std::sync::Arc::new(vllm::VllmEngine::new(
+                profile, topology,
+            )?))
+        }
+        crate::config::Engine::Sglang => {
+            let topology = topology::Topology::parse(settings.topology.as_str())?;
+            let profile = gpu_profile(settings, repo_root, "sglang")?;
+            Ok(std::sync::Arc::new(sglang::SglangEngine::new(
+                profile, topology,
+            )?))
+        }
     }
+}
+
+/// A GPU engine's settings: `--engine-profile PATH`, else
+/// `fixtures/engines/<engine>.toml`.
+fn gpu_profile<T: serde::de::DeserializeOwned>(
+    settings: &crate::config::Settings,
+    repo_root: &std::path::Path,
+    engine: &str,
+) -> Result<T, String> {
+    let path = settings
+        .engine_profile
+        .clone()
+        .unwrap_or_else(|| repo_root.join(format!("fixtures/engines/{engine}.toml")));
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("engine profile {}: {e}", path.display()))?;
+    toml::from_str(&text).map_err(|e| format!("engine profile {}: {e}", path.display()))
 }
 
 /// A way to launch one kind of KVCR stack.
@@ -167,4 +201,58 @@ pub trait Engine: Send + Sync {
     /// A digest of everything that determines generated tokens (for the
     /// reference cache): model, geometry, engine knobs that matter.
     fn token_identity(&self) -> String;
+    /// The worker slots this engine's topology asks for (default: two
+    /// aggregated workers `A`, `B` on the local node).
+    fn worker_plans(&self) -> Vec<topology::WorkerPlan> {
+        topology::default_workers()
+    }
+    /// Every Guard service of the stack, one per node (default: [`Engine::guard`]).
+    fn guards(&self, ctx: &LaunchContext) -> Vec<ProcessSpec> {
+        self.guard(ctx).into_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(engine: &str, topology: &str) -> crate::config::Settings {
+        let args =
+            crate::config::split_args(["phase1", "--engine", engine, "--topology", topology])
+                .unwrap()
+                .0;
+        crate::config::resolve(
+            &args,
+            &crate::config::Env::from_pairs(Vec::<(String, String)>::new()),
+        )
+        .unwrap()
+        .settings
+    }
+
+    #[test]
+    fn every_engine_plans_from_the_shipped_profiles() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for (engine, topology, workers) in [
+            ("cpu", "agg", 2),
+            ("vllm", "agg", 2),
+            ("vllm", "2p1d", 3),
+            ("sglang", "agg", 2),
+        ] {
+            let e = for_settings(&settings(engine, topology), root)
+                .unwrap_or_else(|e| panic!("{engine}/{topology}: {e}"));
+            assert_eq!(e.name(), engine);
+            assert_eq!(e.worker_plans().len(), workers, "{engine}/{topology}");
+        }
+    }
+
+    #[test]
+    fn a_missing_engine_profile_is_a_clear_error() {
+        let mut s = settings("vllm", "agg");
+        s.engine_profile = Some("/nonexistent/vllm.toml".into());
+        let err = for_settings(&s, std::path::Path::new(".")).err().unwrap();
+        assert!(
+            err.contains("engine profile /nonexistent/vllm.toml"),
+            "{err}"
+        );
+    }
 }

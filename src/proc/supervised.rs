@@ -12,6 +12,10 @@ use serde::Serialize;
 
 use super::{procfs, reaper, spawner};
 
+/// Set for a component that must outlive the process that starts it
+/// (docs/cpu-engine.md: the CPU engine then does not tie itself to it).
+pub const OUTLIVE_PARENT_ENV: &str = "KVCR_E2E_OUTLIVE_PARENT";
+
 /// How to start one component.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProcessSpec {
@@ -25,6 +29,9 @@ pub struct ProcessSpec {
     pub cwd: Option<PathBuf>,
     /// stdout and stderr both go here.
     pub log: PathBuf,
+    /// Started for a stack this process only attached to: no parent-death
+    /// signal and no reaper, because the stack's owner stops it.
+    pub outlive_harness: bool,
 }
 
 impl ProcessSpec {
@@ -41,6 +48,7 @@ impl ProcessSpec {
             env_remove: Vec::new(),
             cwd: None,
             log: log.into(),
+            outlive_harness: false,
         }
     }
 
@@ -113,8 +121,11 @@ pub struct Supervised {
     name: String,
     pid: u32,
     log: PathBuf,
-    child: Mutex<Child>,
+    /// `None` for a process this harness attached to but did not start.
+    child: Option<Mutex<Child>>,
     status: Mutex<Option<ExitStatus>>,
+    /// Tracked by the reaper (killed if the harness dies).
+    reaped: bool,
 }
 
 impl Supervised {
@@ -147,19 +158,25 @@ impl Supervised {
         if let Some(dir) = &spec.cwd {
             command.current_dir(dir);
         }
+        if spec.outlive_harness {
+            // Components that set their own parent-death signal skip it.
+            command.env(OUTLIVE_PARENT_ENV, "1");
+        }
         // SAFETY: the closure runs between fork and exec and only calls
         // prctl(2) and getppid(2), both async-signal-safe.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // The harness may have died between fork and prctl.
-                if libc::getppid() == 1 {
-                    return Err(io::Error::other("the harness exited during spawn"));
-                }
-                Ok(())
-            });
+        if !spec.outlive_harness {
+            unsafe {
+                command.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    // The harness may have died between fork and prctl.
+                    if libc::getppid() == 1 {
+                        return Err(io::Error::other("the harness exited during spawn"));
+                    }
+                    Ok(())
+                });
+            }
         }
         let child = spawner::spawn(command).map_err(|source| ProcError::Spawn {
             name: spec.name.clone(),
@@ -167,15 +184,32 @@ impl Supervised {
             source,
         })?;
         let pid = child.id();
-        reaper::track_group(pid);
+        let reaped = !spec.outlive_harness;
+        if reaped {
+            reaper::track_group(pid);
+        }
         tracing::debug!(name = %spec.name, pid, "started `{}`", spec.command_line());
         Ok(Self {
             name: spec.name.clone(),
             pid,
             log: spec.log.clone(),
-            child: Mutex::new(child),
+            child: Some(Mutex::new(child)),
             status: Mutex::new(None),
+            reaped,
         })
+    }
+
+    /// A handle on a process another harness started (attach mode). It can
+    /// be signalled and watched through `/proc`; its exit status is unknown.
+    pub fn attach(name: impl Into<String>, pid: u32, log: impl Into<PathBuf>) -> Self {
+        Self {
+            name: name.into(),
+            pid,
+            log: log.into(),
+            child: None,
+            status: Mutex::new(None),
+            reaped: false,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -192,10 +226,15 @@ impl Supervised {
     }
 
     /// The exit status once the child has exited (reaping it), else `None`.
+    /// For an attached process that is gone, a placeholder status 0.
     pub fn exit_status(&self) -> Option<ExitStatus> {
         let mut status = self.status.lock().ok()?;
         if status.is_none() {
-            *status = self.child.lock().ok()?.try_wait().ok().flatten();
+            *status = match &self.child {
+                Some(child) => child.lock().ok()?.try_wait().ok().flatten(),
+                None if procfs::is_alive(self.pid) => None,
+                None => Some(std::os::unix::process::ExitStatusExt::from_raw(0)),
+            };
         }
         *status
     }
@@ -250,7 +289,9 @@ impl Supervised {
         if !procfs::group_members(self.pid).is_empty() {
             self.signal_group(Signal::SIGKILL);
         }
-        reaper::forget_group(self.pid);
+        if self.reaped {
+            reaper::forget_group(self.pid);
+        }
         StopReport {
             name: self.name.clone(),
             pid: self.pid,

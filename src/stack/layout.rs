@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::proc::reaper;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Layout {
     pub logs_dir: PathBuf,
     pub scratch_dir: PathBuf,

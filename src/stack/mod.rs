@@ -10,6 +10,7 @@
 //! stack.teardown()                    SIGTERM, grace, SIGKILL every group
 //! ```
 
+mod attach;
 mod layout;
 mod ports;
 mod probe;
@@ -17,6 +18,7 @@ mod provision;
 mod ready;
 mod worker;
 
+pub use attach::{attach, AttachError};
 pub use layout::Layout;
 pub use provision::{provision, ProvisionError, StackOptions, StartupTimings};
 pub use ready::ReadyFile;
@@ -47,6 +49,12 @@ pub struct Stack {
     replacement_faults: Mutex<Vec<String>>,
     pub timings: StartupTimings,
     options: StackOptions,
+    /// The `stack.json` kept up to date with the running processes.
+    manifest: Mutex<Option<std::path::PathBuf>>,
+    /// Attached to a stack another process owns: no teardown here.
+    pub attached: bool,
+    /// The process that provisioned the stack and tears it down.
+    pub owner_pid: u32,
 }
 
 /// What a SIGKILL did, checked from outside the process.
@@ -196,7 +204,37 @@ impl Stack {
         if let Ok(mut retired) = self.retired.lock() {
             retired.push(old);
         }
+        self.write_manifest();
         Ok(fresh)
+    }
+
+    /// Keeps `path` (a `stack.json`) up to date with the running processes.
+    pub fn set_manifest(&self, path: &std::path::Path) -> std::io::Result<()> {
+        if let Ok(mut manifest) = self.manifest.lock() {
+            *manifest = Some(path.to_path_buf());
+        }
+        self.try_write_manifest()
+    }
+
+    fn manifest_path(&self) -> Option<std::path::PathBuf> {
+        self.manifest.lock().ok().and_then(|m| m.clone())
+    }
+
+    fn try_write_manifest(&self) -> std::io::Result<()> {
+        let Some(path) = self.manifest_path() else {
+            return Ok(());
+        };
+        let text = serde_json::to_string_pretty(&self.describe()).map_err(std::io::Error::other)?;
+        // Write then rename: an attaching run never reads half a file.
+        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, &path)
+    }
+
+    fn write_manifest(&self) {
+        if let Err(e) = self.try_write_manifest() {
+            tracing::warn!("cannot update the stack description: {e}");
+        }
     }
 
     /// Restarts a dead frontend and replaces every worker whose process is
@@ -221,6 +259,9 @@ impl Stack {
     /// Stops every component: frontend first (no new requests), then
     /// workers, then the Guard. Returns what each stop did.
     pub fn teardown(&self) -> Vec<StopReport> {
+        if self.attached {
+            return Vec::new();
+        }
         let grace = Duration::from_secs(5);
         let mut reports = vec![self.frontend().stop(grace)];
         for old in self
@@ -241,6 +282,17 @@ impl Stack {
         ) {
             reports.push(worker.process.stop(grace));
         }
+        // Replacements that attached runs started in this stack: they are in
+        // the stack description, not in this process's lists.
+        let known: Vec<u32> = self.workers().iter().map(|w| w.process.pid()).collect();
+        if let Some(path) = self.manifest_path() {
+            for process in attach::manifest_worker_processes(&path) {
+                if !known.contains(&process.pid()) && process.is_running() {
+                    reports.push(process.stop(grace));
+                }
+            }
+        }
+        // Workers go before the Guard: they hand their groups back to it.
         if let Some(guard) = &self.guard {
             reports.push(guard.stop(grace));
         }
@@ -257,6 +309,9 @@ impl Stack {
     pub fn describe(&self) -> serde_json::Value {
         let proc = |p: &Supervised| serde_json::json!({"name": p.name(), "pid": p.pid(), "log": p.log_path()});
         serde_json::json!({
+            "owner_pid": self.owner_pid,
+            "layout": self.layout,
+            "options": self.options,
             "engine": self.engine.name(),
             "model": self.engine.model(),
             "geometry": self.engine.geometry(),

@@ -18,14 +18,13 @@ const POLL_EVERY: Duration = Duration::from_millis(50);
 const LOG_TAIL_LINES: usize = 25;
 
 /// What the runner decides about a stack (everything else is the engine's).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct StackOptions {
     pub python: PathBuf,
     pub repo_root: PathBuf,
     pub logs_dir: PathBuf,
     pub run_id: String,
     pub host: String,
-    pub workers: u32,
     pub startup_timeout: Duration,
     /// Start the KVCR-disabled reference workers too.
     pub with_reference: bool,
@@ -35,7 +34,7 @@ pub struct StackOptions {
 }
 
 /// How long each part of startup took, recorded in the evidence.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct StartupTimings {
     pub guard_ready_ms: Option<u128>,
     pub workers_ready_ms: u128,
@@ -68,8 +67,11 @@ pub struct NotReady {
 pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack, ProvisionError> {
     let started = Instant::now();
     let layout = Layout::create(&options.logs_dir, &options.run_id)?;
-    let workers = options.workers;
-    let mut free = ports::free_ports(&options.host, 1 + 2 * workers as usize + 2)?.into_iter();
+    let plans = engine.worker_plans();
+    let workers = plans.len() as u32;
+    // Per worker: control, metrics, KV events, side channel; plus the
+    // frontend and two reference workers' metrics ports.
+    let mut free = ports::free_ports(&options.host, 1 + 4 * plans.len() + 2 * 3)?.into_iter();
     let mut next_port = move || free.next().unwrap_or(0);
     let ctx = LaunchContext {
         python: options.python.clone(),
@@ -83,17 +85,18 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
         compatibility_digest: format!("kvcr-e2e-{}-{}", engine.geometry().name, options.run_id),
         guard_count: workers,
     };
-    let slots: Vec<WorkerSlot> = (0..workers)
-        .map(|i| {
-            let name = char::from(b'A' + i as u8).to_string();
-            WorkerSlot {
-                ready_file: layout.ready_file(&format!("worker-{name}")),
-                name,
-                guard_index: i,
-                control_port: next_port(),
-                metrics_port: next_port(),
-                generation: 0,
-            }
+    let slots: Vec<WorkerSlot> = plans
+        .iter()
+        .enumerate()
+        .map(|(i, plan)| WorkerSlot {
+            ready_file: layout.ready_file(&format!("worker-{}", plan.slot)),
+            name: plan.slot.clone(),
+            guard_index: i as u32,
+            control_port: next_port(),
+            metrics_port: next_port(),
+            kv_events_port: next_port(),
+            side_channel_port: next_port(),
+            generation: 0,
         })
         .collect();
     let reference_slots: Vec<(ReferenceVariant, WorkerSlot)> = if options.with_reference {
@@ -105,6 +108,8 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
                     guard_index: 0,
                     control_port: 0,
                     metrics_port: next_port(),
+                    kv_events_port: next_port(),
+                    side_channel_port: next_port(),
                     ready_file: layout.ready_file(v.label()),
                     generation: 0,
                 };
@@ -222,6 +227,9 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             retired_frontends: Mutex::new(Vec::new()),
             replacement_faults: Mutex::new(Vec::new()),
             options: options.clone(),
+            manifest: Mutex::new(None),
+            attached: false,
+            owner_pid: std::process::id(),
         })
     })();
     if result.is_err() {
@@ -238,7 +246,10 @@ pub(super) fn start_worker(
     slot: WorkerSlot,
     faults: &[String],
 ) -> Result<Arc<Worker>, ProvisionError> {
-    let process = Supervised::spawn(&with_faults(stack.engine.worker(&stack.ctx, &slot), faults))?;
+    let mut spec = with_faults(stack.engine.worker(&stack.ctx, &slot), faults);
+    // On an attached stack the replacement must outlive this run.
+    spec.outlive_harness = stack.attached;
+    let process = Supervised::spawn(&spec)?;
     let timeout = stack.options.startup_timeout;
     let frontend = stack.frontend();
     let result = (|| {

@@ -19,6 +19,10 @@ use crate::stack::{self, Stack, StackOptions};
 
 use super::{signals, Case, CaseCtx};
 
+/// The file in a stack's scratch directory that hands out prompt families
+/// to every run on that stack.
+const PROMPT_CURSOR: &str = "prompt-cursor";
+
 /// The stack the signal handler must tear down, once there is one.
 static LIVE_STACK: Lazy<Mutex<Option<Arc<Stack>>>> = Lazy::new(|| Mutex::new(None));
 
@@ -52,7 +56,33 @@ impl Suite {
         cases: Vec<Case>,
         defaults: &[&str],
     ) -> ExitCode {
-        let mut argv: Vec<String> = std::env::args().collect();
+        let (suite, libtest_argv) = match Self::from_argv(target, std::env::args(), defaults) {
+            Ok(ready) => ready,
+            Err(exit) => return exit,
+        };
+        let mut args = Arguments::from_iter(libtest_argv);
+        // Stack trials run one at a time: telemetry deltas must be theirs alone.
+        args.test_threads = Some(1);
+        if !args.list {
+            install_teardown_on_signal();
+        }
+        let trials = cases.into_iter().map(|case| suite.trial(case)).collect();
+        let conclusion = libtest_mimic::run(&args, trials);
+        if !args.list {
+            suite.finish();
+        }
+        conclusion.exit_code()
+    }
+
+    /// Resolves harness flags (after `defaults`) and the environment into a
+    /// suite; returns the arguments left for libtest. `Err` carries the exit
+    /// code after help or a usage error was printed.
+    pub(super) fn from_argv(
+        target: &'static str,
+        argv: impl IntoIterator<Item = String>,
+        defaults: &[&str],
+    ) -> Result<(Arc<Suite>, Vec<String>), ExitCode> {
+        let mut argv: Vec<String> = argv.into_iter().collect();
         let program = if argv.is_empty() {
             String::new()
         } else {
@@ -61,50 +91,22 @@ impl Suite {
         let argv = std::iter::once(program)
             .chain(defaults.iter().map(|a| a.to_string()))
             .chain(argv);
-        let (harness, libtest_argv) = match config::split_args(argv) {
-            Ok(split) => split,
-            Err(e) => return usage_error(&e.to_string()),
-        };
+        let (harness, libtest_argv) =
+            config::split_args(argv).map_err(|e| usage_error(&e.to_string()))?;
         if harness.help || harness.help_harness {
             print!("{}", config::harness_help());
             if harness.help_harness {
-                return ExitCode::SUCCESS;
+                return Err(ExitCode::SUCCESS);
             }
         }
-        let env = match Env::from_process() {
-            Ok(env) => env,
-            Err(e) => return usage_error(&e.to_string()),
-        };
-        let resolved = match config::resolve(&harness, &env) {
-            Ok(r) => r,
-            Err(e) => return usage_error(&e.to_string()),
-        };
+        let env = Env::from_process().map_err(|e| usage_error(&e.to_string()))?;
+        let resolved = config::resolve(&harness, &env).map_err(|e| usage_error(&e.to_string()))?;
         for warning in &resolved.warnings {
             eprintln!("[kvcr-e2e] warning: {warning}");
         }
         init_tracing(&resolved.settings);
-        let mut args = Arguments::from_iter(libtest_argv);
-        // Stack trials run one at a time: telemetry deltas must be theirs alone.
-        args.test_threads = Some(1);
-
-        let suite = match Suite::new(target, resolved.settings) {
-            Ok(s) => Arc::new(s),
-            Err(e) => return usage_error(&e),
-        };
-        if !args.list {
-            signals::install(|_| {
-                if let Some(stack) = LIVE_STACK.lock().ok().and_then(|s| s.clone()) {
-                    stack.teardown();
-                }
-                crate::proc::reaper::finish();
-            });
-        }
-        let trials = cases.into_iter().map(|case| suite.trial(case)).collect();
-        let conclusion = libtest_mimic::run(&args, trials);
-        if !args.list {
-            suite.finish();
-        }
-        conclusion.exit_code()
+        let suite = Suite::new(target, resolved.settings).map_err(|e| usage_error(&e))?;
+        Ok((Arc::new(suite), libtest_argv))
     }
 
     fn new(target: &'static str, settings: Settings) -> Result<Self, String> {
@@ -267,10 +269,22 @@ impl Suite {
 
     /// The shared stack, provisioned on first call; every later call gets
     /// the same stack or the same provisioning error.
-    fn stack(&self) -> Result<Arc<Stack>, String> {
+    pub(super) fn stack(&self) -> Result<Arc<Stack>, String> {
         self.stack
             .get_or_init(|| {
                 let run = self.run_dir()?;
+                if let Some(path) = &self.settings.attach {
+                    let stack = stack::attach(self.engine.clone(), path)
+                        .map_err(|e| format!("attach failed: {e}"))?;
+                    eprintln!(
+                        "[kvcr-e2e] attached to the stack of {} (no provisioning, no teardown)",
+                        path.display()
+                    );
+                    self.prompts
+                        .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
+                    let _ = run.write_stack(&stack.describe());
+                    return Ok(Arc::new(stack));
+                }
                 let python = self.python()?.python.clone();
                 self.provisions.fetch_add(1, Ordering::SeqCst);
                 let options = StackOptions {
@@ -279,7 +293,6 @@ impl Suite {
                     logs_dir: run.logs_dir(),
                     run_id: run.run_id().to_string(),
                     host: "127.0.0.1".into(),
-                    workers: 2,
                     startup_timeout: Duration::from_secs(self.settings.startup_timeout_s),
                     worker_faults: Vec::new(),
                     with_reference: !reference::cached(
@@ -303,7 +316,11 @@ impl Suite {
                 if let Ok(mut live) = LIVE_STACK.lock() {
                     *live = Some(stack.clone());
                 }
-                let _ = run.write_stack(&stack.describe());
+                self.prompts
+                    .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
+                if let Err(e) = stack.set_manifest(&run.root().join("stack.json")) {
+                    eprintln!("[kvcr-e2e] cannot write stack.json: {e}");
+                }
                 Ok(stack)
             })
             .clone()
@@ -313,7 +330,7 @@ impl Suite {
         self.repo_root.join(&self.settings.reference_cache)
     }
 
-    fn references(&self) -> Result<Arc<References>, String> {
+    pub(super) fn references(&self) -> Result<Arc<References>, String> {
         self.references
             .get_or_init(|| {
                 let stack = self.stack()?;
@@ -334,7 +351,7 @@ impl Suite {
 
     /// After the trials: teardown (unless kept), then every evidence writer
     /// over the same records.
-    fn finish(&self) {
+    pub(super) fn finish(&self) {
         let Some(Ok(run)) = self.run_dir.get() else {
             return;
         };
@@ -405,6 +422,16 @@ fn restore(stack: &Stack, ctx: &CaseCtx, pids_before: &[u32]) -> Result<(), Stri
         }
     }
     Ok(())
+}
+
+/// SIGINT / SIGTERM: tear down the live stack (if any), then exit.
+pub(super) fn install_teardown_on_signal() {
+    signals::install(|_| {
+        if let Some(stack) = LIVE_STACK.lock().ok().and_then(|s| s.clone()) {
+            stack.teardown();
+        }
+        crate::proc::reaper::finish();
+    });
 }
 
 fn usage_error(message: &str) -> ExitCode {

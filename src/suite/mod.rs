@@ -11,6 +11,7 @@
 //! ```
 
 mod case;
+pub mod commands;
 mod ctx;
 mod faults;
 pub mod guard;

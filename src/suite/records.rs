@@ -76,7 +76,7 @@ pub fn stack_summary(stack: &Stack, provisioned: u32) -> StackSummary {
     });
     StackSummary {
         provisioned,
-        attached: false,
+        attached: stack.attached,
         startup,
         total_startup: ms(t.total_ms),
     }

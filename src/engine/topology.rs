@@ -1,0 +1,307 @@
+//! Where the workers of a stack go: how many there are, which role each one
+//! plays (aggregated, prefill, decode), on which node and on which GPUs.
+//!
+//! A topology is data: [`plan_workers`] turns a [`Topology`], the GPUs of a
+//! profile and the nodes of a run into one [`WorkerPlan`] per worker slot. The
+//! engines turn each plan into a process spec; the stack runner allocates one
+//! [`super::WorkerSlot`] per plan.
+//!
+//! | topology | workers | GPUs (2-GPU runner, 1 GPU per worker) |
+//! |---|---|---|
+//! | `agg` | A, B aggregated | A: 0, B: 1 |
+//! | `2p1d` | A, B prefill; C decode | A: 0, B: 0 (shared), C: 1 |
+//! | `two-node` | A on node 0, B on node 1, aggregated | A: 0, B: 0 (each on its node) |
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::proc::ProcessSpec;
+
+/// The shape of a stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Topology {
+    /// Router + two aggregated workers + the Guard service, one host.
+    #[default]
+    Agg,
+    /// Two prefill workers and one decode worker, one host.
+    #[serde(rename = "2p1d")]
+    TwoP1D,
+    /// Two aggregated workers on two hosts, one Guard service per host.
+    TwoNode,
+}
+
+impl Topology {
+    pub const ALL: [Topology; 3] = [Topology::Agg, Topology::TwoP1D, Topology::TwoNode];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topology::Agg => "agg",
+            Topology::TwoP1D => "2p1d",
+            Topology::TwoNode => "two-node",
+        }
+    }
+
+    /// Parses `agg`, `2p1d`, `two-node` (the `--topology` values).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str() == text)
+            .ok_or_else(|| {
+                format!("unknown topology `{text}`: expected one of agg, 2p1d, two-node")
+            })
+    }
+
+    /// How many nodes the topology spreads its workers over.
+    pub fn node_count(self) -> usize {
+        match self {
+            Topology::TwoNode => 2,
+            Topology::Agg | Topology::TwoP1D => 1,
+        }
+    }
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a worker does in a disaggregated (or not) stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkerRole {
+    Aggregated,
+    Prefill,
+    Decode,
+}
+
+impl WorkerRole {
+    /// The value of Dynamo's `--disaggregation-mode` (dynamo/common/constants.py).
+    pub fn disaggregation_mode(self) -> &'static str {
+        match self {
+            WorkerRole::Aggregated => "agg",
+            WorkerRole::Prefill => "prefill",
+            WorkerRole::Decode => "decode",
+        }
+    }
+}
+
+/// One host of a run. `address` is what peers on other hosts dial (control
+/// endpoints, Dynamo's TCP request plane); `launcher` is the command prefix
+/// that runs a process there (`srun --nodelist={node} ...`), empty for the
+/// host the harness runs on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    pub address: String,
+    #[serde(default)]
+    pub launcher: Vec<String>,
+}
+
+impl Node {
+    /// The harness's own host, reached at `address`.
+    pub fn local(address: impl Into<String>) -> Self {
+        Self {
+            name: "local".into(),
+            address: address.into(),
+            launcher: Vec::new(),
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        self.launcher.is_empty()
+    }
+
+    /// Wraps `spec` so that it runs on this node: the launcher becomes the
+    /// program, the original program and arguments follow it. `{node}` in the
+    /// launcher is replaced by the node's name. The environment stays on the
+    /// spec (srun exports the caller's environment by default).
+    pub fn wrap(&self, spec: ProcessSpec) -> ProcessSpec {
+        let Some((program, rest)) = self.launcher.split_first() else {
+            return spec;
+        };
+        let fill = |s: &str| s.replace("{node}", &self.name);
+        let mut args: Vec<String> = rest.iter().map(|s| fill(s)).collect();
+        args.push(spec.program.display().to_string());
+        args.extend(spec.args.iter().cloned());
+        ProcessSpec {
+            program: fill(program).into(),
+            args,
+            ..spec
+        }
+    }
+}
+
+/// One worker slot of a topology.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkerPlan {
+    /// `A`, `B`, `C`: the slot name.
+    pub slot: String,
+    pub role: WorkerRole,
+    /// Index into the run's nodes.
+    pub node: usize,
+    /// GPU ids of this worker on its node (`CUDA_VISIBLE_DEVICES`).
+    pub gpus: Vec<u32>,
+    /// How many workers share these GPUs (1 unless the topology co-locates
+    /// workers, as 2p1d does on a 2-GPU runner); the engine divides its
+    /// memory share by it.
+    pub gpu_sharers: u32,
+}
+
+impl WorkerPlan {
+    /// `0,1` for `CUDA_VISIBLE_DEVICES`.
+    pub fn cuda_visible_devices(&self) -> String {
+        self.gpus
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// The default plan of an engine that knows no topologies: two aggregated
+/// workers `A` and `B` on the local node, no GPUs.
+pub fn default_workers() -> Vec<WorkerPlan> {
+    ["A", "B"]
+        .into_iter()
+        .map(|slot| WorkerPlan {
+            slot: slot.into(),
+            role: WorkerRole::Aggregated,
+            node: 0,
+            gpus: Vec::new(),
+            gpu_sharers: 1,
+        })
+        .collect()
+}
+
+/// Lays out the workers of `topology` over `gpu_ids` (the GPUs of one node,
+/// in order), `gpus_per_worker` each.
+///
+/// Errors when the node has too few GPUs for the topology.
+pub fn plan_workers(
+    topology: Topology,
+    gpu_ids: &[u32],
+    gpus_per_worker: u32,
+) -> Result<Vec<WorkerPlan>, String> {
+    let per = gpus_per_worker.max(1) as usize;
+    let take = |index: usize| -> Result<Vec<u32>, String> {
+        gpu_ids.get(index * per..(index + 1) * per).map(<[u32]>::to_vec).ok_or_else(|| {
+            format!(
+                "topology {topology} needs {} GPUs per node ({per} per worker), the profile lists {:?}",
+                (index + 1) * per,
+                gpu_ids
+            )
+        })
+    };
+    let plan = |slot: &str, role, node, gpus, gpu_sharers| WorkerPlan {
+        slot: slot.into(),
+        role,
+        node,
+        gpus,
+        gpu_sharers,
+    };
+    Ok(match topology {
+        Topology::Agg => vec![
+            plan("A", WorkerRole::Aggregated, 0, take(0)?, 1),
+            plan("B", WorkerRole::Aggregated, 0, take(1)?, 1),
+        ],
+        Topology::TwoP1D => vec![
+            plan("A", WorkerRole::Prefill, 0, take(0)?, 2),
+            plan("B", WorkerRole::Prefill, 0, take(0)?, 2),
+            plan("C", WorkerRole::Decode, 0, take(1)?, 1),
+        ],
+        Topology::TwoNode => vec![
+            plan("A", WorkerRole::Aggregated, 0, take(0)?, 1),
+            plan("B", WorkerRole::Aggregated, 1, take(0)?, 1),
+        ],
+    })
+}
+
+/// Sets `key` to `value`, replacing an earlier setting of the same key (so
+/// the spec, and its snapshot, carries one value per key).
+pub fn set_env(mut spec: ProcessSpec, key: &str, value: impl Into<String>) -> ProcessSpec {
+    let value = value.into();
+    match spec.env.iter_mut().find(|(k, _)| k == key) {
+        Some(entry) => entry.1 = value,
+        None => spec.env.push((key.to_string(), value)),
+    }
+    spec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topologies_round_trip_their_names() {
+        for t in Topology::ALL {
+            assert_eq!(Topology::parse(t.as_str()), Ok(t));
+        }
+        assert!(Topology::parse("3p1d").is_err());
+    }
+
+    #[test]
+    fn two_p_one_d_shares_gpu_zero_between_the_prefill_workers() {
+        let plans = plan_workers(Topology::TwoP1D, &[0, 1], 1).expect("two GPUs are enough");
+        let roles: Vec<_> = plans
+            .iter()
+            .map(|p| (p.slot.as_str(), p.role, p.cuda_visible_devices()))
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                ("A", WorkerRole::Prefill, "0".to_string()),
+                ("B", WorkerRole::Prefill, "0".to_string()),
+                ("C", WorkerRole::Decode, "1".to_string()),
+            ]
+        );
+        assert_eq!(plans[0].gpu_sharers, 2);
+        assert_eq!(plans[2].gpu_sharers, 1);
+    }
+
+    #[test]
+    fn two_node_puts_one_worker_on_each_node() {
+        let plans = plan_workers(Topology::TwoNode, &[0], 1).expect("one GPU per node is enough");
+        assert_eq!(plans.iter().map(|p| p.node).collect::<Vec<_>>(), [0, 1]);
+    }
+
+    #[test]
+    fn too_few_gpus_is_an_error_naming_the_need() {
+        let err = plan_workers(Topology::Agg, &[0], 1).expect_err("agg needs two GPUs");
+        assert!(err.contains("needs 2 GPUs"), "{err}");
+    }
+
+    #[test]
+    fn a_launcher_wraps_the_command_and_keeps_the_env() {
+        let node = Node {
+            name: "gpu-b".into(),
+            address: "10.0.0.2".into(),
+            launcher: vec![
+                "srun".into(),
+                "--nodelist={node}".into(),
+                "--ntasks=1".into(),
+            ],
+        };
+        let spec = ProcessSpec::new("w", "/venv/bin/python", "/tmp/w.log")
+            .args(["-m", "x"])
+            .env("K", "V");
+        let wrapped = node.wrap(spec);
+        assert_eq!(
+            wrapped.command_line(),
+            "srun --nodelist=gpu-b --ntasks=1 /venv/bin/python -m x"
+        );
+        assert_eq!(wrapped.env, [("K".to_string(), "V".to_string())]);
+    }
+
+    #[test]
+    fn set_env_replaces_instead_of_appending() {
+        let spec = ProcessSpec::new("w", "p", "l").env("H", "127.0.0.1");
+        let spec = set_env(set_env(spec, "H", "10.0.0.1"), "N", "1");
+        assert_eq!(
+            spec.env,
+            [("H".into(), "10.0.0.1".into()), ("N".into(), "1".into())]
+        );
+    }
+}

@@ -1,0 +1,820 @@
+//! The vLLM engine: `python -m dynamo.vllm` workers with KVCR as vLLM's
+//! secondary KV tier (OffloadingConnector + TieringOffloadingSpec, tier
+//! `"kvcr"`), attached to the Guard service's pool, behind Dynamo's KV router.
+//!
+//! The command lines follow KVCR 0.1.1's docs/quick-start.md §4, with two
+//! changes the harness needs: one process per worker slot (one DP rank, one
+//! control port) so a single worker can be killed and replaced, and the
+//! Guard-backed pool (`kvcr_service_socket_path`, `compatibility_digest`,
+//! `guard_index`) of docs/dev-guide.md. Nothing here runs without a GPU: the
+//! plans are checked as data (see the snapshot tests at the end).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::proc::ProcessSpec;
+
+use super::topology::{plan_workers, set_env, Node, Topology, WorkerPlan, WorkerRole};
+use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, WorkerSlot};
+
+/// Model and GPU settings of a vLLM stack (a profile file's `[vllm]` table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VllmProfile {
+    /// Hugging Face id or local path (`--model`).
+    pub model: String,
+    /// `--served-model-name`; the model id when absent.
+    pub served_model_name: Option<String>,
+    /// `--tensor-parallel-size` of every worker.
+    pub gpus_per_worker: u32,
+    /// GPU ids of one node, in the order workers take them.
+    pub gpu_ids: Vec<u32>,
+    pub max_model_len: u32,
+    /// `--gpu-memory-utilization` of a worker that has its GPUs to itself;
+    /// workers sharing a GPU split it.
+    pub gpu_memory_utilization: f64,
+    /// Tokens per KV block (`--block-size`).
+    pub block_size: u32,
+    /// Bytes of one block's KV across all layers, as KVCR moves it (Qwen3-0.6B
+    /// bf16: 28 layers × 2 × 8 KV heads × 128 × 2 B × 64 tokens = 7340032;
+    /// quick start §5: 300941312 bytes / 41 blocks).
+    pub block_bytes: u64,
+    /// vLLM's primary host-pinned tier per worker (`cpu_bytes_to_use`).
+    pub cpu_bytes_to_use: u64,
+    /// Usable size of each Guard pool (one pool per Guard for vLLM).
+    pub guard_pool_gb: f64,
+    pub operation_timeout_ms: u32,
+    /// At least twice `operation_timeout_ms` (dev-guide).
+    pub abandon_timeout_ms: u32,
+    /// `--seed`.
+    pub seed: u64,
+    /// The validated vLLM/Dynamo/KVCR set, part of the reference cache key.
+    pub engine_version: String,
+    /// Token ids prompts may use, `[first, end)`: the model's ordinary
+    /// vocabulary (Qwen3: 0..151643; special tokens follow).
+    pub prompt_tokens: [u32; 2],
+    /// Hosts of a multi-node topology; empty means the harness's host only.
+    pub nodes: Vec<Node>,
+}
+
+impl Default for VllmProfile {
+    fn default() -> Self {
+        Self {
+            model: "Qwen/Qwen3-0.6B".into(),
+            served_model_name: None,
+            gpus_per_worker: 1,
+            gpu_ids: vec![0, 1],
+            max_model_len: 32000,
+            gpu_memory_utilization: 0.8,
+            block_size: 64,
+            block_bytes: 7_340_032,
+            cpu_bytes_to_use: 2_000_000_000,
+            guard_pool_gb: 4.0,
+            operation_timeout_ms: 5000,
+            abandon_timeout_ms: 10000,
+            seed: 0,
+            engine_version: "vllm@08567505b09324f891797f4a13c1bd73fc75a827 dynamo@ea23e5130c1bfbadec477b99449d0cee5598caa0 kvcr==0.1.1".into(),
+            nodes: Vec::new(),
+            prompt_tokens: [0, 151_643],
+        }
+    }
+}
+
+/// `python -m dynamo.vllm` workers for one topology.
+#[derive(Debug, Clone)]
+pub struct VllmEngine {
+    pub profile: VllmProfile,
+    pub topology: Topology,
+    plans: Vec<WorkerPlan>,
+}
+
+impl VllmEngine {
+    /// Checks that the profile's GPUs and nodes fit the topology.
+    pub fn new(profile: VllmProfile, topology: Topology) -> Result<Self, String> {
+        let plans = plan_workers(topology, &profile.gpu_ids, profile.gpus_per_worker)?;
+        check_nodes(topology, &profile.nodes)?;
+        Ok(Self {
+            profile,
+            topology,
+            plans,
+        })
+    }
+
+    /// The hosts of the run: the profile's, or the harness's own host.
+    pub fn nodes(&self, ctx: &LaunchContext) -> Vec<Node> {
+        nodes_or_local(&self.profile.nodes, ctx)
+    }
+
+    /// The plan of `slot`, by slot name (the first plan for a slot the
+    /// topology does not name, e.g. a reference worker's).
+    fn plan_for(&self, slot: &WorkerSlot) -> WorkerPlan {
+        self.plans
+            .iter()
+            .find(|p| p.slot == slot.name)
+            .or_else(|| self.plans.first())
+            .cloned()
+            .unwrap_or_else(|| WorkerPlan {
+                slot: slot.name.clone(),
+                role: WorkerRole::Aggregated,
+                node: 0,
+                gpus: self.profile.gpu_ids.clone(),
+                gpu_sharers: 1,
+            })
+    }
+
+    /// The flags and environment every vLLM worker shares, KVCR or not.
+    fn base_worker(
+        &self,
+        ctx: &LaunchContext,
+        log_name: &str,
+        served: &str,
+        plan: &WorkerPlan,
+        slot: &WorkerSlot,
+    ) -> ProcessSpec {
+        let p = &self.profile;
+        let utilization = p.gpu_memory_utilization / f64::from(plan.gpu_sharers.max(1));
+        let spec = ProcessSpec::new(
+            log_name,
+            &ctx.python,
+            ctx.logs_dir.join(format!("{log_name}.log")),
+        )
+        .args([
+            "-m",
+            "dynamo.vllm",
+            "--model",
+            &p.model,
+            "--served-model-name",
+            served,
+        ])
+        .args(["--tensor-parallel-size", &p.gpus_per_worker.to_string()])
+        .args(["--block-size", &p.block_size.to_string()])
+        .args(["--max-model-len", &p.max_model_len.to_string()])
+        .args(["--gpu-memory-utilization", &format!("{utilization}")])
+        .args(["--prefix-caching-hash-algo", "sha256"])
+        .args(["--disable-hybrid-kv-cache-manager", "--enforce-eager"])
+        .args(["--seed", &p.seed.to_string()])
+        .cwd(&ctx.repo_root);
+        let node = self.node_of(ctx, plan);
+        gpu_worker_env(dynamo::apply_env(spec, ctx), &node, plan, slot)
+            .env("VLLM_BATCH_INVARIANT", "1")
+            // Dynamo's Docker image sets it; the router keys blocks by these ints.
+            .env("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES", "1")
+            // The `KV Transfer metrics` interval line is logged at DEBUG.
+            .env("VLLM_LOGGING_LEVEL", "DEBUG")
+    }
+
+    fn node_of(&self, ctx: &LaunchContext, plan: &WorkerPlan) -> Node {
+        self.nodes(ctx)
+            .get(plan.node)
+            .cloned()
+            .unwrap_or_else(|| Node::local(&ctx.host))
+    }
+
+    /// The `"kvcr"` entry of `secondary_tiers` for `slot`.
+    fn kvcr_tier(&self, ctx: &LaunchContext, node: &Node, slot: &WorkerSlot) -> Value {
+        let p = &self.profile;
+        json!({
+            "type": "kvcr",
+            "router_capabilities": ["router_hint"],
+            "control_host": bind_host(self.topology, node),
+            "control_ports": [slot.control_port],
+            "control_advertise_host": node.address,
+            "operation_timeout_ms": p.operation_timeout_ms,
+            "abandon_timeout_ms": p.abandon_timeout_ms,
+            "enable_telemetry": true,
+            "kvcr_service_socket_path": ctx.guard_socket.display().to_string(),
+            "compatibility_digest": ctx.compatibility_digest,
+            "guard_index": slot.guard_index,
+        })
+    }
+
+    /// `--kv-transfer-config`: the quick start's OffloadingConnector, wrapped
+    /// in a MultiConnector beside NixlConnector for prefill/decode workers.
+    fn kv_transfer_config(&self, role: WorkerRole, tier: Value) -> Value {
+        let offloading = json!({
+            "kv_connector": "OffloadingConnector",
+            "kv_role": "kv_both",
+            "kv_connector_extra_config": {
+                "spec_name": "TieringOffloadingSpec",
+                "cpu_bytes_to_use": self.profile.cpu_bytes_to_use,
+                "self_describing_kv_events": true,
+                "secondary_tiers": [tier],
+            },
+        });
+        match role {
+            WorkerRole::Aggregated => offloading,
+            WorkerRole::Prefill | WorkerRole::Decode => json!({
+                "kv_connector": "MultiConnector",
+                "kv_role": "kv_both",
+                "kv_connector_extra_config": {
+                    "connectors": [{"kv_connector": "NixlConnector", "kv_role": "kv_both"}, offloading],
+                },
+            }),
+        }
+    }
+}
+
+impl Engine for VllmEngine {
+    fn name(&self) -> &'static str {
+        "vllm"
+    }
+
+    fn model(&self) -> String {
+        self.profile
+            .served_model_name
+            .clone()
+            .unwrap_or_else(|| self.profile.model.clone())
+    }
+
+    fn geometry(&self) -> Geometry {
+        dense_geometry(self.profile.block_size, self.profile.block_bytes)
+    }
+
+    fn prompt_vocab(&self) -> std::ops::Range<u32> {
+        self.profile.prompt_tokens[0]..self.profile.prompt_tokens[1]
+    }
+
+    fn has_guard(&self) -> bool {
+        true
+    }
+
+    fn frontend(&self, ctx: &LaunchContext) -> ProcessSpec {
+        dynamo::frontend(ctx)
+    }
+
+    fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
+        Some(dynamo::guard_service(
+            ctx,
+            &self.geometry(),
+            self.profile.guard_pool_gb,
+        ))
+    }
+
+    fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec {
+        let plan = self.plan_for(slot);
+        let node = self.node_of(ctx, &plan);
+        let tier = self.kvcr_tier(ctx, &node, slot);
+        let mut spec = self
+            .base_worker(ctx, &slot.process_name(), &self.model(), &plan, slot)
+            .arg("--enable-prefix-caching");
+        if plan.role != WorkerRole::Aggregated {
+            spec = spec.args(["--disaggregation-mode", plan.role.disaggregation_mode()]);
+        }
+        let spec = spec
+            .arg("--kv-events-config")
+            .arg(kv_events_config(slot.kv_events_port).to_string())
+            .arg("--kv-transfer-config")
+            .arg(self.kv_transfer_config(plan.role, tier).to_string());
+        node.wrap(spec)
+    }
+
+    fn reference_worker(
+        &self,
+        ctx: &LaunchContext,
+        variant: ReferenceVariant,
+        slot: &WorkerSlot,
+    ) -> ProcessSpec {
+        let plan = WorkerPlan {
+            role: WorkerRole::Aggregated,
+            ..self.plan_for(slot)
+        };
+        let node = self.node_of(ctx, &plan);
+        let spec = self.base_worker(
+            ctx,
+            variant.label(),
+            &self.reference_model(variant),
+            &plan,
+            slot,
+        );
+        let spec = match variant {
+            ReferenceVariant::Cached => spec
+                .arg("--enable-prefix-caching")
+                .arg("--kv-events-config")
+                .arg(kv_events_config(slot.kv_events_port).to_string()),
+            ReferenceVariant::Uncached => spec.arg("--no-enable-prefix-caching"),
+        };
+        node.wrap(spec)
+    }
+
+    fn token_identity(&self) -> String {
+        let p = &self.profile;
+        format!(
+            "vllm model={} block={} block_bytes={} max_len={} tp={} seed={} hash=sha256 batch_invariant=1 enforce_eager version={}",
+            p.model, p.block_size, p.block_bytes, p.max_model_len, p.gpus_per_worker, p.seed, p.engine_version
+        )
+    }
+
+    fn worker_plans(&self) -> Vec<WorkerPlan> {
+        self.plans.clone()
+    }
+
+    fn guards(&self, ctx: &LaunchContext) -> Vec<ProcessSpec> {
+        guards_per_node(ctx, &self.nodes(ctx), self.topology, self.guard(ctx))
+    }
+}
+
+/// One KV page kind (`attn`) of `block_bytes` per block: the vLLM adapter
+/// uses one unnamed pool per Guard, so the Guard gets one pool size.
+pub(crate) fn dense_geometry(block_size: u32, block_bytes: u64) -> Geometry {
+    Geometry {
+        name: "dense".into(),
+        block_size_tokens: block_size,
+        pages: vec![("attn".into(), block_bytes)],
+    }
+}
+
+/// `--kv-events-config`: ZMQ publisher on the slot's harness-allocated port.
+pub(crate) fn kv_events_config(port: u16) -> Value {
+    json!({
+        "publisher": "zmq",
+        "topic": "kv-events",
+        "endpoint": format!("tcp://*:{port}"),
+        "enable_kv_cache_events": true,
+    })
+}
+
+/// Environment of a GPU worker: its GPUs, its metrics server and, on another
+/// node, Dynamo's planes bound to that node's address.
+pub(crate) fn gpu_worker_env(
+    spec: ProcessSpec,
+    node: &Node,
+    plan: &WorkerPlan,
+    slot: &WorkerSlot,
+) -> ProcessSpec {
+    let mut spec = spec
+        .env("CUDA_VISIBLE_DEVICES", plan.cuda_visible_devices())
+        // Dynamo's system server serves the engine's Prometheus metrics
+        // (`vllm:*`, `sglang:*`) on /metrics of this port.
+        .env("DYN_SYSTEM_PORT", slot.metrics_port.to_string())
+        .env("DYN_SYSTEM_HOST", &node.address);
+    for key in [
+        "DYN_TCP_RPC_HOST",
+        "DYN_EVENT_PLANE_HOST",
+        "DYN_TCP_RESPONSE_STREAM_HOST",
+    ] {
+        spec = set_env(spec, key, &node.address);
+    }
+    if plan.role != WorkerRole::Aggregated {
+        spec = spec.env("VLLM_NIXL_SIDE_CHANNEL_HOST", &node.address).env(
+            "VLLM_NIXL_SIDE_CHANNEL_PORT",
+            slot.side_channel_port.to_string(),
+        );
+    }
+    spec
+}
+
+/// Where a control listener binds: the node's own address on one host; every
+/// interface when peers on other hosts must reach it.
+pub(crate) fn bind_host(topology: Topology, node: &Node) -> String {
+    if topology.node_count() > 1 {
+        "0.0.0.0".into()
+    } else {
+        node.address.clone()
+    }
+}
+
+/// The profile's nodes, or the harness's host alone.
+pub(crate) fn nodes_or_local(nodes: &[Node], ctx: &LaunchContext) -> Vec<Node> {
+    if nodes.is_empty() {
+        vec![Node::local(&ctx.host)]
+    } else {
+        nodes.to_vec()
+    }
+}
+
+/// A multi-node topology needs as many nodes, each with an address its
+/// peers can dial (never loopback).
+pub(crate) fn check_nodes(topology: Topology, nodes: &[Node]) -> Result<(), String> {
+    let need = topology.node_count();
+    if need == 1 {
+        return Ok(());
+    }
+    if nodes.len() < need {
+        return Err(format!(
+            "topology {topology} needs {need} nodes in the profile (`nodes = [{{ name, address, launcher }}, ...]`), it lists {}",
+            nodes.len()
+        ));
+    }
+    match nodes.iter().find(|n| is_loopback(&n.address)) {
+        Some(node) => Err(format!(
+            "topology {topology}: node {} advertises {}, which peers on other hosts cannot reach; use the node's network address",
+            node.name, node.address
+        )),
+        None => Ok(()),
+    }
+}
+
+fn is_loopback(address: &str) -> bool {
+    address == "localhost"
+        || address == "::1"
+        || address.starts_with("127.")
+        || address == "0.0.0.0"
+}
+
+/// One Guard service per node (the first as planned, the others wrapped in
+/// their node's launcher and named `guard-<node>`).
+pub(crate) fn guards_per_node(
+    ctx: &LaunchContext,
+    nodes: &[Node],
+    topology: Topology,
+    guard: Option<ProcessSpec>,
+) -> Vec<ProcessSpec> {
+    let Some(guard) = guard else {
+        return Vec::new();
+    };
+    nodes
+        .iter()
+        .take(topology.node_count())
+        .enumerate()
+        .map(|(i, node)| {
+            let spec = if i == 0 {
+                guard.clone()
+            } else {
+                let name = format!("guard-{}", node.name);
+                ProcessSpec {
+                    log: ctx.logs_dir.join(format!("{name}.log")),
+                    name,
+                    ..guard.clone()
+                }
+            };
+            node.wrap(spec)
+        })
+        .collect()
+}
+
+/// The value following `flag` in a spec's arguments.
+pub fn flag_value<'a>(spec: &'a ProcessSpec, flag: &str) -> Option<&'a str> {
+    spec.args
+        .iter()
+        .position(|a| a == flag)
+        .and_then(|i| spec.args.get(i + 1))
+        .map(String::as_str)
+}
+
+/// A fixed launch context for plan tests and docs: nothing in it exists.
+#[doc(hidden)]
+pub fn example_context() -> LaunchContext {
+    LaunchContext {
+        python: PathBuf::from("/opt/kvcr-e2e/.venv/bin/python"),
+        repo_root: PathBuf::from("/src/kvcr-e2e"),
+        logs_dir: PathBuf::from("/src/kvcr-e2e/target/phase1/runs/example/logs"),
+        work_dir: PathBuf::from("/dev/shm/kvcr-e2e-example"),
+        host: "127.0.0.1".into(),
+        frontend_port: 18000,
+        guard_socket: PathBuf::from("/dev/shm/kvcr-e2e-example/guard.sock"),
+        pool_dir: PathBuf::from("/dev/shm/kvcr-e2e-example/pools"),
+        compatibility_digest: "example-digest".into(),
+        guard_count: 3,
+    }
+}
+
+/// Fixed worker slots for plan tests and docs: `A`, `B`, `C` with guard
+/// indices 0, 1, 2 and ports 17771.., 18101.., 20081.., 5601...
+#[doc(hidden)]
+pub fn example_slot(name: &str, generation: u32) -> WorkerSlot {
+    let index = name.bytes().next().map_or(0, |b| b.saturating_sub(b'A')) as u16;
+    WorkerSlot {
+        name: name.into(),
+        guard_index: u32::from(index),
+        control_port: 17771 + index,
+        metrics_port: 18101 + index,
+        ready_file: PathBuf::from(format!("/dev/shm/kvcr-e2e-example/ready-{name}")),
+        generation,
+        kv_events_port: 20081 + index,
+        side_channel_port: 5601 + index,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    fn engine(topology: Topology) -> VllmEngine {
+        let nodes = match topology {
+            Topology::TwoNode => two_nodes(),
+            _ => Vec::new(),
+        };
+        let profile = VllmProfile {
+            nodes,
+            ..VllmProfile::default()
+        };
+        VllmEngine::new(profile, topology).expect("the default profile fits every topology")
+    }
+
+    fn two_nodes() -> Vec<Node> {
+        vec![
+            Node {
+                name: "gpu-a".into(),
+                address: "10.0.0.1".into(),
+                launcher: Vec::new(),
+            },
+            Node {
+                name: "gpu-b".into(),
+                address: "10.0.0.2".into(),
+                launcher: [
+                    "srun",
+                    "--nodes=1",
+                    "--ntasks=1",
+                    "--nodelist={node}",
+                    "--export=ALL",
+                ]
+                .map(String::from)
+                .to_vec(),
+            },
+        ]
+    }
+
+    fn json_flag(spec: &ProcessSpec, flag: &str) -> Value {
+        let text = flag_value(spec, flag)
+            .unwrap_or_else(|| panic!("{flag} missing from `{}`", spec.command_line()));
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("{flag} is not JSON ({e}): {text}"))
+    }
+
+    /// The kvcr entry of `secondary_tiers`, wherever the connector nests it.
+    fn kvcr_tier(config: &Value) -> Value {
+        let offloading = match config["kv_connector"].as_str() {
+            Some("MultiConnector") => config["kv_connector_extra_config"]["connectors"]
+                .as_array()
+                .and_then(|c| {
+                    c.iter()
+                        .find(|c| c["kv_connector"] == "OffloadingConnector")
+                })
+                .cloned()
+                .expect("an OffloadingConnector inside the MultiConnector"),
+            _ => config.clone(),
+        };
+        assert_eq!(
+            offloading["kv_connector_extra_config"]["spec_name"],
+            "TieringOffloadingSpec"
+        );
+        let tiers = offloading["kv_connector_extra_config"]["secondary_tiers"]
+            .as_array()
+            .cloned()
+            .expect("secondary_tiers");
+        assert_eq!(tiers.len(), 1);
+        tiers[0].clone()
+    }
+
+    fn env<'a>(spec: &'a ProcessSpec, key: &str) -> Option<&'a str> {
+        spec.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn worker_kv_transfer_config_names_the_slot_port_and_the_guard() {
+        let ctx = example_context();
+        let slot = example_slot("B", 0);
+        let spec = engine(Topology::Agg).worker(&ctx, &slot);
+        let config = json_flag(&spec, "--kv-transfer-config");
+        assert_eq!(config["kv_connector"], "OffloadingConnector");
+        assert_eq!(
+            config["kv_connector_extra_config"]["self_describing_kv_events"],
+            true
+        );
+        let tier = kvcr_tier(&config);
+        assert_eq!(tier["type"], "kvcr");
+        assert_eq!(tier["router_capabilities"], json!(["router_hint"]));
+        assert_eq!(tier["control_ports"], json!([slot.control_port]));
+        assert_eq!(
+            tier["kvcr_service_socket_path"],
+            ctx.guard_socket.display().to_string()
+        );
+        assert_eq!(tier["compatibility_digest"], ctx.compatibility_digest);
+        assert_eq!(tier["guard_index"], slot.guard_index);
+        assert_eq!(tier["enable_telemetry"], true);
+        let abandon = tier["abandon_timeout_ms"].as_u64().unwrap_or(0);
+        assert!(abandon >= 2 * tier["operation_timeout_ms"].as_u64().unwrap_or(u64::MAX));
+    }
+
+    #[test]
+    fn worker_carries_the_reproducibility_flags_and_env() {
+        let ctx = example_context();
+        let spec = engine(Topology::Agg).worker(&ctx, &example_slot("A", 0));
+        for flag in ["--enable-prefix-caching", "--enforce-eager"] {
+            assert!(spec.args.iter().any(|a| a == flag), "{flag}");
+        }
+        assert_eq!(flag_value(&spec, "--block-size"), Some("64"));
+        assert_eq!(
+            flag_value(&spec, "--prefix-caching-hash-algo"),
+            Some("sha256")
+        );
+        assert_eq!(env(&spec, "PYTHONHASHSEED"), Some("0"));
+        assert_eq!(env(&spec, "VLLM_BATCH_INVARIANT"), Some("1"));
+        assert_eq!(env(&spec, "CUDA_VISIBLE_DEVICES"), Some("0"));
+        assert_eq!(env(&spec, "DYN_SYSTEM_PORT"), Some("18101"));
+        let events = json_flag(&spec, "--kv-events-config");
+        assert_eq!(events["endpoint"], "tcp://*:20081");
+        assert_eq!(events["enable_kv_cache_events"], true);
+    }
+
+    #[test]
+    fn replacement_keeps_guard_index_and_control_port() {
+        let ctx = example_context();
+        let e = engine(Topology::Agg);
+        let first = e.worker(&ctx, &example_slot("A", 0));
+        let again = e.worker(&ctx, &example_slot("A", 1));
+        assert_eq!(again.name, "worker-A.1");
+        assert_eq!(
+            kvcr_tier(&json_flag(&first, "--kv-transfer-config")),
+            kvcr_tier(&json_flag(&again, "--kv-transfer-config"))
+        );
+        assert_eq!(
+            env(&first, "CUDA_VISIBLE_DEVICES"),
+            env(&again, "CUDA_VISIBLE_DEVICES")
+        );
+    }
+
+    #[test]
+    fn reference_workers_have_no_kvcr() {
+        let ctx = example_context();
+        let e = engine(Topology::Agg);
+        for variant in [ReferenceVariant::Cached, ReferenceVariant::Uncached] {
+            let spec = e.reference_worker(&ctx, variant, &example_slot("A", 0));
+            let line = spec.command_line();
+            assert!(
+                flag_value(&spec, "--kv-transfer-config").is_none(),
+                "{line}"
+            );
+            assert!(
+                !line.contains("secondary_tiers") && !line.contains("kvcr_service_socket_path"),
+                "{line}"
+            );
+            assert_eq!(
+                flag_value(&spec, "--served-model-name"),
+                Some(e.reference_model(variant).as_str())
+            );
+        }
+        let uncached = e.reference_worker(&ctx, ReferenceVariant::Uncached, &example_slot("A", 0));
+        assert!(uncached
+            .args
+            .iter()
+            .any(|a| a == "--no-enable-prefix-caching"));
+        assert!(!uncached.args.iter().any(|a| a == "--enable-prefix-caching"));
+    }
+
+    #[test]
+    fn two_p_one_d_roles_connectors_and_shared_gpu() {
+        let ctx = example_context();
+        let e = engine(Topology::TwoP1D);
+        let plans = e.worker_plans();
+        assert_eq!(plans.len(), 3);
+        let specs: Vec<_> = plans
+            .iter()
+            .map(|p| e.worker(&ctx, &example_slot(&p.slot, 0)))
+            .collect();
+        let modes: Vec<_> = specs
+            .iter()
+            .map(|s| flag_value(s, "--disaggregation-mode"))
+            .collect();
+        assert_eq!(modes, [Some("prefill"), Some("prefill"), Some("decode")]);
+        let gpus: Vec<_> = specs
+            .iter()
+            .map(|s| env(s, "CUDA_VISIBLE_DEVICES"))
+            .collect();
+        assert_eq!(gpus, [Some("0"), Some("0"), Some("1")]);
+        assert_eq!(
+            flag_value(&specs[0], "--gpu-memory-utilization"),
+            Some("0.4")
+        );
+        assert_eq!(
+            flag_value(&specs[2], "--gpu-memory-utilization"),
+            Some("0.8")
+        );
+        for (spec, plan) in specs.iter().zip(&plans) {
+            let config = json_flag(spec, "--kv-transfer-config");
+            assert_eq!(config["kv_connector"], "MultiConnector");
+            let tier = kvcr_tier(&config);
+            assert_eq!(
+                tier["control_ports"],
+                json!([example_slot(&plan.slot, 0).control_port])
+            );
+            assert!(env(spec, "VLLM_NIXL_SIDE_CHANNEL_PORT").is_some());
+        }
+        let side: Vec<_> = specs
+            .iter()
+            .map(|s| env(s, "VLLM_NIXL_SIDE_CHANNEL_PORT"))
+            .collect();
+        assert_ne!(
+            side[0], side[1],
+            "co-located prefill workers need distinct side channels"
+        );
+    }
+
+    #[test]
+    fn two_node_advertises_node_addresses_and_runs_a_guard_per_node() {
+        let ctx = LaunchContext {
+            host: "10.0.0.1".into(),
+            ..example_context()
+        };
+        let e = engine(Topology::TwoNode);
+        let b = e.worker(&ctx, &example_slot("B", 0));
+        let tier = kvcr_tier(&json_flag(&b, "--kv-transfer-config"));
+        assert_eq!(tier["control_advertise_host"], "10.0.0.2");
+        assert_eq!(tier["control_host"], "0.0.0.0");
+        assert_eq!(env(&b, "DYN_TCP_RPC_HOST"), Some("10.0.0.2"));
+        assert_eq!(b.program, PathBuf::from("srun"));
+        let a = e.worker(&ctx, &example_slot("A", 0));
+        assert_eq!(
+            kvcr_tier(&json_flag(&a, "--kv-transfer-config"))["control_advertise_host"],
+            "10.0.0.1"
+        );
+        let guards = e.guards(&ctx);
+        assert_eq!(
+            guards.iter().map(|g| g.name.as_str()).collect::<Vec<_>>(),
+            ["guard", "guard-gpu-b"]
+        );
+    }
+
+    #[test]
+    fn two_node_refuses_loopback_and_missing_nodes() {
+        let err = VllmEngine::new(VllmProfile::default(), Topology::TwoNode).expect_err("no nodes");
+        assert!(err.contains("needs 2 nodes"), "{err}");
+        let mut profile = VllmProfile {
+            nodes: two_nodes(),
+            ..VllmProfile::default()
+        };
+        profile.nodes[1].address = "127.0.0.1".into();
+        let err = VllmEngine::new(profile, Topology::TwoNode).expect_err("loopback");
+        assert!(err.contains("cannot reach"), "{err}");
+    }
+
+    #[test]
+    fn guard_has_one_pool_for_the_vllm_adapter() {
+        let ctx = example_context();
+        let guard = engine(Topology::Agg)
+            .guard(&ctx)
+            .expect("vLLM runs the Guard");
+        assert_eq!(flag_value(&guard, "--pool-sizes-gb"), Some("4"));
+        assert_eq!(
+            flag_value(&guard, "--socket-path"),
+            Some(ctx.guard_socket.to_str().unwrap_or_default())
+        );
+    }
+
+    #[test]
+    fn profile_reads_from_toml_with_defaults() {
+        let profile: VllmProfile = toml::from_str(
+            "model = \"/models/qwen3-8b\"\ngpu_ids = [2, 3]\nblock_bytes = 9437184\n",
+        )
+        .expect("a valid profile");
+        assert_eq!(profile.model, "/models/qwen3-8b");
+        assert_eq!(profile.block_size, 64);
+        assert!(
+            toml::from_str::<VllmProfile>("modle = \"x\"").is_err(),
+            "typos are refused"
+        );
+    }
+
+    #[test]
+    fn token_identity_follows_model_block_and_version() {
+        let a = engine(Topology::Agg).token_identity();
+        let profile = VllmProfile {
+            block_size: 32,
+            ..VllmProfile::default()
+        };
+        let b = VllmEngine::new(profile, Topology::Agg)
+            .map(|e| e.token_identity())
+            .unwrap_or_default();
+        assert_ne!(a, b);
+        assert!(
+            a.contains("Qwen/Qwen3-0.6B") && a.contains("08567505"),
+            "{a}"
+        );
+    }
+
+    /// The plan of every process of one topology, as the snapshot holds it.
+    pub(crate) fn stack_plan(e: &dyn Engine, ctx: &LaunchContext) -> Vec<ProcessSpec> {
+        let mut specs = vec![e.frontend(ctx)];
+        specs.extend(e.guards(ctx));
+        for plan in e.worker_plans() {
+            specs.push(e.worker(ctx, &example_slot(&plan.slot, 0)));
+        }
+        specs.push(e.worker(ctx, &example_slot("A", 1)));
+        for variant in [ReferenceVariant::Cached, ReferenceVariant::Uncached] {
+            specs.push(e.reference_worker(ctx, variant, &example_slot("A", 0)));
+        }
+        specs
+    }
+
+    #[test]
+    fn snapshot_plans() {
+        for topology in Topology::ALL {
+            let ctx = match topology {
+                Topology::TwoNode => LaunchContext {
+                    host: "10.0.0.1".into(),
+                    ..example_context()
+                },
+                _ => example_context(),
+            };
+            insta::assert_json_snapshot!(
+                format!("vllm-{topology}"),
+                stack_plan(&engine(topology), &ctx)
+            );
+        }
+    }
+}

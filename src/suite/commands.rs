@@ -1,0 +1,113 @@
+//! `kvcr-e2e stack up` / `stack down`: a stack that outlives one test run,
+//! for the developer loop (`cargo test --test phase1 -- --attach …`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use nix::sys::signal::{self, SigSet, Signal};
+use nix::unistd::Pid;
+
+use crate::proc::procfs;
+use crate::wait::{self, Poll};
+
+use super::lifecycle::install_teardown_on_signal;
+use super::Suite;
+
+/// Where `stack up` describes its stack, unless `--manifest PATH` says otherwise.
+pub fn default_manifest(repo_root: &Path) -> PathBuf {
+    repo_root.join("target/phase1/stack.json")
+}
+
+/// Brings the stack up (and the reference cache warm), writes its
+/// `stack.json`, and keeps it running until SIGINT or SIGTERM
+/// (`kvcr-e2e stack down`), then tears it down.
+pub fn stack_up(argv: Vec<String>, manifest: &Path) -> ExitCode {
+    let (suite, _) = match Suite::from_argv("stack-up", argv, &[]) {
+        Ok(ready) => ready,
+        Err(exit) => return exit,
+    };
+    if suite.settings.attach.is_some() {
+        eprintln!("error: `stack up` starts a stack; --attach is for test runs");
+        return ExitCode::from(2);
+    }
+    install_teardown_on_signal();
+    let stack = match suite.stack().and_then(|s| suite.references().map(|_| s)) {
+        Ok(stack) => stack,
+        Err(e) => {
+            eprintln!("error: {e}");
+            suite.finish();
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(dir) = manifest.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Err(e) = stack.set_manifest(manifest) {
+        eprintln!("error: cannot write {}: {e}", manifest.display());
+        suite.finish();
+        return ExitCode::FAILURE;
+    }
+    println!("stack up: {}", manifest.display());
+    println!(
+        "  run cases:  cargo test --test phase1 -- --attach {} TC-03",
+        manifest.display()
+    );
+    println!("  stop it:    cargo run -- stack down");
+    // The signal thread tears the stack down and exits; this thread only
+    // has to stay alive until then.
+    let mut never = SigSet::empty();
+    never.add(Signal::SIGUSR2);
+    loop {
+        let _ = never.wait();
+    }
+}
+
+/// Asks the owner of the stack in `manifest` to tear it down, and waits.
+pub fn stack_down(manifest: &Path) -> ExitCode {
+    let owner = std::fs::read_to_string(manifest)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("owner_pid")?.as_u64());
+    let Some(owner) = owner.and_then(|p| u32::try_from(p).ok()) else {
+        eprintln!(
+            "error: {} does not describe a running stack (no owner_pid)",
+            manifest.display()
+        );
+        return ExitCode::FAILURE;
+    };
+    if !procfs::is_alive(owner) {
+        eprintln!(
+            "the stack's owner (pid {owner}) is gone already; its reaper cleaned up after it"
+        );
+        let _ = std::fs::remove_file(manifest);
+        return ExitCode::SUCCESS;
+    }
+    if let Err(e) = signal::kill(Pid::from_raw(owner as i32), Signal::SIGTERM) {
+        eprintln!("error: cannot signal the stack's owner (pid {owner}): {e}");
+        return ExitCode::FAILURE;
+    }
+    let done = wait::until(
+        format!("the stack's owner (pid {owner}) to tear down and exit"),
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        || {
+            if procfs::is_alive(owner) {
+                Poll::Pending("still running".into())
+            } else {
+                Poll::Ready(())
+            }
+        },
+    );
+    match done {
+        Ok(()) => {
+            let _ = std::fs::remove_file(manifest);
+            println!("stack down");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
