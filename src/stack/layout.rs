@@ -10,6 +10,45 @@ use serde::Serialize;
 
 use crate::proc::reaper;
 
+const SCRATCH_PREFIX: &str = "kvcr-e2e-";
+/// The pid of the harness that owns a scratch directory.
+const OWNER_FILE: &str = "owner.pid";
+
+/// Shared memory when the machine has it (pools want it), else the temp dir.
+fn scratch_base() -> PathBuf {
+    if Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+/// Removes scratch directories (pools, discovery, sockets) whose owning
+/// harness no longer runs: what a crash left behind that the reaper could
+/// not remove. Returns the directories removed.
+pub fn reclaim_stale(base: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(base) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(SCRATCH_PREFIX))
+        })
+        .filter(|dir| {
+            let owner = fs::read_to_string(dir.join(OWNER_FILE))
+                .ok()
+                .and_then(|t| t.trim().parse::<u32>().ok());
+            // No owner file: a directory being created right now, or not ours.
+            owner.is_some_and(|pid| !crate::proc::procfs::is_alive(pid))
+        })
+        .filter(|dir| fs::remove_dir_all(dir).is_ok())
+        .collect()
+}
+
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Layout {
     pub logs_dir: PathBuf,
@@ -18,17 +57,17 @@ pub struct Layout {
 
 impl Layout {
     /// Creates the directories. `run_id` makes the scratch directory unique.
+    /// Scratch directories of earlier runs whose harness is gone are
+    /// reclaimed first.
     pub fn create(logs_dir: &Path, run_id: &str) -> std::io::Result<Self> {
-        let base = if Path::new("/dev/shm").is_dir() {
-            PathBuf::from("/dev/shm")
-        } else {
-            std::env::temp_dir()
-        };
-        let scratch_dir = base.join(format!("kvcr-e2e-{run_id}"));
+        let base = scratch_base();
+        reclaim_stale(&base);
+        let scratch_dir = base.join(format!("{SCRATCH_PREFIX}{run_id}"));
         fs::create_dir_all(logs_dir)?;
         for sub in ["discovery", "pool", "ready"] {
             fs::create_dir_all(scratch_dir.join(sub))?;
         }
+        fs::write(scratch_dir.join(OWNER_FILE), std::process::id().to_string())?;
         reaper::track_path(&scratch_dir);
         Ok(Self {
             logs_dir: logs_dir.to_path_buf(),
@@ -54,5 +93,34 @@ impl Layout {
         if fs::remove_dir_all(&self.scratch_dir).is_ok() || !self.scratch_dir.exists() {
             reaper::forget_path(&self.scratch_dir);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(base: &Path, name: &str, owner: Option<u32>) -> PathBuf {
+        let dir = base.join(format!("{SCRATCH_PREFIX}{name}"));
+        fs::create_dir_all(dir.join("pool")).unwrap();
+        fs::write(dir.join("pool/kvcr-pool_0-x"), b"pool").unwrap();
+        if let Some(pid) = owner {
+            fs::write(dir.join(OWNER_FILE), pid.to_string()).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn stale_scratch_of_a_dead_harness_is_reclaimed() {
+        let base = tempfile::tempdir().unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = gone.id();
+        gone.wait().unwrap();
+        let stale = scratch(base.path(), "stale", Some(dead_pid));
+        let live = scratch(base.path(), "live", Some(std::process::id()));
+        let unowned = scratch(base.path(), "unowned", None);
+        let removed = reclaim_stale(base.path());
+        assert_eq!(removed, vec![stale.clone()]);
+        assert!(!stale.exists() && live.exists() && unowned.exists());
     }
 }

@@ -1,0 +1,226 @@
+//! The harness leaves nothing behind and two runs do not collide.
+//!
+//! These tests start real stacks through the `kvcr-e2e` binary (and the
+//! `phase1` test binary cargo built beside this one), kill the harness with
+//! SIGKILL, and check every pid, process group and scratch directory the
+//! run recorded in its `stack.json`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kvcr_e2e::proc::procfs;
+use serde_json::Value;
+
+/// One test at a time: each brings up one or two whole stacks, which is
+/// all a 2-core machine should do at once.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+const STARTUP: Duration = Duration::from_secs(240);
+const CLEANUP: Duration = Duration::from_secs(20);
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Polls `check` until it yields, or panics naming `what` after `timeout`.
+fn poll<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `kvcr-e2e stack up` writing its description to `manifest`.
+fn stack_up(manifest: &Path, runs: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_kvcr-e2e"))
+        .args(["stack", "up", "--manifest"])
+        .arg(manifest)
+        .arg("--run-dir")
+        .arg(runs)
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kvcr-e2e starts")
+}
+
+fn read_manifest(path: &Path, owner: &mut Child) -> Value {
+    poll(
+        &format!("{} to be written", path.display()),
+        STARTUP,
+        || {
+            if let Ok(Some(status)) = owner.try_wait() {
+                panic!(
+                    "the harness exited ({status}) before writing {}",
+                    path.display()
+                );
+            }
+            let text = std::fs::read_to_string(path).ok()?;
+            serde_json::from_str(&text).ok()
+        },
+    )
+}
+
+/// Every component pid the description records.
+fn component_pids(manifest: &Value) -> Vec<u32> {
+    let mut pids = vec![manifest["frontend"]["process"]["pid"].as_u64()];
+    pids.push(manifest["guard"]["process"]["pid"].as_u64());
+    for w in manifest["workers"].as_array().into_iter().flatten() {
+        pids.push(w["pid"].as_u64());
+    }
+    let pids: Vec<u32> = pids.into_iter().flatten().map(|p| p as u32).collect();
+    assert!(
+        pids.len() >= 4,
+        "expected frontend, Guard and two workers in {manifest}"
+    );
+    pids
+}
+
+fn scratch_dir(manifest: &Value) -> PathBuf {
+    PathBuf::from(
+        manifest["layout"]["scratch_dir"]
+            .as_str()
+            .expect("layout.scratch_dir"),
+    )
+}
+
+/// After the harness died: no recorded pid, no member of a recorded group,
+/// and no scratch directory (pools, discovery, socket) survives.
+fn assert_nothing_left(pids: &[u32], scratch: &Path) {
+    poll(
+        "every process of the killed run to be gone",
+        CLEANUP,
+        || {
+            let alive: Vec<u32> = pids
+                .iter()
+                .flat_map(|pid| procfs::group_members(*pid).into_iter().chain([*pid]))
+                .filter(|p| procfs::is_alive(*p))
+                .collect();
+            alive.is_empty().then_some(())
+        },
+    );
+    poll("the run's scratch directory to be removed", CLEANUP, || {
+        (!scratch.exists()).then_some(())
+    });
+}
+
+#[test]
+fn a_sigkilled_stack_owner_leaves_nothing_behind() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest_path = tmp.path().join("stack.json");
+    let mut owner = stack_up(&manifest_path, &tmp.path().join("runs"));
+    let manifest = read_manifest(&manifest_path, &mut owner);
+    let pids = component_pids(&manifest);
+    assert!(pids.iter().all(|p| procfs::is_alive(*p)), "the stack is up");
+    owner.kill().unwrap(); // SIGKILL: no teardown code runs
+    owner.wait().unwrap();
+    assert_nothing_left(&pids, &scratch_dir(&manifest));
+}
+
+/// The `phase1` harness binary cargo built for this run (same deps dir).
+fn phase1_binary() -> PathBuf {
+    let deps = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    std::fs::read_dir(&deps)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("phase1-") && !name.contains('.')
+        })
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .expect("cargo builds the phase1 test binary before running tests")
+}
+
+#[test]
+fn a_phase1_run_sigkilled_mid_case_leaves_nothing_behind() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let mut harness = Command::new(phase1_binary())
+        .args(["--run-dir"])
+        .arg(&runs)
+        .args(["--cases", "TC-05,TC-06"])
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let manifest = read_manifest(&runs.join("latest/stack.json"), &mut harness);
+    let pids = component_pids(&manifest);
+    // Let it get into a case, then kill it without warning.
+    poll("a case to start writing evidence", STARTUP, || {
+        std::fs::read_dir(runs.join("latest/cases"))
+            .ok()?
+            .next()
+            .map(|_| ())
+    });
+    harness.kill().unwrap();
+    harness.wait().unwrap();
+    assert_nothing_left(&pids, &scratch_dir(&manifest));
+}
+
+#[test]
+fn two_stacks_on_one_machine_do_not_collide() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let (m1, m2) = (tmp.path().join("one.json"), tmp.path().join("two.json"));
+    let mut first = stack_up(&m1, &tmp.path().join("runs1"));
+    let mut second = stack_up(&m2, &tmp.path().join("runs2"));
+    let (a, b) = (
+        read_manifest(&m1, &mut first),
+        read_manifest(&m2, &mut second),
+    );
+
+    let ports = |m: &Value| {
+        let mut p = vec![m["context"]["frontend_port"].as_u64().unwrap()];
+        for w in m["workers"].as_array().unwrap() {
+            p.push(w["slot"]["control_port"].as_u64().unwrap());
+            p.push(w["slot"]["metrics_port"].as_u64().unwrap());
+        }
+        p
+    };
+    let (pa, pb) = (ports(&a), ports(&b));
+    assert!(
+        pa.iter().all(|p| !pb.contains(p)),
+        "ports collide: {pa:?} vs {pb:?}"
+    );
+    for key in ["work_dir", "guard_socket", "pool_dir"] {
+        assert_ne!(a["context"][key], b["context"][key], "{key} is shared");
+    }
+    assert_ne!(
+        a["context"]["compatibility_digest"],
+        b["context"]["compatibility_digest"]
+    );
+
+    for (manifest, owner) in [(&m1, &mut first), (&m2, &mut second)] {
+        let status = Command::new(env!("CARGO_BIN_EXE_kvcr-e2e"))
+            .args(["stack", "down", "--manifest"])
+            .arg(manifest)
+            .status()
+            .unwrap();
+        assert!(status.success(), "stack down {}", manifest.display());
+        owner.wait().unwrap();
+    }
+    assert_nothing_left(&component_pids(&a), &scratch_dir(&a));
+    assert_nothing_left(&component_pids(&b), &scratch_dir(&b));
+}
