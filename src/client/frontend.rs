@@ -272,3 +272,26 @@ impl Client {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Inputs per property per run; see docs/robustness.md.
+    pub const PROPTEST_CASES: u32 = 512;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(PROPTEST_CASES))]
+
+        /// Any `/health` body (JSON or not) reads as a health value, never a panic.
+        #[test]
+        fn any_health_body_is_read(text in ".{0,200}", ids in prop::collection::vec(any::<i64>(), 0..4)) {
+            let raw = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text));
+            let _ = Health::from_body(200, raw).instance_ids();
+            let shaped = serde_json::json!({"status": "ready", "instances": ids.iter().map(|i| serde_json::json!({"instance_id": i, "endpoint": "generate"})).collect::<Vec<_>>()});
+            let health = Health::from_body(200, shaped);
+            let _ = (health.instance_ids(), health.instance_ids_for("generate"), health.is_healthy());
+        }
+    }
+}

@@ -344,3 +344,58 @@ impl Client {
         })
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Inputs per property per run; see docs/robustness.md.
+    pub const PROPTEST_CASES: u32 = 512;
+
+    fn json_chunk() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            ".{0,12}".prop_map(Value::from),
+        ];
+        let value = leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                prop::collection::btree_map(
+                    prop_oneof![
+                        Just("choices".to_string()),
+                        Just("nvext".to_string()),
+                        Just("usage".to_string()),
+                        Just("completion_token_ids".to_string()),
+                        Just("worker_id".to_string()),
+                        Just("text".to_string()),
+                        Just("finish_reason".to_string()),
+                        Just("error".to_string()),
+                        "[a-z_]{1,10}",
+                    ],
+                    inner,
+                    0..6
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        value.prop_map(|v| v.to_string())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(PROPTEST_CASES))]
+
+        /// Hostile SSE data events become chunks or typed failures, never a panic.
+        #[test]
+        fn any_sse_data_is_a_chunk_or_a_failure(chunks in prop::collection::vec(prop_oneof![json_chunk(), ".{0,64}"], 1..8)) {
+            let mut state = State::default();
+            for (i, data) in chunks.iter().enumerate() {
+                let _ = state.take(Duration::from_millis(i as u64), data);
+            }
+            let _ = (state.tokens(), state.worker_id());
+        }
+    }
+}
