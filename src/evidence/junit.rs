@@ -78,8 +78,13 @@ pub fn junit_xml(run: &RunRecord) -> Result<String, EvidenceError> {
 }
 
 /// Writes the JUnit XML to `path` (atomically) and returns it.
-pub fn write_junit(run: &RunRecord, path: &Path) -> Result<std::path::PathBuf, EvidenceError> {
-    let xml = junit_xml(run)?;
+pub fn write_junit(
+    run: &RunRecord,
+    path: &Path,
+    redactor: &crate::config::Redactor,
+) -> Result<std::path::PathBuf, EvidenceError> {
+    // JUnit may live outside the run directory, so it is scrubbed here.
+    let xml = redactor.scrub(&junit_xml(run)?);
     super::run_dir::write_atomic(path, xml.as_bytes())?;
     Ok(path.to_path_buf())
 }

@@ -13,7 +13,7 @@
 //! rec = rec.with_evidence(dir.relative(&path));
 //! rec.outcome = Outcome::Failed { message: format!("no host-tier hit; see {}", path.display()) };
 //! # let run: evidence::RunRecord = todo!();
-//! evidence::write_junit(&run, &dir.root().join("junit.xml"))?;
+//! evidence::write_junit(&run, &dir.root().join("junit.xml"), dir.redactor())?;
 //! # Ok(()) }
 //! ```
 

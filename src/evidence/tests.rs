@@ -144,7 +144,12 @@ fn results_and_report_are_written_into_the_run_dir() {
     assert_eq!(p, dir.root().join("results.json"));
     let r = write_report(&dir, &results).unwrap();
     assert!(std::fs::read_to_string(r).unwrap().contains("<svg"));
-    let j = write_junit(&results.run, &dir.root().join("junit.xml")).unwrap();
+    let j = write_junit(
+        &results.run,
+        &dir.root().join("junit.xml"),
+        &crate::config::Redactor::none(),
+    )
+    .unwrap();
     assert!(std::fs::read_to_string(j)
         .unwrap()
         .contains("<testsuite name=\"phase1\""));
@@ -243,4 +248,18 @@ fn report_with_a_single_arm_and_level() {
     results.perf.baseline = None;
     let html = render_report(&results).unwrap();
     assert_eq!(html.matches("<svg").count(), 4);
+}
+
+#[test]
+fn junit_never_carries_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = sample::run_record();
+    run.cases[0].outcome = Outcome::Failed {
+        message: "HTTP 401 with token sk-live-0123456789abcdef".into(),
+    };
+    let redactor = crate::config::Redactor::from_values(["sk-live-0123456789abcdef".to_string()]);
+    let path = write_junit(&run, &dir.path().join("junit.xml"), &redactor).unwrap();
+    let xml = std::fs::read_to_string(path).unwrap();
+    assert!(!xml.contains("sk-live-0123456789abcdef"), "{xml}");
+    assert!(xml.contains("HTTP 401 with token"), "{xml}");
 }

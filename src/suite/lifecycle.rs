@@ -40,6 +40,8 @@ pub struct Suite {
     records: Mutex<Vec<CaseRecord>>,
     provisions: AtomicU32,
     started_utc: crate::evidence::UtcTime,
+    /// Scrubs secret values of the environment from everything written.
+    redactor: crate::config::Redactor,
 }
 
 impl Suite {
@@ -126,6 +128,7 @@ impl Suite {
             records: Mutex::new(Vec::new()),
             provisions: AtomicU32::new(0),
             started_utc: crate::evidence::UtcTime::now(),
+            redactor: crate::config::Redactor::from_process_env(),
         })
     }
 
@@ -167,6 +170,8 @@ impl Suite {
                 Ok(Completion::Completed)
             }
             Err(message) => {
+                // Failure messages quote what the stack said; no secret leaves.
+                let message = self.redactor.scrub(&message);
                 self.record(
                     case,
                     started,
@@ -392,14 +397,17 @@ impl Suite {
         let junit = self.settings.junit_path(run.root());
         let written = results
             .write(run)
-            .and_then(|_| crate::evidence::write_junit(&results.run, &junit))
+            .and_then(|_| crate::evidence::write_junit(&results.run, &junit, &self.redactor))
             .and_then(|_| crate::evidence::write_report(run, &results));
         if let Err(e) = written {
             eprintln!("[kvcr-e2e] could not write all evidence: {e}");
         }
         eprintln!(
             "{}",
-            crate::evidence::render_summary(&results.run, &results.perf)
+            self.redactor.scrub(&crate::evidence::render_summary(
+                &results.run,
+                &results.perf
+            ))
         );
         eprintln!(
             "[kvcr-e2e] evidence: {} (junit: {})",
