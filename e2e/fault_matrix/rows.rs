@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use kvcr_e2e::client::{ClientError, Completion};
 use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
 
 use crate::cases::{
@@ -80,6 +81,11 @@ pub fn all() -> Vec<Case> {
             "TC-06",
             "guard_that_never_serves_gives_no_t1",
             guard_never_serves,
+        ),
+        row(
+            "TC-01",
+            "bad_requests_get_clear_errors_and_workers_stay_up",
+            bad_requests,
         ),
     ]
 }
@@ -225,4 +231,37 @@ fn cut_stream(ctx: &CaseCtx) -> CaseResult {
 fn guard_never_serves(ctx: &CaseCtx) -> CaseResult {
     let _stopped = ctx.stop_guard()?;
     expect_red(ctx, tc06::run, "no t1")
+}
+
+/// Bad input through the real router gets a clear error response, and every
+/// worker keeps serving correct tokens afterwards.
+fn bad_requests(ctx: &CaseCtx) -> CaseResult {
+    let a = ctx.worker("A")?;
+    let status_of =
+        |request: Completion| match kvcr_e2e::rt::block_on(ctx.client.complete(&request)) {
+            Err(ClientError::Status { status, body, .. }) => Ok((status, body)),
+            other => Err(CaseError::new(format!(
+                "expected an error status, got {other:?}"
+            ))),
+        };
+    let too_long: Vec<u32> = (0..4096).map(|i| 3 + i % 400).collect();
+    let (long_status, long_body) =
+        status_of(Completion::new(ctx.stack.engine.model(), too_long).pin_worker(a.instance_id()))?;
+    let (model_status, model_body) = status_of(Completion::new("no-such-model", "hello"))?;
+    ctx.record(
+        "bad-requests.json",
+        &json!({"over_long_prompt": [long_status, long_body], "unknown_model": [model_status, model_body]}),
+    );
+    if !(400..500).contains(&long_status) || model_status != 404 {
+        return Err(CaseError::new(format!(
+            "over-long prompt got HTTP {long_status} (want 4xx), unknown model got HTTP {model_status} (want 404)"
+        )));
+    }
+    // The workers are still up and correct.
+    for worker in ctx.stack.workers() {
+        let family = ctx.family()?;
+        let answer = ctx.complete_on(&worker, family.variant(0))?;
+        ctx.expect_reference(family.variant(0), &answer.tokens)?;
+    }
+    Ok(())
 }

@@ -31,7 +31,7 @@ use nix::sys::signal::Signal;
 use serde::Serialize;
 
 use crate::engine::{Engine, LaunchContext, ReferenceVariant};
-use crate::proc::{StopReport, Supervised};
+use crate::proc::{procfs, StopReport, Supervised};
 
 /// A running stack.
 pub struct Stack {
@@ -307,7 +307,7 @@ impl Stack {
 
     /// The stack as data, for `stack.json`.
     pub fn describe(&self) -> serde_json::Value {
-        let proc = |p: &Supervised| serde_json::json!({"name": p.name(), "pid": p.pid(), "log": p.log_path()});
+        let proc = |p: &Supervised| serde_json::json!({"name": p.name(), "pid": p.pid(), "log": p.log_path(), "rss_kib": procfs::rss_kib(p.pid())});
         serde_json::json!({
             "owner_pid": self.owner_pid,
             "layout": self.layout,

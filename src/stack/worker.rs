@@ -42,6 +42,7 @@ impl Worker {
             "slot": self.slot,
             "pid": self.process.pid(),
             "log": self.process.log_path(),
+            "rss_kib": crate::proc::procfs::rss_kib(self.process.pid()),
             "ready": self.ready,
         })
     }

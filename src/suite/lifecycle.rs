@@ -290,7 +290,11 @@ impl Suite {
                     let _ = run.write_stack(&stack.describe());
                     return Ok(Arc::new(stack));
                 }
-                let python = self.python()?.python.clone();
+                let python_env = self.python()?;
+                // Recorded, not asserted: where the interpreter came from,
+                // and the bootstrap's time and size when this run built it.
+                let _ = run.write_root_json("python-env.json", python_env);
+                let python = python_env.python.clone();
                 self.provisions.fetch_add(1, Ordering::SeqCst);
                 let options = StackOptions {
                     python,
