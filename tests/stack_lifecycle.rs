@@ -44,9 +44,33 @@ fn poll<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) 
     }
 }
 
+/// A harness process this test started; SIGKILLed if the test ends early
+/// (a failed assertion), so its reaper tears its stack down.
+struct Harness(Child);
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for Harness {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Harness {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
 /// `kvcr-e2e stack up` writing its description to `manifest`.
-fn stack_up(manifest: &Path, runs: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_kvcr-e2e"))
+fn stack_up(manifest: &Path, runs: &Path) -> Harness {
+    Harness(Command::new(env!("CARGO_BIN_EXE_kvcr-e2e"))
         .args(["stack", "up", "--manifest"])
         .arg(manifest)
         .arg("--run-dir")
@@ -55,7 +79,7 @@ fn stack_up(manifest: &Path, runs: &Path) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("kvcr-e2e starts")
+        .expect("kvcr-e2e starts"))
 }
 
 fn read_manifest(path: &Path, owner: &mut Child) -> Value {
@@ -156,7 +180,7 @@ fn a_phase1_run_sigkilled_mid_case_leaves_nothing_behind() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");
-    let mut harness = Command::new(phase1_binary())
+    let mut harness = Harness(Command::new(phase1_binary())
         .args(["--run-dir"])
         .arg(&runs)
         .args(["--cases", "TC-05,TC-06"])
@@ -164,7 +188,7 @@ fn a_phase1_run_sigkilled_mid_case_leaves_nothing_behind() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap());
     let manifest = read_manifest(&runs.join("latest/stack.json"), &mut harness);
     let pids = component_pids(&manifest);
     // Let it get into a case, then kill it without warning.
