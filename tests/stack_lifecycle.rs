@@ -70,16 +70,18 @@ impl std::ops::DerefMut for Harness {
 
 /// `kvcr-e2e stack up` writing its description to `manifest`.
 fn stack_up(manifest: &Path, runs: &Path) -> Harness {
-    Harness(Command::new(env!("CARGO_BIN_EXE_kvcr-e2e"))
-        .args(["stack", "up", "--manifest"])
-        .arg(manifest)
-        .arg("--run-dir")
-        .arg(runs)
-        .current_dir(root())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("kvcr-e2e starts"))
+    Harness(
+        Command::new(env!("CARGO_BIN_EXE_kvcr-e2e"))
+            .args(["stack", "up", "--manifest"])
+            .arg(manifest)
+            .arg("--run-dir")
+            .arg(runs)
+            .current_dir(root())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kvcr-e2e starts"),
+    )
 }
 
 fn read_manifest(path: &Path, owner: &mut Child) -> Value {
@@ -180,15 +182,17 @@ fn a_phase1_run_sigkilled_mid_case_leaves_nothing_behind() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");
-    let mut harness = Harness(Command::new(phase1_binary())
-        .args(["--run-dir"])
-        .arg(&runs)
-        .args(["--cases", "TC-05,TC-06"])
-        .current_dir(root())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap());
+    let mut harness = Harness(
+        Command::new(phase1_binary())
+            .args(["--run-dir"])
+            .arg(&runs)
+            .args(["--cases", "TC-05,TC-06"])
+            .current_dir(root())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let manifest = read_manifest(&runs.join("latest/stack.json"), &mut harness);
     let pids = component_pids(&manifest);
     // Let it get into a case, then kill it without warning.

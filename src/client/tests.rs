@@ -374,25 +374,3 @@ async fn health_and_models() {
     assert!(!h.is_healthy());
     assert_eq!(h.http_status, 503);
 }
-
-/// Client overhead per SSE chunk (run with `cargo test --lib -- --ignored --nocapture`).
-#[tokio::test]
-#[ignore = "measurement, not a check"]
-async fn measure_client_overhead_per_chunk() {
-    const CHUNKS: usize = 5000;
-    let mut script = vec![sse_head()];
-    let mut all = String::new();
-    for i in 0..CHUNKS {
-        let fin = (i + 1 == CHUNKS).then_some("length");
-        all.push_str(&format!("data: {}\n\n", chunk(" t", 1, fin)));
-    }
-    all.push_str("data: [DONE]\n\n");
-    script.push(Step::Send(all.into_bytes()));
-    let srv = TestServer::start(vec![script]).await;
-    let client = Client::new(&srv.url).unwrap();
-    let start = std::time::Instant::now();
-    let out = client.stream(&req()).await.unwrap();
-    let per = start.elapsed() / CHUNKS as u32;
-    assert_eq!(out.chunks.len(), CHUNKS);
-    println!("client overhead: {per:?} per chunk over {CHUNKS} chunks");
-}
