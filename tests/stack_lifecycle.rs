@@ -252,3 +252,61 @@ fn two_stacks_on_one_machine_do_not_collide() {
     assert_nothing_left(&component_pids(&a), &scratch_dir(&a));
     assert_nothing_left(&component_pids(&b), &scratch_dir(&b));
 }
+
+#[test]
+fn attached_runs_use_a_warm_stack_and_destructive_cases_restore_it() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest_path = tmp.path().join("stack.json");
+    let mut owner = stack_up(&manifest_path, &tmp.path().join("owner-runs"));
+    let before = read_manifest(&manifest_path, &mut owner);
+    let attached_run = |case: &str| {
+        let started = Instant::now();
+        let output = Command::new(phase1_binary())
+            .arg("--attach")
+            .arg(&manifest_path)
+            .arg("--run-dir")
+            .arg(tmp.path().join("attached-runs"))
+            .arg(case)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).to_string()
+            + &String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "attached {case} failed:\n{text}");
+        assert!(
+            text.contains("1 passed"),
+            "attached {case} ran no case:\n{text}"
+        );
+        assert!(text.contains("attached to the stack"), "{text}");
+        started.elapsed()
+    };
+    // A destructive case kills worker A and restores the stack it attached to.
+    attached_run("TC-04");
+    let after: Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    let replacement = after["workers"][0]["pid"].as_u64().unwrap() as u32;
+    assert_ne!(
+        replacement,
+        before["workers"][0]["pid"].as_u64().unwrap() as u32,
+        "A was replaced"
+    );
+    assert!(
+        procfs::is_alive(replacement),
+        "the replacement outlives the attached run"
+    );
+    // The next attached run finds the stack whole, and starts nothing.
+    let warm = attached_run("TC-03");
+    eprintln!("TC-03 against a warm stack took {warm:?}");
+
+    let status = Command::new(env!("CARGO_BIN_EXE_kvcr-e2e"))
+        .args(["stack", "down", "--manifest"])
+        .arg(&manifest_path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    owner.wait().unwrap();
+    let mut pids = component_pids(&before);
+    pids.push(replacement);
+    assert_nothing_left(&pids, &scratch_dir(&before));
+}

@@ -189,7 +189,10 @@ pub trait Engine: Send + Sync {
     fn prompt_vocab(&self) -> std::ops::Range<u32>;
     /// Whether this engine runs the KVCR Guard service.
     fn has_guard(&self) -> bool;
-    fn frontend(&self, ctx: &LaunchContext) -> ProcessSpec;
+    /// The Dynamo frontend with its KV router (the same for every engine).
+    fn frontend(&self, ctx: &LaunchContext) -> ProcessSpec {
+        dynamo::frontend(ctx)
+    }
     fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec>;
     fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec;
     fn reference_worker(

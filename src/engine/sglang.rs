@@ -209,10 +209,6 @@ impl Engine for SglangEngine {
         false
     }
 
-    fn frontend(&self, ctx: &LaunchContext) -> ProcessSpec {
-        dynamo::frontend(ctx)
-    }
-
     fn guard(&self, _ctx: &LaunchContext) -> Option<ProcessSpec> {
         None
     }

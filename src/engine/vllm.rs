@@ -240,10 +240,6 @@ impl Engine for VllmEngine {
         true
     }
 
-    fn frontend(&self, ctx: &LaunchContext) -> ProcessSpec {
-        dynamo::frontend(ctx)
-    }
-
     fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
         Some(dynamo::guard_service(
             ctx,
