@@ -14,10 +14,9 @@ use serde_json::{json, Value};
 
 use crate::proc::ProcessSpec;
 
-use super::topology::{plan_workers, Node, Topology, WorkerPlan, WorkerRole};
-use super::vllm::{
-    bind_host, check_nodes, dense_geometry, gpu_worker_env, kv_events_config, nodes_or_local,
-};
+use super::topology;
+use super::topology::{plan_workers, Node, Topology, WorkerPlan};
+use super::vllm::{bind_host, check_nodes, dense_geometry, gpu_worker_env, kv_events_config};
 use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, WorkerSlot};
 
 /// Model and GPU settings of an SGLang stack (a profile file's `[sglang]` table).
@@ -108,25 +107,11 @@ impl SglangEngine {
     }
 
     fn plan_for(&self, slot: &WorkerSlot) -> WorkerPlan {
-        self.plans
-            .iter()
-            .find(|p| p.slot == slot.name)
-            .or_else(|| self.plans.first())
-            .cloned()
-            .unwrap_or_else(|| WorkerPlan {
-                slot: slot.name.clone(),
-                role: WorkerRole::Aggregated,
-                node: 0,
-                gpus: self.profile.gpu_ids.clone(),
-                gpu_sharers: 1,
-            })
+        topology::plan_for(&self.plans, slot, &self.profile.gpu_ids)
     }
 
     fn node_of(&self, ctx: &LaunchContext, plan: &WorkerPlan) -> Node {
-        nodes_or_local(&self.profile.nodes, ctx)
-            .get(plan.node)
-            .cloned()
-            .unwrap_or_else(|| Node::local(&ctx.host))
+        topology::node_of(&self.profile.nodes, ctx, plan)
     }
 
     fn base_worker(

@@ -230,6 +230,40 @@ pub fn set_env(mut spec: ProcessSpec, key: &str, value: impl Into<String>) -> Pr
     spec
 }
 
+/// The plan of `slot` among `plans`, by slot name (the first plan for a slot
+/// the topology does not name, e.g. a reference worker's).
+pub fn plan_for(plans: &[WorkerPlan], slot: &super::WorkerSlot, gpu_ids: &[u32]) -> WorkerPlan {
+    plans
+        .iter()
+        .find(|p| p.slot == slot.name)
+        .or_else(|| plans.first())
+        .cloned()
+        .unwrap_or_else(|| WorkerPlan {
+            slot: slot.name.clone(),
+            role: WorkerRole::Aggregated,
+            node: 0,
+            gpus: gpu_ids.to_vec(),
+            gpu_sharers: 1,
+        })
+}
+
+/// The node a plan runs on: one of `nodes`, or this host when none are set.
+pub fn node_of(nodes: &[Node], ctx: &super::LaunchContext, plan: &WorkerPlan) -> Node {
+    nodes_or_local(nodes, ctx)
+        .get(plan.node)
+        .cloned()
+        .unwrap_or_else(|| Node::local(&ctx.host))
+}
+
+/// The configured nodes, or this host alone.
+pub fn nodes_or_local(nodes: &[Node], ctx: &super::LaunchContext) -> Vec<Node> {
+    if nodes.is_empty() {
+        vec![Node::local(&ctx.host)]
+    } else {
+        nodes.to_vec()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,10 @@ use serde_json::{json, Value};
 
 use crate::proc::ProcessSpec;
 
-use super::topology::{plan_workers, set_env, Node, Topology, WorkerPlan, WorkerRole};
+use super::topology;
+use super::topology::{
+    nodes_or_local, plan_workers, set_env, Node, Topology, WorkerPlan, WorkerRole,
+};
 use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, WorkerSlot};
 
 /// Model and GPU settings of a vLLM stack (a profile file's `[vllm]` table).
@@ -107,21 +110,8 @@ impl VllmEngine {
         nodes_or_local(&self.profile.nodes, ctx)
     }
 
-    /// The plan of `slot`, by slot name (the first plan for a slot the
-    /// topology does not name, e.g. a reference worker's).
     fn plan_for(&self, slot: &WorkerSlot) -> WorkerPlan {
-        self.plans
-            .iter()
-            .find(|p| p.slot == slot.name)
-            .or_else(|| self.plans.first())
-            .cloned()
-            .unwrap_or_else(|| WorkerPlan {
-                slot: slot.name.clone(),
-                role: WorkerRole::Aggregated,
-                node: 0,
-                gpus: self.profile.gpu_ids.clone(),
-                gpu_sharers: 1,
-            })
+        topology::plan_for(&self.plans, slot, &self.profile.gpu_ids)
     }
 
     /// The flags and environment every vLLM worker shares, KVCR or not.
@@ -166,10 +156,7 @@ impl VllmEngine {
     }
 
     fn node_of(&self, ctx: &LaunchContext, plan: &WorkerPlan) -> Node {
-        self.nodes(ctx)
-            .get(plan.node)
-            .cloned()
-            .unwrap_or_else(|| Node::local(&ctx.host))
+        topology::node_of(&self.profile.nodes, ctx, plan)
     }
 
     /// The `"kvcr"` entry of `secondary_tiers` for `slot`.
@@ -372,14 +359,6 @@ pub(crate) fn bind_host(topology: Topology, node: &Node) -> String {
 }
 
 /// The profile's nodes, or the harness's host alone.
-pub(crate) fn nodes_or_local(nodes: &[Node], ctx: &LaunchContext) -> Vec<Node> {
-    if nodes.is_empty() {
-        vec![Node::local(&ctx.host)]
-    } else {
-        nodes.to_vec()
-    }
-}
-
 /// A multi-node topology needs as many nodes, each with an address its
 /// peers can dial (never loopback).
 pub(crate) fn check_nodes(topology: Topology, nodes: &[Node]) -> Result<(), String> {
