@@ -114,7 +114,7 @@ fn wrong_token(ctx: &CaseCtx) -> CaseResult {
 fn dead_router(ctx: &CaseCtx) -> CaseResult {
     ctx.kill_frontend()?;
     // The suite's restore step starts a new frontend after the row.
-    expect_red(ctx, tc01::run, "failed: ")
+    expect_red(ctx, tc01::run, "no response")
 }
 
 fn never_registers(ctx: &CaseCtx) -> CaseResult {
@@ -225,7 +225,7 @@ fn stalled_stream(ctx: &CaseCtx) -> CaseResult {
 
 fn cut_stream(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A"], json!({"cut_stream_after": 3}))?;
-    expect_red(ctx, tc05::COLD.run, "stream of")
+    expect_red(ctx, tc05::COLD.run, "sent an error in the stream after 3 tokens")
 }
 
 fn guard_never_serves(ctx: &CaseCtx) -> CaseResult {
