@@ -225,7 +225,11 @@ fn stalled_stream(ctx: &CaseCtx) -> CaseResult {
 
 fn cut_stream(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A"], json!({"cut_stream_after": 3}))?;
-    expect_red(ctx, tc05::COLD.run, "sent an error in the stream after 3 tokens")
+    expect_red(
+        ctx,
+        tc05::COLD.run,
+        "sent an error in the stream after 3 tokens",
+    )
 }
 
 fn guard_never_serves(ctx: &CaseCtx) -> CaseResult {
