@@ -101,11 +101,8 @@ fn cache_path(dir: &Path, digest: &str) -> PathBuf {
 
 /// Whether a valid cache entry exists (then no reference workers are needed).
 pub fn cached(settings: &Settings, engine: &dyn Engine, dir: &Path) -> bool {
-    read_cache(
-        &cache_path(dir, &digest(settings, engine)),
-        &digest(settings, engine),
-    )
-    .is_some()
+    let digest = digest(settings, engine);
+    read_cache(&cache_path(dir, &digest), &digest).is_some()
 }
 
 fn read_cache(path: &Path, digest: &str) -> Option<References> {

@@ -30,8 +30,6 @@ pub struct CpuEngine {
     /// Digest of the engine's sources and model files: a change to either
     /// may change tokens, so it is part of the reference cache key.
     sources_digest: String,
-    /// Launch-time fault switches (`--fault NAME[=ARG]`) for every KVCR worker.
-    pub launch_faults: Vec<String>,
 }
 
 impl CpuEngine {
@@ -41,7 +39,6 @@ impl CpuEngine {
             geometry,
             sources_digest: sources_digest(repo_root),
             vocab_size: vocab_size(&repo_root.join(MODEL_DIR)),
-            launch_faults: Vec::new(),
         }
     }
 
@@ -128,8 +125,7 @@ impl Engine for CpuEngine {
     }
 
     fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec {
-        let mut spec = self
-            .base_worker(ctx, &slot.name, &slot.process_name(), slot)
+        self.base_worker(ctx, &slot.name, &slot.process_name(), slot)
             .args(["--served-model-name", &self.model(), "--kvcr", "on"])
             .args([
                 "--control-host",
@@ -141,11 +137,7 @@ impl Engine for CpuEngine {
             .arg("--guard-socket")
             .arg(ctx.guard_socket.display().to_string())
             .args(["--guard-index", &slot.guard_index.to_string()])
-            .args(["--compatibility-digest", &ctx.compatibility_digest]);
-        for fault in &self.launch_faults {
-            spec = spec.args(["--fault", fault]);
-        }
-        spec
+            .args(["--compatibility-digest", &ctx.compatibility_digest])
     }
 
     fn reference_worker(

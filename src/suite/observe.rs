@@ -24,20 +24,18 @@ pub fn peer_transfer(source: &Delta, target: &Delta) -> PeerTransfer {
 /// A transfer served by the Guard: the source side comes from the Guard's
 /// `source_transfer_completed` events (the Guard has no metrics).
 pub fn guard_transfer(guard_events: &[GuardLogEntry], target: &Delta) -> PeerTransfer {
-    let completed: Vec<_> = guard_events
+    let (served, failed): (Vec<_>, Vec<_>) = guard_events
         .iter()
         .filter_map(|e| match &e.event {
             GuardEvent::SourceTransferCompleted(t) => Some(t),
             _ => None,
         })
-        .collect();
-    let ok =
-        |t: &&&crate::telemetry::guard_log::SourceTransfer| t.result.as_deref() == Some("success");
+        .partition(|t| t.result.as_deref() == Some("success"));
     PeerTransfer {
-        source_write_success_ops: completed.iter().filter(ok).count() as u64,
-        source_write_failed_ops: completed.iter().filter(|t| !ok(t)).count() as u64,
-        source_write_blocks: completed.iter().filter(ok).map(|t| t.blocks).sum(),
-        source_write_bytes: completed.iter().filter(ok).map(|t| t.bytes).sum(),
+        source_write_success_ops: served.len() as u64,
+        source_write_failed_ops: failed.len() as u64,
+        source_write_blocks: served.iter().map(|t| t.blocks).sum(),
+        source_write_bytes: served.iter().map(|t| t.bytes).sum(),
         ..target_side(target)
     }
 }
