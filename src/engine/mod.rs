@@ -181,10 +181,11 @@ fn gpu_profile<T: serde::de::DeserializeOwned>(
     repo_root: &std::path::Path,
     engine: &str,
 ) -> Result<T, String> {
-    let path = settings
-        .engine_profile
-        .clone()
-        .unwrap_or_else(|| repo_root.join(format!("fixtures/engines/{engine}.toml")));
+    let path = match &settings.engine_profile {
+        Some(path) if path.is_relative() => repo_root.join(path),
+        Some(path) => path.clone(),
+        None => repo_root.join(format!("fixtures/engines/{engine}.toml")),
+    };
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("engine profile {}: {e}", path.display()))?;
     toml::from_str(&text).map_err(|e| format!("engine profile {}: {e}", path.display()))

@@ -87,6 +87,9 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     // frontend, the bare engine and the reference workers' ports.
     let mut free = ports::free_ports(&options.host, 2 + 4 * plans.len() + 2 * 3)?.into_iter();
     let mut next_port = move || free.next().unwrap_or(0);
+    let mut system = ports::free_ports_in(&options.host, plans.len() + 3, ports::SYSTEM_PORT_RANGE)?
+        .into_iter();
+    let mut next_system_port = move || system.next().unwrap_or(0);
     let guard_count = if engine.guard_per_slot() {
         1
     } else {
@@ -122,7 +125,7 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
                 guard_service,
                 guard_socket,
                 control_port: next_port(),
-                metrics_port: next_port(),
+                metrics_port: next_system_port(),
                 kv_events_port: next_port(),
                 side_channel_port: next_port(),
                 generation: 0,
@@ -140,7 +143,7 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
                     guard_service: String::new(),
                     guard_socket: PathBuf::new(),
                     control_port: 0,
-                    metrics_port: next_port(),
+                    metrics_port: next_system_port(),
                     kv_events_port: next_port(),
                     side_channel_port: next_port(),
                     ready_file: layout.ready_file(v.label()),
