@@ -66,6 +66,8 @@ pub enum PyEnvError {
         expect: &'static str,
         seen: String,
     },
+    #[error("the interpreter {python} does not exist; pass an existing python to --python (or PHASE1_PYTHON), or drop it to use the project venv")]
+    NoInterpreter { python: PathBuf },
     #[error(transparent)]
     Patch(#[from] PatchError),
     #[error("I/O error on {path}: {source}")]
@@ -121,6 +123,11 @@ pub fn ensure_env(
         .map(|p| Patch::load(&repo_root.join(p)))
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(python) = user_python {
+        if !python.exists() {
+            return Err(PyEnvError::NoInterpreter {
+                python: python.to_path_buf(),
+            });
+        }
         check(python, spec)?;
         let site = site_packages(python)?;
         let applied = patch_files
@@ -300,8 +307,10 @@ fn repatch(
         patches::revert(&site, patch)?;
     }
     let applied = apply_all(venv, &python, patch_files)?;
+    progress("checking imports");
     check(&python, spec)?;
     write(&marker, digest)?;
+    progress(&format!("Python env `{}` re-patched", spec.name));
     Ok(applied)
 }
 

