@@ -48,6 +48,16 @@ pub fn all() -> Vec<Case> {
             "underreported_local_blocks_are_caught",
             underreported_local_blocks,
         ),
+        row(
+            "TC-02",
+            "unexported_computed_blocks_are_not_zero",
+            unexported_computed_blocks,
+        ),
+        row(
+            "TC-02",
+            "unexported_kvcr_operations_are_not_zero",
+            unexported_kvcr_operations,
+        ),
         row("TC-03", "corrupted_transfer_is_caught", corrupted_transfer),
         row(
             "TC-03",
@@ -174,6 +184,25 @@ fn corrupted_local_delivery(ctx: &CaseCtx) -> CaseResult {
 fn underreported_local_blocks(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A"], json!({"underreport_blocks": true}))?;
     expect_red(ctx, tc02::run, "host-tier (DRAM) hit")
+}
+
+/// An engine that does not export `cpu_engine_computed_blocks`: TC-02's
+/// "0 blocks recomputed" must not pass on silence.
+fn unexported_computed_blocks(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"drop_series": "cpu_engine_computed_blocks"}))?;
+    expect_red(ctx, tc02::run, "computed_blocks not reported by worker A")
+}
+
+/// An engine that exports no KVCR operation histogram: "no remote transfer"
+/// must not pass on silence (the whole family is gone, so even the series
+/// created on first event cannot read as 0).
+fn unexported_kvcr_operations(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"drop_series": "vllm:kvcr_duration_seconds"}))?;
+    expect_red(
+        ctx,
+        tc02::run,
+        "op_count{scope=remote_deliver,result=success} not reported by worker A",
+    )
 }
 
 fn corrupted_transfer(ctx: &CaseCtx) -> CaseResult {

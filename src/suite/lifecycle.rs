@@ -218,8 +218,7 @@ impl Suite {
         } else {
             result
         };
-        let (evidence, measurements) = ctx.into_evidence();
-        Ok((result, evidence, measurements))
+        Ok(ctx.into_evidence(result))
     }
 
     fn record(

@@ -45,7 +45,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     // Fault: SIGKILL A, then verify it took effect.
     let mut events = guard.follow()?;
     let kill = ctx.stack.kill_worker("A")?;
-    let promotion = events.await_promotion(a.slot.guard_index);
+    let promotion = events.await_promotion(a.slot.guard_index)?;
     ctx.measure("promotion_ms", promotion.as_ref().map(|p| p.promotion_ms));
     ctx.measure(
         "recovered_blocks",
@@ -114,7 +114,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let answer = ctx.complete_on(&replacement, reclaimed.variant(1))?;
     ctx.expect_reference(reclaimed.variant(1), &answer.tokens)?;
     let delta = ctx.delta_since(&replacement, &before)?;
-    let hit = host_tier_hit(&delta, answer.cached_tokens);
+    let hit = host_tier_hit(&delta, answer.cached_tokens)?;
     ctx.check(
         "replacement.json",
         &serde_json::json!({"worker": "A'", "pid": replacement.process.pid(), "delta": delta, "observed": hit}),

@@ -84,7 +84,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             _ => {}
         }
     }
-    guard_events.poll();
+    guard_events.poll()?;
     timeline.promotion_ms = guard_events.events().iter().find_map(|e| match &e.event {
         GuardEvent::Promoted(p) if p.guard == a.slot.guard_index => Some(p.promotion_ms),
         _ => None,
@@ -113,7 +113,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let hit = host_tier_hit(
         &ctx.delta_since(&replacement, &before)?,
         answer.cached_tokens,
-    );
+    )?;
     ctx.report_recovery(&timeline);
     ctx.record("timeline.json", &timeline);
     let geometry = ctx.geometry();
