@@ -38,6 +38,9 @@ pub struct Suite {
     references: OnceCell<Result<Arc<References>, String>>,
     prompts: PromptBook,
     records: Mutex<Vec<CaseRecord>>,
+    /// The trial that printed the shared setup failure in full (the stack or
+    /// the reference phase); later trials point to it.
+    setup_failure_shown_by: Mutex<Option<String>>,
     provisions: AtomicU32,
     started_utc: crate::evidence::UtcTime,
     /// Scrubs secret values of the environment from everything written.
@@ -62,13 +65,18 @@ impl Suite {
             Ok(ready) => ready,
             Err(exit) => return exit,
         };
+        let (filters, libtest_argv) = config::take_filters(libtest_argv);
         let mut args = Arguments::from_iter(libtest_argv);
         // Stack trials run one at a time: telemetry deltas must be theirs alone.
         args.test_threads = Some(1);
         if !args.list {
             install_teardown_on_signal();
         }
-        let trials = cases.into_iter().map(|case| suite.trial(case)).collect();
+        let trials = cases
+            .into_iter()
+            .filter(|case| filters.selects(&case.trial_name(), args.exact))
+            .map(|case| suite.trial(case))
+            .collect();
         let conclusion = libtest_mimic::run(&args, trials);
         if !args.list {
             suite.finish();
@@ -126,6 +134,7 @@ impl Suite {
             references: OnceCell::new(),
             prompts,
             records: Mutex::new(Vec::new()),
+            setup_failure_shown_by: Mutex::new(None),
             provisions: AtomicU32::new(0),
             started_utc: crate::evidence::UtcTime::now(),
             redactor: crate::config::Redactor::from_process_env(),
@@ -162,7 +171,11 @@ impl Suite {
         let outcome = self.run_case(case);
         let (result, evidence, measurements) = match outcome {
             Ok((ctx_result, evidence, measurements)) => (ctx_result, evidence, measurements),
-            Err(setup_error) => (Err(setup_error), Vec::new(), Default::default()),
+            Err(setup_error) => (
+                Err(self.setup_failure_for(case, setup_error)),
+                Vec::new(),
+                Default::default(),
+            ),
         };
         match result {
             Ok(()) => {
@@ -182,6 +195,30 @@ impl Suite {
                     measurements,
                 );
                 Err(Failed::from(message))
+            }
+        }
+    }
+
+    /// The message a trial fails with when the shared setup failed: the
+    /// whole error for the first trial, a pointer to it for the others.
+    fn setup_failure_for(&self, case: &Case, error: String) -> String {
+        let Ok(mut shown) = self.setup_failure_shown_by.lock() else {
+            return error;
+        };
+        match shown.as_ref() {
+            None => {
+                *shown = Some(case.trial_name());
+                if let Some(Ok(run)) = self.run_dir.get() {
+                    let _ = run.write_root_text("setup-error.txt", &error);
+                }
+                error
+            }
+            Some(first) => {
+                let headline = error.lines().next().unwrap_or_default();
+                let headline: String = headline.chars().take(160).collect();
+                format!(
+                    "setup failed, as for {first} (its failure has the whole error): {headline}…"
+                )
             }
         }
     }
