@@ -279,13 +279,15 @@ impl Suite {
         if let Ok(mut records) = self.records.lock() {
             records.push(record);
         }
+        self.write_progress();
     }
 
     fn run_dir(&self) -> Result<&RunDir, String> {
         self.run_dir
             .get_or_init(|| {
-                let run = RunDir::create(
+                let run = RunDir::create_for(
                     &self.repo_root.join(&self.settings.run_dir),
+                    self.target,
                     crate::config::Redactor::from_process_env(),
                 )
                 .map_err(|e| e.to_string())?;
@@ -415,6 +417,34 @@ impl Suite {
                 let _ = run.write_root_json("teardown.json", &stops);
             }
         }
+        let results = self.results_so_far(run);
+        let junit = self.settings.junit_path(run.root());
+        let written = self
+            .write_results(run, &results)
+            .and_then(|_| crate::evidence::write_report(run, &results));
+        if let Err(e) = written {
+            eprintln!("[kvcr-e2e] could not write all evidence: {e}");
+        }
+        eprintln!(
+            "{}",
+            self.redactor.scrub(&crate::evidence::render_summary(
+                &results.run,
+                &results.perf
+            ))
+        );
+        eprintln!(
+            "[kvcr-e2e] evidence: {} (junit: {})",
+            run.root().display(),
+            junit.display()
+        );
+        crate::proc::reaper::finish();
+    }
+}
+
+impl Suite {
+    /// Every writer's input: the records of the trials finished so far.
+    fn results_so_far(&self, run: &RunDir) -> crate::evidence::Results {
+        let stack = self.stack.get().and_then(|s| s.as_ref().ok()).cloned();
         let mut cases = self.records.lock().map(|r| r.clone()).unwrap_or_default();
         let references = self.references.get().and_then(|r| r.as_ref().ok()).cloned();
         let (requests, perf) = super::records::collect_perf(&mut cases, references.as_deref());
@@ -433,28 +463,29 @@ impl Suite {
             reference: references.as_deref().map(super::records::reference_summary),
             cases,
         };
-        let results = crate::evidence::Results::new(record, requests, perf);
+        crate::evidence::Results::new(record, requests, perf)
+    }
+
+    /// results.json and the JUnit file, both replaced atomically.
+    fn write_results(
+        &self,
+        run: &RunDir,
+        results: &crate::evidence::Results,
+    ) -> Result<(), crate::evidence::EvidenceError> {
         let junit = self.settings.junit_path(run.root());
-        let written = results
-            .write(run)
-            .and_then(|_| crate::evidence::write_junit(&results.run, &junit, &self.redactor))
-            .and_then(|_| crate::evidence::write_report(run, &results));
-        if let Err(e) = written {
-            eprintln!("[kvcr-e2e] could not write all evidence: {e}");
+        results.write(run)?;
+        crate::evidence::write_junit(&results.run, &junit, &self.redactor).map(drop)
+    }
+
+    /// After every trial: results.json and JUnit as they stand, so a run
+    /// killed mid-way (a CI timeout) still reports the trials that finished.
+    fn write_progress(&self) {
+        let Some(Ok(run)) = self.run_dir.get() else {
+            return;
+        };
+        if let Err(e) = self.write_results(run, &self.results_so_far(run)) {
+            eprintln!("[kvcr-e2e] could not write results after a trial: {e}");
         }
-        eprintln!(
-            "{}",
-            self.redactor.scrub(&crate::evidence::render_summary(
-                &results.run,
-                &results.perf
-            ))
-        );
-        eprintln!(
-            "[kvcr-e2e] evidence: {} (junit: {})",
-            run.root().display(),
-            junit.display()
-        );
-        crate::proc::reaper::finish();
     }
 }
 
