@@ -284,7 +284,7 @@ fn wrong_token_mid_stream(ctx: &CaseCtx) -> CaseResult {
 
 fn stalled_stream(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A"], json!({"stall_stream_after": 2}))?;
-    expect_red(ctx, tc05::COLD.run, "failed: no chunk for")
+    expect_red(ctx, tc05::COLD.run, "(streaming): no chunk for")
 }
 
 fn cut_stream(ctx: &CaseCtx) -> CaseResult {

@@ -72,6 +72,14 @@ pub struct GuardAttempt {
     pub outcome: AttemptOutcome,
     /// Both sides of the transfer in the attempt's window.
     pub transfer: PeerTransfer,
+    /// When the request left, after the harness's own bookkeeping (a
+    /// telemetry scrape, a Guard-log read) was done.
+    #[serde(skip)]
+    pub sent_at: std::time::Instant,
+    /// When the response arrived, before any bookkeeping after it: timings
+    /// (TC-06's t1) are stamped from here, not from when the attempt returns.
+    #[serde(skip)]
+    pub answered_at: std::time::Instant,
 }
 
 impl CaseCtx<'_> {
@@ -87,7 +95,9 @@ impl CaseCtx<'_> {
         guard.poll()?;
         let seen_before = guard.events().len();
         let before = self.snapshot(target)?;
+        let sent_at = std::time::Instant::now();
         let answer = self.complete_on(target, prompt).map_err(|e| e.message);
+        let answered_at = std::time::Instant::now();
         let tokens = answer.map(|a| self.compare_to_reference(prompt, &a.tokens));
         let delta = self.delta_since(target, &before)?;
         if matches!(tokens, Ok(Ok(())))
@@ -115,6 +125,8 @@ impl CaseCtx<'_> {
             prompt: prompt.key(),
             outcome: attempt_outcome(tokens, source),
             transfer,
+            sent_at,
+            answered_at,
         })
     }
 }
