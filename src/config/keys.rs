@@ -223,6 +223,14 @@ pub const KEYS: &[KeySpec] = &[
         "GPU engine settings (model, GPUs, nodes) for --engine vllm|sglang; default fixtures/engines/<engine>.toml",
     ),
     k(
+        "recompute_reference",
+        Some("--recompute-reference"),
+        "PHASE1_RECOMPUTE_REFERENCE",
+        Kind::Bool,
+        true,
+        "recompute the reference tokens, probes and baselines in this run instead of using a cached entry",
+    ),
+    k(
         "keep_stack",
         Some("--keep-stack"),
         "PHASE1_KEEP_STACK",

@@ -221,6 +221,9 @@ pub struct Settings {
     pub engine_profile: Option<PathBuf>,
     /// Leave the stack running after the run.
     pub keep_stack: bool,
+    /// Ignore the reference cache: probes and baselines come from this run's
+    /// machine state (a cached entry may be from another time or machine).
+    pub recompute_reference: bool,
     /// Seconds the stack may take to become ready.
     pub startup_timeout_s: u64,
     /// Seconds one request may take.
@@ -277,6 +280,7 @@ impl Settings {
             python: None,
             engine_profile: None,
             keep_stack: false,
+            recompute_reference: false,
             startup_timeout_s: 0,
             request_timeout_s: 0,
             reference_cache: PathBuf::new(),
@@ -342,6 +346,7 @@ impl Settings {
             "python" => self.python = Some(v.path()?),
             "engine_profile" => self.engine_profile = Some(v.path()?),
             "keep_stack" => self.keep_stack = v.boolean()?,
+            "recompute_reference" => self.recompute_reference = v.boolean()?,
             "startup_timeout_s" => self.startup_timeout_s = v.uint()?,
             "request_timeout_s" => self.request_timeout_s = v.uint()?,
             "reference_cache" => self.reference_cache = v.path()?,

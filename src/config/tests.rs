@@ -697,3 +697,24 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn several_positional_filters_run_the_union_and_skip_stays() {
+    let (_, libtest) = split(&["TC-01", "--skip", "TC-01::b", "TC-03", "--exact"]).unwrap();
+    let (filters, rest) = super::take_filters(libtest);
+    assert_eq!(filters.patterns, ["TC-01", "TC-03"]);
+    assert_eq!(rest, ["phase1", "--skip", "TC-01::b", "--exact"]);
+    assert!(filters.selects("TC-01::generation_correctness", false));
+    assert!(filters.selects("TC-03::hinted_peer_transfer", false));
+    assert!(!filters.selects("TC-02::local_dram_flow", false));
+    assert!(!filters.selects("TC-01::generation_correctness", true));
+    assert!(super::Filters::default().selects("anything", true));
+    // libtest-mimic accepts what is left.
+    let args = libtest_mimic::Arguments::from_iter(rest);
+    assert_eq!(args.skip, ["TC-01::b"]);
+    assert!(args.filter.is_none() && args.exact);
+    // After a bare `--`, everything is a filter.
+    let (filters, rest) = super::take_filters(argv(&["--list", "--", "--odd", "TC-05"]));
+    assert_eq!(filters.patterns, ["--odd", "TC-05"]);
+    assert_eq!(rest, ["phase1", "--list"]);
+}

@@ -164,6 +164,10 @@ impl Engine for CpuEngine {
         u64::from(self.profile.device_cache_blocks)
     }
 
+    fn counts_evictions(&self) -> bool {
+        true
+    }
+
     fn token_identity(&self) -> String {
         let g = self.geometry();
         format!(

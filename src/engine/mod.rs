@@ -255,6 +255,11 @@ pub trait Engine: Send + Sync {
     /// Blocks the device prefix cache of one worker holds (what the eviction
     /// fillers must push out).
     fn device_cache_blocks(&self) -> u64;
+    /// Whether the engine counts its device-cache evictions (the CPU engine
+    /// does; vLLM does not, so eviction is proven from admitted blocks).
+    fn counts_evictions(&self) -> bool {
+        false
+    }
     /// The pinned Python env the harness builds for this engine, or `None`
     /// when the user brings the interpreter (`--python`, e.g. a GPU image).
     fn python_env(&self) -> Option<&'static crate::pyenv::EnvSpec> {

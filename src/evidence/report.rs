@@ -200,12 +200,11 @@ fn stack_section(run: &RunRecord) -> String {
                     )
                 })
                 .collect();
-            let _ =
-                write!(
+            let _ = write!(
                 o,
                 "<p>reference: {} prompts, {}, {:.1} s, digest <code>{}</code><br>probes: {}</p>",
                 r.prompts,
-                if r.from_cache { "from cache" } else { "computed" },
+                esc(&super::summary::reference_origin(r)),
                 r.duration.as_secs_f64(),
                 esc(&r.digest),
                 probes.join(", ")

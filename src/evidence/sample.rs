@@ -62,6 +62,9 @@ pub(crate) fn run_record() -> RunRecord {
         reference: Some(ReferenceSummary {
             digest: "feedface".into(),
             from_cache: false,
+            computed_by: "ci-host (target/phase1/runs/phase1/sample)".into(),
+            computed_unix_s: 1_764_400_000,
+            age_s: None,
             prompts: 24,
             probes: BTreeMap::from([("repeat_same_tokens".into(), true), ("prefix_cache_same_tokens".into(), true)]),
             duration: Duration::from_millis(9_500),

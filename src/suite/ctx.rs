@@ -74,6 +74,8 @@ pub struct CaseCtx<'a> {
     pub client: Client,
     run: &'a RunDir,
     evidence: RefCell<Vec<PathBuf>>,
+    /// Evidence files that could not be written: the case fails with them.
+    unwritten: RefCell<Vec<String>>,
     measurements: RefCell<Map<String, Value>>,
     comparisons: RefCell<Vec<Value>>,
 }
@@ -99,6 +101,7 @@ impl<'a> CaseCtx<'a> {
                 .with_request_timeout(Duration::from_secs(settings.request_timeout_s)),
             run,
             evidence: RefCell::new(Vec::new()),
+            unwritten: RefCell::new(Vec::new()),
             measurements: RefCell::new(Map::new()),
             comparisons: RefCell::new(Vec::new()),
         }
@@ -274,19 +277,20 @@ impl<'a> CaseCtx<'a> {
             self.complete_on(worker, filler)?;
         }
         let delta = self.delta_since(worker, &before)?;
-        let (evicted_blocks, basis) = match delta.observed(&Counter::DeviceCacheEvictions) {
-            Some(_) => (delta.count(&Counter::DeviceCacheEvictions), "counted"),
-            None => {
-                let block = u64::from(self.geometry().block_size_tokens.max(1));
-                let admitted_tokens = delta
-                    .count(&Counter::PrefixCacheQueries)
-                    .saturating_sub(delta.count(&Counter::PrefixCacheHits));
-                // The first `capacity` admitted blocks may have filled free
-                // slots; every one after them pushed an older block out.
-                let admitted = admitted_tokens / block;
-                let capacity = self.stack.engine.device_cache_blocks();
-                (admitted.saturating_sub(capacity), "admitted past capacity")
-            }
+        let (evicted_blocks, basis) = if self.stack.engine.counts_evictions() {
+            (delta.required_count(&Counter::DeviceCacheEvictions)?, "counted")
+        } else {
+            let block = u64::from(self.geometry().block_size_tokens.max(1));
+            let admitted_tokens = delta
+                .required_count(&Counter::PrefixCacheQueries)?
+                .saturating_sub(delta.required_count(&Counter::PrefixCacheHits)?);
+            // The first `capacity` admitted blocks may have filled free
+            // slots; every one after them pushed an older block out.
+            let capacity = self.stack.engine.device_cache_blocks();
+            (
+                (admitted_tokens / block).saturating_sub(capacity),
+                "admitted past capacity",
+            )
         };
         let eviction = Eviction {
             fillers: fillers.len(),
@@ -340,8 +344,11 @@ impl<'a> CaseCtx<'a> {
     ) -> Result<Delta, CaseError> {
         wait::until(what, TELEMETRY_DEADLINE, TELEMETRY_POLL, || {
             match self.delta_since(worker, before) {
-                Ok(delta) if delta.count(counter) >= at_least => Poll::Ready(delta),
-                Ok(delta) => Poll::Pending(format!("{counter:?} rose by {}", delta.count(counter))),
+                Ok(delta) => match delta.required_count(counter) {
+                    Ok(n) if n >= at_least => Poll::Ready(delta),
+                    Ok(n) => Poll::Pending(format!("{counter} rose by {n}")),
+                    Err(absent) => Poll::Pending(absent.to_string()),
+                },
                 Err(e) => Poll::Abort(e.message),
             }
         })
@@ -359,10 +366,10 @@ impl<'a> CaseCtx<'a> {
         target_before: &Snapshot,
     ) -> Result<PeerTransferDeltas, CaseError> {
         let target_delta = self.delta_since(target, target_before)?;
-        let delivered = target_delta.count(&Counter::OpCount(
+        let delivered = target_delta.required_count(&Counter::OpCount(
             telemetry::Scope::RemoteDeliver,
             telemetry::OpResult::Success,
-        ));
+        ))?;
         let source_delta = if delivered > 0 {
             self.await_count(
                 source,
@@ -375,12 +382,21 @@ impl<'a> CaseCtx<'a> {
                     target.name()
                 ),
             )
-            .or_else(|_| self.delta_since(source, source_before))?
+            // The target delivered, so a source that never says so is its
+            // own failure (a lost or unreported write), not a silent 0.
+            .map_err(|e| CaseError {
+                message: format!(
+                    "the target {} delivered remotely, but the source did not report it: {}",
+                    target.name(),
+                    e.message
+                ),
+                ..e
+            })?
         } else {
             self.delta_since(source, source_before)?
         };
         Ok(PeerTransferDeltas {
-            transfer: super::observe::peer_transfer(&source_delta, &target_delta),
+            transfer: super::observe::peer_transfer(&source_delta, &target_delta)?,
             source: source_delta,
             target: target_delta,
         })
@@ -435,7 +451,10 @@ impl<'a> CaseCtx<'a> {
 
     // ----- evidence ------------------------------------------------------
 
-    /// Writes `value` as `cases/<id>/<name>` and returns its path.
+    /// Writes `value` as `cases/<id>/<name>` and returns its path. A write
+    /// that fails is kept and fails the case on its own ("evidence not
+    /// written: ..."), so a path named in a message that does not exist is
+    /// always explained.
     pub fn record(&self, name: &str, value: &impl Serialize) -> PathBuf {
         match self.run.write_json(&self.slug, name, value) {
             Ok(path) => {
@@ -443,7 +462,7 @@ impl<'a> CaseCtx<'a> {
                 path
             }
             Err(e) => {
-                tracing::warn!("cannot write evidence {name} of {}: {e}", self.id);
+                self.unwritten.borrow_mut().push(e.to_string());
                 self.run.case_file(&self.slug, name)
             }
         }
@@ -486,12 +505,60 @@ impl<'a> CaseCtx<'a> {
         }
     }
 
-    /// The files written and the measurements taken, for the case record.
-    pub fn into_evidence(self) -> (Vec<PathBuf>, Map<String, Value>) {
+    /// The files written and the measurements taken, for the case record,
+    /// and the case's result with any evidence that could not be written
+    /// added as its own failure.
+    pub fn into_evidence(
+        self,
+        result: Result<(), String>,
+    ) -> (Result<(), String>, Vec<PathBuf>, Map<String, Value>) {
         self.flush_comparisons();
         let mut files = self.evidence.into_inner();
         files.sort();
         files.dedup();
-        (files, self.measurements.into_inner())
+        let result = with_unwritten(result, &self.unwritten.into_inner());
+        (result, files, self.measurements.into_inner())
+    }
+}
+
+/// A case's result with the evidence writes that failed added to it.
+fn with_unwritten(result: Result<(), String>, unwritten: &[String]) -> Result<(), String> {
+    if unwritten.is_empty() {
+        return result;
+    }
+    let unwritten = unwritten.join("; ");
+    match result {
+        Ok(()) => Err(format!("evidence not written: {unwritten}")),
+        Err(message) => Err(format!(
+            "{message}; also, evidence not written (files named above may be missing): {unwritten}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_evidence_write_fails_the_case_on_its_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::create(tmp.path(), crate::config::Redactor::none()).unwrap();
+        // A file where the case directory should be: the write must fail.
+        std::fs::write(run.case_dir("TC-01-x"), "not a directory").unwrap();
+        let err = run
+            .write_json("TC-01-x", "tokens.json", &json!({}))
+            .unwrap_err()
+            .to_string();
+        let passed = with_unwritten(Ok(()), std::slice::from_ref(&err)).unwrap_err();
+        assert!(
+            passed.starts_with("evidence not written: cannot create"),
+            "{passed}"
+        );
+        let failed = with_unwritten(Err("token 2 of 16 differs".into()), &[err]).unwrap_err();
+        assert!(
+            failed.starts_with("token 2 of 16 differs; also, evidence not written"),
+            "{failed}"
+        );
+        assert_eq!(with_unwritten(Ok(()), &[]), Ok(()));
     }
 }

@@ -60,7 +60,7 @@ fn cold(ctx: &CaseCtx) -> CaseResult {
         let before = ctx.snapshot(&a)?;
         records.push(ctx.stream_measured(Some(&a), prompt, Arm::Cold)?.record);
         let delta = ctx.delta_since(&a, &before)?;
-        let observed = host_tier_hit(&delta, None);
+        let observed = host_tier_hit(&delta, None)?;
         let blocks = ctx.geometry().full_blocks(prompt.tokens.len() as u64);
         ctx.check(
             &format!("{}.json", prompt.key()),
@@ -83,7 +83,7 @@ fn local_hit(ctx: &CaseCtx) -> CaseResult {
             ctx.stream_measured(Some(&a), family.variant(1), Arm::LocalHit)?
                 .record,
         );
-        let observed = host_tier_hit(&ctx.delta_since(&a, &before)?, None);
+        let observed = host_tier_hit(&ctx.delta_since(&a, &before)?, None)?;
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
             &observed,
@@ -107,7 +107,7 @@ fn dram_hit(ctx: &CaseCtx) -> CaseResult {
     for family in &families {
         let before = ctx.snapshot(&a)?;
         let measured = ctx.stream_measured(Some(&a), family.variant(1), Arm::DramHit)?;
-        let observed = host_tier_hit(&ctx.delta_since(&a, &before)?, measured.cached_tokens);
+        let observed = host_tier_hit(&ctx.delta_since(&a, &before)?, measured.cached_tokens)?;
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
             &observed,
