@@ -164,7 +164,7 @@ impl Engine for CpuEngine {
         u64::from(self.profile.device_cache_blocks)
     }
 
-    fn counts_evictions(&self) -> bool {
+    fn counts_blocks(&self) -> bool {
         true
     }
 

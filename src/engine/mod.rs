@@ -255,9 +255,10 @@ pub trait Engine: Send + Sync {
     /// Blocks the device prefix cache of one worker holds (what the eviction
     /// fillers must push out).
     fn device_cache_blocks(&self) -> u64;
-    /// Whether the engine counts its device-cache evictions (the CPU engine
-    /// does; vLLM does not, so eviction is proven from admitted blocks).
-    fn counts_evictions(&self) -> bool {
+    /// Whether the engine counts its device-cache evictions and the prompt
+    /// blocks it computes (the CPU engine does). vLLM counts neither: the
+    /// harness derives both from its prefix-cache counters.
+    fn counts_blocks(&self) -> bool {
         false
     }
     /// The pinned Python env the harness builds for this engine, or `None`

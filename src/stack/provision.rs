@@ -87,8 +87,8 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     // frontend, the bare engine and the reference workers' ports.
     let mut free = ports::free_ports(&options.host, 2 + 4 * plans.len() + 2 * 3)?.into_iter();
     let mut next_port = move || free.next().unwrap_or(0);
-    let mut system = ports::free_ports_in(&options.host, plans.len() + 3, ports::SYSTEM_PORT_RANGE)?
-        .into_iter();
+    let mut system =
+        ports::free_ports_in(&options.host, plans.len() + 3, ports::SYSTEM_PORT_RANGE)?.into_iter();
     let mut next_system_port = move || system.next().unwrap_or(0);
     let guard_count = if engine.guard_per_slot() {
         1

@@ -265,6 +265,26 @@ impl<'a> CaseCtx<'a> {
         Ok(answer)
     }
 
+    /// How this stack's engine tells the prompt blocks it computed.
+    pub fn prefill_accounting(&self) -> super::observe::PrefillAccounting {
+        if self.stack.engine.counts_blocks() {
+            super::observe::PrefillAccounting::Counted
+        } else {
+            super::observe::PrefillAccounting::FromPrefixCache {
+                block_size: u64::from(self.geometry().block_size_tokens),
+            }
+        }
+    }
+
+    /// One request's host-tier loads on `delta`'s worker.
+    pub fn host_tier_hit(
+        &self,
+        delta: &Delta,
+        cached_tokens: Option<u64>,
+    ) -> Result<crate::verdict::local::HostTierHit, crate::telemetry::NotReported> {
+        super::observe::host_tier_hit(delta, cached_tokens, self.prefill_accounting())
+    }
+
     /// Pushes `worker`'s device prefix cache out with filler prompts
     /// (`perf_evict_filler` of them) and proves it from telemetry: the
     /// device cache evicted at least its whole capacity.
@@ -277,8 +297,11 @@ impl<'a> CaseCtx<'a> {
             self.complete_on(worker, filler)?;
         }
         let delta = self.delta_since(worker, &before)?;
-        let (evicted_blocks, basis) = if self.stack.engine.counts_evictions() {
-            (delta.required_count(&Counter::DeviceCacheEvictions)?, "counted")
+        let (evicted_blocks, basis) = if self.stack.engine.counts_blocks() {
+            (
+                delta.required_count(&Counter::DeviceCacheEvictions)?,
+                "counted",
+            )
         } else {
             let block = u64::from(self.geometry().block_size_tokens.max(1));
             let admitted_tokens = delta

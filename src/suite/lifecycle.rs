@@ -412,7 +412,10 @@ impl Suite {
         if let Some(Ok(python)) = self.python.get() {
             env.insert("python.env".into(), python.env.to_string());
             env.insert("python.source".into(), python.source.to_string());
-            env.insert("python.interpreter".into(), python.python.display().to_string());
+            env.insert(
+                "python.interpreter".into(),
+                python.python.display().to_string(),
+            );
             for patch in &python.patches {
                 env.insert(
                     format!("patch.{}", patch.file),

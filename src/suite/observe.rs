@@ -56,10 +56,35 @@ fn target_side(target: &Delta) -> Result<PeerTransfer, NotReported> {
     })
 }
 
+/// How an engine tells how many prompt blocks it computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefillAccounting {
+    /// The engine counts them (`cpu_engine_computed_blocks`).
+    Counted,
+    /// vLLM counts none: the prompt tokens it looked up in the device cache,
+    /// minus those found there or loaded from outside it (host tier, KVCR),
+    /// were computed; whole blocks of them are computed blocks.
+    FromPrefixCache { block_size: u64 },
+}
+
+/// Prompt blocks the engine computed in `delta`'s window.
+pub fn computed_blocks(delta: &Delta, how: PrefillAccounting) -> Result<u64, NotReported> {
+    match how {
+        PrefillAccounting::Counted => delta.required_count(&Counter::ComputedBlocks),
+        PrefillAccounting::FromPrefixCache { block_size } => {
+            let looked_up = delta.required_count(&Counter::PrefixCacheQueries)?;
+            let found = delta.required_count(&Counter::PrefixCacheHits)?
+                + delta.required_count(&Counter::ExternalPrefixCacheHits)?;
+            Ok(looked_up.saturating_sub(found) / block_size.max(1))
+        }
+    }
+}
+
 /// One request's host-tier loads on one worker.
 pub fn host_tier_hit(
     delta: &Delta,
     cached_tokens: Option<u64>,
+    prefill: PrefillAccounting,
 ) -> Result<HostTierHit, NotReported> {
     let mut remote_deliver_ops = 0;
     for result in [OpResult::Success, OpResult::Partial, OpResult::Failed] {
@@ -73,7 +98,7 @@ pub fn host_tier_hit(
         kvcr_read_bytes: delta.required_count(&Counter::TieringReadBytes(Tier::Kvcr))?,
         remote_deliver_ops,
         device_cache_hit_tokens: delta.required_count(&Counter::PrefixCacheHits)?,
-        computed_blocks: delta.required_count(&Counter::ComputedBlocks)?,
+        computed_blocks: computed_blocks(delta, prefill)?,
         cached_tokens,
     })
 }

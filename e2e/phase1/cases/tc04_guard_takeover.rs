@@ -12,7 +12,6 @@
 //! afterwards, pass or fail.
 
 use kvcr_e2e::proc::procfs;
-use kvcr_e2e::suite::observe::host_tier_hit;
 use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
 use kvcr_e2e::verdict::guard::{expect_promoted, AttemptOutcome};
 use kvcr_e2e::verdict::local::expect_host_tier_hit;
@@ -114,7 +113,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let answer = ctx.complete_on(&replacement, reclaimed.variant(1))?;
     ctx.expect_reference(reclaimed.variant(1), &answer.tokens)?;
     let delta = ctx.delta_since(&replacement, &before)?;
-    let hit = host_tier_hit(&delta, answer.cached_tokens)?;
+    let hit = ctx.host_tier_hit(&delta, answer.cached_tokens)?;
     ctx.check(
         "replacement.json",
         &serde_json::json!({"worker": "A'", "pid": replacement.process.pid(), "delta": delta, "observed": hit}),

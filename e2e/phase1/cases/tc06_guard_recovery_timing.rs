@@ -14,7 +14,6 @@
 use std::time::{Duration, Instant};
 
 use kvcr_e2e::evidence::{RecoveryAttempt, RecoveryTimeline};
-use kvcr_e2e::suite::observe::host_tier_hit;
 use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
 use kvcr_e2e::telemetry::guard_log::GuardEvent;
 use kvcr_e2e::verdict::guard::AttemptOutcome;
@@ -116,7 +115,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let answered = t0.elapsed();
     ctx.expect_reference(prompt, &answer.tokens)?;
     timeline.t2_ms = Some(ms(answered));
-    let hit = host_tier_hit(
+    let hit = ctx.host_tier_hit(
         &ctx.delta_since(&replacement, &before)?,
         answer.cached_tokens,
     )?;
