@@ -436,7 +436,7 @@ fn await_completion(
         if let Some(dead) = died(frontend).or_else(|| died(&worker.process)) {
             return dead;
         }
-        match probe::completion(&url, model, worker.instance_id()) {
+        match probe::completion(&url, model, worker) {
             Ok(()) => Poll::Ready(()),
             Err(e) => Poll::Pending(e),
         }

@@ -17,6 +17,9 @@ pub struct ReadyFile {
     pub kvcr: bool,
     #[serde(default)]
     pub geometry: serde_json::Value,
+    /// Aggregated, prefill or decode (older ready files: aggregated).
+    #[serde(default)]
+    pub role: crate::engine::topology::WorkerRole,
 }
 
 impl ReadyFile {

@@ -37,6 +37,8 @@ pub struct Answer {
     pub prompt: String,
     pub tokens: Vec<u32>,
     pub worker_id: Option<u64>,
+    /// Every worker the response names (prefill and decode when disaggregated).
+    pub worker: Option<crate::client::WorkerIdentity>,
     pub cached_tokens: Option<u64>,
     pub prompt_tokens: u64,
     pub latency_ms: f64,
@@ -121,15 +123,16 @@ impl<'a> CaseCtx<'a> {
 
     // ----- requests ------------------------------------------------------
 
-    /// The request for `prompt`, pinned to a worker instance when given.
-    pub(super) fn request(&self, prompt: &Prompt, pin: Option<u64>) -> Completion {
+    /// The request for `prompt`, pinned to `worker` when given (a prefill
+    /// worker through its prefill pin, any other through the instance header).
+    pub(super) fn request(&self, prompt: &Prompt, pin: Option<&Worker>) -> Completion {
         let request = crate::reference::request(
             &self.stack.engine.model(),
             prompt,
             self.settings.prompts.max_tokens,
         );
         match pin {
-            Some(instance_id) => request.pin_worker(instance_id),
+            Some(worker) => worker.pin(request),
             None => request,
         }
     }
@@ -137,8 +140,8 @@ impl<'a> CaseCtx<'a> {
     /// A non-streaming completion pinned to `worker`, which must be the one
     /// that served it.
     pub fn complete_on(&self, worker: &Worker, prompt: &Prompt) -> Result<Answer, CaseError> {
-        let answer = self.complete(prompt, Some(worker.instance_id()))?;
-        self.expect_served_by(worker, answer.worker_id, &prompt.key())?;
+        let answer = self.complete(prompt, Some(worker))?;
+        self.expect_served_by(worker, answer.worker.as_ref(), &prompt.key())?;
         Ok(answer)
     }
 
@@ -147,7 +150,7 @@ impl<'a> CaseCtx<'a> {
         self.complete(prompt, None)
     }
 
-    fn complete(&self, prompt: &Prompt, pin: Option<u64>) -> Result<Answer, CaseError> {
+    fn complete(&self, prompt: &Prompt, pin: Option<&Worker>) -> Result<Answer, CaseError> {
         let started = Instant::now();
         let outcome: CompletionOutcome =
             crate::rt::block_on(self.client.complete(&self.request(prompt, pin)))
@@ -163,6 +166,7 @@ impl<'a> CaseCtx<'a> {
             prompt: prompt.key(),
             tokens,
             worker_id: outcome.worker_id,
+            worker: outcome.worker,
             cached_tokens: outcome
                 .usage
                 .as_ref()
@@ -182,11 +186,10 @@ impl<'a> CaseCtx<'a> {
         worker: Option<&Worker>,
         prompt: &Prompt,
     ) -> Result<StreamOutcome, CaseError> {
-        let pin = worker.map(|w| w.instance_id());
-        let outcome = crate::rt::block_on(self.client.stream(&self.request(prompt, pin)))
+        let outcome = crate::rt::block_on(self.client.stream(&self.request(prompt, worker)))
             .map_err(|e| CaseError::new(format!("stream of {} failed: {e}", prompt.key())))?;
         if let Some(w) = worker {
-            self.expect_served_by(w, outcome.worker_id, &prompt.key())?;
+            self.expect_served_by(w, outcome.worker.as_ref(), &prompt.key())?;
         }
         Ok(outcome)
     }
@@ -194,13 +197,14 @@ impl<'a> CaseCtx<'a> {
     fn expect_served_by(
         &self,
         worker: &Worker,
-        served_by: Option<u64>,
+        served_by: Option<&crate::client::WorkerIdentity>,
         prompt: &str,
     ) -> CaseResult {
         match served_by {
-            Some(id) if id == worker.instance_id() => Ok(()),
-            Some(id) => Err(CaseError::new(format!(
-                "{prompt} was pinned to worker {} ({}) but served by {id}",
+            Some(identity) if worker.served(identity) => Ok(()),
+            Some(identity) => Err(CaseError::new(format!(
+                "{prompt} was pinned to {:?} worker {} ({}) but served by {identity:?}",
+                worker.role(),
                 worker.name(),
                 worker.instance_id()
             ))),
