@@ -385,8 +385,10 @@ impl<'a> CaseCtx<'a> {
         {
             let mut tries = Vec::new();
             for family in self.families(ATTEMPTS)? {
-                self.commit(replacement, family.variant(0))?;
+                // Before the commit: a decode peer pulls from a prefill
+                // replacement during the commit itself (its P→D transfer).
                 let (src_before, dst_before) = (self.snapshot(replacement)?, self.snapshot(peer)?);
+                self.commit(replacement, family.variant(0))?;
                 let answer = self.complete_on(peer, family.variant(1))?;
                 self.expect_reference(family.variant(1), &answer.tokens)?;
                 let observed =

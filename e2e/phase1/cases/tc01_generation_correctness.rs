@@ -1,6 +1,8 @@
 //! TC-01 generation correctness: each prompt through the router returns
 //! exactly the reference tokens, on a first pass (cold) and on a repeat pass
 //! (cached). Readiness was proven by a real completion when the stack started.
+//! On a stack with a decode worker, a fresh prompt's P→D transfer reconciles
+//! too: the decode pulled exactly its full blocks from the prefill.
 
 use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
 
@@ -15,6 +17,9 @@ pub const CASE: Case = Case {
 const FAMILIES: usize = 3;
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
+    if let Some(decode) = ctx.decode_worker() {
+        ctx.expect_prefill_to_decode(&decode, ctx.family()?.variant(0))?;
+    }
     let families = ctx.families(FAMILIES)?;
     let mut served = 0;
     for pass in ["cold", "cached"] {
