@@ -9,6 +9,7 @@ use serde_json::json;
 use crate::engine::topology::WorkerRole;
 use crate::prompts::Prompt;
 use crate::stack::Worker;
+use crate::telemetry::{Counter, OpResult, Scope};
 use crate::verdict::disagg::expect_prefill_to_decode;
 
 use super::{CaseCtx, CaseError, CaseResult};
@@ -57,7 +58,15 @@ impl CaseCtx<'_> {
             ))
             .with_evidence(path));
         };
-        let observed = self.peer_transfer_since(prefill, prefill_before, decode, &decode_before)?;
+        let observed =
+            match self.peer_transfer_since(prefill, prefill_before, decode, &decode_before) {
+                Ok(observed) => observed,
+                // The prefill's side cannot be read (e.g. it died): judge the
+                // decode's side alone; an unread counter is never a zero.
+                Err(unreadable) => {
+                    return Err(self.decode_side_only(decode, &decode_before, prefill, unreadable))
+                }
+            };
         let geometry = self.geometry();
         let full_blocks = geometry.full_blocks(prompt.tokens.len() as u64);
         self.measure("p2d_blocks", observed.transfer.remote_deliver_blocks);
@@ -70,5 +79,40 @@ impl CaseCtx<'_> {
             }),
             expect_prefill_to_decode(&observed.transfer, full_blocks, geometry.bytes_per_block()),
         )
+    }
+
+    fn decode_side_only(
+        &self,
+        decode: &Worker,
+        decode_before: &crate::telemetry::Snapshot,
+        prefill: &Worker,
+        unreadable: CaseError,
+    ) -> CaseError {
+        let pulled = self
+            .delta_since(decode, decode_before)
+            .map(|d| d.count(&Counter::OpCount(Scope::RemoteDeliver, OpResult::Success)));
+        let decode_side = match &pulled {
+            Ok(0) => {
+                "the decode shows no remote_deliver success: it did not pull the prefill's pages"
+                    .to_string()
+            }
+            Ok(n) => format!("the decode shows {n} remote_deliver successes"),
+            Err(e) => format!(
+                "the decode's telemetry cannot be read either: {}",
+                e.message
+            ),
+        };
+        let path = self.record(
+            "p2d.json",
+            &json!({"prefill": prefill.name(), "decode": decode.name(),
+                    "decode_remote_deliver_success": pulled.as_ref().ok(),
+                    "prefill_unreadable": unreadable.message}),
+        );
+        CaseError::new(format!(
+            "P→D transfer reconciles: {decode_side}; prefill {}'s side cannot be read: {}",
+            prefill.name(),
+            unreadable.message
+        ))
+        .with_evidence(path)
     }
 }
