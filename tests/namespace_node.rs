@@ -218,3 +218,66 @@ fn a_sigkilled_owner_leaves_no_process_namespace_or_link() {
     );
     assert!(!procfs::is_alive(init));
 }
+
+/// One NIXL READ by a reader on this host from a source started with
+/// `launcher` (empty: this host too); returns the reader's stdout+stderr.
+fn nixl_read(python: &std::path::Path, launcher: &[String]) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tool = root.join("fixtures/cpu-engine/tools/nixl_transport.py");
+    // Metadata goes through files: /tmp is shared with the node (only its
+    // /dev/shm is private).
+    let dir = tempfile::tempdir().unwrap();
+    let dir_arg = dir.path().display().to_string();
+    let (program, prefix) = match launcher.split_first() {
+        Some((p, rest)) => (p.clone(), rest.to_vec()),
+        None => (python.display().to_string(), Vec::new()),
+    };
+    let mut source_args = prefix;
+    if !launcher.is_empty() {
+        source_args.push(python.display().to_string());
+    }
+    source_args.extend([tool.display().to_string(), "source".into(), dir_arg.clone()]);
+    let mut source = Command::new(program)
+        .args(&source_args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let reader = Command::new(python)
+        .args([tool.display().to_string(), "reader".into(), dir_arg])
+        .env("UCX_PROTO_INFO", "y")
+        .output()
+        .unwrap();
+    let _ = source.wait();
+    let out = String::from_utf8_lossy(&reader.stdout).into_owned()
+        + &String::from_utf8_lossy(&reader.stderr);
+    assert!(
+        out.contains("\"state\": \"DONE\"") && out.contains("\"byte_exact\": true"),
+        "the NIXL READ did not complete byte-exact: {}",
+        out.lines().rev().take(5).collect::<Vec<_>>().join("\n")
+    );
+    out
+}
+
+#[test]
+fn a_read_from_node_1_crosses_the_veth_and_a_same_host_read_does_not() {
+    if !permitted() {
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = std::env::var_os("PHASE1_PYTHON").map(std::path::PathBuf::from);
+    let env = kvcr_e2e::pyenv::ensure(root, python.as_deref()).expect("the pinned Python env");
+    let logs = tempfile::tempdir().unwrap();
+    let node = NamespaceNode::create("test-nixl", logs.path(), BUDGET).expect("a namespace node");
+
+    let across = nixl_read(&env.python, &node.launcher());
+    let transports = kvcr_e2e::proc::ucx::expect_network_read(&across, node.host_interface())
+        .unwrap_or_else(|e| panic!("host <- node 1: {e}"));
+    eprintln!("host <- node 1 read over {transports:?}");
+
+    // The same read between two processes of one host must fail the check.
+    let same_host = nixl_read(&env.python, &[]);
+    let err = kvcr_e2e::proc::ucx::expect_network_read(&same_host, node.host_interface())
+        .expect_err("a same-host read cannot pass as a network transfer");
+    assert!(err.contains("shared memory"), "{err}");
+}

@@ -22,5 +22,6 @@ pub mod procfs;
 pub mod reaper;
 mod spawner;
 mod supervised;
+pub mod ucx;
 
 pub use supervised::{ProcError, ProcessSpec, StopReport, Supervised};

@@ -6,7 +6,8 @@
 //! reads a peer's memory through `cma` (cross-memory attach); a separate PID
 //! namespace is what makes UCX fall back to its TCP transport, as between
 //! two real hosts. The private `/dev/shm` keeps node 1's pools and Guard
-//! socket out of node 0's sight.
+//! socket out of node 0's sight; a fresh sysfs shows UCX the node's own
+//! interfaces.
 //!
 //! Nothing is named: the namespaces live exactly as long as their first
 //! process, which `unshare --kill-child` SIGKILLs when `unshare` dies, and
@@ -111,8 +112,12 @@ impl NamespaceNode {
     /// checks from this host.
     pub fn create(tag: &str, logs_dir: &Path, budget: Duration) -> Result<Self, NodeError> {
         precondition()?;
+        // sysfs too: UCX checks `/sys/class/net/<if>` before it uses an
+        // interface, and the host's sysfs does not list the node's veth (UCX
+        // then finds no transport to a peer on the other node).
         let script = format!(
-            "mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm && echo {READY_LINE} && exec sleep infinity"
+            "mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm && mount -t sysfs sysfs /sys \
+             && echo {READY_LINE} && exec sleep infinity"
         );
         let spec = ProcessSpec::new(
             format!("node1-{tag}"),
