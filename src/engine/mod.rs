@@ -152,11 +152,13 @@ pub fn for_settings(
     repo_root: &std::path::Path,
 ) -> Result<std::sync::Arc<dyn Engine>, String> {
     match settings.engine {
-        crate::config::Engine::Cpu => Ok(std::sync::Arc::new(cpu::CpuEngine::new(
-            settings.cpu_engine.clone(),
-            settings.geometry,
-            repo_root,
-        ))),
+        crate::config::Engine::Cpu => {
+            let topology = topology::Topology::parse(settings.topology.as_str())?;
+            Ok(std::sync::Arc::new(
+                cpu::CpuEngine::new(settings.cpu_engine.clone(), settings.geometry, repo_root)
+                    .with_topology(topology),
+            ))
+        }
         crate::config::Engine::Vllm => {
             let topology = topology::Topology::parse(settings.topology.as_str())?;
             let profile = gpu_profile(settings, repo_root, "vllm")?;
@@ -290,6 +292,8 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         for (engine, topology, workers) in [
             ("cpu", "agg", 2),
+            ("cpu", "2p1d", 3),
+            ("cpu", "two-node", 2),
             ("vllm", "agg", 2),
             ("vllm", "2p1d", 3),
             ("sglang", "agg", 2),

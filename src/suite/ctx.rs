@@ -37,6 +37,8 @@ pub struct Answer {
     pub prompt: String,
     pub tokens: Vec<u32>,
     pub worker_id: Option<u64>,
+    /// Every worker the response names (prefill and decode when disaggregated).
+    pub worker: Option<crate::client::WorkerIdentity>,
     pub cached_tokens: Option<u64>,
     pub prompt_tokens: u64,
     pub latency_ms: f64,
@@ -129,15 +131,16 @@ impl<'a> CaseCtx<'a> {
 
     // ----- requests ------------------------------------------------------
 
-    /// The request for `prompt`, pinned to a worker instance when given.
-    pub(super) fn request(&self, prompt: &Prompt, pin: Option<u64>) -> Completion {
+    /// The request for `prompt`, pinned to `worker` when given (a prefill
+    /// worker through its prefill pin, any other through the instance header).
+    pub(super) fn request(&self, prompt: &Prompt, pin: Option<&Worker>) -> Completion {
         let request = crate::reference::request(
             &self.stack.engine.model(),
             prompt,
             self.settings.prompts.max_tokens,
         );
         match pin {
-            Some(instance_id) => request.pin_worker(instance_id),
+            Some(worker) => worker.pin(request),
             None => request,
         }
     }
@@ -145,8 +148,8 @@ impl<'a> CaseCtx<'a> {
     /// A non-streaming completion pinned to `worker`, which must be the one
     /// that served it.
     pub fn complete_on(&self, worker: &Worker, prompt: &Prompt) -> Result<Answer, CaseError> {
-        let answer = self.complete(prompt, Some(worker.instance_id()))?;
-        self.expect_served_by(worker, answer.worker_id, &prompt.key())?;
+        let answer = self.complete(prompt, Some(worker))?;
+        self.expect_served_by(worker, answer.worker.as_ref(), &prompt.key())?;
         Ok(answer)
     }
 
@@ -155,7 +158,7 @@ impl<'a> CaseCtx<'a> {
         self.complete(prompt, None)
     }
 
-    fn complete(&self, prompt: &Prompt, pin: Option<u64>) -> Result<Answer, CaseError> {
+    fn complete(&self, prompt: &Prompt, pin: Option<&Worker>) -> Result<Answer, CaseError> {
         let started = Instant::now();
         let outcome: CompletionOutcome =
             crate::rt::block_on(self.client.complete(&self.request(prompt, pin)))
@@ -171,6 +174,7 @@ impl<'a> CaseCtx<'a> {
             prompt: prompt.key(),
             tokens,
             worker_id: outcome.worker_id,
+            worker: outcome.worker,
             cached_tokens: outcome
                 .usage
                 .as_ref()
@@ -190,11 +194,10 @@ impl<'a> CaseCtx<'a> {
         worker: Option<&Worker>,
         prompt: &Prompt,
     ) -> Result<StreamOutcome, CaseError> {
-        let pin = worker.map(|w| w.instance_id());
-        let outcome = crate::rt::block_on(self.client.stream(&self.request(prompt, pin)))
+        let outcome = crate::rt::block_on(self.client.stream(&self.request(prompt, worker)))
             .map_err(|e| CaseError::new(format!("stream of {} failed: {e}", prompt.key())))?;
         if let Some(w) = worker {
-            self.expect_served_by(w, outcome.worker_id, &prompt.key())?;
+            self.expect_served_by(w, outcome.worker.as_ref(), &prompt.key())?;
         }
         Ok(outcome)
     }
@@ -202,13 +205,14 @@ impl<'a> CaseCtx<'a> {
     fn expect_served_by(
         &self,
         worker: &Worker,
-        served_by: Option<u64>,
+        served_by: Option<&crate::client::WorkerIdentity>,
         prompt: &str,
     ) -> CaseResult {
         match served_by {
-            Some(id) if id == worker.instance_id() => Ok(()),
-            Some(id) => Err(CaseError::new(format!(
-                "{prompt} was pinned to worker {} ({}) but served by {id}",
+            Some(identity) if worker.served(identity) => Ok(()),
+            Some(identity) => Err(CaseError::new(format!(
+                "{prompt} was pinned to {:?} worker {} ({}) but served by {identity:?}",
+                worker.role(),
                 worker.name(),
                 worker.instance_id()
             ))),
@@ -441,8 +445,10 @@ impl<'a> CaseCtx<'a> {
         {
             let mut tries = Vec::new();
             for family in self.families(ATTEMPTS)? {
-                self.commit(replacement, family.variant(0))?;
+                // Before the commit: a decode peer pulls from a prefill
+                // replacement during the commit itself (its P→D transfer).
                 let (src_before, dst_before) = (self.snapshot(replacement)?, self.snapshot(peer)?);
+                self.commit(replacement, family.variant(0))?;
                 let answer = self.complete_on(peer, family.variant(1))?;
                 self.expect_reference(family.variant(1), &answer.tokens)?;
                 let observed =

@@ -13,6 +13,7 @@
 mod case;
 pub mod commands;
 mod ctx;
+mod disagg;
 mod faults;
 pub mod guard;
 mod lifecycle;

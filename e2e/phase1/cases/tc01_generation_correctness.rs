@@ -2,7 +2,9 @@
 //! exactly the reference tokens, on a first pass (cold) and on a repeat pass
 //! (cached), and each cached answer says it reused cached blocks
 //! (`cached_tokens`). Readiness was proven by a real completion when the
-//! stack started.
+//! stack started. On a stack with a decode worker, a fresh prompt's P→D
+//! transfer reconciles too: the decode pulled exactly its full blocks from
+//! the prefill.
 
 use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
 use kvcr_e2e::verdict::local::expect_cached_repeat;
@@ -18,6 +20,9 @@ pub const CASE: Case = Case {
 const FAMILIES: usize = 3;
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
+    if let Some(decode) = ctx.decode_worker() {
+        ctx.expect_prefill_to_decode(&decode, ctx.family()?.variant(0))?;
+    }
     let families = ctx.families(FAMILIES)?;
     let block_size = u64::from(ctx.geometry().block_size_tokens);
     let mut served = 0;
