@@ -16,6 +16,7 @@ mod ctx;
 mod faults;
 pub mod guard;
 mod lifecycle;
+pub mod load;
 pub mod observe;
 mod perf;
 mod records;

@@ -6,6 +6,7 @@
 //! has unit tests that show it failing.
 
 pub mod guard;
+pub mod load;
 pub mod local;
 pub mod tokens;
 pub mod transfer;
