@@ -9,7 +9,8 @@ use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
 
 use crate::cases::{
     tc01_generation_correctness as tc01, tc02_local_dram_flow as tc02,
-    tc03_hinted_peer_transfer as tc03, tc04_guard_takeover as tc04, tc05_performance_arms as tc05,
+    tc03_hinted_peer_transfer as tc03, tc04_guard_takeover as tc04,
+    tc04_worker_killed_under_load as tc04_load, tc05_performance_arms as tc05,
     tc06_guard_recovery_timing as tc06,
 };
 
@@ -79,6 +80,11 @@ pub fn all() -> Vec<Case> {
             "TC-04",
             "replacement_that_does_not_reclaim_is_caught",
             no_reclaim,
+        ),
+        row(
+            "TC-04",
+            "wrong_token_under_load_is_caught",
+            wrong_token_under_load,
         ),
         row(
             "TC-05",
@@ -275,6 +281,13 @@ fn no_reclaim(ctx: &CaseCtx) -> CaseResult {
     // The replacement carries the switch from its launch; clear it.
     drop(ctx.engine_faults(&["A"], json!({})));
     result
+}
+
+/// The survivor B answers wrongly while A is killed under load: the budget
+/// never allows a wrong token, whatever the failure allowance.
+fn wrong_token_under_load(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["B"], json!({"wrong_token_after": 3}))?;
+    expect_red(ctx, tc04_load::run, "load within its budget: ")
 }
 
 fn wrong_token_mid_stream(ctx: &CaseCtx) -> CaseResult {

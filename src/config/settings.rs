@@ -207,6 +207,12 @@ pub struct Settings {
     pub perf_concurrency_levels: Vec<u32>,
     /// Fresh prompts per TC-05 arm.
     pub perf_repeats: u32,
+    /// Fault under load: concurrent streaming clients.
+    pub load_clients: u32,
+    /// Fault under load: requests per client (bounded load).
+    pub load_requests_per_client: u32,
+    /// Fault under load: failed requests allowed (wrong tokens never are).
+    pub load_max_failed_requests: u32,
     /// TC-06 attempt cadence.
     pub tc06_cadence_ms: u64,
     /// Base directory of run directories.
@@ -273,6 +279,9 @@ impl Settings {
             perf_evict_filler: 0,
             perf_concurrency_levels: Vec::new(),
             perf_repeats: 0,
+            load_clients: 0,
+            load_requests_per_client: 0,
+            load_max_failed_requests: 0,
             tc06_cadence_ms: 0,
             run_dir: PathBuf::new(),
             junit: None,
@@ -339,6 +348,9 @@ impl Settings {
             "perf_evict_filler" => self.perf_evict_filler = v.uint()?,
             "perf_concurrency_levels" => self.perf_concurrency_levels = v.uint_list()?,
             "perf_repeats" => self.perf_repeats = v.uint()?,
+            "load_clients" => self.load_clients = v.uint()?,
+            "load_requests_per_client" => self.load_requests_per_client = v.uint()?,
+            "load_max_failed_requests" => self.load_max_failed_requests = v.uint()?,
             "tc06_cadence_ms" => self.tc06_cadence_ms = v.uint()?,
             "run_dir" => self.run_dir = v.path()?,
             "junit" => self.junit = Some(v.path()?),

@@ -17,6 +17,7 @@ mod disagg;
 mod faults;
 pub mod guard;
 mod lifecycle;
+pub mod load;
 pub mod observe;
 mod perf;
 mod records;

@@ -7,6 +7,7 @@
 
 pub mod disagg;
 pub mod guard;
+pub mod load;
 pub mod local;
 pub mod tokens;
 pub mod transfer;
