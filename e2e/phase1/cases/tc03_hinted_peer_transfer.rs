@@ -4,8 +4,11 @@
 //! `source_write` blocks = B's `remote_deliver` blocks = the shared full
 //! blocks; B's read bytes = A's `source_write` bytes = blocks × the page
 //! sizes of the geometry (dense or hybrid); no partial or failed delivery.
+//! Both workers' `KV Transfer metrics` log lines report the same transfer as
+//! their Prometheus counters.
 
 use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
+use kvcr_e2e::telemetry::{Counter, OpResult, Scope};
 use kvcr_e2e::verdict::transfer::expect_peer_transfer;
 
 pub const CASE: Case = Case {
@@ -41,5 +44,19 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             family.shared_blocks(),
             geometry.bytes_per_block(),
         ),
+    )?;
+    ctx.expect_interval_log_agrees(
+        &a,
+        &[
+            Counter::TransferBlocks(Scope::SourceWrite),
+            Counter::TransferBytes(Scope::SourceWrite),
+        ],
+    )?;
+    ctx.expect_interval_log_agrees(
+        &b,
+        &[
+            Counter::TransferBlocks(Scope::RemoteDeliver),
+            Counter::OpCount(Scope::RemoteDeliver, OpResult::Success),
+        ],
     )
 }
