@@ -28,7 +28,6 @@ pub use worker::Worker;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
 use serde::Serialize;
 
 use crate::engine::{Engine, LaunchContext, ReferenceVariant};
@@ -195,7 +194,8 @@ impl Stack {
             .collect()
     }
 
-    /// SIGKILLs worker `name`'s engine process and verifies the pid is gone.
+    /// SIGKILLs worker `name`'s engine (every process of its group, as a
+    /// crash would) and verifies the pid and the whole group are gone.
     pub fn kill_worker(&self, name: &str) -> Result<KillReport, StackError> {
         let worker = self.worker(name)?;
         let pid = worker.process.pid();
@@ -203,13 +203,25 @@ impl Stack {
         let sent_at = Instant::now();
         worker
             .process
-            .signal(Signal::SIGKILL)
+            .kill_group()
             .map_err(|e| StackError::FaultNotApplied(format!("SIGKILL of worker {name}: {e}")))?;
         let gone = worker.process.wait_exit(Duration::from_secs(5));
-        if gone.is_none() || crate::proc::procfs::is_alive(pid) {
+        let group_gone = crate::wait::until(
+            format!("every process of worker {name}'s group (pgid {pid}) to exit"),
+            Duration::from_secs(5),
+            Duration::from_millis(20),
+            || match procfs::group_members(pid).as_slice() {
+                [] => crate::wait::Poll::Ready(()),
+                left => crate::wait::Poll::Pending(format!("still alive: {left:?}")),
+            },
+        );
+        if gone.is_none() || procfs::is_alive(pid) {
             return Err(StackError::FaultNotApplied(format!(
                 "worker {name} (pid {pid}) is still alive 5 s after SIGKILL"
             )));
+        }
+        if let Err(e) = group_gone {
+            return Err(StackError::FaultNotApplied(e.to_string()));
         }
         // What the dead engine left in /dev/shm goes now, not at teardown.
         worker.process.remove_shm();

@@ -475,6 +475,9 @@ fn await_worker(
         if let Some(dead) = died(&process).or_else(|| died(&frontend)) {
             return dead;
         }
+        // Shared-memory files appear during startup; a process killed before
+        // it is ready (a failed startup, a harness that dies) leaves them.
+        process.note_shm();
         let members = procfs::group_members(process.pid());
         let listening = procfs::listening_ports_of(&members);
         let instances = match discovery::serving_instances(&discovery_dir) {
