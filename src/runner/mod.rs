@@ -17,6 +17,7 @@ mod container;
 mod k8s;
 mod slurm;
 mod spec;
+pub mod validate;
 
 #[cfg(test)]
 mod tests;
