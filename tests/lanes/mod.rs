@@ -54,43 +54,39 @@ impl Drop for Owned {
     }
 }
 
-/// The `phase1` suite binary: the newest one cargo built beside this test,
-/// else built now (`cargo test --no-run --test phase1`).
+/// The `phase1` suite binary, built from the current sources: `cargo test
+/// --no-run --test phase1` (a no-op when it is fresh). The build runs
+/// without the `CARGO_*` variables cargo set for this test, which would
+/// otherwise make it rebuild dependencies whose build scripts watch them.
 pub fn phase1_binary() -> PathBuf {
-    let deps = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .expect("the test binary lives in target/<profile>/deps");
-    let newest = |deps: &Path| {
-        std::fs::read_dir(deps)
-            .ok()?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                name.starts_with("phase1-") && !name.contains('.')
-            })
-            .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
-    };
-    let own = std::fs::metadata(std::env::current_exe().expect("current exe"))
-        .and_then(|m| m.modified())
-        .ok();
-    if let Some(found) = newest(&deps) {
-        // Built with (or after) this test binary: from the same sources.
-        if found.metadata().and_then(|m| m.modified()).ok() >= own {
-            return found;
+    let mut cargo = Command::new(env!("CARGO"));
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy().into_owned();
+        if (name.starts_with("CARGO_") && name != "CARGO_HOME") || name.starts_with("RUSTC") {
+            cargo.env_remove(&name);
         }
     }
-    eprintln!("[lanes] building the phase1 suite binary (cargo test --no-run --test phase1)");
-    let status = Command::new(env!("CARGO"))
-        .args(["test", "--no-run", "--test", "phase1"])
+    let output = cargo
+        .args([
+            "test",
+            "--no-run",
+            "--test",
+            "phase1",
+            "--message-format=json",
+        ])
         .current_dir(root())
-        .stdout(Stdio::null())
-        .status()
+        .stderr(Stdio::inherit())
+        .output()
         .expect("cargo runs");
     assert!(
-        status.success(),
-        "cargo test --no-run --test phase1: {status}"
+        output.status.success(),
+        "cargo test --no-run --test phase1: {}",
+        output.status
     );
-    newest(&deps).expect("cargo built the phase1 test binary")
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["target"]["name"] == "phase1")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .expect("cargo reports the phase1 executable")
 }
