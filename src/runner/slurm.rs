@@ -63,7 +63,16 @@ impl SbatchScript {
                 .into(),
             "# One job step: scancel or a killed srun stops the harness and its stack.".into(),
             "# $KVCR_E2E_SUITE is split into words on purpose.".into(),
-            "srun --nodes=1 --ntasks=1 --export=ALL $KVCR_E2E_SUITE \"$@\"".into(),
+            "status=0".into(),
+            "srun --nodes=1 --ntasks=1 --export=ALL $KVCR_E2E_SUITE \"$@\" || status=$?".into(),
+            "# Slurm kills a killed step's every process, the harness's reaper".into(),
+            "# included, so nothing removed the run's /dev/shm scratch (pools, sockets).".into(),
+            "scratch=$(sed -n 's|.*\"scratch_dir\": *\"\\(/dev/shm/kvcr-e2e-[^\"]*\\)\".*|\\1|p' \"$PHASE1_RUN_DIR/latest/stack.json\" 2>/dev/null || true)".into(),
+            "if [ -n \"$scratch\" ] && [ -d \"$scratch\" ]; then".into(),
+            "  echo \"kvcr-e2e: removing $scratch, left by the killed step\"".into(),
+            "  rm -rf -- \"$scratch\"".into(),
+            "fi".into(),
+            "exit \"$status\"".into(),
         ];
         SbatchScript {
             directives,
