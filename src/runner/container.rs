@@ -119,8 +119,13 @@ pub fn container_run_argv(spec: &RunnerSpec) -> Vec<String> {
     .to_vec();
     argv.push(format!("--name={}", spec.job_name()));
     argv.push(format!("--shm-size={}m", spec.shm_mib));
-    // The default (1048576) exceeds many hosts' hard limit.
+    // podman's defaults (nofile 1048576, a large nproc) exceed many hosts'
+    // hard limits, and runc then refuses to start ("error setting rlimit").
     argv.push("--ulimit=nofile=20000:20000".into());
+    argv.push("--ulimit=nproc=20000:20000".into());
+    for (name, value) in spec.harness_env() {
+        argv.push(format!("--env={name}={value}"));
+    }
     if spec.is_gpu() {
         // vLLM's IPC and the tiers want the host's IPC namespace and GPUs.
         argv.extend(

@@ -13,7 +13,7 @@
 //! shows up in review. The Kubernetes objects are also validated strictly
 //! against a pinned Kubernetes schema (`tests/runner_k8s_validate.rs`).
 
-mod container;
+pub mod container;
 mod k8s;
 mod slurm;
 mod spec;

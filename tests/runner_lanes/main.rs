@@ -11,6 +11,7 @@
 #[path = "../lanes/mod.rs"]
 mod lanes;
 
+mod container;
 mod daemon;
 mod slurm;
 mod stackwatch;
@@ -223,6 +224,16 @@ fn main() -> ExitCode {
                 })
             },
         ),
+        Trial::ignorable_test("container::tc01_tc03_inside_podman", || {
+            match container::available() {
+                Err(Unavailable::Ignore(reason)) => return Ok(Completion::ignored_with(reason)),
+                Err(Unavailable::Broken(e)) => return Err(Failed::from(e)),
+                Ok(()) => {}
+            }
+            container::suite_in_container(&evidence_dir("container", "suite"))
+                .map(|()| Completion::Completed)
+                .map_err(Failed::from)
+        }),
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     // Stop every daemon before exiting (exit() runs no destructors).
