@@ -118,6 +118,10 @@ pub fn container_run_argv(spec: &RunnerSpec) -> Vec<String> {
     .map(String::from)
     .to_vec();
     argv.push(format!("--name={}", spec.job_name()));
+    // The harness must not be pid 1: a component checks at spawn that its
+    // parent (the harness) is alive through getppid() != 1. The init
+    // (catatonit) also reaps orphans.
+    argv.push("--init".into());
     argv.push(format!("--shm-size={}m", spec.shm_mib));
     // podman's defaults (nofile 1048576, a large nproc) exceed many hosts'
     // hard limits, and runc then refuses to start ("error setting rlimit").

@@ -13,8 +13,8 @@ use kvcr_e2e::runner::{self, container::EVIDENCE_IN_CONTAINER};
 
 use super::lanes::{phase1_binary, root, stack_budget};
 
-const PROGRAMS: &[&str] = &["podman", "runc"];
-const PACKAGES: &[&str] = &["podman", "runc"];
+const PROGRAMS: &[&str] = &["podman", "runc", "catatonit"];
+const PACKAGES: &[&str] = &["podman", "runc", "catatonit"];
 
 pub fn available() -> Result<(), super::Unavailable> {
     super::ensure_programs("container", PROGRAMS, PACKAGES)
