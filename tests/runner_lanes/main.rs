@@ -126,23 +126,49 @@ pub fn lane_settings(flags: &[&str]) -> kvcr_e2e::config::Settings {
 }
 
 /// The run under `runs` wrote a JUnit report in which each of `cases`
-/// passed (a testcase without failure or error).
+/// passed (see [`junit_passed`]).
 pub fn expect_junit(runs: &Path, cases: &[&str]) -> Result<(), String> {
     let path = runs.join("latest/junit.xml");
     let xml = std::fs::read_to_string(&path)
         .map_err(|e| format!("no JUnit report at {}: {e}", path.display()))?;
+    junit_passed(&xml, cases).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Each of `cases` has a testcase that is not skipped, and the report has
+/// no failure or error.
+fn junit_passed(xml: &str, cases: &[&str]) -> Result<(), String> {
     if xml.contains("<failure") || xml.contains("<error") {
-        return Err(format!("{} reports a failure:\n{xml}", path.display()));
+        return Err(format!("the report has a failure:\n{xml}"));
     }
     for case in cases {
-        if !xml.contains(&format!("name=\"{case}")) {
-            return Err(format!(
-                "{} has no testcase for {case}:\n{xml}",
-                path.display()
-            ));
+        let Some(start) = xml.find(&format!("<testcase name=\"{case}::")) else {
+            return Err(format!("no testcase for {case}:\n{xml}"));
+        };
+        let block = &xml[start..];
+        let block = &block[..block.find("</testcase>").unwrap_or(block.len())];
+        if block.contains("<skipped") {
+            return Err(format!("{case} was skipped, not passed:\n{block}"));
         }
     }
     Ok(())
+}
+
+/// The JUnit check can fail: a skipped, failed or missing case is no pass.
+fn junit_check_can_fail() -> Result<(), String> {
+    let case = |name: &str, body: &str| {
+        format!("<testcase name=\"{name}::x\" classname=\"phase1\">{body}</testcase>")
+    };
+    let passed = case("TC-01", "");
+    let skipped = case("TC-03", "<skipped message=\"not selected\"/>");
+    let failed = case("TC-03", "<failure message=\"wrong tokens\"/>");
+    let expect = |xml: String, ok: bool| match (junit_passed(&xml, &["TC-01", "TC-03"]), ok) {
+        (Ok(()), true) | (Err(_), false) => Ok(()),
+        (got, _) => Err(format!("junit_passed({xml}) = {got:?}")),
+    };
+    expect(format!("{passed}{}", case("TC-03", "")), true)?;
+    expect(format!("{passed}{skipped}"), false)?;
+    expect(format!("{passed}{failed}"), false)?;
+    expect(passed, false)
 }
 
 /// A fresh evidence directory for one trial.
@@ -192,6 +218,9 @@ fn main() -> ExitCode {
     let c2 = cluster.clone();
     let c3 = cluster.clone();
     let trials = vec![
+        Trial::test("junit::a_skipped_failed_or_missing_case_is_no_pass", || {
+            junit_check_can_fail().map_err(Failed::from)
+        }),
         Trial::ignorable_test(
             "slurm::sbatch_runs_tc01_tc03_and_collects_evidence",
             move || {
