@@ -194,6 +194,14 @@ impl Engine for SglangEngine {
         false
     }
 
+    fn device_cache_blocks(&self) -> u64 {
+        u64::MAX
+    }
+
+    fn python_env(&self) -> Option<&'static crate::pyenv::EnvSpec> {
+        None
+    }
+
     fn guard(&self, _ctx: &LaunchContext) -> Option<ProcessSpec> {
         None
     }

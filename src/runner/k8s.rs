@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::RunnerSpec;
-use crate::engine::{self, LaunchContext};
+use crate::engine::{self, LaunchContext, WorkerSlot};
 use crate::proc::ProcessSpec;
 
 /// Where the repository (and the stack's Python env) live in the image.
@@ -360,6 +360,27 @@ fn component(spec: &RunnerSpec, name: &str, plan: &ProcessSpec, gpus: u32) -> Co
     }
 }
 
+/// Worker slot `name` (the `i`-th) in the pod: fixed ports, paths under
+/// the pod's `/dev/shm`, and its Guard service named as the stack runner
+/// names it.
+fn pod_slot(engine: &dyn engine::Engine, ctx: &LaunchContext, name: &str, i: usize) -> WorkerSlot {
+    let mut slot = engine::vllm::example_slot(name, 0);
+    slot.ready_file = ctx
+        .work_dir
+        .join("ready")
+        .join(format!("worker-{name}.json"));
+    if engine.guard_per_slot() {
+        slot.guard_service = format!("guard-{name}");
+        slot.guard_socket = ctx.work_dir.join(format!("{}.sock", slot.guard_service));
+        slot.guard_index = 0;
+    } else {
+        slot.guard_service = "guard".into();
+        slot.guard_socket = ctx.guard_socket.clone();
+        slot.guard_index = i as u32;
+    }
+    slot
+}
+
 /// The stack pod: frontend and workers as containers, the Guard as a
 /// native sidecar; all share `/dev/shm` (discovery, sockets, pools).
 fn stack_pod(spec: &RunnerSpec, engine: &dyn engine::Engine) -> K8sObject {
@@ -372,13 +393,17 @@ fn stack_pod(spec: &RunnerSpec, engine: &dyn engine::Engine) -> K8sObject {
     });
     containers.push(frontend);
     let plans = engine.worker_plans();
-    for plan in &plans {
-        let slot = engine::vllm::example_slot(&plan.slot, 0);
+    let slots: Vec<WorkerSlot> = plans
+        .iter()
+        .enumerate()
+        .map(|(i, plan)| pod_slot(engine, &ctx, &plan.slot, i))
+        .collect();
+    for (plan, slot) in plans.iter().zip(&slots) {
         let gpus = plan.gpus.len() as u32;
         let mut worker = component(
             spec,
             &format!("worker-{}", plan.slot.to_lowercase()),
-            &engine.worker(&ctx, &slot),
+            &engine.worker(&ctx, slot),
             if spec.is_gpu() { gpus.max(1) } else { 0 },
         );
         worker.ports.push(ContainerPort {
@@ -387,19 +412,29 @@ fn stack_pod(spec: &RunnerSpec, engine: &dyn engine::Engine) -> K8sObject {
         });
         containers.push(worker);
     }
-    let init_containers = engine
-        .guards(&ctx)
+    // One Guard shared by every slot, or one per slot: as the stack runner
+    // starts them (each its own socket and pool directory).
+    let guard_contexts: Vec<(String, LaunchContext)> = if engine.guard_per_slot() {
+        slots
+            .iter()
+            .map(|slot| {
+                let pools = ctx.work_dir.join(format!("pool-{}", slot.guard_service));
+                (
+                    slot.guard_service.clone(),
+                    ctx.for_guard(slot.guard_socket.clone(), pools, 1),
+                )
+            })
+            .collect()
+    } else {
+        vec![("guard".to_string(), ctx.clone())]
+    };
+    let init_containers = guard_contexts
         .iter()
-        .enumerate()
-        .map(|(i, plan)| {
-            let name = if i == 0 {
-                "guard".to_string()
-            } else {
-                format!("guard-{i}")
-            };
-            let mut guard = component(spec, &name, plan, 0);
+        .filter_map(|(name, guard_ctx)| {
+            let plan = engine.guard(guard_ctx)?;
+            let mut guard = component(spec, name, &plan, 0);
             guard.restart_policy = Some("Always".into());
-            guard
+            Some(guard)
         })
         .collect();
     K8sObject::Pod {

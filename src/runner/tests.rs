@@ -147,3 +147,45 @@ fn write_all_marks_scripts_executable() {
     assert_eq!(mode("run.sh"), 0o755);
     assert_eq!(mode("Containerfile"), 0o644);
 }
+
+/// Every socket a worker's command names is served by a Guard sidecar.
+fn guard_sockets_match(flags: &[&str]) {
+    let objects = k8s::objects(&settings(flags), repo_root()).expect("plans");
+    let pod = serde_json::to_value(&objects[1]).expect("serializes");
+    let words = |c: &serde_json::Value| -> Vec<String> {
+        c["command"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|w| w.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let served: Vec<String> = pod["spec"]["initContainers"]
+        .as_array()
+        .expect("guards")
+        .iter()
+        .flat_map(&words)
+        .filter(|w| w.ends_with(".sock"))
+        .collect();
+    assert!(!served.is_empty(), "no Guard socket in {flags:?}");
+    for c in pod["spec"]["containers"].as_array().expect("containers") {
+        for word in words(c) {
+            if word.ends_with(".sock") || word.contains(".sock\"") {
+                let socket = served.iter().find(|s| word.contains(s.as_str()));
+                assert!(
+                    socket.is_some(),
+                    "{} names {word}, served: {served:?}",
+                    c["name"]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_worker_guard_socket_is_served_by_a_sidecar() {
+    guard_sockets_match(&[]);
+    guard_sockets_match(&["--engine", "vllm", "--topology", "2p1d"]);
+}

@@ -265,8 +265,18 @@ impl Suite {
     fn python(&self) -> Result<&PythonEnv, String> {
         self.python
             .get_or_init(|| {
-                pyenv::ensure(&self.repo_root, self.settings.python.as_deref())
-                    .map_err(|e| e.to_string())
+                match (self.engine.python_env(), self.settings.python.as_deref()) {
+                    (Some(spec), user) => pyenv::ensure_env(&self.repo_root, spec, user),
+                    (None, Some(user)) => pyenv::ensure(&self.repo_root, Some(user)),
+                    (None, None) => {
+                        return Err(format!(
+                            "the {} engine runs the Python of its own image: pass --python PATH (or PHASE1_PYTHON) naming an interpreter with {} installed",
+                            self.engine.name(),
+                            self.engine.name()
+                        ))
+                    }
+                }
+                .map_err(|e| e.to_string())
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -315,16 +325,38 @@ impl Suite {
                     self.engine.name(),
                     options.logs_dir.display()
                 );
+                let with_reference = options.with_reference;
                 let stack = stack::provision(self.engine.clone(), options)
                     .map(Arc::new)
                     .map_err(|e| format!("stack provisioning failed: {e}"))?;
-                eprintln!(
-                    "[kvcr-e2e] stack ready in {:.1} s",
-                    stack.timings.total_ms as f64 / 1000.0
-                );
                 if let Ok(mut live) = LIVE_STACK.lock() {
                     *live = Some(stack.clone());
                 }
+                if with_reference {
+                    // The reference engines run alone: their phase first,
+                    // then they stop and the KVCR workers start.
+                    let refs = self.run_reference_phase(&stack);
+                    let failed = refs.as_ref().err().cloned();
+                    let _ = self.references.set(refs);
+                    let started = match failed {
+                        Some(error) => Err(error),
+                        None => stack
+                            .start_workers()
+                            .map_err(|e| format!("stack provisioning failed: {e}")),
+                    };
+                    if let Err(error) = started {
+                        let stops = stack.teardown();
+                        let _ = run.write_root_json("teardown.json", &stops);
+                        if let Ok(mut live) = LIVE_STACK.lock() {
+                            *live = None;
+                        }
+                        return Err(error);
+                    }
+                }
+                eprintln!(
+                    "[kvcr-e2e] stack ready in {:.1} s",
+                    stack.timings().total_ms as f64 / 1000.0
+                );
                 self.prompts
                     .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
                 if let Err(e) = stack.set_manifest(&run.root().join("stack.json")) {
@@ -335,27 +367,54 @@ impl Suite {
             .clone()
     }
 
+    /// What ran, for results.json and JUnit properties: the Python env and
+    /// every patch applied to a third-party package.
+    fn environment(&self) -> std::collections::BTreeMap<String, String> {
+        let mut env = std::collections::BTreeMap::new();
+        if let Some(Ok(python)) = self.python.get() {
+            env.insert("python.env".into(), python.env.to_string());
+            env.insert("python.source".into(), python.source.to_string());
+            env.insert(
+                "python.interpreter".into(),
+                python.python.display().to_string(),
+            );
+            for patch in &python.patches {
+                env.insert(
+                    format!("patch.{}", patch.file),
+                    format!("{} sha256={}", patch.applies_to, patch.sha256),
+                );
+            }
+        }
+        env
+    }
+
     fn reference_cache_dir(&self) -> PathBuf {
         self.repo_root.join(&self.settings.reference_cache)
     }
 
     pub(super) fn references(&self) -> Result<Arc<References>, String> {
+        // Provisioning runs the reference phase when the cache cannot serve.
+        let stack = self.stack()?;
         self.references
-            .get_or_init(|| {
-                let stack = self.stack()?;
-                let run = self.run_dir()?;
-                let refs = reference::load_or_run(
-                    &stack,
-                    &self.settings,
-                    &self.prompts,
-                    &self.reference_cache_dir(),
-                )
-                .map_err(|e| format!("reference phase failed: {e}"))?;
-                stack.stop_references();
-                let _ = run.write_root_json("reference.json", &refs.summary());
-                Ok(Arc::new(refs))
-            })
+            .get_or_init(|| self.run_reference_phase(&stack))
             .clone()
+    }
+
+    /// The reference phase (or its cache entry); the reference engines are
+    /// stopped afterwards.
+    fn run_reference_phase(&self, stack: &Stack) -> Result<Arc<References>, String> {
+        let run = self.run_dir()?;
+        let refs = reference::load_or_run(
+            stack,
+            &self.settings,
+            &self.prompts,
+            &self.reference_cache_dir(),
+        )
+        .map_err(|e| format!("reference phase failed: {e}"));
+        stack.stop_references();
+        let refs = refs?;
+        let _ = run.write_root_json("reference.json", &refs.summary());
+        Ok(Arc::new(refs))
     }
 
     /// After the trials: teardown (unless kept), then every evidence writer
@@ -396,6 +455,7 @@ impl Suite {
                 .map(|s| super::records::stack_summary(s, self.provisions.load(Ordering::SeqCst))),
             reference: references.as_deref().map(super::records::reference_summary),
             cases,
+            environment: self.environment(),
         };
         let results = crate::evidence::Results::new(record, requests, perf);
         let junit = self.settings.junit_path(run.root());
