@@ -8,6 +8,7 @@ pub mod prompts;
 pub mod pyenv;
 pub mod reference;
 pub mod rt;
+pub mod runner;
 pub mod stack;
 pub mod suite;
 pub mod telemetry;

@@ -5,6 +5,7 @@
 //!                            create or check a pinned Python env
 //! kvcr-e2e stack up [FLAGS]  bring a stack up and keep it (attach runs to it)
 //! kvcr-e2e stack down        tear that stack down
+//! kvcr-e2e runner KIND       write the Slurm, container or Kubernetes artifacts
 //! ```
 
 use std::path::PathBuf;
@@ -31,6 +32,11 @@ commands:
                                keep it running until `stack down` or Ctrl-C; takes the
                                same flags as the suite (--profile, --geometry, ...)
   stack down [--manifest PATH] tear that stack down
+  runner {slurm|container|k8s|all} [--out DIR] [HARNESS FLAGS]
+                               write the runner's artifacts for the resolved settings
+                               (sbatch script; Containerfile + run.sh; Kubernetes Job,
+                               stack pod and service) into DIR (default
+                               target/runners/<kind>); see docs/ci.md
   help                         this text
 
 Attach test runs to a running stack with
@@ -44,6 +50,7 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("python-env") => python_env(&repo_root, &args[1..]),
         Some("stack") => stack(&repo_root, &args[1..]),
+        Some("runner") => runner(&repo_root, &args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             ExitCode::SUCCESS
@@ -83,6 +90,76 @@ fn stack(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn runner(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
+    use kvcr_e2e::config;
+    use kvcr_e2e::runner::{self, RunnerKind};
+    let kinds: Vec<RunnerKind> = match args.first().map(String::as_str) {
+        Some("all") => RunnerKind::ALL.to_vec(),
+        Some(word) => match RunnerKind::from_word(word) {
+            Some(kind) => vec![kind],
+            None => {
+                eprintln!("error: unknown runner `{word}`; expected slurm, container, k8s or all\n\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        },
+        None => {
+            eprintln!("error: `runner` needs a kind: slurm, container, k8s or all\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut out: Option<PathBuf> = None;
+    let mut harness_argv = vec!["kvcr-e2e runner".to_string()];
+    let mut rest = args[1..].iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--out" {
+            match rest.next() {
+                Some(dir) => out = Some(PathBuf::from(dir)),
+                None => {
+                    eprintln!("error: --out needs a directory\n\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            }
+        } else {
+            harness_argv.push(arg.clone());
+        }
+    }
+    let settings = match config::split_args(harness_argv)
+        .map_err(|e| e.to_string())
+        .and_then(|(harness, _)| {
+            let env = config::Env::from_process().map_err(|e| e.to_string())?;
+            config::resolve(&harness, &env).map_err(|e| e.to_string())
+        }) {
+        Ok(resolved) => resolved.settings,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for kind in kinds {
+        let dir = match (&out, args.first().map(String::as_str)) {
+            (Some(dir), Some("all")) => dir.join(kind.as_str()),
+            (Some(dir), _) => dir.clone(),
+            (None, _) => repo_root.join("target/runners").join(kind.as_str()),
+        };
+        let written = runner::artifacts(kind, &settings, repo_root).and_then(|files| {
+            runner::write_all(&files, &dir)
+                .map_err(|e| format!("cannot write into {}: {e}", dir.display()))
+        });
+        match written {
+            Ok(paths) => {
+                for path in paths {
+                    println!("{}", path.display());
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {} runner: {e}", kind.as_str());
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn python_env(repo_root: &std::path::Path, args: &[String]) -> ExitCode {

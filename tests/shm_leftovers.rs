@@ -35,7 +35,10 @@ fn await_mapped(p: &Supervised) {
 }
 
 fn shm_path(tag: &str) -> PathBuf {
-    PathBuf::from(format!("/dev/shm/psm_kvcr_e2e_{tag}_{}", std::process::id()))
+    PathBuf::from(format!(
+        "/dev/shm/psm_kvcr_e2e_{tag}_{}",
+        std::process::id()
+    ))
 }
 
 #[test]
@@ -49,7 +52,10 @@ fn files_a_killed_component_held_are_removed_and_no_others() {
     await_mapped(&p);
     p.note_shm();
     p.signal(Signal::SIGKILL).unwrap();
-    assert!(p.wait_exit(Duration::from_secs(5)).is_some(), "SIGKILL took");
+    assert!(
+        p.wait_exit(Duration::from_secs(5)).is_some(),
+        "SIGKILL took"
+    );
     assert!(held.exists(), "a SIGKILLed process leaves its file behind");
 
     let removed = p.remove_shm();

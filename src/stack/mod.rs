@@ -19,7 +19,7 @@ mod provision;
 mod registration;
 mod worker;
 
-pub use attach::{attach, AttachError};
+pub use attach::{attach, hooks, run_hook, AttachError, HookRun, Hooks};
 pub use layout::Layout;
 pub use provision::{provision, ProvisionError, StackOptions, StartupTimings};
 pub use registration::Registration;
@@ -75,6 +75,10 @@ pub struct KillReport {
     #[serde(skip)]
     pub sent_at: Instant,
     pub pid_gone_after_ms: u128,
+    /// The stack description's kill hook, when it was used instead of a
+    /// signal from this process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook: Option<HookRun>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -201,10 +205,33 @@ impl Stack {
         let pid = worker.process.pid();
         worker.process.note_shm();
         let sent_at = Instant::now();
-        worker
-            .process
-            .kill_group()
-            .map_err(|e| StackError::FaultNotApplied(format!("SIGKILL of worker {name}: {e}")))?;
+        let kill_hook = self
+            .manifest_path()
+            .and_then(|path| attach::hooks(&path))
+            .and_then(|h| h.kill_worker);
+        let hook = match kill_hook {
+            // A deployed stack: its own tooling delivers the kill.
+            Some(template) => Some(
+                attach::run_hook(
+                    &template,
+                    &[
+                        ("worker", name.to_string()),
+                        ("process", worker.process.name().to_string()),
+                        ("pid", pid.to_string()),
+                    ],
+                    self.options.startup_timeout,
+                )
+                .map_err(|e| {
+                    StackError::FaultNotApplied(format!("kill hook for worker {name}: {e}"))
+                })?,
+            ),
+            None => {
+                worker.process.kill_group().map_err(|e| {
+                    StackError::FaultNotApplied(format!("SIGKILL of worker {name}: {e}"))
+                })?;
+                None
+            }
+        };
         let gone = worker.process.wait_exit(Duration::from_secs(5));
         let group_gone = crate::wait::until(
             format!("every process of worker {name}'s group (pgid {pid}) to exit"),
@@ -216,8 +243,12 @@ impl Stack {
             },
         );
         if gone.is_none() || procfs::is_alive(pid) {
+            let how = match &hook {
+                Some(run) => format!("the kill hook `{}`", run.argv.join(" ")),
+                None => "SIGKILL".to_string(),
+            };
             return Err(StackError::FaultNotApplied(format!(
-                "worker {name} (pid {pid}) is still alive 5 s after SIGKILL"
+                "worker {name} (pid {pid}) is still alive 5 s after {how}"
             )));
         }
         if let Err(e) = group_gone {
@@ -230,6 +261,7 @@ impl Stack {
             pid,
             sent_at,
             pid_gone_after_ms: sent_at.elapsed().as_millis(),
+            hook,
         })
     }
 
@@ -272,7 +304,15 @@ impl Stack {
         let Some(path) = self.manifest_path() else {
             return Ok(());
         };
-        let text = serde_json::to_string_pretty(&self.describe()).map_err(std::io::Error::other)?;
+        let mut description = self.describe();
+        // Hooks are written by whoever deployed the stack; keep them.
+        if let (Some(hooks), Some(object)) = (attach::hooks(&path), description.as_object_mut()) {
+            object.insert(
+                "hooks".into(),
+                serde_json::to_value(hooks).map_err(std::io::Error::other)?,
+            );
+        }
+        let text = serde_json::to_string_pretty(&description).map_err(std::io::Error::other)?;
         // Write then rename: an attaching run never reads half a file.
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
         std::fs::write(&tmp, text)?;

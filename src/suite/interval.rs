@@ -29,7 +29,11 @@ impl CaseCtx<'_> {
         let what = format!(
             "worker {}'s `KV Transfer metrics` lines to add up to its /metrics for {}",
             worker.name(),
-            counters.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            counters
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         let mut last: Vec<(String, u64, u64)> = Vec::new();
         let outcome = wait::until(what, LOG_DEADLINE, LOG_POLL, || {
@@ -45,7 +49,11 @@ impl CaseCtx<'_> {
                 .iter()
                 .map(|c| {
                     let whole = |v: Option<f64>| v.map_or(0, |v| v.round().max(0.0) as u64);
-                    (c.to_string(), whole(logged.counter(c)), whole(exported.counter(c)))
+                    (
+                        c.to_string(),
+                        whole(logged.counter(c)),
+                        whole(exported.counter(c)),
+                    )
                 })
                 .collect();
             if let Some((c, got, want)) = last.iter().find(|(_, got, want)| got > want) {
@@ -72,7 +80,11 @@ impl CaseCtx<'_> {
         );
         outcome.map_err(|e| {
             // A mismatch is the verdict itself; a timeout says what it awaited.
-            let why = if e.aborted { e.last_seen.clone() } else { e.to_string() };
+            let why = if e.aborted {
+                e.last_seen.clone()
+            } else {
+                e.to_string()
+            };
             CaseError::new(format!("interval log agrees with /metrics: {why}")).with_evidence(path)
         })
     }
