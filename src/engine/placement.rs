@@ -1,0 +1,389 @@
+//! No GPU oversubscribed: the memory fractions a plan puts on each GPU, at
+//! any one time, sum to at most [`MAX_FRACTION_PER_GPU`].
+//!
+//! The check reads any engine's process specs (`CUDA_VISIBLE_DEVICES` and
+//! the engine's memory-fraction flag), grouped into the phases of a run:
+//! processes of one phase run at the same time; phases follow each other.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::{Engine, LaunchContext, ReferenceVariant, WorkerSlot};
+use crate::gpu::preflight::{GpuNeed, GpuShare};
+use crate::proc::ProcessSpec;
+
+/// Room left for the CUDA contexts and NCCL buffers outside the fractions.
+pub const MAX_FRACTION_PER_GPU: f64 = 0.95;
+
+/// The flags through which engines claim a fraction of each of their GPUs'
+/// memory: vLLM, SGLang.
+pub const FRACTION_FLAGS: [&str; 2] = ["--gpu-memory-utilization", "--mem-fraction-static"];
+
+/// A process's claim on one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuClaim {
+    pub process: String,
+    /// The node the process runs on (its `DYN_SYSTEM_HOST`, the address the
+    /// GPU engines bind their system server to).
+    pub node: String,
+    pub gpu: u32,
+    pub fraction: f64,
+    /// False when the spec names GPUs but no fraction (counted as 1.0).
+    pub explicit: bool,
+}
+
+/// Processes that run at the same time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Phase {
+    pub name: String,
+    pub claims: Vec<GpuClaim>,
+}
+
+/// When the reference workers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReferenceSchedule {
+    /// Alone, before the stack starts (and stopped before it does).
+    Alone,
+    /// Beside the stack's workers.
+    WithStack,
+}
+
+fn env<'a>(spec: &'a ProcessSpec, key: &str) -> Option<&'a str> {
+    spec.env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// The GPU claims of one process spec (none for a process without
+/// `CUDA_VISIBLE_DEVICES`: frontend, Guard).
+pub fn claims(spec: &ProcessSpec) -> Vec<GpuClaim> {
+    let Some(devices) = env(spec, "CUDA_VISIBLE_DEVICES") else {
+        return Vec::new();
+    };
+    let fraction = FRACTION_FLAGS
+        .iter()
+        .find_map(|flag| super::vllm::flag_value(spec, flag))
+        .and_then(|v| v.parse::<f64>().ok());
+    let node = env(spec, "DYN_SYSTEM_HOST").unwrap_or("local").to_string();
+    devices
+        .split(',')
+        .filter_map(|d| d.trim().parse::<u32>().ok())
+        .map(|gpu| GpuClaim {
+            process: spec.name.clone(),
+            node: node.clone(),
+            gpu,
+            fraction: fraction.unwrap_or(1.0),
+            explicit: fraction.is_some(),
+        })
+        .collect()
+}
+
+fn phase(name: &str, specs: &[ProcessSpec]) -> Phase {
+    Phase {
+        name: name.into(),
+        claims: specs.iter().flat_map(claims).collect(),
+    }
+}
+
+/// The slot provisioning gives a reference worker (named after its variant).
+fn reference_slot(variant: ReferenceVariant, index: u16) -> WorkerSlot {
+    WorkerSlot {
+        name: variant.label().into(),
+        guard_index: 0,
+        control_port: 0,
+        metrics_port: 19001 + index,
+        ready_file: std::path::PathBuf::from(format!("/dev/shm/ready-{}", variant.label())),
+        generation: 0,
+        kv_events_port: 19101 + index,
+        side_channel_port: 19201 + index,
+    }
+}
+
+fn worker_slot(name: &str, index: usize, generation: u32) -> WorkerSlot {
+    let i = index as u16;
+    WorkerSlot {
+        name: name.into(),
+        guard_index: index as u32,
+        control_port: 17771 + i,
+        metrics_port: 18101 + i,
+        ready_file: std::path::PathBuf::from(format!("/dev/shm/ready-{name}")),
+        generation,
+        kv_events_port: 20081 + i,
+        side_channel_port: 5601 + i,
+    }
+}
+
+/// The phases of a run of `engine`: reference workers, the stack, and (with
+/// a Guard) the stack after TC-04 replaced worker A.
+pub fn phases(engine: &dyn Engine, ctx: &LaunchContext, schedule: ReferenceSchedule) -> Vec<Phase> {
+    let references: Vec<ProcessSpec> = [ReferenceVariant::Cached, ReferenceVariant::Uncached]
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| engine.reference_worker(ctx, v, &reference_slot(v, i as u16)))
+        .collect();
+    let plans = engine.worker_plans();
+    let workers: Vec<ProcessSpec> = plans
+        .iter()
+        .enumerate()
+        .map(|(i, p)| engine.worker(ctx, &worker_slot(&p.slot, i, 0)))
+        .collect();
+    let mut out = Vec::new();
+    match schedule {
+        ReferenceSchedule::Alone => {
+            out.push(phase("reference", &references));
+            out.push(phase("stack", &workers));
+        }
+        ReferenceSchedule::WithStack => {
+            let mut all = references.clone();
+            all.extend(workers.iter().cloned());
+            out.push(phase("stack with reference workers", &all));
+        }
+    }
+    if engine.has_guard() {
+        if let Some(first) = plans.first() {
+            let mut replaced: Vec<ProcessSpec> = workers.into_iter().skip(1).collect();
+            replaced.push(engine.worker(ctx, &worker_slot(&first.slot, 0, 1)));
+            if schedule == ReferenceSchedule::WithStack {
+                replaced.extend(references);
+            }
+            out.push(phase("stack after TC-04's replacement", &replaced));
+        }
+    }
+    out
+}
+
+/// One GPU whose claims in one phase sum above the limit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Oversubscribed {
+    pub phase: String,
+    pub node: String,
+    pub gpu: u32,
+    pub total: f64,
+    pub claims: Vec<GpuClaim>,
+}
+
+impl fmt::Display for Oversubscribed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .claims
+            .iter()
+            .map(|c| {
+                let note = if c.explicit {
+                    ""
+                } else {
+                    " (no fraction flag)"
+                };
+                format!("{} {}{note}", c.process, c.fraction)
+            })
+            .collect();
+        write!(
+            f,
+            "GPU {} on {} in phase `{}`: {} = {:.2} > {MAX_FRACTION_PER_GPU}",
+            self.gpu,
+            self.node,
+            self.phase,
+            parts.join(" + "),
+            self.total
+        )
+    }
+}
+
+/// Sums each phase's claims per node and GPU.
+fn totals(phase: &Phase) -> BTreeMap<(String, u32), Vec<GpuClaim>> {
+    let mut per_gpu: BTreeMap<(String, u32), Vec<GpuClaim>> = BTreeMap::new();
+    for c in &phase.claims {
+        per_gpu
+            .entry((c.node.clone(), c.gpu))
+            .or_default()
+            .push(c.clone());
+    }
+    per_gpu
+}
+
+/// Every GPU of every phase within [`MAX_FRACTION_PER_GPU`], else all the
+/// GPUs that are not.
+pub fn check(phases: &[Phase]) -> Result<(), Vec<Oversubscribed>> {
+    let mut over = Vec::new();
+    for phase in phases {
+        for ((node, gpu), claims) in totals(phase) {
+            let total: f64 = claims.iter().map(|c| c.fraction).sum();
+            // A hair of slack for sums such as 0.4 + 0.4 + 0.15 in binary.
+            if total > MAX_FRACTION_PER_GPU + 1e-9 {
+                over.push(Oversubscribed {
+                    phase: phase.name.clone(),
+                    node,
+                    gpu,
+                    total,
+                    claims,
+                });
+            }
+        }
+    }
+    if over.is_empty() {
+        Ok(())
+    } else {
+        Err(over)
+    }
+}
+
+/// What the GPUs of node `node` must give: per GPU, the largest sum over
+/// the phases (the preflight's input).
+pub fn need_on(phases: &[Phase], node: &str, plan: &str) -> GpuNeed {
+    let mut shares: BTreeMap<u32, GpuShare> = BTreeMap::new();
+    for phase in phases {
+        for ((n, gpu), claims) in totals(phase) {
+            if n != node {
+                continue;
+            }
+            let total: f64 = claims.iter().map(|c| c.fraction).sum();
+            let entry = shares.entry(gpu).or_insert_with(|| GpuShare {
+                gpu,
+                fraction: 0.0,
+                processes: Vec::new(),
+            });
+            if total > entry.fraction {
+                entry.fraction = total;
+                entry.processes = claims.iter().map(|c| c.process.clone()).collect();
+            }
+        }
+    }
+    GpuNeed {
+        plan: plan.into(),
+        shares: shares.into_values().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sglang::{SglangEngine, SglangProfile};
+    use super::super::topology::{Node, Topology};
+    use super::super::vllm::{example_context, VllmEngine, VllmProfile};
+    use super::*;
+
+    fn two_nodes() -> Vec<Node> {
+        vec![
+            Node {
+                name: "gpu-a".into(),
+                address: "10.0.0.1".into(),
+                launcher: Vec::new(),
+            },
+            Node {
+                name: "gpu-b".into(),
+                address: "10.0.0.2".into(),
+                launcher: vec!["srun".into(), "--nodelist={node}".into()],
+            },
+        ]
+    }
+
+    fn context(topology: Topology) -> LaunchContext {
+        match topology {
+            Topology::TwoNode => LaunchContext {
+                host: "10.0.0.1".into(),
+                ..example_context()
+            },
+            _ => example_context(),
+        }
+    }
+
+    fn sglang(topology: Topology) -> SglangEngine {
+        let mut profile = SglangProfile::default();
+        if topology == Topology::TwoNode {
+            profile.nodes = two_nodes();
+        }
+        SglangEngine::new(profile, topology).expect("the default SGLang profile fits")
+    }
+
+    fn render(over: Vec<Oversubscribed>) -> String {
+        over.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn every_sglang_plan_fits_its_gpus() {
+        for topology in [Topology::Agg, Topology::TwoNode] {
+            let e = sglang(topology);
+            let phases = phases(&e, &context(topology), ReferenceSchedule::Alone);
+            assert!(
+                phases.iter().all(|p| !p.claims.is_empty()),
+                "{topology}: every phase claims GPUs: {phases:#?}"
+            );
+            if let Err(over) = check(&phases) {
+                panic!("sglang {topology}:\n{}", render(over));
+            }
+        }
+    }
+
+    /// The same plans with the reference workers beside the stack do not fit:
+    /// the check can fail, and says where.
+    #[test]
+    fn reference_workers_beside_the_stack_oversubscribe_and_are_named() {
+        let e = sglang(Topology::Agg);
+        let err = check(&phases(
+            &e,
+            &example_context(),
+            ReferenceSchedule::WithStack,
+        ))
+        .expect_err("0.8 + 0.8 on one GPU");
+        let text = render(err);
+        assert!(
+            text.contains("GPU 0 on 127.0.0.1 in phase `stack with reference workers`: reference 0.8 + worker-A 0.8 = 1.60 > 0.95"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_gpu_without_a_fraction_counts_whole() {
+        let spec = ProcessSpec::new("w", "python", "w.log").env("CUDA_VISIBLE_DEVICES", "2,3");
+        let c = claims(&spec);
+        assert_eq!(
+            c.iter()
+                .map(|c| (c.gpu, c.fraction, c.explicit))
+                .collect::<Vec<_>>(),
+            [(2, 1.0, false), (3, 1.0, false)]
+        );
+        let over = check(&[Phase {
+            name: "p".into(),
+            claims: c,
+        }])
+        .expect_err("1.0 > 0.95");
+        assert!(render(over).contains("w 1 (no fraction flag)"));
+    }
+
+    #[test]
+    fn the_preflight_need_takes_the_largest_phase_per_gpu() {
+        let e = sglang(Topology::Agg);
+        let need = need_on(
+            &phases(&e, &example_context(), ReferenceSchedule::Alone),
+            "127.0.0.1",
+            "sglang agg",
+        );
+        let shares: Vec<_> = need.shares.iter().map(|s| (s.gpu, s.fraction)).collect();
+        assert_eq!(shares, [(0, 0.8), (1, 0.8)]);
+    }
+
+    #[test]
+    #[ignore = "lead fixes vLLM placement"]
+    fn every_vllm_plan_fits_its_gpus() {
+        for topology in Topology::ALL {
+            let nodes = if topology == Topology::TwoNode {
+                two_nodes()
+            } else {
+                Vec::new()
+            };
+            let profile = VllmProfile {
+                nodes,
+                ..VllmProfile::default()
+            };
+            let e = VllmEngine::new(profile, topology).expect("the default vLLM profile fits");
+            if let Err(over) = check(&phases(&e, &context(topology), ReferenceSchedule::Alone)) {
+                panic!("vllm {topology}:\n{}", render(over));
+            }
+        }
+    }
+}
