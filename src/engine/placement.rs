@@ -156,6 +156,44 @@ pub fn phases(engine: &dyn Engine, ctx: &LaunchContext, schedule: ReferenceSched
     out
 }
 
+/// When the stack runner starts the reference workers today: beside the
+/// stack (`stack::provision`). Set to [`ReferenceSchedule::Alone`] when the
+/// provisioning runs them alone before the stack.
+pub const PROVISIONING_SCHEDULE: ReferenceSchedule = ReferenceSchedule::WithStack;
+
+/// Before any process starts: the plan of `engine` on this host (`host`, the
+/// address the local node's workers advertise) must not oversubscribe a
+/// GPU; returns what the local GPUs must give (for the NVML preflight).
+/// `with_reference`: whether this run starts the reference workers (not
+/// when the reference cache holds their results).
+pub fn preflight_need(
+    engine: &dyn Engine,
+    host: &str,
+    with_reference: bool,
+) -> Result<GpuNeed, String> {
+    let ctx = LaunchContext {
+        host: host.into(),
+        ..super::vllm::example_context()
+    };
+    let phases: Vec<Phase> = if with_reference {
+        phases(engine, &ctx, PROVISIONING_SCHEDULE)
+    } else {
+        phases(engine, &ctx, ReferenceSchedule::Alone)
+            .into_iter()
+            .filter(|p| p.name != "reference")
+            .collect()
+    };
+    check(&phases).map_err(|over| {
+        format!(
+            "GPU placement: the {} plan oversubscribes {} (memory fractions at one time must sum to at most {MAX_FRACTION_PER_GPU}):\n  {}",
+            engine.name(),
+            if over.len() == 1 { "a GPU".to_string() } else { format!("{} GPUs", over.len()) },
+            over.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  ")
+        )
+    })?;
+    Ok(need_on(&phases, host, engine.name()))
+}
+
 /// One GPU whose claims in one phase sum above the limit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Oversubscribed {
@@ -365,6 +403,37 @@ mod tests {
         );
         let shares: Vec<_> = need.shares.iter().map(|s| (s.gpu, s.fraction)).collect();
         assert_eq!(shares, [(0, 0.8), (1, 0.8)]);
+    }
+
+    #[test]
+    fn the_run_preflight_refuses_an_oversubscribing_plan_and_passes_the_cpu_engine() {
+        let err = preflight_need(&sglang(Topology::Agg), "127.0.0.1", true)
+            .expect_err("references beside the stack do not fit");
+        assert!(
+            err.starts_with("GPU placement: the sglang plan oversubscribes 2 GPUs")
+                && err.contains("GPU 0 on 127.0.0.1"),
+            "{err}"
+        );
+        let args = crate::config::split_args(["phase1"]).expect("no flags").0;
+        let settings = crate::config::resolve(
+            &args,
+            &crate::config::Env::from_pairs(Vec::<(String, String)>::new()),
+        )
+        .expect("defaults resolve")
+        .settings;
+        let cpu =
+            super::super::for_settings(&settings, std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
+                .expect("the CPU engine");
+        let need =
+            preflight_need(cpu.as_ref(), "127.0.0.1", true).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            need.shares.is_empty(),
+            "the CPU engine claims no GPU: {need:?}"
+        );
+        // With the reference results cached, only the stack runs: it fits.
+        let need = preflight_need(&sglang(Topology::Agg), "127.0.0.1", false)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(need.shares.len(), 2);
     }
 
     #[test]

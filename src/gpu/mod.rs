@@ -19,6 +19,7 @@ pub mod nvml;
 pub mod pids;
 pub mod preflight;
 pub mod release;
+pub mod run;
 pub mod sampler;
 pub mod source;
 
