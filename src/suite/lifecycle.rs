@@ -159,6 +159,7 @@ impl Suite {
             );
             return Ok(Completion::ignored_with(reason));
         }
+        crate::gpu::run::mark("case", &case.trial_name());
         let outcome = self.run_case(case);
         let (result, evidence, measurements) = match outcome {
             Ok((ctx_result, evidence, measurements)) => (ctx_result, evidence, measurements),
@@ -295,6 +296,25 @@ impl Suite {
                 // and the bootstrap's time and size when this run built it.
                 let _ = run.write_root_json("python-env.json", python_env);
                 let python = python_env.python.clone();
+                self.engine
+                    .preflight(&python)
+                    .map_err(|e| format!("engine preflight failed: {e}"))?;
+                let with_reference = !reference::cached(
+                    &self.settings,
+                    self.engine.as_ref(),
+                    &self.reference_cache_dir(),
+                );
+                // GPUs before any process starts: placement, then NVML (off,
+                // with one line, on a machine without a driver).
+                let gpu_need = crate::engine::placement::preflight_need(
+                    self.engine.as_ref(),
+                    "127.0.0.1",
+                    with_reference,
+                )?;
+                crate::gpu::run::begin(
+                    &gpu_need,
+                    Duration::from_secs(self.settings.startup_timeout_s),
+                )?;
                 self.provisions.fetch_add(1, Ordering::SeqCst);
                 let options = StackOptions {
                     python,
@@ -304,11 +324,7 @@ impl Suite {
                     host: "127.0.0.1".into(),
                     startup_timeout: Duration::from_secs(self.settings.startup_timeout_s),
                     worker_faults: Vec::new(),
-                    with_reference: !reference::cached(
-                        &self.settings,
-                        self.engine.as_ref(),
-                        &self.reference_cache_dir(),
-                    ),
+                    with_reference,
                 };
                 eprintln!(
                     "[kvcr-e2e] starting the {} stack (logs: {})",
@@ -324,6 +340,9 @@ impl Suite {
                 );
                 if let Ok(mut live) = LIVE_STACK.lock() {
                     *live = Some(stack.clone());
+                }
+                for (name, pid) in stack.components() {
+                    crate::gpu::run::watch(&name, pid);
                 }
                 self.prompts
                     .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
@@ -397,11 +416,19 @@ impl Suite {
             reference: references.as_deref().map(super::records::reference_summary),
             cases,
         };
-        let results = crate::evidence::Results::new(record, requests, perf);
+        let results = crate::evidence::Results::new(record, requests, perf)
+            .with_gpu(crate::gpu::run::finish());
         let junit = self.settings.junit_path(run.root());
         let written = results
             .write(run)
-            .and_then(|_| crate::evidence::write_junit(&results.run, &junit, &self.redactor))
+            .and_then(|_| {
+                crate::evidence::write_junit_with_gpu(
+                    &results.run,
+                    results.gpu.as_ref(),
+                    &junit,
+                    &self.redactor,
+                )
+            })
             .and_then(|_| crate::evidence::write_report(run, &results));
         if let Err(e) = written {
             eprintln!("[kvcr-e2e] could not write all evidence: {e}");
