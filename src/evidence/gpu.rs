@@ -263,7 +263,11 @@ mod tests {
             "marks are labelled"
         );
         assert!(html.contains("412 ms"), "the release time");
-        assert_eq!(section(None).expect("renders"), "", "no NVML: the report is unchanged");
+        assert_eq!(
+            section(None).expect("renders"),
+            "",
+            "no NVML: the report is unchanged"
+        );
     }
 
     #[test]

@@ -488,3 +488,56 @@ fn init_tracing(settings: &Settings) {
         .with_writer(std::io::stderr)
         .try_init();
 }
+
+#[cfg(test)]
+mod gpu_engine_preflight_tests {
+    use super::*;
+
+    /// `--engine sglang` with an SGLang that lacks PR #36409 fails before any
+    /// process starts, with the preflight's message (a stub interpreter
+    /// stands in for the real one).
+    #[test]
+    fn engine_sglang_without_the_kvcr_backend_fails_at_preflight() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let python = dir.path().join("python");
+        std::fs::write(
+            &python,
+            "#!/bin/sh\ncase \"$2\" in *hicache-storage-backend*) printf 'VERSION 0.5.23\\nCHOICES file mooncake nixl\\n';; esac\nexit 0\n",
+        )
+        .expect("write stub");
+        let status = std::process::Command::new("chmod")
+            .args(["+x", &python.display().to_string()])
+            .status()
+            .expect("chmod runs");
+        assert!(status.success());
+        let argv = [
+            "phase1",
+            "--engine",
+            "sglang",
+            "--python",
+            &python.display().to_string(),
+            "--run-dir",
+            &dir.path().join("runs").display().to_string(),
+        ]
+        .map(String::from);
+        let (suite, _) = Suite::from_argv("phase1", argv, &[]).expect("the flags resolve");
+        let err = match suite.stack() {
+            Ok(_) => panic!("a stack started without the kvcr backend"),
+            Err(e) => e,
+        };
+        assert!(
+            err.starts_with(
+                "engine preflight failed: engine sglang preflight: the SGLang 0.5.23 of"
+            ) && err.contains("offers no `kvcr` HiCache storage backend")
+                && err.contains("SGLang PR #36409")
+                && err.contains("KVCR 0.1.0")
+                && err.contains("NIXL 1.3.1"),
+            "{err}"
+        );
+        assert_eq!(
+            suite.provisions.load(Ordering::SeqCst),
+            0,
+            "nothing started"
+        );
+    }
+}
