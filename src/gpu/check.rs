@@ -261,6 +261,44 @@ fn memory_of(
     .map_err(|e| e.to_string())
 }
 
+/// The child's pid as the driver reports it: its own pid, else the single
+/// process that appeared on the GPU since `before`.
+fn driver_pid(
+    source: &dyn GpuSource,
+    gpu: u32,
+    own_pid: u32,
+    before: &[u32],
+    timeout: Duration,
+) -> Result<u32, String> {
+    wait::until(
+        format!("the child (pid {own_pid}) among GPU {gpu}'s processes"),
+        timeout,
+        Duration::from_millis(50),
+        || match source.processes(gpu) {
+            Err(e) => Poll::Abort(e),
+            Ok(list) => {
+                if list.iter().any(|p| p.pid == own_pid) {
+                    return Poll::Ready(own_pid);
+                }
+                let new: Vec<u32> = list
+                    .iter()
+                    .map(|p| p.pid)
+                    .filter(|p| !before.contains(p))
+                    .collect();
+                match new.as_slice() {
+                    [one] => Poll::Ready(*one),
+                    [] => Poll::Pending("no new process on the GPU".into()),
+                    many => Poll::Pending(format!(
+                        "{} new processes on the GPU ({many:?}), none with the child's pid",
+                        many.len()
+                    )),
+                }
+            }
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
 /// Everything the check produced.
 #[derive(Debug, Serialize)]
 pub struct CheckReport {
@@ -320,18 +358,30 @@ pub fn run(
             .join("; ")
     ));
     say("preflight passed");
+    let before: Vec<u32> = source.processes(opts.gpu)?.iter().map(|p| p.pid).collect();
     let sampler = Sampler::start(source.clone(), inventory, opts.interval);
     let mut child = Child_::spawn(opts)?;
-    let pid = child.pid();
-    sampler.watch(COMPONENT, pid);
+    let own_pid = child.pid();
+    sampler.watch(COMPONENT, own_pid);
     let mut f = CheckFigures {
         gpu: opts.gpu,
         allocated_bytes: opts.bytes,
-        pid,
+        pid: own_pid,
         ..CheckFigures::default()
     };
 
     child.expect("CONTEXT", opts.timeout)?;
+    // The driver names the child by its pid in the host's PID namespace; in
+    // a container without that namespace it is another number: the one new
+    // process on the GPU.
+    let pid = driver_pid(&*source, opts.gpu, own_pid, &before, opts.timeout)?;
+    if pid != own_pid {
+        say(&format!(
+            "the driver lists the child as pid {pid} (this process sees it as {own_pid}: another PID namespace, e.g. a container without the host's)"
+        ));
+        sampler.watch(COMPONENT, pid);
+        f.pid = pid;
+    }
     f.context_bytes = memory_of(
         &*source,
         opts.gpu,
@@ -410,7 +460,8 @@ pub fn run(
     })?;
     say(&format!("after the free: {} bytes", f.after_free_bytes));
 
-    let tree = super::pids::tree(pid, &super::pids::parent_map());
+    let mut tree = super::pids::tree(own_pid, &super::pids::parent_map());
+    tree.push(pid);
     sampler.mark("kill", COMPONENT);
     let _ = child.child.kill();
     match await_release(
@@ -473,6 +524,8 @@ mod tests {
     struct StubGpu {
         inner: crate::gpu::fake::FakeGpu,
         file: PathBuf,
+        /// Added to the child's pid, as a driver in another PID namespace.
+        pid_offset: u32,
     }
 
     impl GpuSource for StubGpu {
@@ -494,7 +547,7 @@ mod tests {
                 {
                     vec![crate::gpu::GpuProcess {
                         gpu: index,
-                        pid: pid as u32,
+                        pid: pid as u32 + self.pid_offset,
                         memory_bytes: Some(bytes),
                     }]
                 }
@@ -507,6 +560,26 @@ mod tests {
     /// protocol, and writes what NVML would see into a file.
     #[test]
     fn the_check_runs_end_to_end_against_a_stub_child() {
+        let report = check_against_stub(0);
+        assert_eq!(report.figures.held_bytes, 500_000_000 + 2 * G);
+        let kinds: Vec<_> = report
+            .timeline
+            .marks
+            .iter()
+            .map(|m| m.kind.as_str())
+            .collect();
+        assert_eq!(kinds, ["alloc", "free", "kill", "release"]);
+    }
+
+    /// In a container without the host's PID namespace the driver's pid is
+    /// not ours: the one new GPU process is taken, and the check still holds.
+    #[test]
+    fn a_driver_in_another_pid_namespace_is_matched_by_the_new_process() {
+        let report = check_against_stub(1_000_000);
+        assert!(report.figures.pid > 1_000_000, "{:?}", report.figures);
+    }
+
+    fn check_against_stub(pid_offset: u32) -> CheckReport {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join("gpu");
         let stub = dir.path().join("python");
@@ -522,6 +595,7 @@ mod tests {
         let source = Arc::new(StubGpu {
             inner: crate::gpu::fake::FakeGpu::h200s(1),
             file,
+            pid_offset,
         });
         let opts = CheckOptions {
             python: stub,
@@ -544,6 +618,7 @@ mod tests {
             .map(|m| m.kind.as_str())
             .collect();
         assert_eq!(kinds, ["alloc", "free", "kill", "release"]);
+        report
     }
 
     #[test]
