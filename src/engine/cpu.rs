@@ -135,7 +135,7 @@ impl Engine for CpuEngine {
             ])
             .args(["--control-port", &slot.control_port.to_string()])
             .arg("--guard-socket")
-            .arg(ctx.guard_socket.display().to_string())
+            .arg(slot.guard_socket.display().to_string())
             .args(["--guard-index", &slot.guard_index.to_string()])
             .args(["--compatibility-digest", &ctx.compatibility_digest])
     }
@@ -158,6 +158,10 @@ impl Engine for CpuEngine {
             ReferenceVariant::Cached => spec,
             ReferenceVariant::Uncached => spec.arg("--no-prefix-caching"),
         }
+    }
+
+    fn device_cache_blocks(&self) -> u64 {
+        u64::from(self.profile.device_cache_blocks)
     }
 
     fn token_identity(&self) -> String {

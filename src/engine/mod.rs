@@ -75,6 +75,17 @@ pub struct LaunchContext {
 }
 
 impl LaunchContext {
+    /// The same context for another Guard service of the stack (engines
+    /// that run one Guard per worker slot): its own socket, pools and size.
+    pub fn for_guard(&self, socket: PathBuf, pool_dir: PathBuf, guard_count: u32) -> Self {
+        Self {
+            guard_socket: socket,
+            pool_dir,
+            guard_count,
+            ..self.clone()
+        }
+    }
+
     pub fn discovery_dir(&self) -> PathBuf {
         self.work_dir.join("discovery")
     }
@@ -90,7 +101,13 @@ impl LaunchContext {
 pub struct WorkerSlot {
     /// `A`, `B`, ...
     pub name: String,
+    /// The slot's group in its Guard service.
     pub guard_index: u32,
+    /// The process name of the Guard service holding the slot's pool
+    /// (`guard`, or `guard-A` where each slot has its own).
+    pub guard_service: String,
+    /// That service's socket, which the worker's KVCR tier connects to.
+    pub guard_socket: PathBuf,
     pub control_port: u16,
     pub metrics_port: u16,
     pub ready_file: PathBuf,
@@ -165,10 +182,11 @@ fn gpu_profile<T: serde::de::DeserializeOwned>(
     repo_root: &std::path::Path,
     engine: &str,
 ) -> Result<T, String> {
-    let path = settings
-        .engine_profile
-        .clone()
-        .unwrap_or_else(|| repo_root.join(format!("fixtures/engines/{engine}.toml")));
+    let path = match &settings.engine_profile {
+        Some(path) if path.is_relative() => repo_root.join(path),
+        Some(path) => path.clone(),
+        None => repo_root.join(format!("fixtures/engines/{engine}.toml")),
+    };
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("engine profile {}: {e}", path.display()))?;
     toml::from_str(&text).map_err(|e| format!("engine profile {}: {e}", path.display()))
@@ -219,6 +237,30 @@ pub trait Engine: Send + Sync {
     fn guards(&self, ctx: &LaunchContext) -> Vec<ProcessSpec> {
         self.guard(ctx).into_iter().collect()
     }
+    /// Whether each worker slot gets a Guard service of its own (index 0 in
+    /// it) instead of one group in a shared service. vLLM's KVCR adapter
+    /// takes the Guard index from the data-parallel rank, so one worker
+    /// process per slot means one Guard per slot.
+    fn guard_per_slot(&self) -> bool {
+        false
+    }
+    /// Whether workers must start one at a time (each ready before the
+    /// next starts): heavy engines on a small machine.
+    fn start_serially(&self) -> bool {
+        false
+    }
+    /// The KVCR-disabled engines the reference phase runs behind the router.
+    fn reference_variants(&self) -> Vec<ReferenceVariant> {
+        vec![ReferenceVariant::Cached, ReferenceVariant::Uncached]
+    }
+    /// The bare engine (no Dynamo, no KVCR) serving an OpenAI API on `port`,
+    /// for the determinism probes; `None` when the reference workers probe.
+    fn bare_engine(&self, _ctx: &LaunchContext, _port: u16) -> Option<ProcessSpec> {
+        None
+    }
+    /// Blocks the device prefix cache of one worker holds (what the eviction
+    /// fillers must push out).
+    fn device_cache_blocks(&self) -> u64;
 }
 
 #[cfg(test)]

@@ -89,32 +89,14 @@ fn phase(name: &str, specs: &[ProcessSpec]) -> Phase {
     }
 }
 
-/// The slot provisioning gives a reference worker (named after its variant).
-fn reference_slot(variant: ReferenceVariant, index: u16) -> WorkerSlot {
-    WorkerSlot {
-        name: variant.label().into(),
-        guard_index: 0,
-        control_port: 0,
-        metrics_port: 19001 + index,
-        ready_file: std::path::PathBuf::from(format!("/dev/shm/ready-{}", variant.label())),
-        generation: 0,
-        kv_events_port: 19101 + index,
-        side_channel_port: 19201 + index,
-    }
+/// The slot provisioning gives a reference worker: named after its variant
+/// (ports do not matter here).
+fn reference_slot(variant: ReferenceVariant) -> WorkerSlot {
+    super::vllm::example_slot(variant.label(), 0)
 }
 
-fn worker_slot(name: &str, index: usize, generation: u32) -> WorkerSlot {
-    let i = index as u16;
-    WorkerSlot {
-        name: name.into(),
-        guard_index: index as u32,
-        control_port: 17771 + i,
-        metrics_port: 18101 + i,
-        ready_file: std::path::PathBuf::from(format!("/dev/shm/ready-{name}")),
-        generation,
-        kv_events_port: 20081 + i,
-        side_channel_port: 5601 + i,
-    }
+fn worker_slot(name: &str, generation: u32) -> WorkerSlot {
+    super::vllm::example_slot(name, generation)
 }
 
 /// The phases of a run of `engine`: reference workers, the stack, and (with
@@ -122,14 +104,12 @@ fn worker_slot(name: &str, index: usize, generation: u32) -> WorkerSlot {
 pub fn phases(engine: &dyn Engine, ctx: &LaunchContext, schedule: ReferenceSchedule) -> Vec<Phase> {
     let references: Vec<ProcessSpec> = [ReferenceVariant::Cached, ReferenceVariant::Uncached]
         .into_iter()
-        .enumerate()
-        .map(|(i, v)| engine.reference_worker(ctx, v, &reference_slot(v, i as u16)))
+        .map(|v| engine.reference_worker(ctx, v, &reference_slot(v)))
         .collect();
     let plans = engine.worker_plans();
     let workers: Vec<ProcessSpec> = plans
         .iter()
-        .enumerate()
-        .map(|(i, p)| engine.worker(ctx, &worker_slot(&p.slot, i, 0)))
+        .map(|p| engine.worker(ctx, &worker_slot(&p.slot, 0)))
         .collect();
     let mut out = Vec::new();
     match schedule {
@@ -146,7 +126,7 @@ pub fn phases(engine: &dyn Engine, ctx: &LaunchContext, schedule: ReferenceSched
     if engine.has_guard() {
         if let Some(first) = plans.first() {
             let mut replaced: Vec<ProcessSpec> = workers.into_iter().skip(1).collect();
-            replaced.push(engine.worker(ctx, &worker_slot(&first.slot, 0, 1)));
+            replaced.push(engine.worker(ctx, &worker_slot(&first.slot, 1)));
             if schedule == ReferenceSchedule::WithStack {
                 replaced.extend(references);
             }
@@ -156,10 +136,9 @@ pub fn phases(engine: &dyn Engine, ctx: &LaunchContext, schedule: ReferenceSched
     out
 }
 
-/// When the stack runner starts the reference workers today: beside the
-/// stack (`stack::provision`). Set to [`ReferenceSchedule::Alone`] when the
-/// provisioning runs them alone before the stack.
-pub const PROVISIONING_SCHEDULE: ReferenceSchedule = ReferenceSchedule::WithStack;
+/// When the stack runner starts the reference workers: alone, before the
+/// KVCR workers (`Suite::stack`: reference phase, stop, then the workers).
+pub const PROVISIONING_SCHEDULE: ReferenceSchedule = ReferenceSchedule::Alone;
 
 /// Before any process starts: the plan of `engine` on this host (`host`, the
 /// address the local node's workers advertise) must not oversubscribe a
@@ -407,11 +386,15 @@ mod tests {
 
     #[test]
     fn the_run_preflight_refuses_an_oversubscribing_plan_and_passes_the_cpu_engine() {
-        let err = preflight_need(&sglang(Topology::Agg), "127.0.0.1", true)
-            .expect_err("references beside the stack do not fit");
+        let greedy = SglangProfile {
+            mem_fraction_static: 0.96,
+            ..SglangProfile::default()
+        };
+        let e = SglangEngine::new(greedy, Topology::Agg).expect("the plan builds");
+        let err = preflight_need(&e, "127.0.0.1", false).expect_err("0.96 > 0.95");
         assert!(
             err.starts_with("GPU placement: the sglang plan oversubscribes 2 GPUs")
-                && err.contains("GPU 0 on 127.0.0.1"),
+                && err.contains("GPU 0 on 127.0.0.1 in phase `stack`: worker-A 0.96 = 0.96 > 0.95"),
             "{err}"
         );
         let args = crate::config::split_args(["phase1"]).expect("no flags").0;
@@ -430,10 +413,32 @@ mod tests {
             need.shares.is_empty(),
             "the CPU engine claims no GPU: {need:?}"
         );
-        // With the reference results cached, only the stack runs: it fits.
-        let need = preflight_need(&sglang(Topology::Agg), "127.0.0.1", false)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(need.shares.len(), 2);
+        // The shipped SGLang plan, references first and alone: it fits.
+        for with_reference in [true, false] {
+            let need = preflight_need(&sglang(Topology::Agg), "127.0.0.1", with_reference)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let shares: Vec<_> = need.shares.iter().map(|s| (s.gpu, s.fraction)).collect();
+            assert_eq!(shares, [(0, 0.8), (1, 0.8)]);
+        }
+    }
+
+    /// The vLLM CPU lane (`--profile vllm-cpu`) hides every GPU: no claim,
+    /// nothing for the preflight to refuse.
+    #[test]
+    fn the_vllm_cpu_lane_claims_no_gpu() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let args = crate::config::split_args(["phase1", "--profile", "vllm-cpu"])
+            .expect("flags")
+            .0;
+        let settings = crate::config::resolve(
+            &args,
+            &crate::config::Env::from_pairs(Vec::<(String, String)>::new()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+        .settings;
+        let e = super::super::for_settings(&settings, root).unwrap_or_else(|e| panic!("{e}"));
+        let need = preflight_need(e.as_ref(), "127.0.0.1", true).unwrap_or_else(|e| panic!("{e}"));
+        assert!(need.shares.is_empty(), "{need:?}");
     }
 
     #[test]

@@ -342,6 +342,10 @@ impl Engine for SglangEngine {
         false
     }
 
+    fn device_cache_blocks(&self) -> u64 {
+        u64::MAX
+    }
+
     fn guard(&self, _ctx: &LaunchContext) -> Option<ProcessSpec> {
         None
     }

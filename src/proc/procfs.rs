@@ -40,6 +40,84 @@ fn listening_ports(table: &str) -> impl Iterator<Item = u16> + '_ {
     })
 }
 
+/// TCP ports in LISTEN on sockets that one of `pids` holds open, read from
+/// the first pid's network namespace (`/proc/<pid>/net/tcp`), so it also
+/// works for a process inside a namespace of its own.
+pub fn listening_ports_of(pids: &[u32]) -> Vec<u16> {
+    let inodes: Vec<u64> = pids.iter().flat_map(|pid| socket_inodes(*pid)).collect();
+    let Some(first) = pids.first() else {
+        return Vec::new();
+    };
+    ["tcp", "tcp6"]
+        .iter()
+        .filter_map(|t| fs::read_to_string(format!("/proc/{first}/net/{t}")).ok())
+        .flat_map(|table| {
+            listen_rows(&table)
+                .filter(|(_, inode)| inodes.contains(inode))
+                .map(|(port, _)| port)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Inodes of the sockets `pid` holds (`/proc/<pid>/fd/* -> socket:[N]`).
+fn socket_inodes(pid: u32) -> Vec<u64> {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    fds.filter_map(|fd| fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|target| {
+            let text = target.to_str()?;
+            text.strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// `(port, inode)` of every LISTEN row of a `/proc/net/tcp` table.
+fn listen_rows(table: &str) -> impl Iterator<Item = (u16, u64)> + '_ {
+    table.lines().skip(1).filter_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(3) != Some(&"0A") {
+            return None;
+        }
+        let port = u16::from_str_radix(fields.get(1)?.rsplit_once(':')?.1, 16).ok()?;
+        Some((port, fields.get(9)?.parse().ok()?))
+    })
+}
+
+/// Files directly in `/dev/shm` that one of `pids` maps or holds open:
+/// what a SIGKILLed engine would leave behind (`psm_*`, `sem.mp-*`,
+/// `vllm_offload_*.mmap`). Subdirectories (a run's own scratch, the Guard's
+/// pools) are not included.
+pub fn shm_files_of(pids: &[u32]) -> Vec<std::path::PathBuf> {
+    let shm = std::path::Path::new("/dev/shm");
+    let mut found: Vec<std::path::PathBuf> = Vec::new();
+    for pid in pids {
+        let mapped = fs::read_to_string(format!("/proc/{pid}/maps"))
+            .map(|maps| {
+                maps.lines()
+                    .filter_map(|l| l.split_whitespace().nth(5).map(std::path::PathBuf::from))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        let open = fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|fds| {
+                fds.filter_map(|fd| fs::read_link(fd.ok()?.path()).ok())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        for path in mapped.into_iter().chain(open) {
+            if path.parent() == Some(shm) && !found.contains(&path) {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
 /// Resident set size of `pid` in KiB.
 pub fn rss_kib(pid: u32) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -95,6 +173,33 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert!(!is_listening(port));
+    }
+
+    #[test]
+    fn finds_the_listeners_a_process_holds() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(listening_ports_of(&[std::process::id()]).contains(&port));
+        assert!(!listening_ports_of(&[1]).contains(&port));
+    }
+
+    #[test]
+    fn finds_shared_memory_files_a_process_holds() {
+        let path =
+            std::path::PathBuf::from(format!("/dev/shm/kvcr-e2e-test-{}", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        assert!(shm_files_of(&[std::process::id()]).contains(&path));
+        drop(file);
+        std::fs::remove_file(&path).unwrap();
+        assert!(!shm_files_of(&[std::process::id()]).contains(&path));
+    }
+
+    #[test]
+    fn parses_listen_rows_with_their_inodes() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+             0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1\n\
+             1: 0100007F:1F91 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 4243 1\n";
+        assert_eq!(listen_rows(table).collect::<Vec<_>>(), vec![(0x1F90, 4242)]);
     }
 
     #[test]

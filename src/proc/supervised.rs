@@ -126,6 +126,9 @@ pub struct Supervised {
     status: Mutex<Option<ExitStatus>>,
     /// Tracked by the reaper (killed if the harness dies).
     reaped: bool,
+    /// Files in `/dev/shm` the process group was seen holding; removed once
+    /// the group is gone (a SIGKILLed engine leaves them behind).
+    shm: Mutex<Vec<PathBuf>>,
 }
 
 impl Supervised {
@@ -196,6 +199,7 @@ impl Supervised {
             child: Some(Mutex::new(child)),
             status: Mutex::new(None),
             reaped,
+            shm: Mutex::new(Vec::new()),
         })
     }
 
@@ -209,6 +213,7 @@ impl Supervised {
             child: None,
             status: Mutex::new(None),
             reaped: false,
+            shm: Mutex::new(Vec::new()),
         }
     }
 
@@ -278,6 +283,7 @@ impl Supervised {
     pub fn stop(&self, grace: Duration) -> StopReport {
         let started = Instant::now();
         let already_exited = self.exit_status().is_some();
+        self.note_shm();
         self.signal_group(Signal::SIGTERM);
         let mut status = self.wait_exit(grace);
         let needed_sigkill = status.is_none();
@@ -292,6 +298,7 @@ impl Supervised {
         if self.reaped {
             reaper::forget_group(self.pid);
         }
+        self.remove_shm();
         StopReport {
             name: self.name.clone(),
             pid: self.pid,
@@ -300,6 +307,44 @@ impl Supervised {
             exit: status.map(|s| s.to_string()),
             stop_ms: started.elapsed().as_millis(),
         }
+    }
+
+    /// Notes the files in `/dev/shm` the process group holds now, so they
+    /// are removed when it is gone, by [`Supervised::remove_shm`] or, if the
+    /// harness dies first, by the reaper. Called once a component is ready
+    /// and again before it is stopped or killed.
+    pub fn note_shm(&self) {
+        let members = procfs::group_members(self.pid);
+        let Ok(mut noted) = self.shm.lock() else {
+            return;
+        };
+        for path in procfs::shm_files_of(&members) {
+            if !noted.contains(&path) {
+                if self.reaped {
+                    reaper::track_path(&path);
+                }
+                noted.push(path);
+            }
+        }
+    }
+
+    /// Removes the noted `/dev/shm` files once no process of the group is
+    /// left; returns those removed. A no-op while the group lives.
+    pub fn remove_shm(&self) -> Vec<PathBuf> {
+        if !procfs::group_members(self.pid).is_empty() {
+            return Vec::new();
+        }
+        let Ok(mut noted) = self.shm.lock() else {
+            return Vec::new();
+        };
+        let mut removed = Vec::new();
+        for path in noted.drain(..) {
+            if std::fs::remove_file(&path).is_ok() {
+                removed.push(path.clone());
+            }
+            reaper::forget_path(&path);
+        }
+        removed
     }
 
     /// The last `lines` lines of the component's log.

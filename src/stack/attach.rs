@@ -14,7 +14,7 @@ use serde::Deserialize;
 use crate::engine::{Engine, LaunchContext, WorkerSlot};
 use crate::proc::{procfs, Supervised};
 
-use super::{Layout, ReadyFile, Stack, StackOptions, StartupTimings, Worker};
+use super::{Layout, Registration, Stack, StackOptions, StartupTimings, Worker};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
@@ -42,7 +42,7 @@ struct WorkerEntry {
     slot: WorkerSlot,
     pid: u32,
     log: PathBuf,
-    ready: ReadyFile,
+    ready: Registration,
 }
 
 #[derive(Deserialize)]
@@ -63,6 +63,8 @@ struct Manifest {
     owner_pid: u32,
     frontend: FrontendEntry,
     guard: Option<GuardEntry>,
+    #[serde(default)]
+    guards: Vec<ProcessEntry>,
     workers: Vec<WorkerEntry>,
     context: LaunchContext,
     layout: Layout,
@@ -132,6 +134,15 @@ pub fn attach(engine: Arc<dyn Engine>, path: &Path) -> Result<Stack, AttachError
             g.process.log,
         ))
     });
+    let guards: Vec<Arc<Supervised>> = if m.guards.is_empty() {
+        guard.iter().cloned().collect()
+    } else {
+        m.guards
+            .into_iter()
+            .map(|g| Arc::new(Supervised::attach(g.name, g.pid, g.log)))
+            .collect()
+    };
+    let slots = workers.iter().map(|w| w.slot.clone()).collect();
     let frontend = Supervised::attach(
         m.frontend.process.name,
         m.frontend.process.pid,
@@ -143,16 +154,20 @@ pub fn attach(engine: Arc<dyn Engine>, path: &Path) -> Result<Stack, AttachError
         layout: m.layout,
         frontend: Mutex::new(Arc::new(frontend)),
         guard,
+        guards,
         workers: Mutex::new(workers),
+        slots,
         references: Mutex::new(Vec::new()),
         retired: Mutex::new(Vec::new()),
         retired_frontends: Mutex::new(Vec::new()),
         replacement_faults: Mutex::new(Vec::new()),
-        timings: m.startup,
+        timings: Mutex::new(m.startup),
         options: m.options,
         manifest: Mutex::new(Some(path.to_path_buf())),
         attached: true,
         owner_pid: m.owner_pid,
+        bare_port: 0,
+        started: std::time::Instant::now(),
     })
 }
 

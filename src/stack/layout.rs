@@ -83,6 +83,18 @@ impl Layout {
         self.scratch_dir.join("pool")
     }
 
+    /// The socket of Guard service `service` when each slot has its own.
+    pub fn guard_socket_of(&self, service: &str) -> PathBuf {
+        self.scratch_dir.join(format!("{service}.sock"))
+    }
+
+    /// The pool directory of Guard service `service` (created).
+    pub fn pool_dir_of(&self, service: &str) -> std::io::Result<PathBuf> {
+        let dir = self.scratch_dir.join(format!("pool-{service}"));
+        fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
     pub fn ready_file(&self, process_name: &str) -> PathBuf {
         self.scratch_dir
             .join("ready")

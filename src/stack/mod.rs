@@ -11,17 +11,18 @@
 //! ```
 
 mod attach;
+mod discovery;
 mod layout;
 mod ports;
 mod probe;
 mod provision;
-mod ready;
+mod registration;
 mod worker;
 
 pub use attach::{attach, AttachError};
 pub use layout::Layout;
 pub use provision::{provision, ProvisionError, StackOptions, StartupTimings};
-pub use ready::ReadyFile;
+pub use registration::Registration;
 pub use worker::Worker;
 
 use std::sync::{Arc, Mutex};
@@ -39,15 +40,20 @@ pub struct Stack {
     pub ctx: LaunchContext,
     pub layout: Layout,
     frontend: Mutex<Arc<Supervised>>,
+    /// The first Guard service (the only one unless each slot has its own).
     pub guard: Option<Arc<Supervised>>,
+    /// Every Guard service, named `guard` or `guard-<slot>`.
+    pub guards: Vec<Arc<Supervised>>,
     workers: Mutex<Vec<Arc<Worker>>>,
+    /// The worker slots, planned before any worker starts.
+    slots: Vec<crate::engine::WorkerSlot>,
     references: Mutex<Vec<(ReferenceVariant, Arc<Worker>)>>,
     retired: Mutex<Vec<Arc<Worker>>>,
     /// Frontends that were stopped or killed and replaced, kept for teardown.
     retired_frontends: Mutex<Vec<Arc<Supervised>>>,
     /// Launch-time fault switches for the next replacement worker only.
     replacement_faults: Mutex<Vec<String>>,
-    pub timings: StartupTimings,
+    timings: Mutex<StartupTimings>,
     options: StackOptions,
     /// The `stack.json` kept up to date with the running processes.
     manifest: Mutex<Option<std::path::PathBuf>>,
@@ -55,6 +61,11 @@ pub struct Stack {
     pub attached: bool,
     /// The process that provisioned the stack and tears it down.
     pub owner_pid: u32,
+    /// The port a bare engine (no Dynamo, no KVCR) listens on for the
+    /// reference phase's determinism probes.
+    pub bare_port: u16,
+    /// When provisioning began.
+    started: Instant,
 }
 
 /// What a SIGKILL did, checked from outside the process.
@@ -78,6 +89,28 @@ pub enum StackError {
 }
 
 impl Stack {
+    /// How long each part of startup took (so far).
+    pub fn timings(&self) -> StartupTimings {
+        self.timings.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// Starts the KVCR workers of a stack provisioned with its references
+    /// (after the reference phase stopped them) and waits until they serve.
+    pub fn start_workers(&self) -> Result<(), StackError> {
+        provision::start_workers(self)?;
+        self.write_manifest();
+        Ok(())
+    }
+
+    /// The Guard service holding `worker`'s pool.
+    pub fn guard_of(&self, worker: &Worker) -> Option<Arc<Supervised>> {
+        self.guards
+            .iter()
+            .find(|g| g.name() == worker.slot.guard_service)
+            .or(self.guard.as_ref())
+            .cloned()
+    }
+
     /// The frontend's base URL, e.g. `http://127.0.0.1:8123`.
     pub fn frontend_url(&self) -> String {
         self.ctx.frontend_url()
@@ -166,6 +199,7 @@ impl Stack {
     pub fn kill_worker(&self, name: &str) -> Result<KillReport, StackError> {
         let worker = self.worker(name)?;
         let pid = worker.process.pid();
+        worker.process.note_shm();
         let gpu_pids = crate::gpu::run::tree_before_kill(pid);
         let sent_at = Instant::now();
         worker
@@ -179,6 +213,8 @@ impl Stack {
                 "worker {name} (pid {pid}) is still alive 5 s after SIGKILL"
             )));
         }
+        // What the dead engine left in /dev/shm goes now, not at teardown.
+        worker.process.remove_shm();
         Ok(KillReport {
             worker: name.into(),
             pid,
@@ -295,8 +331,8 @@ impl Stack {
                 }
             }
         }
-        // Workers go before the Guard: they hand their groups back to it.
-        if let Some(guard) = &self.guard {
+        // Workers go before the Guards: they hand their groups back.
+        for guard in &self.guards {
             reports.push(guard.stop(grace));
         }
         self.layout.remove_scratch();
@@ -343,9 +379,10 @@ impl Stack {
             "guard": self.guard.as_ref().map(|g| serde_json::json!({
                 "process": proc(g), "socket": self.ctx.guard_socket, "pool_dir": self.ctx.pool_dir,
                 "compatibility_digest": self.ctx.compatibility_digest})),
+            "guards": self.guards.iter().map(|g| proc(g)).collect::<Vec<_>>(),
             "workers": self.workers().iter().map(|w| w.describe()).collect::<Vec<_>>(),
             "context": self.ctx,
-            "startup": self.timings,
+            "startup": self.timings(),
         })
     }
 }

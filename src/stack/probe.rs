@@ -27,3 +27,10 @@ pub fn completion(base: &str, model: &str, instance_id: u64) -> Result<(), Strin
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
+
+/// The worker's Prometheus `/metrics` under `base` answers and parses.
+pub fn metrics(base: &str) -> Result<(), String> {
+    rt::block_on(crate::telemetry::scrape(&format!("{base}/metrics")))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}

@@ -1,6 +1,14 @@
-//! Bringing a stack up: Guard, workers and frontend as supervised process
-//! groups, each awaited by a real readiness check, failing fast (with the log
-//! tail) when a component dies during startup.
+//! Bringing a stack up: Guard services, frontend, reference workers and
+//! workers as supervised process groups, each awaited by a real readiness
+//! check, failing fast (with the log tail) when a component dies during
+//! startup.
+//!
+//! Readiness is the same for every engine and reads nothing an engine writes
+//! for the harness's sake: a worker is ready when Dynamo's discovery lists an
+//! instance on a port the worker's process listens on, its `/metrics`
+//! answers, the router's `/health` lists the instance, and a completion
+//! pinned to it comes back through the router. Every wait's budget is the
+//! user's `startup_timeout_s`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -9,10 +17,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::engine::{Engine, LaunchContext, ReferenceVariant, WorkerSlot};
-use crate::proc::{ProcError, Supervised};
+use crate::proc::{procfs, ProcError, ProcessSpec, Supervised};
 use crate::wait::{self, Poll, WaitError};
 
-use super::{ports, probe, Layout, ReadyFile, Stack, Worker};
+use super::{discovery, ports, probe, Layout, Registration, Stack, Worker};
 
 const POLL_EVERY: Duration = Duration::from_millis(50);
 const LOG_TAIL_LINES: usize = 25;
@@ -26,7 +34,9 @@ pub struct StackOptions {
     pub run_id: String,
     pub host: String,
     pub startup_timeout: Duration,
-    /// Start the KVCR-disabled reference workers too.
+    /// Start the KVCR-disabled reference workers first and leave the KVCR
+    /// workers to [`Stack::start_workers`], once the reference phase is done
+    /// and the references are stopped: references always run alone.
     pub with_reference: bool,
     /// Launch-time fault switches (`--fault NAME[=ARG]`) for every KVCR
     /// worker; empty for a healthy stack. Used by the fault matrix.
@@ -41,6 +51,9 @@ pub struct StartupTimings {
     pub frontend_ready_ms: u128,
     pub first_completion_ms: u128,
     pub total_ms: u128,
+    /// Each worker and reference worker: spawn to serving, in ms.
+    #[serde(default)]
+    pub per_component_ms: Vec<(String, u128)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -63,16 +76,25 @@ pub struct NotReady {
     pub tail: String,
 }
 
-/// Starts the whole stack and waits until it serves a real completion.
+/// Starts the stack: Guard services, frontend, then either the KVCR workers
+/// or (with `options.with_reference`) the reference workers, whose caller
+/// runs the reference phase, stops them and calls [`Stack::start_workers`].
 pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack, ProvisionError> {
     let started = Instant::now();
     let layout = Layout::create(&options.logs_dir, &options.run_id)?;
     let plans = engine.worker_plans();
-    let workers = plans.len() as u32;
     // Per worker: control, metrics, KV events, side channel; plus the
-    // frontend and two reference workers' metrics ports.
-    let mut free = ports::free_ports(&options.host, 1 + 4 * plans.len() + 2 * 3)?.into_iter();
+    // frontend, the bare engine and the reference workers' ports.
+    let mut free = ports::free_ports(&options.host, 2 + 4 * plans.len() + 2 * 3)?.into_iter();
     let mut next_port = move || free.next().unwrap_or(0);
+    let mut system =
+        ports::free_ports_in(&options.host, plans.len() + 3, ports::SYSTEM_PORT_RANGE)?.into_iter();
+    let mut next_system_port = move || system.next().unwrap_or(0);
+    let guard_count = if engine.guard_per_slot() {
+        1
+    } else {
+        plans.len() as u32
+    };
     let ctx = LaunchContext {
         python: options.python.clone(),
         repo_root: options.repo_root.clone(),
@@ -83,31 +105,45 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
         guard_socket: layout.guard_socket(),
         pool_dir: layout.pool_dir(),
         compatibility_digest: format!("kvcr-e2e-{}-{}", engine.geometry().name, options.run_id),
-        guard_count: workers,
+        guard_count,
     };
+    let bare_port = next_port();
     let slots: Vec<WorkerSlot> = plans
         .iter()
         .enumerate()
-        .map(|(i, plan)| WorkerSlot {
-            ready_file: layout.ready_file(&format!("worker-{}", plan.slot)),
-            name: plan.slot.clone(),
-            guard_index: i as u32,
-            control_port: next_port(),
-            metrics_port: next_port(),
-            kv_events_port: next_port(),
-            side_channel_port: next_port(),
-            generation: 0,
+        .map(|(i, plan)| {
+            let (guard_service, guard_socket, guard_index) = if engine.guard_per_slot() {
+                let service = format!("guard-{}", plan.slot);
+                (service.clone(), layout.guard_socket_of(&service), 0)
+            } else {
+                ("guard".to_string(), layout.guard_socket(), i as u32)
+            };
+            WorkerSlot {
+                ready_file: layout.ready_file(&format!("worker-{}", plan.slot)),
+                name: plan.slot.clone(),
+                guard_index,
+                guard_service,
+                guard_socket,
+                control_port: next_port(),
+                metrics_port: next_system_port(),
+                kv_events_port: next_port(),
+                side_channel_port: next_port(),
+                generation: 0,
+            }
         })
         .collect();
     let reference_slots: Vec<(ReferenceVariant, WorkerSlot)> = if options.with_reference {
-        [ReferenceVariant::Cached, ReferenceVariant::Uncached]
+        engine
+            .reference_variants()
             .into_iter()
             .map(|v| {
                 let slot = WorkerSlot {
                     name: v.label().into(),
                     guard_index: 0,
+                    guard_service: String::new(),
+                    guard_socket: PathBuf::new(),
                     control_port: 0,
-                    metrics_port: next_port(),
+                    metrics_port: next_system_port(),
                     kv_events_port: next_port(),
                     side_channel_port: next_port(),
                     ready_file: layout.ready_file(v.label()),
@@ -121,108 +157,34 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     };
 
     // Everything started so far is stopped if a later step fails.
-    let mut started_so_far = Partial::default();
+    let started_so_far = Partial::default();
     let result = (|| {
-        let guard = engine
-            .guard(&ctx)
-            .map(|spec| Supervised::spawn(&spec).map(Arc::new))
-            .transpose()?;
-        let guard_ready_ms = match &guard {
-            Some(g) => {
-                started_so_far.processes.push(g.pid());
-                await_guard(g, &ctx)?;
-                Some(started.elapsed().as_millis())
-            }
-            None => None,
-        };
-        let frontend = Supervised::spawn(&engine.frontend(&ctx))?;
-        let references = reference_slots
-            .iter()
-            .map(|(v, slot)| {
-                Ok((
-                    *v,
-                    Supervised::spawn(&engine.reference_worker(&ctx, *v, slot))?,
-                    slot.clone(),
-                ))
-            })
-            .collect::<Result<Vec<_>, ProvisionError>>()?;
-        let spawned_workers = slots
-            .iter()
-            .map(|slot| {
-                Ok((
-                    Supervised::spawn(&with_faults(
-                        engine.worker(&ctx, slot),
-                        &options.worker_faults,
-                    ))?,
-                    slot.clone(),
-                ))
-            })
-            .collect::<Result<Vec<_>, ProvisionError>>()?;
-        let all_pids = || {
-            let mut pids = vec![frontend.pid()];
-            pids.extend(references.iter().map(|(_, p, _)| p.pid()));
-            pids.extend(spawned_workers.iter().map(|(p, _)| p.pid()));
-            pids
-        };
-        started_so_far.processes.extend(all_pids());
+        let guards = start_guards(
+            engine.as_ref(),
+            &ctx,
+            &layout,
+            &slots,
+            &options,
+            &started_so_far,
+        )?;
+        let guard_ready_ms = (!guards.is_empty()).then(|| started.elapsed().as_millis());
+        let frontend = Arc::new(Supervised::spawn(&engine.frontend(&ctx))?);
+        started_so_far.add(frontend.pid());
 
-        let mut ready_workers = Vec::new();
-        for (process, slot) in spawned_workers {
-            let ready = await_ready_file(&process, &slot, options.startup_timeout, &[&frontend])?;
-            ready_workers.push(Arc::new(Worker {
-                slot,
-                process,
-                ready,
-            }));
-        }
-        let mut ready_refs = Vec::new();
-        for (variant, process, slot) in references {
-            let ready = await_ready_file(&process, &slot, options.startup_timeout, &[&frontend])?;
-            ready_refs.push((
-                variant,
-                Arc::new(Worker {
-                    slot,
-                    process,
-                    ready,
-                }),
-            ));
-        }
-        let workers_ready_ms = started.elapsed().as_millis();
-
-        let mut ids: Vec<u64> = ready_workers.iter().map(|w| w.instance_id()).collect();
-        ids.extend(ready_refs.iter().map(|(_, w)| w.instance_id()));
-        await_registered(&frontend, &ctx, &ids, options.startup_timeout)?;
-        let frontend_ready_ms = started.elapsed().as_millis();
-
-        let mut models: Vec<(String, &Worker)> = ready_workers
-            .iter()
-            .map(|w| (engine.model(), w.as_ref()))
-            .collect();
-        models.extend(
-            ready_refs
-                .iter()
-                .map(|(v, w)| (engine.reference_model(*v), w.as_ref())),
-        );
-        for (model, worker) in models {
-            await_completion(&frontend, &ctx, &model, worker, options.startup_timeout)?;
-        }
-        let first_completion_ms = started.elapsed().as_millis();
-
-        Ok(Stack {
-            timings: StartupTimings {
+        let stack = Stack {
+            timings: Mutex::new(StartupTimings {
                 guard_ready_ms,
-                workers_ready_ms,
-                frontend_ready_ms,
-                first_completion_ms,
-                total_ms: started.elapsed().as_millis(),
-            },
+                ..Default::default()
+            }),
             engine: engine.clone(),
             ctx: ctx.clone(),
             layout: layout.clone(),
-            frontend: Mutex::new(Arc::new(frontend)),
-            guard,
-            workers: Mutex::new(ready_workers),
-            references: Mutex::new(ready_refs),
+            frontend: Mutex::new(frontend),
+            guard: guards.first().cloned(),
+            guards,
+            workers: Mutex::new(Vec::new()),
+            slots: slots.clone(),
+            references: Mutex::new(Vec::new()),
             retired: Mutex::new(Vec::new()),
             retired_frontends: Mutex::new(Vec::new()),
             replacement_faults: Mutex::new(Vec::new()),
@@ -230,13 +192,101 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             manifest: Mutex::new(None),
             attached: false,
             owner_pid: std::process::id(),
-        })
+            bare_port,
+            started,
+        };
+        let refs: Vec<(ReferenceVariant, ProcessSpec, WorkerSlot)> = reference_slots
+            .iter()
+            .map(|(v, slot)| (*v, engine.reference_worker(&ctx, *v, slot), slot.clone()))
+            .collect();
+        let specs: Vec<(ProcessSpec, WorkerSlot)> = refs
+            .iter()
+            .map(|(_, spec, slot)| (spec.clone(), slot.clone()))
+            .collect();
+        let ready = start_ready(&stack, specs, &started_so_far, false)?;
+        if let Ok(mut r) = stack.references.lock() {
+            *r = refs
+                .iter()
+                .map(|(v, _, _)| *v)
+                .zip(ready.into_iter().map(Arc::new))
+                .collect();
+        }
+        if !options.with_reference {
+            start_workers_of(&stack, &started_so_far)?;
+        }
+        Ok(stack)
     })();
     if result.is_err() {
         started_so_far.stop_all();
         layout.remove_scratch();
     }
     result
+}
+
+/// Starts the stack's KVCR workers (one at a time when the engine asks for
+/// it) and waits until each serves.
+pub(super) fn start_workers(stack: &Stack) -> Result<(), ProvisionError> {
+    let started_so_far = Partial::default();
+    let result = start_workers_of(stack, &started_so_far);
+    if result.is_err() {
+        started_so_far.stop_all();
+    }
+    result
+}
+
+fn start_workers_of(stack: &Stack, started_so_far: &Partial) -> Result<(), ProvisionError> {
+    let specs: Vec<(ProcessSpec, WorkerSlot)> = stack
+        .slots
+        .iter()
+        .map(|slot| {
+            (
+                with_faults(
+                    stack.engine.worker(&stack.ctx, slot),
+                    &stack.options.worker_faults,
+                ),
+                slot.clone(),
+            )
+        })
+        .collect();
+    let ready = start_ready(stack, specs, started_so_far, true)?;
+    if let Ok(mut workers) = stack.workers.lock() {
+        *workers = ready.into_iter().map(Arc::new).collect();
+    }
+    if let Ok(mut t) = stack.timings.lock() {
+        let now = stack.started.elapsed().as_millis();
+        t.workers_ready_ms = now;
+        t.frontend_ready_ms = now;
+        t.first_completion_ms = now;
+        t.total_ms = now;
+    }
+    Ok(())
+}
+
+/// Spawns `specs` (serially when the engine asks for it) and waits until
+/// each serves a real completion through the router.
+fn start_ready(
+    stack: &Stack,
+    specs: Vec<(ProcessSpec, WorkerSlot)>,
+    started_so_far: &Partial,
+    kvcr: bool,
+) -> Result<Vec<Worker>, ProvisionError> {
+    let serial = stack.engine.start_serially();
+    let mut pending = Vec::new();
+    let mut ready = Vec::new();
+    for (spec, slot) in specs {
+        let spawned_at = Instant::now();
+        let process = Supervised::spawn(&spec)?;
+        started_so_far.add(process.pid());
+        pending.push((process, slot, spawned_at));
+        if serial {
+            let (process, slot, at) = pending.remove(0);
+            ready.push(await_worker(stack, process, slot, at, kvcr)?);
+        }
+    }
+    for (process, slot, at) in pending {
+        ready.push(await_worker(stack, process, slot, at, kvcr)?);
+    }
+    Ok(ready)
 }
 
 /// Starts a worker in `slot` on a running stack (with extra launch-time
@@ -249,32 +299,16 @@ pub(super) fn start_worker(
     let mut spec = with_faults(stack.engine.worker(&stack.ctx, &slot), faults);
     // On an attached stack the replacement must outlive this run.
     spec.outlive_harness = stack.attached;
+    let spawned_at = Instant::now();
     let process = Supervised::spawn(&spec)?;
-    let timeout = stack.options.startup_timeout;
-    let frontend = stack.frontend();
-    let result = (|| {
-        let ready = await_ready_file(&process, &slot, timeout, &[&frontend])?;
-        await_registered(&frontend, &stack.ctx, &[ready.instance_id], timeout)?;
-        Ok(ready)
-    })();
-    match result {
-        Ok(ready) => {
-            let worker = Arc::new(Worker {
-                slot,
-                process,
-                ready,
-            });
-            await_completion(
-                &frontend,
-                &stack.ctx,
-                &stack.engine.model(),
-                &worker,
-                timeout,
-            )?;
-            Ok(worker)
-        }
+    let pid = process.pid();
+    match await_worker(stack, process, slot, spawned_at, true) {
+        Ok(worker) => Ok(Arc::new(worker)),
         Err(err) => {
-            process.stop(Duration::from_secs(3));
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
             Err(err)
         }
     }
@@ -291,15 +325,9 @@ pub(super) fn start_frontend(stack: &Stack) -> Result<Supervised, ProvisionError
     let result = (|| {
         let workers = stack.workers();
         let ids: Vec<u64> = workers.iter().map(|w| w.instance_id()).collect();
-        await_registered(&frontend, &stack.ctx, &ids, timeout)?;
+        await_health_lists(&frontend, &stack.ctx, &ids, timeout)?;
         for worker in &workers {
-            await_completion(
-                &frontend,
-                &stack.ctx,
-                &stack.engine.model(),
-                worker,
-                timeout,
-            )?;
+            await_completion(&frontend, &stack.ctx, &worker.ready.model, worker, timeout)?;
         }
         Ok(())
     })();
@@ -312,8 +340,45 @@ pub(super) fn start_frontend(stack: &Stack) -> Result<Supervised, ProvisionError
     }
 }
 
+/// The Guard services the engine runs: one shared by every slot, or one per
+/// slot. Each is awaited before the next starts.
+fn start_guards(
+    engine: &dyn Engine,
+    ctx: &LaunchContext,
+    layout: &Layout,
+    slots: &[WorkerSlot],
+    options: &StackOptions,
+    started_so_far: &Partial,
+) -> Result<Vec<Arc<Supervised>>, ProvisionError> {
+    let mut services: Vec<(String, LaunchContext)> = Vec::new();
+    if engine.guard_per_slot() {
+        for slot in slots {
+            let pool_dir = layout.pool_dir_of(&slot.guard_service)?;
+            services.push((
+                slot.guard_service.clone(),
+                ctx.for_guard(slot.guard_socket.clone(), pool_dir, 1),
+            ));
+        }
+    } else {
+        services.push(("guard".to_string(), ctx.clone()));
+    }
+    let mut guards = Vec::new();
+    for (name, guard_ctx) in services {
+        let Some(mut spec) = engine.guard(&guard_ctx) else {
+            continue;
+        };
+        spec.log = ctx.logs_dir.join(format!("{name}.log"));
+        spec.name = name;
+        let guard = Supervised::spawn(&spec)?;
+        started_so_far.add(guard.pid());
+        await_guard(&guard, &guard_ctx, options.startup_timeout)?;
+        guards.push(Arc::new(guard));
+    }
+    Ok(guards)
+}
+
 /// `spec` with `--fault` switches appended.
-fn with_faults(spec: crate::proc::ProcessSpec, faults: &[String]) -> crate::proc::ProcessSpec {
+fn with_faults(spec: ProcessSpec, faults: &[String]) -> ProcessSpec {
     faults
         .iter()
         .fold(spec, |spec, fault| spec.args(["--fault", fault]))
@@ -322,17 +387,24 @@ fn with_faults(spec: crate::proc::ProcessSpec, faults: &[String]) -> crate::proc
 /// Process groups started by a provisioning attempt that has not finished.
 #[derive(Default)]
 struct Partial {
-    processes: Vec<u32>,
+    processes: Mutex<Vec<u32>>,
 }
 
 impl Partial {
+    fn add(&self, pid: u32) {
+        if let Ok(mut p) = self.processes.lock() {
+            p.push(pid);
+        }
+    }
+
     fn stop_all(&self) {
-        for pid in &self.processes {
+        let pids = self.processes.lock().map(|p| p.clone()).unwrap_or_default();
+        for pid in pids {
             let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(*pid as i32),
+                nix::unistd::Pid::from_raw(pid as i32),
                 nix::sys::signal::Signal::SIGKILL,
             );
-            crate::proc::reaper::forget_group(*pid);
+            crate::proc::reaper::forget_group(pid);
         }
     }
 }
@@ -357,12 +429,16 @@ fn died<T>(process: &Supervised) -> Option<Poll<T>> {
     })
 }
 
-fn await_guard(guard: &Supervised, ctx: &LaunchContext) -> Result<(), ProvisionError> {
+fn await_guard(
+    guard: &Supervised,
+    ctx: &LaunchContext,
+    timeout: Duration,
+) -> Result<(), ProvisionError> {
     let what = format!(
         "the Guard service's socket {} and its `KVCR service ready` line",
         ctx.guard_socket.display()
     );
-    wait::until(what, Duration::from_secs(30), POLL_EVERY, || {
+    wait::until(what, timeout, POLL_EVERY, || {
         if let Some(dead) = died(guard) {
             return dead;
         }
@@ -375,31 +451,90 @@ fn await_guard(guard: &Supervised, ctx: &LaunchContext) -> Result<(), ProvisionE
     .map_err(|e| not_ready(guard, e))
 }
 
-fn await_ready_file(
-    process: &Supervised,
-    slot: &WorkerSlot,
-    timeout: Duration,
-    others: &[&Supervised],
-) -> Result<ReadyFile, ProvisionError> {
+/// Waits until `process` serves in `slot`: registered in discovery on a port
+/// it listens on, `/metrics` answering, listed by the router, and a pinned
+/// completion back through the router.
+fn await_worker(
+    stack: &Stack,
+    process: Supervised,
+    slot: WorkerSlot,
+    spawned_at: Instant,
+    kvcr: bool,
+) -> Result<Worker, ProvisionError> {
+    let timeout = stack.options.startup_timeout;
+    let frontend = stack.frontend();
+    let ctx = &stack.ctx;
+    let metrics_url = format!("http://{}:{}", ctx.host, slot.metrics_port);
+    let discovery_dir = ctx.discovery_dir();
     let what = format!(
-        "{} to register and write {}",
+        "{} to register in Dynamo's discovery ({}) on a port it listens on, with /metrics answering at {metrics_url}",
         process.name(),
-        slot.ready_file.display()
+        discovery_dir.display()
     );
-    wait::until(what, timeout, POLL_EVERY, || {
-        if let Some(dead) = died(process).or_else(|| others.iter().find_map(|o| died(o))) {
+    let instance = wait::until(what, timeout, Duration::from_millis(200), || {
+        if let Some(dead) = died(&process).or_else(|| died(&frontend)) {
             return dead;
         }
-        match ReadyFile::read(&slot.ready_file) {
-            Ok(Some(ready)) => Poll::Ready(ready),
-            Ok(None) => Poll::Pending("no ready file yet".into()),
-            Err(e) => Poll::Abort(e),
+        let members = procfs::group_members(process.pid());
+        let listening = procfs::listening_ports_of(&members);
+        let instances = match discovery::serving_instances(&discovery_dir) {
+            Ok(i) => i,
+            Err(e) => return Poll::Abort(e),
+        };
+        let Some(instance) = discovery::instance_listening_on(&instances, &listening) else {
+            return Poll::Pending(format!(
+                "{} instance(s) registered, none on the process's listening ports {listening:?}",
+                instances.len()
+            ));
+        };
+        match probe::metrics(&metrics_url) {
+            Ok(()) => Poll::Ready(instance),
+            Err(e) => Poll::Pending(format!(
+                "instance {} registered; /metrics: {e}",
+                instance.instance_id
+            )),
         }
     })
-    .map_err(|e| not_ready(process, e))
+    .map_err(|e| not_ready(&process, e))?;
+    await_health_lists(&frontend, ctx, &[instance.instance_id], timeout)?;
+    let model = if kvcr {
+        stack.engine.model()
+    } else {
+        stack
+            .engine
+            .reference_variants()
+            .into_iter()
+            .find(|v| v.label() == slot.name)
+            .map(|v| stack.engine.reference_model(v))
+            .unwrap_or_else(|| stack.engine.model())
+    };
+    let ready = Registration {
+        name: slot.name.clone(),
+        pid: process.pid(),
+        instance_id: instance.instance_id,
+        model: model.clone(),
+        control_endpoint: kvcr.then(|| format!("tcp://{}:{}", ctx.host, slot.control_port)),
+        metrics_url,
+        guard_index: kvcr.then_some(slot.guard_index),
+        kvcr,
+        ready_ms: 0,
+    };
+    let mut worker = Worker {
+        slot,
+        process,
+        ready,
+    };
+    await_completion(&frontend, ctx, &model, &worker, timeout)?;
+    worker.ready.ready_ms = spawned_at.elapsed().as_millis();
+    worker.process.note_shm();
+    if let Ok(mut t) = stack.timings.lock() {
+        t.per_component_ms
+            .push((worker.process.name().to_string(), worker.ready.ready_ms));
+    }
+    Ok(worker)
 }
 
-fn await_registered(
+fn await_health_lists(
     frontend: &Supervised,
     ctx: &LaunchContext,
     ids: &[u64],

@@ -3,14 +3,14 @@ use serde_json::json;
 use crate::engine::WorkerSlot;
 use crate::proc::Supervised;
 
-use super::ReadyFile;
+use super::Registration;
 
 /// One engine worker of the stack.
 #[derive(Debug)]
 pub struct Worker {
     pub slot: WorkerSlot,
     pub process: Supervised,
-    pub ready: ReadyFile,
+    pub ready: Registration,
 }
 
 impl Worker {

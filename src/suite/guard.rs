@@ -33,16 +33,39 @@ pub struct GuardFollower {
 }
 
 impl CaseCtx<'_> {
-    /// The stack's Guard service; an error when the engine runs none.
+    /// The stack's (first) Guard service; an error when the engine runs none.
     pub fn guard(&self) -> Result<GuardView, CaseError> {
         let guard = self
             .stack
             .guard
-            .as_ref()
+            .clone()
             .ok_or_else(|| CaseError::new("this stack runs no KVCR Guard service"))?;
+        Self::view(&guard)
+    }
+
+    /// The Guard service holding `worker`'s pool (the stack's only one, or
+    /// the worker's own where each slot has a Guard).
+    pub fn guard_of(&self, worker: &Worker) -> Result<GuardView, CaseError> {
+        let guard = self
+            .stack
+            .guard_of(worker)
+            .ok_or_else(|| CaseError::new("this stack runs no KVCR Guard service"))?;
+        Self::view(&guard)
+    }
+
+    /// Every worker in `workers` holds its group in its Guard service.
+    pub fn expect_guards_attached(&self, workers: &[&Worker]) -> CaseResult {
+        for worker in workers {
+            self.guard_of(worker)?.expect_attached(&[worker])?;
+        }
+        Ok(())
+    }
+
+    fn view(guard: &crate::proc::Supervised) -> Result<GuardView, CaseError> {
         if !guard.is_running() {
             return Err(CaseError::new(format!(
-                "the Guard service (pid {}) is not running; its log: {}",
+                "the Guard service {} (pid {}) is not running; its log: {}",
+                guard.name(),
                 guard.pid(),
                 guard.log_path().display()
             )));

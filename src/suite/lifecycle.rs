@@ -331,19 +331,45 @@ impl Suite {
                     self.engine.name(),
                     options.logs_dir.display()
                 );
+                let with_reference = options.with_reference;
                 let stack = stack::provision(self.engine.clone(), options)
                     .map(Arc::new)
                     .map_err(|e| format!("stack provisioning failed: {e}"))?;
-                eprintln!(
-                    "[kvcr-e2e] stack ready in {:.1} s",
-                    stack.timings.total_ms as f64 / 1000.0
-                );
                 if let Ok(mut live) = LIVE_STACK.lock() {
                     *live = Some(stack.clone());
                 }
                 for (name, pid) in stack.components() {
                     crate::gpu::run::watch(&name, pid);
                 }
+                if with_reference {
+                    // The reference engines run alone: their phase first,
+                    // then they stop and the KVCR workers start.
+                    let refs = self.run_reference_phase(&stack);
+                    let failed = refs.as_ref().err().cloned();
+                    let _ = self.references.set(refs);
+                    let started = match failed {
+                        Some(error) => Err(error),
+                        None => stack
+                            .start_workers()
+                            .map_err(|e| format!("stack provisioning failed: {e}")),
+                    };
+                    if let Err(error) = started {
+                        let stops = stack.teardown();
+                        let _ = run.write_root_json("teardown.json", &stops);
+                        if let Ok(mut live) = LIVE_STACK.lock() {
+                            *live = None;
+                        }
+                        return Err(error);
+                    }
+                }
+                // The KVCR workers, started after the reference phase.
+                for (name, pid) in stack.components() {
+                    crate::gpu::run::watch(&name, pid);
+                }
+                eprintln!(
+                    "[kvcr-e2e] stack ready in {:.1} s",
+                    stack.timings().total_ms as f64 / 1000.0
+                );
                 self.prompts
                     .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
                 if let Err(e) = stack.set_manifest(&run.root().join("stack.json")) {
@@ -359,22 +385,28 @@ impl Suite {
     }
 
     pub(super) fn references(&self) -> Result<Arc<References>, String> {
+        // Provisioning runs the reference phase when the cache cannot serve.
+        let stack = self.stack()?;
         self.references
-            .get_or_init(|| {
-                let stack = self.stack()?;
-                let run = self.run_dir()?;
-                let refs = reference::load_or_run(
-                    &stack,
-                    &self.settings,
-                    &self.prompts,
-                    &self.reference_cache_dir(),
-                )
-                .map_err(|e| format!("reference phase failed: {e}"))?;
-                stack.stop_references();
-                let _ = run.write_root_json("reference.json", &refs.summary());
-                Ok(Arc::new(refs))
-            })
+            .get_or_init(|| self.run_reference_phase(&stack))
             .clone()
+    }
+
+    /// The reference phase (or its cache entry); the reference engines are
+    /// stopped afterwards.
+    fn run_reference_phase(&self, stack: &Stack) -> Result<Arc<References>, String> {
+        let run = self.run_dir()?;
+        let refs = reference::load_or_run(
+            stack,
+            &self.settings,
+            &self.prompts,
+            &self.reference_cache_dir(),
+        )
+        .map_err(|e| format!("reference phase failed: {e}"));
+        stack.stop_references();
+        let refs = refs?;
+        let _ = run.write_root_json("reference.json", &refs.summary());
+        Ok(Arc::new(refs))
     }
 
     /// After the trials: teardown (unless kept), then every evidence writer

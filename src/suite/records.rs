@@ -53,7 +53,7 @@ pub fn collect_perf(
 }
 
 pub fn stack_summary(stack: &Stack, provisioned: u32) -> StackSummary {
-    let t = &stack.timings;
+    let t = &stack.timings();
     let ms = |v: u128| Duration::from_millis(v as u64);
     let mut startup = Vec::new();
     if let Some(guard) = t.guard_ready_ms {

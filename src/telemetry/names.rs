@@ -273,7 +273,7 @@ label_enum! {
 /// the colon (`*:kvcr` is [`Tier::Kvcr`], `*:cpu` is [`Tier::Host`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Tier {
-    /// The engine-owned host tier (`0:cpu`).
+    /// The engine-owned host tier (`0:primary` in vLLM 0.32, `0:cpu` before).
     Host,
     /// The KVCR tier (`1:kvcr`).
     Kvcr,
@@ -285,7 +285,7 @@ impl Tier {
     /// The canonical label value (`0:cpu`, `1:kvcr`).
     pub fn label(&self) -> &str {
         match self {
-            Tier::Host => "0:cpu",
+            Tier::Host => "0:primary",
             Tier::Kvcr => "1:kvcr",
             Tier::Other(s) => s,
         }
@@ -296,7 +296,7 @@ impl Tier {
         let kind = s.rsplit(':').next().unwrap_or(s);
         match kind {
             "kvcr" => Tier::Kvcr,
-            "cpu" => Tier::Host,
+            "cpu" | "primary" => Tier::Host,
             _ => Tier::Other(s.to_string()),
         }
     }
@@ -475,7 +475,8 @@ impl Family {
     /// Identifying label names, in the order of the interval log's tuple.
     fn label_names(self) -> &'static [&'static str] {
         match self {
-            Family::TransferBlocks | Family::TransferBytes => &["scope"],
+            // vLLM 0.32's adapter labels these `operation` (not `scope`).
+            Family::TransferBlocks | Family::TransferBytes => &["operation"],
             Family::DurationCount | Family::DurationSum => &["scope", "result"],
             Family::State => &["resource"],
             Family::TieringReadBytes
@@ -504,11 +505,18 @@ impl Family {
     /// The meaning of one sample of this family, given a label lookup.
     fn meaning(self, label: &dyn Fn(&str) -> Option<String>) -> Option<Meaning> {
         let scope = || label("scope").map(|s| Scope::from_label(&s));
+        // Block and byte counters carry the scope as `operation`; older
+        // exporters (and the CPU engine before it matched vLLM) as `scope`.
+        let operation = || {
+            label("operation")
+                .or_else(|| label("scope"))
+                .map(|s| Scope::from_label(&s))
+        };
         let result = || label("result").map(|s| OpResult::from_label(&s));
         let tier = || label("tier").map(|s| Tier::from_label(&s));
         let c = match self {
-            Family::TransferBlocks => Counter::TransferBlocks(scope()?),
-            Family::TransferBytes => Counter::TransferBytes(scope()?),
+            Family::TransferBlocks => Counter::TransferBlocks(operation()?),
+            Family::TransferBytes => Counter::TransferBytes(operation()?),
             Family::DurationCount => Counter::OpCount(scope()?, result()?),
             Family::DurationSum => Counter::OpSeconds(scope()?, result()?),
             Family::State => {
@@ -858,8 +866,22 @@ mod tests {
         let c = Counter::TransferBlocks(Scope::RemoteDeliver);
         assert_eq!(
             c.prometheus().to_string(),
-            r#"vllm:kvcr_transfer_blocks_total{scope="remote_deliver"}"#
+            r#"vllm:kvcr_transfer_blocks_total{operation="remote_deliver"}"#
         );
+        // As seen live from vLLM 0.32 (with Dynamo's labels around it).
+        let live = r#"vllm:kvcr_transfer_blocks_total{dynamo_component="backend",engine="0",operation="local_fill",worker_id="e1eb5a360dda3cf2"} 1.0"#;
+        let snap = crate::telemetry::Snapshot::from_prometheus_text(
+            live,
+            None,
+            crate::telemetry::SnapshotSource::Text {
+                label: "vllm 0.32".into(),
+            },
+        );
+        assert_eq!(
+            snap.counter(&Counter::TransferBlocks(Scope::LocalFill)),
+            Some(1.0)
+        );
+        assert_eq!(Tier::from_label("0:primary"), Tier::Host);
         let c = Counter::OpCount(Scope::RemoteDeliver, OpResult::Partial);
         assert_eq!(
             c.prometheus().to_string(),

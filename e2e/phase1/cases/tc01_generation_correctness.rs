@@ -32,7 +32,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.measure("requests", served);
     ctx.measure(
         "stack_first_completion_ms",
-        ctx.stack.timings.first_completion_ms,
+        ctx.stack.timings().first_completion_ms,
     );
     Ok(())
 }

@@ -33,8 +33,9 @@ const COMMITTED: usize = TAKEOVER_ATTEMPTS + 1;
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
     let geometry = ctx.geometry();
-    let guard = ctx.guard()?;
-    guard.expect_attached(&[&a, &b])?;
+    ctx.expect_guards_attached(&[&a, &b])?;
+    // The Guard holding A's pool: it serves it after A dies.
+    let guard = ctx.guard_of(&a)?;
 
     let families = ctx.families(COMMITTED)?;
     for family in &families {

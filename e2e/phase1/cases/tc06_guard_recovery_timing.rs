@@ -37,8 +37,9 @@ fn ms(d: Duration) -> f64 {
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
-    let guard = ctx.guard()?;
-    guard.expect_attached(&[&a, &b])?;
+    ctx.expect_guards_attached(&[&a, &b])?;
+    // The Guard holding A's pool: it serves it after A dies.
+    let guard = ctx.guard_of(&a)?;
     let families = ctx.families(COMMITTED)?;
     for family in &families {
         ctx.commit(&a, family.variant(0))?;

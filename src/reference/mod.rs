@@ -20,6 +20,8 @@ use crate::prompts::{self, Prompt, PromptBook, PromptShape};
 use crate::stack::Stack;
 use crate::telemetry::names::dynamo::EXTRA_FIELD_COMPLETION_TOKEN_IDS;
 
+mod bare;
+
 /// How many families the determinism probes use.
 const PROBE_FAMILIES: usize = 2;
 /// Requests in flight while recording reference tokens.
@@ -41,6 +43,8 @@ pub enum ReferenceError {
     Client(String),
     #[error("reference cache {path}: {error}")]
     Cache { path: PathBuf, error: String },
+    #[error("bare-engine probe: {0}")]
+    Bare(String),
 }
 
 /// Recorded reference results.
@@ -79,7 +83,7 @@ pub fn prompt_shape(settings: &Settings, engine: &dyn Engine) -> PromptShape {
         variants: 3,
         prefix_blocks: settings.prompts.prefix_blocks,
         suffix_tokens: settings.prompts.suffix_tokens,
-        block_size: settings.cpu_engine.block_size,
+        block_size: engine.geometry().block_size_tokens,
         first_token: vocab.start,
         vocab_size: vocab.end,
     }
@@ -133,18 +137,25 @@ pub fn load_or_run(
     let client = Client::new(stack.frontend_url())
         .map_err(|e| ReferenceError::Client(e.to_string()))?
         .with_request_timeout(std::time::Duration::from_secs(settings.request_timeout_s));
-    let cached_model = stack.engine.reference_model(ReferenceVariant::Cached);
-    let uncached_model = stack.engine.reference_model(ReferenceVariant::Uncached);
-    for variant in [ReferenceVariant::Cached, ReferenceVariant::Uncached] {
-        if stack.reference(variant).is_none() {
+    let variants = stack.engine.reference_variants();
+    for variant in &variants {
+        if stack.reference(*variant).is_none() {
             return Err(ReferenceError::NoReferenceWorker(
                 path.display().to_string(),
             ));
         }
     }
+    let cached_model = stack.engine.reference_model(ReferenceVariant::Cached);
     let max_tokens = settings.prompts.max_tokens;
-    let probes = probe_determinism(&client, &cached_model, &uncached_model, book, max_tokens)?;
     let (tokens, baseline) = record_all(&client, &cached_model, book, max_tokens)?;
+    let probes = if variants.contains(&ReferenceVariant::Uncached) {
+        let uncached_model = stack.engine.reference_model(ReferenceVariant::Uncached);
+        probe_determinism(&client, &cached_model, &uncached_model, book, max_tokens)?
+    } else {
+        // The bare engine runs alone: the reference workers go first.
+        stack.stop_references();
+        probe_bare_engine(stack, settings, book, &tokens)?
+    };
     let refs = References {
         digest: digest.clone(),
         tokens,
@@ -155,6 +166,44 @@ pub fn load_or_run(
     };
     write_cache(dir, &path, &refs)?;
     Ok(refs)
+}
+
+/// The determinism probes on the engine's bare server (no Dynamo, no KVCR).
+fn probe_bare_engine(
+    stack: &Stack,
+    settings: &Settings,
+    book: &PromptBook,
+    reference: &BTreeMap<String, Vec<u32>>,
+) -> Result<Vec<String>, ReferenceError> {
+    let Some(spec) = stack.engine.bare_engine(&stack.ctx, stack.bare_port) else {
+        return Err(ReferenceError::Bare(
+            "the engine runs no uncached reference worker and no bare engine: nothing can probe determinism".into(),
+        ));
+    };
+    eprintln!(
+        "[kvcr-e2e] determinism probes on the bare engine ({})",
+        spec.name
+    );
+    let url = format!("http://{}:{}", stack.ctx.host, stack.bare_port);
+    let engine = bare::BareEngine::start(
+        &spec,
+        &url,
+        &stack.engine.model(),
+        stack.options().startup_timeout,
+        std::time::Duration::from_secs(settings.request_timeout_s),
+    )?;
+    book.all()
+        .iter()
+        .take(PROBE_FAMILIES)
+        .map(|family| {
+            let prompt = family.variant(0);
+            let reference = reference
+                .get(&prompt.key())
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            engine.probe(prompt, settings.prompts.max_tokens, reference)
+        })
+        .collect()
 }
 
 /// A greedy completion request for `prompt` that asks for token ids.
