@@ -261,6 +261,11 @@ pub trait Engine: Send + Sync {
     /// Blocks the device prefix cache of one worker holds (what the eviction
     /// fillers must push out).
     fn device_cache_blocks(&self) -> u64;
+    /// The pinned Python env the harness builds for this engine, or `None`
+    /// when the user brings the interpreter (`--python`, e.g. a GPU image).
+    fn python_env(&self) -> Option<&'static crate::pyenv::EnvSpec> {
+        Some(&crate::pyenv::CPU_STACK)
+    }
 }
 
 #[cfg(test)]

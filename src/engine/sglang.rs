@@ -346,6 +346,10 @@ impl Engine for SglangEngine {
         u64::MAX
     }
 
+    fn python_env(&self) -> Option<&'static crate::pyenv::EnvSpec> {
+        None
+    }
+
     fn guard(&self, _ctx: &LaunchContext) -> Option<ProcessSpec> {
         None
     }

@@ -23,6 +23,9 @@ pub fn junit_report(run: &RunRecord) -> Report {
     ));
     suite.add_property(Property::new("label", run.label.as_str()));
     suite.add_property(Property::new("started_at", run.started_at.rfc3339()));
+    for (key, value) in &run.environment {
+        suite.add_property(Property::new(key.as_str(), value.as_str()));
+    }
     let total = run.cases.iter().map(|c| c.duration).sum();
     suite.set_time(total);
     suite.add_test_cases(run.cases.iter().map(test_case));

@@ -194,6 +194,10 @@ pub struct RunRecord {
     pub reference: Option<ReferenceSummary>,
     /// Every trial, in order.
     pub cases: Vec<CaseRecord>,
+    /// Facts about what ran, as `key = value` (the Python env, the patches
+    /// applied to third-party packages); JUnit carries them as properties.
+    #[serde(default)]
+    pub environment: std::collections::BTreeMap<String, String>,
 }
 
 impl RunRecord {

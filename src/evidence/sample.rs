@@ -90,6 +90,7 @@ pub(crate) fn run_record() -> RunRecord {
                 &[],
             ),
         ],
+        environment: Default::default(),
     }
 }
 

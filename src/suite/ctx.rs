@@ -56,6 +56,11 @@ pub struct Eviction {
     pub fillers: usize,
     pub evicted_blocks: u64,
     pub device_cache_blocks: u64,
+    /// How `evicted_blocks` was known: `counted` (the engine counts its
+    /// evictions) or `admitted past capacity` (vLLM counts none: the blocks
+    /// the fillers brought in, from prefix-cache queries minus hits, beyond
+    /// what the device cache holds; each of those pushed an older one out).
+    pub basis: &'static str,
 }
 
 pub struct CaseCtx<'a> {
@@ -269,10 +274,25 @@ impl<'a> CaseCtx<'a> {
             self.complete_on(worker, filler)?;
         }
         let delta = self.delta_since(worker, &before)?;
+        let (evicted_blocks, basis) = match delta.observed(&Counter::DeviceCacheEvictions) {
+            Some(_) => (delta.count(&Counter::DeviceCacheEvictions), "counted"),
+            None => {
+                let block = u64::from(self.geometry().block_size_tokens.max(1));
+                let admitted_tokens = delta
+                    .count(&Counter::PrefixCacheQueries)
+                    .saturating_sub(delta.count(&Counter::PrefixCacheHits));
+                // The first `capacity` admitted blocks may have filled free
+                // slots; every one after them pushed an older block out.
+                let admitted = admitted_tokens / block;
+                let capacity = self.stack.engine.device_cache_blocks();
+                (admitted.saturating_sub(capacity), "admitted past capacity")
+            }
+        };
         let eviction = Eviction {
             fillers: fillers.len(),
-            evicted_blocks: delta.count(&Counter::DeviceCacheEvictions),
-            device_cache_blocks: u64::from(self.settings.cpu_engine.device_cache_blocks),
+            evicted_blocks,
+            device_cache_blocks: self.stack.engine.device_cache_blocks(),
+            basis,
         };
         if eviction.evicted_blocks < eviction.device_cache_blocks {
             let path = self.record(
@@ -280,9 +300,10 @@ impl<'a> CaseCtx<'a> {
                 &serde_json::json!({"eviction": eviction, "delta": delta}),
             );
             return Err(CaseError::new(format!(
-                "eviction not proven: worker {} evicted {} blocks after {} filler prompts, fewer than its device cache holds ({}); raise --perf-evict-filler",
+                "eviction not proven: worker {} evicted {} blocks ({}) after {} filler prompts, fewer than its device cache holds ({}); raise --perf-evict-filler",
                 worker.name(),
                 eviction.evicted_blocks,
+                eviction.basis,
                 eviction.fillers,
                 eviction.device_cache_blocks
             ))

@@ -266,8 +266,18 @@ impl Suite {
     fn python(&self) -> Result<&PythonEnv, String> {
         self.python
             .get_or_init(|| {
-                pyenv::ensure(&self.repo_root, self.settings.python.as_deref())
-                    .map_err(|e| e.to_string())
+                match (self.engine.python_env(), self.settings.python.as_deref()) {
+                    (Some(spec), user) => pyenv::ensure_env(&self.repo_root, spec, user),
+                    (None, Some(user)) => pyenv::ensure(&self.repo_root, Some(user)),
+                    (None, None) => {
+                        return Err(format!(
+                            "the {} engine runs the Python of its own image: pass --python PATH (or PHASE1_PYTHON) naming an interpreter with {} installed",
+                            self.engine.name(),
+                            self.engine.name()
+                        ))
+                    }
+                }
+                .map_err(|e| e.to_string())
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -380,6 +390,24 @@ impl Suite {
             .clone()
     }
 
+    /// What ran, for results.json and JUnit properties: the Python env and
+    /// every patch applied to a third-party package.
+    fn environment(&self) -> std::collections::BTreeMap<String, String> {
+        let mut env = std::collections::BTreeMap::new();
+        if let Some(Ok(python)) = self.python.get() {
+            env.insert("python.env".into(), python.env.to_string());
+            env.insert("python.source".into(), python.source.to_string());
+            env.insert("python.interpreter".into(), python.python.display().to_string());
+            for patch in &python.patches {
+                env.insert(
+                    format!("patch.{}", patch.file),
+                    format!("{} sha256={}", patch.applies_to, patch.sha256),
+                );
+            }
+        }
+        env
+    }
+
     fn reference_cache_dir(&self) -> PathBuf {
         self.repo_root.join(&self.settings.reference_cache)
     }
@@ -447,6 +475,7 @@ impl Suite {
                 .map(|s| super::records::stack_summary(s, self.provisions.load(Ordering::SeqCst))),
             reference: references.as_deref().map(super::records::reference_summary),
             cases,
+            environment: self.environment(),
         };
         let results = crate::evidence::Results::new(record, requests, perf)
             .with_gpu(crate::gpu::run::finish());

