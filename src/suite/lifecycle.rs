@@ -397,7 +397,10 @@ impl Suite {
         if let Some(Ok(python)) = self.python.get() {
             env.insert("python.env".into(), python.env.to_string());
             env.insert("python.source".into(), python.source.to_string());
-            env.insert("python.interpreter".into(), python.python.display().to_string());
+            env.insert(
+                "python.interpreter".into(),
+                python.python.display().to_string(),
+            );
             for patch in &python.patches {
                 env.insert(
                     format!("patch.{}", patch.file),
@@ -561,9 +564,14 @@ mod gpu_engine_preflight_tests {
     fn engine_sglang_without_the_kvcr_backend_fails_at_preflight() {
         let dir = tempfile::tempdir().expect("temp dir");
         let python = dir.path().join("python");
+        // Answers the harness's interpreter probes (site-packages, imports)
+        // and the SGLang choices probe, as a Python without PR #36409 would.
         std::fs::write(
             &python,
-            "#!/bin/sh\ncase \"$2\" in *hicache-storage-backend*) printf 'VERSION 0.5.23\\nCHOICES file mooncake nixl\\n';; esac\nexit 0\n",
+            format!(
+                "#!/bin/sh\ncase \"$2\" in\n  *hicache-storage-backend*) printf 'VERSION 0.5.23\\nCHOICES file mooncake nixl\\n';;\n  *purelib*) echo {};;\nesac\nexit 0\n",
+                dir.path().display()
+            ),
         )
         .expect("write stub");
         let status = std::process::Command::new("chmod")

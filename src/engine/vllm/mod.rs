@@ -928,7 +928,11 @@ pub(crate) mod tests {
         assert_eq!(env(&a, "VLLM_CPU_KVCACHE_SPACE"), Some("1"));
         assert_eq!(env(&a, "VLLM_CPU_OMP_THREADS_BIND"), Some("0"));
         assert_eq!(env(&b, "VLLM_CPU_OMP_THREADS_BIND"), Some("1"));
-        assert_eq!(env(&a, "VLLM_BATCH_INVARIANT"), None, "kills the CPU engine");
+        assert_eq!(
+            env(&a, "VLLM_BATCH_INVARIANT"),
+            None,
+            "kills the CPU engine"
+        );
         assert_eq!(flag_value(&a, "--gpu-memory-utilization"), None);
         assert_eq!(flag_value(&a, "--num-gpu-blocks-override"), Some("48"));
         assert_eq!(flag_value(&a, "--dtype"), Some("bfloat16"));
@@ -947,16 +951,24 @@ pub(crate) mod tests {
         assert_eq!(env(&a, "VLLM_CPU_KVCACHE_SPACE"), None);
         assert_eq!(flag_value(&a, "--gpu-memory-utilization"), Some("0.8"));
         assert!(!e.start_serially());
-        assert!(e.python_env().is_none(), "the GPU lane never applies the CPU patches");
+        assert!(
+            e.python_env().is_none(),
+            "the GPU lane never applies the CPU patches"
+        );
     }
 
     #[test]
     fn bare_engine_is_plain_vllm_without_dynamo_or_kvcr() {
         let ctx = example_context();
         for e in [cpu_engine(), engine(Topology::Agg)] {
-            let bare = e.bare_engine(&ctx, 19999).expect("vLLM probes on a bare engine");
+            let bare = e
+                .bare_engine(&ctx, 19999)
+                .expect("vLLM probes on a bare engine");
             let line = bare.command_line();
-            assert!(line.contains("vllm.entrypoints.openai.api_server"), "{line}");
+            assert!(
+                line.contains("vllm.entrypoints.openai.api_server"),
+                "{line}"
+            );
             assert!(
                 !bare.args.iter().any(|a| a.starts_with("dynamo")
                     || a.contains("secondary_tiers")
@@ -964,7 +976,10 @@ pub(crate) mod tests {
                 "{line}"
             );
             assert_eq!(flag_value(&bare, "--port"), Some("19999"));
-            assert!(bare.args.iter().any(|a| a == "--enable-prompt-tokens-details"));
+            assert!(bare
+                .args
+                .iter()
+                .any(|a| a == "--enable-prompt-tokens-details"));
             assert_eq!(e.reference_variants(), vec![ReferenceVariant::Cached]);
         }
     }
