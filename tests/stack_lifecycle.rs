@@ -195,16 +195,23 @@ fn a_phase1_run_sigkilled_mid_case_leaves_nothing_behind() {
     );
     let manifest = read_manifest(&runs.join("latest/stack.json"), &mut harness);
     let pids = component_pids(&manifest);
-    // Let it get into a case, then kill it without warning.
-    poll("a case to start writing evidence", STARTUP, || {
-        std::fs::read_dir(runs.join("latest/cases"))
-            .ok()?
-            .next()
-            .map(|_| ())
+    // Let one trial finish and the next start, then kill it without warning.
+    let finished = poll("the first trial's results", STARTUP, || {
+        let text = std::fs::read_to_string(runs.join("latest/results.json")).ok()?;
+        let results: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let first = results["run"]["cases"].as_array()?.first()?.clone();
+        first["name"].as_str().map(String::from)
     });
     harness.kill().unwrap();
     harness.wait().unwrap();
     assert_nothing_left(&pids, &scratch_dir(&manifest));
+    // What finished before the kill is reported, as CI would publish it.
+    let junit = std::fs::read_to_string(runs.join("latest/junit.xml"))
+        .expect("junit.xml written after the first trial");
+    assert!(
+        junit.contains(&finished),
+        "{finished} not in junit.xml:\n{junit}"
+    );
 }
 
 #[test]

@@ -9,7 +9,8 @@ use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
 
 use crate::cases::{
     tc01_generation_correctness as tc01, tc02_local_dram_flow as tc02,
-    tc03_hinted_peer_transfer as tc03, tc04_guard_takeover as tc04, tc05_performance_arms as tc05,
+    tc03_hinted_peer_transfer as tc03, tc04_guard_takeover as tc04,
+    tc04_worker_killed_under_load as tc04_load, tc05_performance_arms as tc05,
     tc06_guard_recovery_timing as tc06,
 };
 
@@ -48,6 +49,16 @@ pub fn all() -> Vec<Case> {
             "underreported_local_blocks_are_caught",
             underreported_local_blocks,
         ),
+        row(
+            "TC-02",
+            "unexported_computed_blocks_are_not_zero",
+            unexported_computed_blocks,
+        ),
+        row(
+            "TC-02",
+            "unexported_kvcr_operations_are_not_zero",
+            unexported_kvcr_operations,
+        ),
         row("TC-03", "corrupted_transfer_is_caught", corrupted_transfer),
         row(
             "TC-03",
@@ -71,11 +82,31 @@ pub fn all() -> Vec<Case> {
             no_reclaim,
         ),
         row(
+            "TC-04",
+            "wrong_token_under_load_is_caught",
+            wrong_token_under_load,
+        ),
+        row(
             "TC-05",
             "wrong_token_mid_stream_is_caught",
             wrong_token_mid_stream,
         ),
         row("TC-05", "stalled_stream_is_caught", stalled_stream),
+        row(
+            "TC-05",
+            "underreported_dram_hit_is_caught",
+            underreported_dram_hit,
+        ),
+        row(
+            "TC-05",
+            "underreported_remote_hit_is_caught",
+            underreported_remote_hit,
+        ),
+        row(
+            "TC-05",
+            "wrong_token_under_concurrency_is_caught",
+            wrong_token_in_sweep,
+        ),
         row("TC-05", "stream_cut_in_the_middle_is_caught", cut_stream),
         row(
             "TC-06",
@@ -168,17 +199,40 @@ fn dies_during_startup(ctx: &CaseCtx) -> CaseResult {
 
 fn corrupted_local_delivery(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A"], json!({"corrupt_delivered_pages": true}))?;
-    expect_red(ctx, tc02::run, "reference tokens")
+    expect_red(ctx, tc02::run, "reference tokens: token ")
 }
 
 fn underreported_local_blocks(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A"], json!({"underreport_blocks": true}))?;
-    expect_red(ctx, tc02::run, "host-tier (DRAM) hit")
+    expect_red(
+        ctx,
+        tc02::run,
+        "host-tier (DRAM) hit: 3 blocks loaded from host memory",
+    )
+}
+
+/// An engine that does not export `cpu_engine_computed_blocks`: TC-02's
+/// "0 blocks recomputed" must not pass on silence.
+fn unexported_computed_blocks(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"drop_series": "cpu_engine_computed_blocks"}))?;
+    expect_red(ctx, tc02::run, "computed_blocks not reported by worker A")
+}
+
+/// An engine that exports no KVCR operation histogram: "no remote transfer"
+/// must not pass on silence (the whole family is gone, so even the series
+/// created on first event cannot read as 0).
+fn unexported_kvcr_operations(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"drop_series": "vllm:kvcr_duration_seconds"}))?;
+    expect_red(
+        ctx,
+        tc02::run,
+        "op_count{scope=remote_deliver,result=success} not reported by worker A",
+    )
 }
 
 fn corrupted_transfer(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["B"], json!({"corrupt_delivered_pages": true}))?;
-    expect_red(ctx, tc03::run, "reference tokens")
+    expect_red(ctx, tc03::run, "reference tokens: token ")
 }
 
 fn underreported_blocks(ctx: &CaseCtx) -> CaseResult {
@@ -192,25 +246,48 @@ fn underreported_blocks(ctx: &CaseCtx) -> CaseResult {
 
 fn wrong_transfer_bytes(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["B"], json!({"wrong_transfer_bytes": true}))?;
-    expect_red(ctx, tc03::run, "target read bytes")
+    expect_red(
+        ctx,
+        tc03::run,
+        "peer transfer reconciles: target read bytes",
+    )
 }
 
 fn no_guard_deposit(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A"], json!({"no_guard_deposit": true}))?;
-    expect_red(ctx, tc04::run, "into its KVCR pool")
+    expect_red(
+        ctx,
+        tc04::run,
+        "waiting for worker A to deposit the 4 blocks of",
+    )
 }
 
 fn guard_never_promotes(ctx: &CaseCtx) -> CaseResult {
     let _stopped = ctx.stop_guard()?;
-    expect_red(ctx, tc04::run, "no `guard_promoted` event for guard 0")
+    expect_red(
+        ctx,
+        tc04::run,
+        "Guard promotion after SIGKILL: no `guard_promoted` event for guard 0 in the Guard log",
+    )
 }
 
 fn no_reclaim(ctx: &CaseCtx) -> CaseResult {
     ctx.stack.set_replacement_faults(vec!["no_reclaim".into()]);
-    let result = expect_red(ctx, tc04::run, "did not reclaim the pool");
+    let result = expect_red(
+        ctx,
+        tc04::run,
+        "replacement A' did not reclaim the pool: host-tier (DRAM) hit: 0 blocks loaded",
+    );
     // The replacement carries the switch from its launch; clear it.
     drop(ctx.engine_faults(&["A"], json!({})));
     result
+}
+
+/// The survivor B answers wrongly while A is killed under load: the budget
+/// never allows a wrong token, whatever the failure allowance.
+fn wrong_token_under_load(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["B"], json!({"wrong_token_after": 3}))?;
+    expect_red(ctx, tc04_load::run, "load within its budget: ")
 }
 
 fn wrong_token_mid_stream(ctx: &CaseCtx) -> CaseResult {
@@ -220,7 +297,7 @@ fn wrong_token_mid_stream(ctx: &CaseCtx) -> CaseResult {
 
 fn stalled_stream(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A"], json!({"stall_stream_after": 2}))?;
-    expect_red(ctx, tc05::COLD.run, "no chunk for")
+    expect_red(ctx, tc05::COLD.run, "(streaming): no chunk for")
 }
 
 fn cut_stream(ctx: &CaseCtx) -> CaseResult {
@@ -232,9 +309,32 @@ fn cut_stream(ctx: &CaseCtx) -> CaseResult {
     )
 }
 
+fn underreported_dram_hit(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"underreport_blocks": true}))?;
+    expect_red(
+        ctx,
+        tc05::DRAM_HIT.run,
+        "host-tier (DRAM) hit: 3 blocks loaded from host memory",
+    )
+}
+
+fn underreported_remote_hit(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["B"], json!({"underreport_blocks": true}))?;
+    expect_red(
+        ctx,
+        tc05::REMOTE_HIT.run,
+        "peer transfer reconciles: remote_deliver blocks 3 ≠ source_write blocks 4",
+    )
+}
+
+fn wrong_token_in_sweep(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A", "B"], json!({"wrong_token_after": 4}))?;
+    expect_red(ctx, tc05::SWEEP.run, "token 4 of 16 differs")
+}
+
 fn guard_never_serves(ctx: &CaseCtx) -> CaseResult {
     let _stopped = ctx.stop_guard()?;
-    expect_red(ctx, tc06::run, "no t1")
+    expect_red(ctx, tc06::run, "no t1: ")
 }
 
 /// Bad input through the real router gets a clear error response, and every

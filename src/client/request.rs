@@ -69,6 +69,13 @@ pub struct Completion {
     pub worker_id: Option<u64>,
     /// Pin to this data-parallel rank (`x-dynamo-dp-rank`).
     pub dp_rank: Option<u32>,
+    /// Pin the prefill step of a disaggregated stack to this worker instance
+    /// (`nvext.prefill_worker_id`).
+    pub prefill_worker_id: Option<u64>,
+    /// Pin the decode step of a disaggregated stack to this worker instance
+    /// (`nvext.decode_worker_id`; there the instance header names a prefill
+    /// worker).
+    pub decode_worker_id: Option<u64>,
     /// `nvext.extra_fields` entries.
     pub extra_fields: Vec<String>,
     /// How to ask for token ids.
@@ -88,6 +95,8 @@ impl Completion {
             seed: None,
             worker_id: None,
             dp_rank: None,
+            prefill_worker_id: None,
+            decode_worker_id: None,
             extra_fields: vec![
                 dynamo::EXTRA_FIELD_WORKER_ID.to_string(),
                 dynamo::EXTRA_FIELD_TIMING.to_string(),
@@ -118,6 +127,20 @@ impl Completion {
     /// Pins the request to a worker instance id (as in `/health` and the ready file).
     pub fn pin_worker(mut self, instance_id: u64) -> Self {
         self.worker_id = Some(instance_id);
+        self
+    }
+
+    /// Pins the prefill step of a disaggregated stack to a prefill worker
+    /// instance (`nvext.prefill_worker_id`).
+    pub fn pin_prefill_worker(mut self, instance_id: u64) -> Self {
+        self.prefill_worker_id = Some(instance_id);
+        self
+    }
+
+    /// Pins the decode step of a disaggregated stack to a decode worker
+    /// instance (`nvext.decode_worker_id`).
+    pub fn pin_decode_worker(mut self, instance_id: u64) -> Self {
+        self.decode_worker_id = Some(instance_id);
         self
     }
 
@@ -176,8 +199,18 @@ impl Completion {
                 }
             }
         }
+        let mut nvext = serde_json::Map::new();
         if !extra_fields.is_empty() {
-            obj.insert("nvext".into(), json!({ "extra_fields": extra_fields }));
+            nvext.insert("extra_fields".into(), json!(extra_fields));
+        }
+        if let Some(id) = self.prefill_worker_id {
+            nvext.insert("prefill_worker_id".into(), json!(id));
+        }
+        if let Some(id) = self.decode_worker_id {
+            nvext.insert("decode_worker_id".into(), json!(id));
+        }
+        if !nvext.is_empty() {
+            obj.insert("nvext".into(), Value::Object(nvext));
         }
         for (k, v) in &self.extra {
             obj.insert(k.clone(), v.clone());
@@ -226,6 +259,12 @@ impl fmt::Display for Completion {
         if let Some(r) = self.dp_rank {
             write!(f, ", dp rank {r}")?;
         }
+        if let Some(id) = self.prefill_worker_id {
+            write!(f, ", prefill pinned to worker {id}")?;
+        }
+        if let Some(id) = self.decode_worker_id {
+            write!(f, ", decode pinned to worker {id}")?;
+        }
         Ok(())
     }
 }
@@ -259,6 +298,14 @@ mod tests {
             json!(["worker_id", "timing", "token_ids"])
         );
         assert!(b.get("stream_options").is_none());
+        assert!(b["nvext"].get("prefill_worker_id").is_none());
+        let p = Completion::new("tiny", "x").pin_prefill_worker(42);
+        assert_eq!(p.body(false)["nvext"]["prefill_worker_id"], json!(42));
+        assert!(p.headers().is_empty(), "the prefill pin is a body field");
+        assert!(p.to_string().ends_with("prefill pinned to worker 42"));
+        let d = Completion::new("tiny", "x").pin_decode_worker(43);
+        assert_eq!(d.body(false)["nvext"]["decode_worker_id"], json!(43));
+        assert!(d.headers().is_empty(), "the decode pin is a body field");
         assert_eq!(
             c.to_string(),
             "completion of \"tiny\" for prompt \"hello\" (5 chars), max_tokens 8, pinned to worker 7587890412930, dp rank 1"

@@ -2,7 +2,7 @@
 //!
 //! | engine  | agg            | 2p1d                      | two-node                  |
 //! |---------|----------------|---------------------------|---------------------------|
-//! | cpu     | TC-01..TC-06   | none (agg only for now)   | none (agg only for now)   |
+//! | cpu     | TC-01..TC-06   | TC-01..TC-06              | none (not yet)            |
 //! | vllm    | TC-01..TC-06   | TC-01..04, TC-06          | TC-01..04, TC-06          |
 //! | sglang  | TC-01, 02, 05  | none (no disaggregation)  | TC-01, 02                 |
 //!
@@ -57,9 +57,10 @@ pub fn applicability(engine: Engine, topology: Topology, case_id: &str) -> Appli
     let ignored =
         |why: String| Applicability::Ignored(format!("{id} on {engine}/{topology}: {why}"));
     match (engine, topology) {
-        (Engine::Cpu, Topology::Agg) | (Engine::Vllm, Topology::Agg) => Applicability::Applies,
+        (Engine::Cpu, Topology::Agg | Topology::TwoPrefillOneDecode)
+        | (Engine::Vllm, Topology::Agg) => Applicability::Applies,
         (Engine::Cpu, _) => ignored(format!(
-            "the CPU engine supports only the agg topology for now (use --engine vllm for {topology})"
+            "the CPU engine does not run {topology} yet (use --engine vllm for {topology})"
         )),
         (Engine::Vllm, _) if n == 5 => ignored(
             "the performance arms and their KVCR-disabled baselines are defined on the agg topology"

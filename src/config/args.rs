@@ -161,6 +161,54 @@ where
     Ok((harness, rest))
 }
 
+/// Test-name filters taken out of libtest's arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filters {
+    /// Positional filters, in order; a trial runs when it matches any.
+    pub patterns: Vec<String>,
+}
+
+impl Filters {
+    /// Whether `name` is selected: no filter, or any filter matches (a
+    /// substring, or the whole name under `--exact`), as libtest does.
+    pub fn selects(&self, name: &str, exact: bool) -> bool {
+        self.patterns.is_empty()
+            || self.patterns.iter().any(|p| {
+                if exact {
+                    name == p
+                } else {
+                    name.contains(p.as_str())
+                }
+            })
+    }
+}
+
+/// Takes every positional filter out of libtest's arguments (as returned by
+/// [`split_args`]). libtest runs the union of several filters;
+/// libtest-mimic 0.8 accepts only one, so the suite applies them itself.
+/// Option values (`--skip X`, `--test-threads 1`) stay with their option.
+pub fn take_filters(libtest_argv: Vec<String>) -> (Filters, Vec<String>) {
+    let mut it = libtest_argv.into_iter();
+    let mut rest: Vec<String> = it.next().into_iter().collect();
+    let mut filters = Filters::default();
+    while let Some(arg) = it.next() {
+        if arg == "--" {
+            filters.patterns.extend(it.by_ref());
+            break;
+        }
+        if !arg.starts_with('-') || arg == "-" {
+            filters.patterns.push(arg);
+            continue;
+        }
+        let takes_value = LIBTEST_OPTIONS.contains(&arg.as_str()) || arg == "-Z";
+        rest.push(arg);
+        if takes_value {
+            rest.extend(it.next());
+        }
+    }
+    (filters, rest)
+}
+
 fn unknown_flag(flag: &str) -> ConfigError {
     let harness = keys::harness_flags();
     let libtest: Vec<&str> = LIBTEST_SWITCHES

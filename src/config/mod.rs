@@ -40,7 +40,7 @@ mod settings;
 mod tests;
 
 pub use applicability::{applicability, base_case_id, Applicability};
-pub use args::{split_args, FlagValue, HarnessArgs};
+pub use args::{split_args, take_filters, Filters, FlagValue, HarnessArgs};
 pub use env::Env;
 pub use errors::ConfigError;
 pub use keys::harness_help;

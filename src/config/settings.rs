@@ -207,6 +207,12 @@ pub struct Settings {
     pub perf_concurrency_levels: Vec<u32>,
     /// Fresh prompts per TC-05 arm.
     pub perf_repeats: u32,
+    /// Fault under load: concurrent streaming clients.
+    pub load_clients: u32,
+    /// Fault under load: requests per client (bounded load).
+    pub load_requests_per_client: u32,
+    /// Fault under load: failed requests allowed (wrong tokens never are).
+    pub load_max_failed_requests: u32,
     /// TC-06 attempt cadence.
     pub tc06_cadence_ms: u64,
     /// Base directory of run directories.
@@ -221,6 +227,9 @@ pub struct Settings {
     pub engine_profile: Option<PathBuf>,
     /// Leave the stack running after the run.
     pub keep_stack: bool,
+    /// Ignore the reference cache: probes and baselines come from this run's
+    /// machine state (a cached entry may be from another time or machine).
+    pub recompute_reference: bool,
     /// Seconds the stack may take to become ready.
     pub startup_timeout_s: u64,
     /// Seconds one request may take.
@@ -270,6 +279,9 @@ impl Settings {
             perf_evict_filler: 0,
             perf_concurrency_levels: Vec::new(),
             perf_repeats: 0,
+            load_clients: 0,
+            load_requests_per_client: 0,
+            load_max_failed_requests: 0,
             tc06_cadence_ms: 0,
             run_dir: PathBuf::new(),
             junit: None,
@@ -277,6 +289,7 @@ impl Settings {
             python: None,
             engine_profile: None,
             keep_stack: false,
+            recompute_reference: false,
             startup_timeout_s: 0,
             request_timeout_s: 0,
             reference_cache: PathBuf::new(),
@@ -335,6 +348,9 @@ impl Settings {
             "perf_evict_filler" => self.perf_evict_filler = v.uint()?,
             "perf_concurrency_levels" => self.perf_concurrency_levels = v.uint_list()?,
             "perf_repeats" => self.perf_repeats = v.uint()?,
+            "load_clients" => self.load_clients = v.uint()?,
+            "load_requests_per_client" => self.load_requests_per_client = v.uint()?,
+            "load_max_failed_requests" => self.load_max_failed_requests = v.uint()?,
             "tc06_cadence_ms" => self.tc06_cadence_ms = v.uint()?,
             "run_dir" => self.run_dir = v.path()?,
             "junit" => self.junit = Some(v.path()?),
@@ -342,6 +358,7 @@ impl Settings {
             "python" => self.python = Some(v.path()?),
             "engine_profile" => self.engine_profile = Some(v.path()?),
             "keep_stack" => self.keep_stack = v.boolean()?,
+            "recompute_reference" => self.recompute_reference = v.boolean()?,
             "startup_timeout_s" => self.startup_timeout_s = v.uint()?,
             "request_timeout_s" => self.request_timeout_s = v.uint()?,
             "reference_cache" => self.reference_cache = v.path()?,

@@ -566,7 +566,7 @@ fn applicability_table() {
     for c in KNOWN_CASES {
         assert!(applies(Engine::Cpu, Topology::Agg, c));
         assert!(applies(Engine::Vllm, Topology::Agg, c));
-        assert!(!applies(Engine::Cpu, Topology::TwoPrefillOneDecode, c));
+        assert!(applies(Engine::Cpu, Topology::TwoPrefillOneDecode, c));
         assert!(!applies(Engine::Cpu, Topology::TwoNode, c));
         assert!(!applies(Engine::Sglang, Topology::TwoPrefillOneDecode, c));
     }
@@ -601,7 +601,7 @@ fn applicability_table() {
     assert!(applies(Engine::Sglang, Topology::TwoNode, "TC-02"));
     assert!(!applies(Engine::Sglang, Topology::TwoNode, "TC-05"));
     match applicability(Engine::Cpu, Topology::TwoNode, "tc-02") {
-        Ignored(r) => assert!(r.contains("supports only the agg topology"), "{r}"),
+        Ignored(r) => assert!(r.contains("does not run two-node yet"), "{r}"),
         Applies => panic!(),
     }
     assert!(!applies(Engine::Cpu, Topology::Agg, "TC-09"));
@@ -707,4 +707,25 @@ proptest! {
             let _ = resolve(&h, &Env::default());
         }
     }
+}
+
+#[test]
+fn several_positional_filters_run_the_union_and_skip_stays() {
+    let (_, libtest) = split(&["TC-01", "--skip", "TC-01::b", "TC-03", "--exact"]).unwrap();
+    let (filters, rest) = super::take_filters(libtest);
+    assert_eq!(filters.patterns, ["TC-01", "TC-03"]);
+    assert_eq!(rest, ["phase1", "--skip", "TC-01::b", "--exact"]);
+    assert!(filters.selects("TC-01::generation_correctness", false));
+    assert!(filters.selects("TC-03::hinted_peer_transfer", false));
+    assert!(!filters.selects("TC-02::local_dram_flow", false));
+    assert!(!filters.selects("TC-01::generation_correctness", true));
+    assert!(super::Filters::default().selects("anything", true));
+    // libtest-mimic accepts what is left.
+    let args = libtest_mimic::Arguments::from_iter(rest);
+    assert_eq!(args.skip, ["TC-01::b"]);
+    assert!(args.filter.is_none() && args.exact);
+    // After a bare `--`, everything is a filter.
+    let (filters, rest) = super::take_filters(argv(&["--list", "--", "--odd", "TC-05"]));
+    assert_eq!(filters.patterns, ["--odd", "TC-05"]);
+    assert_eq!(rest, ["phase1", "--list"]);
 }

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{CpuEngineProfile, Geometry as GeometryKind};
 use crate::proc::ProcessSpec;
 
+use super::topology::{self, Topology, WorkerPlan, WorkerRole};
 use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, WorkerSlot};
 
 const MODEL_DIR: &str = "fixtures/models/tiny";
@@ -25,6 +26,7 @@ const SSM_PART_LABELS: [&str; 3] = ["ssm:conv", "ssm:temporal", "ssm:x"];
 pub struct CpuEngine {
     pub profile: CpuEngineProfile,
     pub geometry: GeometryKind,
+    pub topology: Topology,
     /// `vocab_size` of the model's config.json.
     vocab_size: u32,
     /// Digest of the engine's sources and model files: a change to either
@@ -37,9 +39,19 @@ impl CpuEngine {
         Self {
             profile,
             geometry,
+            topology: Topology::Agg,
             sources_digest: sources_digest(repo_root),
             vocab_size: vocab_size(&repo_root.join(MODEL_DIR)),
         }
+    }
+
+    /// The same engine laid out as `topology`.
+    pub fn with_topology(self, topology: Topology) -> Self {
+        Self { topology, ..self }
+    }
+
+    fn plan(&self, slot: &WorkerSlot) -> WorkerPlan {
+        topology::plan_for(&self.worker_plans(), slot, &[])
     }
 
     fn package_dir(ctx: &LaunchContext) -> PathBuf {
@@ -124,9 +136,15 @@ impl Engine for CpuEngine {
         ))
     }
 
+    fn worker_plans(&self) -> Vec<WorkerPlan> {
+        topology::plan_cpu_workers(self.topology)
+    }
+
     fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec {
+        let role = self.plan(slot).role;
         self.base_worker(ctx, &slot.name, &slot.process_name(), slot)
             .args(["--served-model-name", &self.model(), "--kvcr", "on"])
+            .args(["--role", role_flag(role), "--component", component(role)])
             .args([
                 "--control-host",
                 &ctx.host,
@@ -164,12 +182,34 @@ impl Engine for CpuEngine {
         u64::from(self.profile.device_cache_blocks)
     }
 
+    fn counts_blocks(&self) -> bool {
+        true
+    }
+
     fn token_identity(&self) -> String {
         let g = self.geometry();
         format!(
             "cpu-engine model=tiny block={} pages={:?} sources={}",
             g.block_size_tokens, g.pages, self.sources_digest
         )
+    }
+}
+
+/// The engine's `--role` value.
+fn role_flag(role: WorkerRole) -> &'static str {
+    match role {
+        WorkerRole::Aggregated => "aggregated",
+        WorkerRole::Prefill => "prefill",
+        WorkerRole::Decode => "decode",
+    }
+}
+
+/// The Dynamo component a worker serves on: prefill workers on their own
+/// (`<ns>.prefill.generate`, as dynamo.vllm does), the rest on `cpu`.
+fn component(role: WorkerRole) -> &'static str {
+    match role {
+        WorkerRole::Prefill => "prefill",
+        WorkerRole::Aggregated | WorkerRole::Decode => "cpu",
     }
 }
 

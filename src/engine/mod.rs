@@ -153,11 +153,13 @@ pub fn for_settings(
     repo_root: &std::path::Path,
 ) -> Result<std::sync::Arc<dyn Engine>, String> {
     match settings.engine {
-        crate::config::Engine::Cpu => Ok(std::sync::Arc::new(cpu::CpuEngine::new(
-            settings.cpu_engine.clone(),
-            settings.geometry,
-            repo_root,
-        ))),
+        crate::config::Engine::Cpu => {
+            let topology = topology::Topology::parse(settings.topology.as_str())?;
+            Ok(std::sync::Arc::new(
+                cpu::CpuEngine::new(settings.cpu_engine.clone(), settings.geometry, repo_root)
+                    .with_topology(topology),
+            ))
+        }
         crate::config::Engine::Vllm => {
             let topology = topology::Topology::parse(settings.topology.as_str())?;
             let profile = gpu_profile(settings, repo_root, "vllm")?;
@@ -261,6 +263,12 @@ pub trait Engine: Send + Sync {
     /// Blocks the device prefix cache of one worker holds (what the eviction
     /// fillers must push out).
     fn device_cache_blocks(&self) -> u64;
+    /// Whether the engine counts its device-cache evictions and the prompt
+    /// blocks it computes (the CPU engine does). vLLM counts neither: the
+    /// harness derives both from its prefix-cache counters.
+    fn counts_blocks(&self) -> bool {
+        false
+    }
     /// The pinned Python env the harness builds for this engine, or `None`
     /// when the user brings the interpreter (`--python`, e.g. a GPU image).
     fn python_env(&self) -> Option<&'static crate::pyenv::EnvSpec> {
@@ -290,6 +298,8 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         for (engine, topology, workers) in [
             ("cpu", "agg", 2),
+            ("cpu", "2p1d", 3),
+            ("cpu", "two-node", 2),
             ("vllm", "agg", 2),
             ("vllm", "2p1d", 3),
             ("sglang", "agg", 2),

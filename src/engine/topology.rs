@@ -69,9 +69,10 @@ impl fmt::Display for Topology {
 }
 
 /// What a worker does in a disaggregated (or not) stack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkerRole {
+    #[default]
     Aggregated,
     Prefill,
     Decode,
@@ -195,28 +196,55 @@ pub fn plan_workers(
             )
         })
     };
-    let plan = |slot: &str, role, node, gpus, gpu_sharers| WorkerPlan {
-        slot: slot.into(),
-        role,
-        node,
-        gpus,
-        gpu_sharers,
+    slots(topology)
+        .into_iter()
+        .map(|s| {
+            Ok(WorkerPlan {
+                gpus: take(s.gpu_index)?,
+                ..s.plan
+            })
+        })
+        .collect()
+}
+
+/// The workers of `topology` without GPUs (the CPU engine).
+pub fn plan_cpu_workers(topology: Topology) -> Vec<WorkerPlan> {
+    slots(topology).into_iter().map(|s| s.plan).collect()
+}
+
+/// One slot of a topology's shape: its plan (GPU list empty) and which
+/// GPU group of its node it takes.
+struct Shape {
+    plan: WorkerPlan,
+    gpu_index: usize,
+}
+
+fn slots(topology: Topology) -> Vec<Shape> {
+    let shape = |slot: &str, role, node, gpu_index, gpu_sharers| Shape {
+        plan: WorkerPlan {
+            slot: slot.into(),
+            role,
+            node,
+            gpus: Vec::new(),
+            gpu_sharers,
+        },
+        gpu_index,
     };
-    Ok(match topology {
+    match topology {
         Topology::Agg => vec![
-            plan("A", WorkerRole::Aggregated, 0, take(0)?, 1),
-            plan("B", WorkerRole::Aggregated, 0, take(1)?, 1),
+            shape("A", WorkerRole::Aggregated, 0, 0, 1),
+            shape("B", WorkerRole::Aggregated, 0, 1, 1),
         ],
         Topology::TwoP1D => vec![
-            plan("A", WorkerRole::Prefill, 0, take(0)?, 2),
-            plan("B", WorkerRole::Prefill, 0, take(0)?, 2),
-            plan("C", WorkerRole::Decode, 0, take(1)?, 1),
+            shape("A", WorkerRole::Prefill, 0, 0, 2),
+            shape("B", WorkerRole::Prefill, 0, 0, 2),
+            shape("C", WorkerRole::Decode, 0, 1, 1),
         ],
         Topology::TwoNode => vec![
-            plan("A", WorkerRole::Aggregated, 0, take(0)?, 1),
-            plan("B", WorkerRole::Aggregated, 1, take(0)?, 1),
+            shape("A", WorkerRole::Aggregated, 0, 0, 1),
+            shape("B", WorkerRole::Aggregated, 1, 0, 1),
         ],
-    })
+    }
 }
 
 /// Sets `key` to `value`, replacing an earlier setting of the same key (so

@@ -43,7 +43,7 @@ pub use record::{
     duration_ms, settings_digest, CaseRecord, Outcome, ReferenceSummary, RunRecord, StackSummary,
     StartupTiming, UtcTime,
 };
-pub use report::{render_report, write_report};
+pub use report::{render_report, write_report, LOAD_TIMELINE};
 pub use results::{Results, RESULTS_SCHEMA_VERSION};
 pub use run_dir::RunDir;
 pub use summary::render_summary;

@@ -166,6 +166,16 @@ pub struct ReferenceSummary {
     pub digest: String,
     /// Whether the cached references were used.
     pub from_cache: bool,
+    /// Where the references (and the baselines and probes) were computed:
+    /// host name and run directory; empty for caches that predate it.
+    #[serde(default)]
+    pub computed_by: String,
+    /// When they were computed, Unix seconds (0: unknown).
+    #[serde(default)]
+    pub computed_unix_s: u64,
+    /// Their age when this run started using them, seconds (`None`: unknown).
+    #[serde(default)]
+    pub age_s: Option<u64>,
     /// Prompts with reference tokens.
     pub prompts: usize,
     /// Bare-engine probes: name → passed.

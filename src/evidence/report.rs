@@ -98,6 +98,7 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
     o.push_str(&arms_section(perf)?);
     o.push_str(&sweep_section(perf)?);
     o.push_str(&recovery_section(perf)?);
+    o.push_str(&load_section(run));
     o.push_str(&super::gpu::section(results.gpu.as_ref())?);
     if let Some(defs) = &perf.metric_definitions {
         let _ = writeln!(
@@ -201,12 +202,11 @@ fn stack_section(run: &RunRecord) -> String {
                     )
                 })
                 .collect();
-            let _ =
-                write!(
+            let _ = write!(
                 o,
                 "<p>reference: {} prompts, {}, {:.1} s, digest <code>{}</code><br>probes: {}</p>",
                 r.prompts,
-                if r.from_cache { "from cache" } else { "computed" },
+                esc(&super::summary::reference_origin(r)),
                 r.duration.as_secs_f64(),
                 esc(&r.digest),
                 probes.join(", ")
@@ -337,4 +337,48 @@ fn recovery_section(perf: &PerfSummary) -> Result<String, EvidenceError> {
     }
     o.push_str("</section>\n");
     Ok(o)
+}
+
+/// The measurement key under which a fault-under-load case leaves its timeline.
+pub const LOAD_TIMELINE: &str = "load_timeline";
+
+/// Faults under load: every request of the window against the kill, as a
+/// table (one row per request, in send order).
+fn load_section(run: &super::record::RunRecord) -> String {
+    let mut o = String::from("<section><h2>Fault under load (TC-04)</h2>");
+    let timelines: Vec<_> = run
+        .cases
+        .iter()
+        .filter_map(|c| c.measurements.get(LOAD_TIMELINE).map(|t| (c, t)))
+        .collect();
+    if timelines.is_empty() {
+        o.push_str(&not_run("no fault-under-load case ran"));
+    }
+    for (case, t) in timelines {
+        let kill = t["fault_at_ms"].as_f64().unwrap_or(f64::NAN);
+        let _ = write!(
+            o,
+            "<p>{}: worker killed at <b>{kill:.0} ms</b> (rows from then on are marked)</p><table><tr><th>client</th><th>#</th>\
+             <th>prompt</th><th>sent ms</th><th>done ms</th><th>outcome</th><th>worker</th><th>detail</th></tr>",
+            esc(&case.name)
+        );
+        for r in t["requests"].as_array().into_iter().flatten() {
+            let sent = r["sent_ms"].as_f64().unwrap_or(f64::NAN);
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{sent:.0}{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                r["client"],
+                r["seq"],
+                esc(r["prompt"].as_str().unwrap_or("")),
+                if sent >= kill { " (after kill)" } else { "" },
+                r["done_ms"].as_f64().unwrap_or(f64::NAN),
+                esc(r["outcome"].as_str().unwrap_or("")),
+                r["worker_id"],
+                esc(r["detail"].as_str().unwrap_or("")),
+            );
+        }
+        o.push_str("</table>");
+    }
+    o.push_str("</section>\n");
+    o
 }

@@ -16,6 +16,8 @@ use crate::config::Redactor;
 #[derive(Debug, Clone)]
 pub struct RunDir {
     base: PathBuf,
+    /// The suite's own directory under `base` (`phase1`), when it has one.
+    target: Option<String>,
     root: PathBuf,
     run_id: String,
     redactor: Redactor,
@@ -26,12 +28,36 @@ impl RunDir {
     /// `<base>/latest` at it. The run id is the UTC time plus the pid and a
     /// random suffix, so parallel runs never share a directory.
     pub fn create(base: &Path, redactor: Redactor) -> Result<RunDir, EvidenceError> {
-        std::fs::create_dir_all(base)
-            .map_err(EvidenceError::io("create run base directory", base))?;
+        Self::create_at(base, None, redactor)
+    }
+
+    /// Creates `<base>/<target>/<run-id>/` for one test target (`phase1`,
+    /// `phase1_hybrid`, `fault_matrix`), so targets run one after another
+    /// never overwrite each other's evidence: `<base>/<target>/latest` is
+    /// that target's last run; `<base>/latest` stays the last run of any.
+    pub fn create_for(
+        base: &Path,
+        target: &str,
+        redactor: Redactor,
+    ) -> Result<RunDir, EvidenceError> {
+        Self::create_at(base, Some(sanitize(target)), redactor)
+    }
+
+    fn create_at(
+        base: &Path,
+        target: Option<String>,
+        redactor: Redactor,
+    ) -> Result<RunDir, EvidenceError> {
+        let parent = match &target {
+            Some(t) => base.join(t),
+            None => base.to_path_buf(),
+        };
+        std::fs::create_dir_all(&parent)
+            .map_err(EvidenceError::io("create run base directory", &parent))?;
         const ATTEMPTS: u32 = 16;
         for _ in 0..ATTEMPTS {
             let run_id = new_run_id();
-            let root = base.join(&run_id);
+            let root = parent.join(&run_id);
             match std::fs::create_dir(&root) {
                 Ok(()) => {
                     for sub in ["logs", "cases"] {
@@ -40,6 +66,7 @@ impl RunDir {
                     }
                     let dir = RunDir {
                         base: base.to_path_buf(),
+                        target: target.clone(),
                         root,
                         run_id,
                         redactor,
@@ -52,7 +79,7 @@ impl RunDir {
             }
         }
         Err(EvidenceError::NoUniqueRunId {
-            base: base.to_path_buf(),
+            base: parent,
             attempts: ATTEMPTS,
         })
     }
@@ -170,19 +197,35 @@ impl RunDir {
         write_atomic(path, bytes)
     }
 
-    /// Points `<base>/latest` at this run (relative link, replaced atomically).
-    /// A failure is logged, not fatal: the run directory is what matters.
+    /// Points `<base>/latest` (and `<base>/<target>/latest`) at this run
+    /// (relative links, replaced atomically). A failure is logged, not
+    /// fatal: the run directory is what matters.
     fn point_latest(&self) {
-        #[cfg(unix)]
-        {
-            let link = self.base.join("latest");
-            let tmp = self.base.join(format!(".latest-{}", self.run_id));
-            let result = std::os::unix::fs::symlink(&self.run_id, &tmp)
-                .and_then(|()| std::fs::rename(&tmp, &link));
-            if let Err(e) = result {
-                let _ = std::fs::remove_file(&tmp);
-                tracing::warn!("cannot point {} at {}: {e}", link.display(), self.run_id);
+        match &self.target {
+            Some(target) => {
+                point_link(&self.base.join(target), Path::new(&self.run_id));
+                point_link(&self.base, &Path::new(target).join(&self.run_id));
             }
+            None => point_link(&self.base, Path::new(&self.run_id)),
+        }
+    }
+}
+
+/// `<dir>/latest` → `to` (relative to `dir`).
+fn point_link(dir: &Path, to: &Path) {
+    #[cfg(unix)]
+    {
+        let link = dir.join("latest");
+        let tmp = dir.join(format!(
+            ".latest-{}-{}",
+            std::process::id(),
+            to.display().to_string().replace('/', "_")
+        ));
+        let result =
+            std::os::unix::fs::symlink(to, &tmp).and_then(|()| std::fs::rename(&tmp, &link));
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&tmp);
+            tracing::warn!("cannot point {} at {}: {e}", link.display(), to.display());
         }
     }
 }
@@ -253,6 +296,30 @@ mod tests {
             "{}",
             a.run_id()
         );
+    }
+
+    #[test]
+    fn each_target_has_its_own_latest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("runs");
+        let p1 = RunDir::create_for(&base, "phase1", Redactor::none()).unwrap();
+        let fm = RunDir::create_for(&base, "fault_matrix", Redactor::none()).unwrap();
+        assert_eq!(p1.root(), base.join("phase1").join(p1.run_id()));
+        assert_eq!(
+            std::fs::read_link(base.join("phase1/latest")).unwrap(),
+            PathBuf::from(p1.run_id())
+        );
+        assert_eq!(
+            std::fs::read_link(base.join("fault_matrix/latest")).unwrap(),
+            PathBuf::from(fm.run_id())
+        );
+        // The shared link follows whichever ran last.
+        assert_eq!(
+            std::fs::read_link(base.join("latest")).unwrap(),
+            Path::new("fault_matrix").join(fm.run_id())
+        );
+        assert!(base.join("latest/cases").is_dir());
+        assert!(base.join("phase1/latest/cases").is_dir());
     }
 
     #[test]

@@ -62,6 +62,9 @@ pub(crate) fn run_record() -> RunRecord {
         reference: Some(ReferenceSummary {
             digest: "feedface".into(),
             from_cache: false,
+            computed_by: "ci-host (target/phase1/runs/phase1/sample)".into(),
+            computed_unix_s: 1_764_400_000,
+            age_s: None,
             prompts: 24,
             probes: BTreeMap::from([("repeat_same_tokens".into(), true), ("prefix_cache_same_tokens".into(), true)]),
             duration: Duration::from_millis(9_500),
@@ -89,6 +92,17 @@ pub(crate) fn run_record() -> RunRecord {
                 0,
                 &[],
             ),
+            {
+                let mut c = case("TC-04", "TC-04::worker_killed_under_load", Outcome::Passed, 70, 4_200, &["cases/TC-04-worker_killed_under_load/load.json"]);
+                c.measurements.insert(
+                    super::report::LOAD_TIMELINE.into(),
+                    serde_json::json!({"fault_at_ms": 300.0, "requests": [
+                        {"client": 0, "seq": 0, "prompt": "f001v0", "sent_ms": 1.0, "done_ms": 280.0, "outcome": "ok", "worker_id": 7, "detail": null},
+                        {"client": 0, "seq": 1, "prompt": "f002v0", "sent_ms": 281.0, "done_ms": 302.0, "outcome": "failed", "worker_id": null, "detail": "stream cut"},
+                    ]}),
+                );
+                c
+            },
         ],
         environment: Default::default(),
     }

@@ -56,11 +56,7 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
             o,
             "reference: {} prompts, {}, probes {}, {}",
             r.prompts,
-            if r.from_cache {
-                "from cache"
-            } else {
-                "computed"
-            },
+            reference_origin(r),
             if probes_ok {
                 "ok"
             } else {
@@ -171,6 +167,25 @@ fn ptriple(p: &Percentiles) -> String {
     )
 }
 
+/// Where the reference came from, in words: computed in this run, or from
+/// the cache with its age and origin (baselines from another time or
+/// machine state compare poorly; `--recompute-reference` redoes them).
+pub fn reference_origin(r: &super::record::ReferenceSummary) -> String {
+    if !r.from_cache {
+        return "computed in this run".into();
+    }
+    let age = match r.age_s {
+        Some(s) if s >= 86_400 => format!("{:.1} days old", s as f64 / 86_400.0),
+        Some(s) if s >= 3_600 => format!("{:.1} h old", s as f64 / 3_600.0),
+        Some(s) => format!("{s} s old"),
+        None => "age unknown".into(),
+    };
+    match r.computed_by.as_str() {
+        "" => format!("from cache, {age}"),
+        by => format!("from cache, {age}, computed on {by}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +204,20 @@ mod tests {
                 && !s.contains("sweep (conc)")
                 && !s.contains("recovery (TC-06)")
         );
+    }
+
+    #[test]
+    fn the_reference_origin_says_age_and_host() {
+        let mut r = crate::evidence::sample::run_record().reference.unwrap();
+        assert_eq!(reference_origin(&r), "computed in this run");
+        r.from_cache = true;
+        r.age_s = Some(2 * 86_400);
+        assert_eq!(
+            reference_origin(&r),
+            "from cache, 2.0 days old, computed on ci-host (target/phase1/runs/phase1/sample)"
+        );
+        r.computed_by.clear();
+        r.age_s = None;
+        assert_eq!(reference_origin(&r), "from cache, age unknown");
     }
 }

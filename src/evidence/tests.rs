@@ -167,7 +167,7 @@ fn junit_snapshot() {
 #[test]
 fn junit_counts_and_skips() {
     let xml = junit_xml(&sample::run_record()).unwrap();
-    assert!(xml.contains("tests=\"6\""), "{xml}");
+    assert!(xml.contains("tests=\"7\""), "{xml}");
     assert!(xml.contains("failures=\"1\""), "{xml}");
     assert!(xml.contains("disabled=\"1\""), "{xml}");
     assert!(
@@ -189,6 +189,7 @@ fn report_contains_charts_and_tables() {
     assert!(html.contains("<rect") && html.contains("<polyline") && html.contains("<circle"));
     assert!(html.contains("href=\"cases/TC-04/guard-log-tail.txt\""));
     assert!(html.contains("TC-04::guard_takeover_replacement"));
+    assert!(html.contains("worker killed at <b>300 ms</b>") && html.contains("stream cut"));
     assert!(!html.contains("not run"));
     assert!(!html.contains("http://") || html.contains("http://www.w3.org/2000/svg"));
     assert!(!html.contains("<script"));

@@ -17,9 +17,11 @@
 //!    group it was told about when the harness's end of its pipe closes, which
 //!    also covers grandchildren and a SIGKILLed harness.
 
+pub mod netns;
 pub mod procfs;
 pub mod reaper;
 mod spawner;
 mod supervised;
+pub mod ucx;
 
 pub use supervised::{ProcError, ProcessSpec, StopReport, Supervised};

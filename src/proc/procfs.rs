@@ -118,6 +118,49 @@ pub fn shm_files_of(pids: &[u32]) -> Vec<std::path::PathBuf> {
     found
 }
 
+/// Direct children of `pid` (from `/proc/<pid>/task/*/children`).
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| fs::read_to_string(t.ok()?.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// `NSpid` of `pid` (seen from this namespace): its pid in each PID
+/// namespace it belongs to, outermost first; the last is the pid the
+/// process itself sees (`os.getpid()` inside a namespace node).
+pub fn ns_pids(pid: u32) -> Option<Vec<u32>> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_ns_pids(&status)
+}
+
+fn parse_ns_pids(status: &str) -> Option<Vec<u32>> {
+    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    line.split_whitespace().map(|p| p.parse().ok()).collect()
+}
+
+/// The host pid of the process that calls itself `inner_pid` inside the PID
+/// namespace of `member` (any host pid in that namespace, e.g. its first
+/// process). A pid a process reports about itself from inside a namespace
+/// (a ready file, a log line) means nothing on the host until mapped here.
+pub fn host_pid(member: u32, inner_pid: u32) -> Option<u32> {
+    let namespace = fs::read_link(format!("/proc/{member}/ns/pid")).ok()?;
+    let entries = fs::read_dir("/proc").ok()?;
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            fs::read_link(format!("/proc/{pid}/ns/pid")).ok().as_ref() == Some(&namespace)
+                && ns_pids(*pid).and_then(|n| n.last().copied()) == Some(inner_pid)
+        })
+}
+
 /// Resident set size of `pid` in KiB.
 pub fn rss_kib(pid: u32) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -152,6 +195,24 @@ fn process_group(pid: u32) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ns_pids_are_read_outermost_first() {
+        let status = "Name:\tpython\nTgid:\t4242\nNSpid:\t4242\t7\nPPid:\t1\n";
+        assert_eq!(parse_ns_pids(status), Some(vec![4242, 7]));
+        assert_eq!(parse_ns_pids("Name:\tx\n"), None);
+        assert_eq!(
+            parse_ns_pids("NSpid:\t12\tx\n"),
+            None,
+            "a garbled line is no answer"
+        );
+        let own = ns_pids(std::process::id()).expect("this process has an NSpid line");
+        assert_eq!(own.first(), Some(&std::process::id()));
+        assert_eq!(
+            host_pid(std::process::id(), std::process::id()),
+            Some(std::process::id())
+        );
+    }
 
     #[test]
     fn reads_own_state_and_rss() {

@@ -57,6 +57,13 @@ pub struct References {
     #[serde(default)]
     pub from_cache: bool,
     pub seconds: f64,
+    /// When the references were computed (Unix seconds; 0 in caches
+    /// written before this was recorded).
+    #[serde(default)]
+    pub computed_unix_s: u64,
+    /// Where they were computed: host name and run directory.
+    #[serde(default)]
+    pub computed_by: String,
 }
 
 impl References {
@@ -70,6 +77,7 @@ impl References {
         serde_json::json!({
             "digest": self.digest, "prompts": self.tokens.len(), "baseline": self.baseline,
             "probes": self.probes, "from_cache": self.from_cache, "seconds": self.seconds,
+            "computed_unix_s": self.computed_unix_s, "computed_by": self.computed_by,
         })
     }
 }
@@ -105,6 +113,9 @@ fn cache_path(dir: &Path, digest: &str) -> PathBuf {
 
 /// Whether a valid cache entry exists (then no reference workers are needed).
 pub fn cached(settings: &Settings, engine: &dyn Engine, dir: &Path) -> bool {
+    if settings.recompute_reference {
+        return false;
+    }
     let digest = digest(settings, engine);
     read_cache(&cache_path(dir, &digest), &digest).is_some()
 }
@@ -124,7 +135,11 @@ pub fn load_or_run(
 ) -> Result<References, ReferenceError> {
     let digest = digest(settings, stack.engine.as_ref());
     let path = cache_path(dir, &digest);
-    if let Some(mut refs) = read_cache(&path, &digest) {
+    let cache = match settings.recompute_reference {
+        true => None,
+        false => read_cache(&path, &digest),
+    };
+    if let Some(mut refs) = cache {
         refs.from_cache = true;
         eprintln!("[kvcr-e2e] reference tokens from cache {}", path.display());
         return Ok(refs);
@@ -163,6 +178,21 @@ pub fn load_or_run(
         probes,
         from_cache: false,
         seconds: started.elapsed().as_secs_f64(),
+        computed_unix_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        computed_by: format!(
+            "{} ({})",
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "unknown host".into()),
+            stack
+                .layout
+                .logs_dir
+                .parent()
+                .unwrap_or(&stack.layout.logs_dir)
+                .display()
+        ),
     };
     write_cache(dir, &path, &refs)?;
     Ok(refs)

@@ -18,11 +18,10 @@ pub fn health_instance_ids(base: &str) -> Result<Vec<u64>, String> {
         .map_err(|e| e.to_string())
 }
 
-/// One short completion pinned to `instance_id`: HTTP 200 with choices.
-pub fn completion(base: &str, model: &str, instance_id: u64) -> Result<(), String> {
-    let request = Completion::new(model, "kvcr-e2e readiness probe")
-        .max_tokens(2)
-        .pin_worker(instance_id);
+/// One short completion pinned to `worker` (through the pin its role
+/// takes): HTTP 200 with choices.
+pub fn completion(base: &str, model: &str, worker: &super::Worker) -> Result<(), String> {
+    let request = worker.pin(Completion::new(model, "kvcr-e2e readiness probe").max_tokens(2));
     rt::block_on(client(base)?.complete(&request))
         .map(|_| ())
         .map_err(|e| e.to_string())

@@ -517,6 +517,13 @@ fn await_worker(
         metrics_url,
         guard_index: kvcr.then_some(slot.guard_index),
         kvcr,
+        role: stack
+            .engine
+            .worker_plans()
+            .into_iter()
+            .find(|p| kvcr && p.slot == slot.name)
+            .map(|p| p.role)
+            .unwrap_or_default(),
         ready_ms: 0,
     };
     let mut worker = Worker {
@@ -571,7 +578,7 @@ fn await_completion(
         if let Some(dead) = died(frontend).or_else(|| died(&worker.process)) {
             return dead;
         }
-        match probe::completion(&url, model, worker.instance_id()) {
+        match probe::completion(&url, model, worker) {
             Ok(()) => Poll::Ready(()),
             Err(e) => Poll::Pending(e),
         }

@@ -19,6 +19,9 @@ pub struct Registration {
     pub metrics_url: String,
     pub guard_index: Option<u32>,
     pub kvcr: bool,
+    /// Aggregated, prefill or decode (from the engine's plan for the slot).
+    #[serde(default)]
+    pub role: crate::engine::topology::WorkerRole,
     /// Milliseconds from spawn to serving a real completion.
     #[serde(default)]
     pub ready_ms: u128,

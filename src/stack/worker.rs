@@ -1,5 +1,7 @@
 use serde_json::json;
 
+use crate::client::{Completion, WorkerIdentity};
+use crate::engine::topology::WorkerRole;
 use crate::engine::WorkerSlot;
 use crate::proc::Supervised;
 
@@ -21,6 +23,33 @@ impl Worker {
     /// The id the router knows this worker by (pin header, `nvext.worker_id`).
     pub fn instance_id(&self) -> u64 {
         self.ready.instance_id
+    }
+
+    /// Aggregated, prefill or decode.
+    pub fn role(&self) -> WorkerRole {
+        self.ready.role
+    }
+
+    /// `request` pinned to this worker: an aggregated worker through the
+    /// instance header; in a disaggregated stack, where Dynamo 1.6.1 reads
+    /// that header as a prefill pin, through `nvext.prefill_worker_id` or
+    /// `nvext.decode_worker_id` (the router picks the other side).
+    pub fn pin(&self, request: Completion) -> Completion {
+        match self.role() {
+            WorkerRole::Aggregated => request.pin_worker(self.instance_id()),
+            WorkerRole::Prefill => request.pin_prefill_worker(self.instance_id()),
+            WorkerRole::Decode => request.pin_decode_worker(self.instance_id()),
+        }
+    }
+
+    /// Whether this worker took part in a response reported as `identity`:
+    /// as its prefill worker, or as the worker that produced the tokens.
+    pub fn served(&self, identity: &WorkerIdentity) -> bool {
+        let id = Some(self.instance_id());
+        match self.role() {
+            WorkerRole::Prefill => identity.prefill == id,
+            WorkerRole::Aggregated | WorkerRole::Decode => identity.serving() == id,
+        }
     }
 
     pub fn metrics_url(&self) -> String {

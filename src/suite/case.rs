@@ -73,6 +73,12 @@ impl From<Violation> for CaseError {
     }
 }
 
+impl From<crate::telemetry::NotReported> for CaseError {
+    fn from(e: crate::telemetry::NotReported) -> Self {
+        CaseError::new(e.to_string())
+    }
+}
+
 impl From<crate::wait::WaitError> for CaseError {
     fn from(e: crate::wait::WaitError) -> Self {
         CaseError::new(e.to_string())

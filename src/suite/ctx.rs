@@ -37,6 +37,8 @@ pub struct Answer {
     pub prompt: String,
     pub tokens: Vec<u32>,
     pub worker_id: Option<u64>,
+    /// Every worker the response names (prefill and decode when disaggregated).
+    pub worker: Option<crate::client::WorkerIdentity>,
     pub cached_tokens: Option<u64>,
     pub prompt_tokens: u64,
     pub latency_ms: f64,
@@ -74,6 +76,8 @@ pub struct CaseCtx<'a> {
     pub client: Client,
     run: &'a RunDir,
     evidence: RefCell<Vec<PathBuf>>,
+    /// Evidence files that could not be written: the case fails with them.
+    unwritten: RefCell<Vec<String>>,
     measurements: RefCell<Map<String, Value>>,
     comparisons: RefCell<Vec<Value>>,
 }
@@ -99,6 +103,7 @@ impl<'a> CaseCtx<'a> {
                 .with_request_timeout(Duration::from_secs(settings.request_timeout_s)),
             run,
             evidence: RefCell::new(Vec::new()),
+            unwritten: RefCell::new(Vec::new()),
             measurements: RefCell::new(Map::new()),
             comparisons: RefCell::new(Vec::new()),
         }
@@ -126,15 +131,16 @@ impl<'a> CaseCtx<'a> {
 
     // ----- requests ------------------------------------------------------
 
-    /// The request for `prompt`, pinned to a worker instance when given.
-    pub(super) fn request(&self, prompt: &Prompt, pin: Option<u64>) -> Completion {
+    /// The request for `prompt`, pinned to `worker` when given (a prefill
+    /// worker through its prefill pin, any other through the instance header).
+    pub(super) fn request(&self, prompt: &Prompt, pin: Option<&Worker>) -> Completion {
         let request = crate::reference::request(
             &self.stack.engine.model(),
             prompt,
             self.settings.prompts.max_tokens,
         );
         match pin {
-            Some(instance_id) => request.pin_worker(instance_id),
+            Some(worker) => worker.pin(request),
             None => request,
         }
     }
@@ -142,8 +148,8 @@ impl<'a> CaseCtx<'a> {
     /// A non-streaming completion pinned to `worker`, which must be the one
     /// that served it.
     pub fn complete_on(&self, worker: &Worker, prompt: &Prompt) -> Result<Answer, CaseError> {
-        let answer = self.complete(prompt, Some(worker.instance_id()))?;
-        self.expect_served_by(worker, answer.worker_id, &prompt.key())?;
+        let answer = self.complete(prompt, Some(worker))?;
+        self.expect_served_by(worker, answer.worker.as_ref(), &prompt.key())?;
         Ok(answer)
     }
 
@@ -152,7 +158,7 @@ impl<'a> CaseCtx<'a> {
         self.complete(prompt, None)
     }
 
-    fn complete(&self, prompt: &Prompt, pin: Option<u64>) -> Result<Answer, CaseError> {
+    fn complete(&self, prompt: &Prompt, pin: Option<&Worker>) -> Result<Answer, CaseError> {
         let started = Instant::now();
         let outcome: CompletionOutcome =
             crate::rt::block_on(self.client.complete(&self.request(prompt, pin)))
@@ -168,6 +174,7 @@ impl<'a> CaseCtx<'a> {
             prompt: prompt.key(),
             tokens,
             worker_id: outcome.worker_id,
+            worker: outcome.worker,
             cached_tokens: outcome
                 .usage
                 .as_ref()
@@ -187,11 +194,10 @@ impl<'a> CaseCtx<'a> {
         worker: Option<&Worker>,
         prompt: &Prompt,
     ) -> Result<StreamOutcome, CaseError> {
-        let pin = worker.map(|w| w.instance_id());
-        let outcome = crate::rt::block_on(self.client.stream(&self.request(prompt, pin)))
+        let outcome = crate::rt::block_on(self.client.stream(&self.request(prompt, worker)))
             .map_err(|e| CaseError::new(format!("stream of {} failed: {e}", prompt.key())))?;
         if let Some(w) = worker {
-            self.expect_served_by(w, outcome.worker_id, &prompt.key())?;
+            self.expect_served_by(w, outcome.worker.as_ref(), &prompt.key())?;
         }
         Ok(outcome)
     }
@@ -199,13 +205,14 @@ impl<'a> CaseCtx<'a> {
     fn expect_served_by(
         &self,
         worker: &Worker,
-        served_by: Option<u64>,
+        served_by: Option<&crate::client::WorkerIdentity>,
         prompt: &str,
     ) -> CaseResult {
         match served_by {
-            Some(id) if id == worker.instance_id() => Ok(()),
-            Some(id) => Err(CaseError::new(format!(
-                "{prompt} was pinned to worker {} ({}) but served by {id}",
+            Some(identity) if worker.served(identity) => Ok(()),
+            Some(identity) => Err(CaseError::new(format!(
+                "{prompt} was pinned to {:?} worker {} ({}) but served by {identity:?}",
+                worker.role(),
                 worker.name(),
                 worker.instance_id()
             ))),
@@ -262,6 +269,26 @@ impl<'a> CaseCtx<'a> {
         Ok(answer)
     }
 
+    /// How this stack's engine tells the prompt blocks it computed.
+    pub fn prefill_accounting(&self) -> super::observe::PrefillAccounting {
+        if self.stack.engine.counts_blocks() {
+            super::observe::PrefillAccounting::Counted
+        } else {
+            super::observe::PrefillAccounting::FromPrefixCache {
+                block_size: u64::from(self.geometry().block_size_tokens),
+            }
+        }
+    }
+
+    /// One request's host-tier loads on `delta`'s worker.
+    pub fn host_tier_hit(
+        &self,
+        delta: &Delta,
+        cached_tokens: Option<u64>,
+    ) -> Result<crate::verdict::local::HostTierHit, crate::telemetry::NotReported> {
+        super::observe::host_tier_hit(delta, cached_tokens, self.prefill_accounting())
+    }
+
     /// Pushes `worker`'s device prefix cache out with filler prompts
     /// (`perf_evict_filler` of them) and proves it from telemetry: the
     /// device cache evicted at least its whole capacity.
@@ -274,19 +301,23 @@ impl<'a> CaseCtx<'a> {
             self.complete_on(worker, filler)?;
         }
         let delta = self.delta_since(worker, &before)?;
-        let (evicted_blocks, basis) = match delta.observed(&Counter::DeviceCacheEvictions) {
-            Some(_) => (delta.count(&Counter::DeviceCacheEvictions), "counted"),
-            None => {
-                let block = u64::from(self.geometry().block_size_tokens.max(1));
-                let admitted_tokens = delta
-                    .count(&Counter::PrefixCacheQueries)
-                    .saturating_sub(delta.count(&Counter::PrefixCacheHits));
-                // The first `capacity` admitted blocks may have filled free
-                // slots; every one after them pushed an older block out.
-                let admitted = admitted_tokens / block;
-                let capacity = self.stack.engine.device_cache_blocks();
-                (admitted.saturating_sub(capacity), "admitted past capacity")
-            }
+        let (evicted_blocks, basis) = if self.stack.engine.counts_blocks() {
+            (
+                delta.required_count(&Counter::DeviceCacheEvictions)?,
+                "counted",
+            )
+        } else {
+            let block = u64::from(self.geometry().block_size_tokens.max(1));
+            let admitted_tokens = delta
+                .required_count(&Counter::PrefixCacheQueries)?
+                .saturating_sub(delta.required_count(&Counter::PrefixCacheHits)?);
+            // The first `capacity` admitted blocks may have filled free
+            // slots; every one after them pushed an older block out.
+            let capacity = self.stack.engine.device_cache_blocks();
+            (
+                (admitted_tokens / block).saturating_sub(capacity),
+                "admitted past capacity",
+            )
         };
         let eviction = Eviction {
             fillers: fillers.len(),
@@ -340,8 +371,11 @@ impl<'a> CaseCtx<'a> {
     ) -> Result<Delta, CaseError> {
         wait::until(what, TELEMETRY_DEADLINE, TELEMETRY_POLL, || {
             match self.delta_since(worker, before) {
-                Ok(delta) if delta.count(counter) >= at_least => Poll::Ready(delta),
-                Ok(delta) => Poll::Pending(format!("{counter:?} rose by {}", delta.count(counter))),
+                Ok(delta) => match delta.required_count(counter) {
+                    Ok(n) if n >= at_least => Poll::Ready(delta),
+                    Ok(n) => Poll::Pending(format!("{counter} rose by {n}")),
+                    Err(absent) => Poll::Pending(absent.to_string()),
+                },
                 Err(e) => Poll::Abort(e.message),
             }
         })
@@ -359,10 +393,10 @@ impl<'a> CaseCtx<'a> {
         target_before: &Snapshot,
     ) -> Result<PeerTransferDeltas, CaseError> {
         let target_delta = self.delta_since(target, target_before)?;
-        let delivered = target_delta.count(&Counter::OpCount(
+        let delivered = target_delta.required_count(&Counter::OpCount(
             telemetry::Scope::RemoteDeliver,
             telemetry::OpResult::Success,
-        ));
+        ))?;
         let source_delta = if delivered > 0 {
             self.await_count(
                 source,
@@ -375,12 +409,21 @@ impl<'a> CaseCtx<'a> {
                     target.name()
                 ),
             )
-            .or_else(|_| self.delta_since(source, source_before))?
+            // The target delivered, so a source that never says so is its
+            // own failure (a lost or unreported write), not a silent 0.
+            .map_err(|e| CaseError {
+                message: format!(
+                    "the target {} delivered remotely, but the source did not report it: {}",
+                    target.name(),
+                    e.message
+                ),
+                ..e
+            })?
         } else {
             self.delta_since(source, source_before)?
         };
         Ok(PeerTransferDeltas {
-            transfer: super::observe::peer_transfer(&source_delta, &target_delta),
+            transfer: super::observe::peer_transfer(&source_delta, &target_delta)?,
             source: source_delta,
             target: target_delta,
         })
@@ -402,8 +445,10 @@ impl<'a> CaseCtx<'a> {
         {
             let mut tries = Vec::new();
             for family in self.families(ATTEMPTS)? {
-                self.commit(replacement, family.variant(0))?;
+                // Before the commit: a decode peer pulls from a prefill
+                // replacement during the commit itself (its P→D transfer).
                 let (src_before, dst_before) = (self.snapshot(replacement)?, self.snapshot(peer)?);
+                self.commit(replacement, family.variant(0))?;
                 let answer = self.complete_on(peer, family.variant(1))?;
                 self.expect_reference(family.variant(1), &answer.tokens)?;
                 let observed =
@@ -435,7 +480,10 @@ impl<'a> CaseCtx<'a> {
 
     // ----- evidence ------------------------------------------------------
 
-    /// Writes `value` as `cases/<id>/<name>` and returns its path.
+    /// Writes `value` as `cases/<id>/<name>` and returns its path. A write
+    /// that fails is kept and fails the case on its own ("evidence not
+    /// written: ..."), so a path named in a message that does not exist is
+    /// always explained.
     pub fn record(&self, name: &str, value: &impl Serialize) -> PathBuf {
         match self.run.write_json(&self.slug, name, value) {
             Ok(path) => {
@@ -443,7 +491,7 @@ impl<'a> CaseCtx<'a> {
                 path
             }
             Err(e) => {
-                tracing::warn!("cannot write evidence {name} of {}: {e}", self.id);
+                self.unwritten.borrow_mut().push(e.to_string());
                 self.run.case_file(&self.slug, name)
             }
         }
@@ -486,12 +534,60 @@ impl<'a> CaseCtx<'a> {
         }
     }
 
-    /// The files written and the measurements taken, for the case record.
-    pub fn into_evidence(self) -> (Vec<PathBuf>, Map<String, Value>) {
+    /// The files written and the measurements taken, for the case record,
+    /// and the case's result with any evidence that could not be written
+    /// added as its own failure.
+    pub fn into_evidence(
+        self,
+        result: Result<(), String>,
+    ) -> (Result<(), String>, Vec<PathBuf>, Map<String, Value>) {
         self.flush_comparisons();
         let mut files = self.evidence.into_inner();
         files.sort();
         files.dedup();
-        (files, self.measurements.into_inner())
+        let result = with_unwritten(result, &self.unwritten.into_inner());
+        (result, files, self.measurements.into_inner())
+    }
+}
+
+/// A case's result with the evidence writes that failed added to it.
+fn with_unwritten(result: Result<(), String>, unwritten: &[String]) -> Result<(), String> {
+    if unwritten.is_empty() {
+        return result;
+    }
+    let unwritten = unwritten.join("; ");
+    match result {
+        Ok(()) => Err(format!("evidence not written: {unwritten}")),
+        Err(message) => Err(format!(
+            "{message}; also, evidence not written (files named above may be missing): {unwritten}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_evidence_write_fails_the_case_on_its_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::create(tmp.path(), crate::config::Redactor::none()).unwrap();
+        // A file where the case directory should be: the write must fail.
+        std::fs::write(run.case_dir("TC-01-x"), "not a directory").unwrap();
+        let err = run
+            .write_json("TC-01-x", "tokens.json", &json!({}))
+            .unwrap_err()
+            .to_string();
+        let passed = with_unwritten(Ok(()), std::slice::from_ref(&err)).unwrap_err();
+        assert!(
+            passed.starts_with("evidence not written: cannot create"),
+            "{passed}"
+        );
+        let failed = with_unwritten(Err("token 2 of 16 differs".into()), &[err]).unwrap_err();
+        assert!(
+            failed.starts_with("token 2 of 16 differs; also, evidence not written"),
+            "{failed}"
+        );
+        assert_eq!(with_unwritten(Ok(()), &[]), Ok(()));
     }
 }

@@ -7,7 +7,9 @@ use serde::Serialize;
 
 use crate::prompts::Prompt;
 use crate::stack::Worker;
-use crate::telemetry::guard_log::{GuardEvent, GuardLogEntry, GuardLogReader, Promotion};
+use crate::telemetry::guard_log::{
+    GuardEvent, GuardLogEntry, GuardLogReader, GuardWaitError, Promotion,
+};
 use crate::telemetry::{Counter, Scope};
 use crate::verdict::guard::{attempt_outcome, guard_source, AttemptOutcome};
 use crate::verdict::transfer::PeerTransfer;
@@ -30,6 +32,16 @@ pub struct GuardView {
 /// Guard events logged after a point in time.
 pub struct GuardFollower {
     reader: GuardLogReader,
+    log: PathBuf,
+}
+
+/// A Guard log that could not be read: its own failure, never "no event".
+fn unreadable(log: &std::path::Path, e: impl std::fmt::Display) -> CaseError {
+    CaseError::new(format!(
+        "cannot read the Guard log {}: {e}; the Guard's events are unknown, not absent",
+        log.display()
+    ))
+    .with_evidence(log)
 }
 
 impl CaseCtx<'_> {
@@ -83,6 +95,14 @@ pub struct GuardAttempt {
     pub outcome: AttemptOutcome,
     /// Both sides of the transfer in the attempt's window.
     pub transfer: PeerTransfer,
+    /// When the request left, after the harness's own bookkeeping (a
+    /// telemetry scrape, a Guard-log read) was done.
+    #[serde(skip)]
+    pub sent_at: std::time::Instant,
+    /// When the response arrived, before any bookkeeping after it: timings
+    /// (TC-06's t1) are stamped from here, not from when the attempt returns.
+    #[serde(skip)]
+    pub answered_at: std::time::Instant,
 }
 
 impl CaseCtx<'_> {
@@ -95,19 +115,21 @@ impl CaseCtx<'_> {
         prompt: &Prompt,
         guard: &mut GuardFollower,
     ) -> Result<GuardAttempt, CaseError> {
-        guard.poll();
+        guard.poll()?;
         let seen_before = guard.events().len();
         let before = self.snapshot(target)?;
+        let sent_at = std::time::Instant::now();
         let answer = self.complete_on(target, prompt).map_err(|e| e.message);
+        let answered_at = std::time::Instant::now();
         let tokens = answer.map(|a| self.compare_to_reference(prompt, &a.tokens));
         let delta = self.delta_since(target, &before)?;
         if matches!(tokens, Ok(Ok(())))
             && delta.count(&Counter::TransferBlocks(Scope::RemoteDeliver)) > 0
         {
             // The target finished; give the Guard's log line a moment to land.
-            guard.await_source_transfers_after(seen_before, 1);
+            guard.await_source_transfers_after(seen_before, 1)?;
         }
-        guard.poll();
+        guard.poll()?;
         let window = &guard.events()[seen_before..];
         let guard_blocks: Vec<u64> = window
             .iter()
@@ -120,12 +142,14 @@ impl CaseCtx<'_> {
                 _ => None,
             })
             .collect();
-        let transfer = guard_transfer(window, &delta);
+        let transfer = guard_transfer(window, &delta)?;
         let source = guard_source(transfer.remote_deliver_blocks, &guard_blocks);
         Ok(GuardAttempt {
             prompt: prompt.key(),
             outcome: attempt_outcome(tokens, source),
             transfer,
+            sent_at,
+            answered_at,
         })
     }
 }
@@ -133,9 +157,7 @@ impl CaseCtx<'_> {
 impl GuardView {
     fn read_all(&self) -> Result<GuardLogReader, CaseError> {
         let mut reader = GuardLogReader::from_offset(&self.log, 0);
-        reader.poll().map_err(|e| {
-            CaseError::new(format!("cannot read the Guard log: {e}")).with_evidence(&self.log)
-        })?;
+        reader.poll().map_err(|e| unreadable(&self.log, e))?;
         Ok(reader)
     }
 
@@ -176,10 +198,11 @@ impl GuardView {
     /// Starts reading Guard events from now on.
     pub fn follow(&self) -> Result<GuardFollower, CaseError> {
         GuardLogReader::from_end(&self.log)
-            .map(|reader| GuardFollower { reader })
-            .map_err(|e| {
-                CaseError::new(format!("cannot read the Guard log: {e}")).with_evidence(&self.log)
+            .map(|reader| GuardFollower {
+                reader,
+                log: self.log.clone(),
             })
+            .map_err(|e| unreadable(&self.log, e))
     }
 
     /// No `KVCR pool recovery disabled` / `KVCR Guard N failed` in the log.
@@ -197,29 +220,41 @@ impl GuardView {
 }
 
 impl GuardFollower {
-    /// Waits for `guard_promoted` of group `guard`; `None` when the Guard did
-    /// not promote within the deadline (the verdict then says so).
-    pub fn await_promotion(&mut self, guard: u32) -> Option<Promotion> {
+    /// Waits for `guard_promoted` of group `guard`; `Ok(None)` when the
+    /// Guard did not promote within the deadline (the verdict then says so),
+    /// `Err` when its log could not be read.
+    pub fn await_promotion(&mut self, guard: u32) -> Result<Option<Promotion>, CaseError> {
         let what = format!("guard_promoted guard={guard}");
-        crate::rt::block_on(
-            self.reader
-                .wait_for(&what, GUARD_DEADLINE, GUARD_POLL, |e| match e {
-                    GuardEvent::Promoted(p) if p.guard == guard => Some(p.clone()),
-                    _ => None,
-                }),
-        )
-        .ok()
+        let waited = crate::rt::block_on(self.reader.wait_for(
+            &what,
+            GUARD_DEADLINE,
+            GUARD_POLL,
+            |e| match e {
+                GuardEvent::Promoted(p) if p.guard == guard => Some(p.clone()),
+                _ => None,
+            },
+        ));
+        match waited {
+            Ok(promotion) => Ok(Some(promotion)),
+            Err(GuardWaitError::Deadline { .. }) => Ok(None),
+            Err(GuardWaitError::Tail(e)) => Err(unreadable(&self.log, e)),
+        }
     }
 
     /// Waits until `n` `source_transfer_completed` events were logged after
-    /// event `from` (or the deadline passes; the verdict judges what was seen).
-    pub fn await_source_transfers_after(&mut self, from: usize, n: usize) {
+    /// event `from`. The deadline passing is not an error here (the verdict
+    /// judges what was seen); a log that cannot be read is.
+    pub fn await_source_transfers_after(&mut self, from: usize, n: usize) -> CaseResult {
+        let mut read_error = None;
         let _ = crate::wait::until(
             "Guard source transfers",
             TRANSFER_LOG_DEADLINE,
             GUARD_POLL,
             || {
-                let _ = self.reader.poll();
+                if let Err(e) = self.reader.poll() {
+                    read_error = Some(e.to_string());
+                    return crate::wait::Poll::Abort(format!("cannot read the Guard log: {e}"));
+                }
                 let seen = self.completed_transfers(from).count();
                 if seen >= n {
                     crate::wait::Poll::Ready(())
@@ -228,6 +263,10 @@ impl GuardFollower {
                 }
             },
         );
+        match read_error {
+            Some(e) => Err(unreadable(&self.log, e)),
+            None => Ok(()),
+        }
     }
 
     fn completed_transfers(&self, from: usize) -> impl Iterator<Item = &GuardLogEntry> {
@@ -237,11 +276,59 @@ impl GuardFollower {
     }
 
     /// Reads what was appended since the last look.
-    pub fn poll(&mut self) {
-        let _ = self.reader.poll();
+    pub fn poll(&mut self) -> CaseResult {
+        self.reader
+            .poll()
+            .map(drop)
+            .map_err(|e| unreadable(&self.log, e))
     }
 
     pub fn events(&self) -> &[GuardLogEntry] {
         self.reader.events()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A follower of a log that was then truncated below what it had read.
+    fn follower_of_a_truncated_log(dir: &std::path::Path) -> GuardFollower {
+        let log = dir.join("guard.log");
+        std::fs::write(&log, "KVCR service ready: socket=/x guards=2\n".repeat(4)).unwrap();
+        let reader = GuardLogReader::from_end(&log).unwrap();
+        std::fs::write(&log, "").unwrap();
+        GuardFollower { reader, log }
+    }
+
+    #[test]
+    fn an_unreadable_log_is_its_own_error_not_a_missing_promotion() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut follower = follower_of_a_truncated_log(tmp.path());
+        let err = follower.await_promotion(0).unwrap_err();
+        assert!(
+            err.message.starts_with("cannot read the Guard log"),
+            "{err}"
+        );
+        assert!(err.message.contains("shrank"), "{err}");
+        assert!(follower.poll().is_err());
+        let err = follower.await_source_transfers_after(0, 1).unwrap_err();
+        assert!(
+            err.message.starts_with("cannot read the Guard log"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_readable_log_without_the_event_is_no_promotion() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("guard.log");
+        std::fs::write(&log, "").unwrap();
+        let mut follower = GuardFollower {
+            reader: GuardLogReader::from_end(&log).unwrap(),
+            log,
+        };
+        assert!(follower.poll().is_ok());
+        assert!(follower.await_source_transfers_after(0, 1).is_ok());
     }
 }

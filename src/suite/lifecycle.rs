@@ -38,6 +38,9 @@ pub struct Suite {
     references: OnceCell<Result<Arc<References>, String>>,
     prompts: PromptBook,
     records: Mutex<Vec<CaseRecord>>,
+    /// The trial that printed the shared setup failure in full (the stack or
+    /// the reference phase); later trials point to it.
+    setup_failure_shown_by: Mutex<Option<String>>,
     provisions: AtomicU32,
     started_utc: crate::evidence::UtcTime,
     /// Scrubs secret values of the environment from everything written.
@@ -62,13 +65,18 @@ impl Suite {
             Ok(ready) => ready,
             Err(exit) => return exit,
         };
+        let (filters, libtest_argv) = config::take_filters(libtest_argv);
         let mut args = Arguments::from_iter(libtest_argv);
         // Stack trials run one at a time: telemetry deltas must be theirs alone.
         args.test_threads = Some(1);
         if !args.list {
             install_teardown_on_signal();
         }
-        let trials = cases.into_iter().map(|case| suite.trial(case)).collect();
+        let trials = cases
+            .into_iter()
+            .filter(|case| filters.selects(&case.trial_name(), args.exact))
+            .map(|case| suite.trial(case))
+            .collect();
         let conclusion = libtest_mimic::run(&args, trials);
         if !args.list {
             suite.finish();
@@ -126,6 +134,7 @@ impl Suite {
             references: OnceCell::new(),
             prompts,
             records: Mutex::new(Vec::new()),
+            setup_failure_shown_by: Mutex::new(None),
             provisions: AtomicU32::new(0),
             started_utc: crate::evidence::UtcTime::now(),
             redactor: crate::config::Redactor::from_process_env(),
@@ -163,7 +172,11 @@ impl Suite {
         let outcome = self.run_case(case);
         let (result, evidence, measurements) = match outcome {
             Ok((ctx_result, evidence, measurements)) => (ctx_result, evidence, measurements),
-            Err(setup_error) => (Err(setup_error), Vec::new(), Default::default()),
+            Err(setup_error) => (
+                Err(self.setup_failure_for(case, setup_error)),
+                Vec::new(),
+                Default::default(),
+            ),
         };
         match result {
             Ok(()) => {
@@ -183,6 +196,30 @@ impl Suite {
                     measurements,
                 );
                 Err(Failed::from(message))
+            }
+        }
+    }
+
+    /// The message a trial fails with when the shared setup failed: the
+    /// whole error for the first trial, a pointer to it for the others.
+    fn setup_failure_for(&self, case: &Case, error: String) -> String {
+        let Ok(mut shown) = self.setup_failure_shown_by.lock() else {
+            return error;
+        };
+        match shown.as_ref() {
+            None => {
+                *shown = Some(case.trial_name());
+                if let Some(Ok(run)) = self.run_dir.get() {
+                    let _ = run.write_root_text("setup-error.txt", &error);
+                }
+                error
+            }
+            Some(first) => {
+                let headline = error.lines().next().unwrap_or_default();
+                let headline: String = headline.chars().take(160).collect();
+                format!(
+                    "setup failed, as for {first} (its failure has the whole error): {headline}…"
+                )
             }
         }
     }
@@ -219,8 +256,7 @@ impl Suite {
         } else {
             result
         };
-        let (evidence, measurements) = ctx.into_evidence();
-        Ok((result, evidence, measurements))
+        Ok(ctx.into_evidence(result))
     }
 
     fn record(
@@ -244,13 +280,15 @@ impl Suite {
         if let Ok(mut records) = self.records.lock() {
             records.push(record);
         }
+        self.write_progress();
     }
 
     fn run_dir(&self) -> Result<&RunDir, String> {
         self.run_dir
             .get_or_init(|| {
-                let run = RunDir::create(
+                let run = RunDir::create_for(
                     &self.repo_root.join(&self.settings.run_dir),
+                    self.target,
                     crate::config::Redactor::from_process_env(),
                 )
                 .map_err(|e| e.to_string())?;
@@ -461,6 +499,34 @@ impl Suite {
                 let _ = run.write_root_json("teardown.json", &stops);
             }
         }
+        let results = self.results_so_far(run).with_gpu(crate::gpu::run::finish());
+        let junit = self.settings.junit_path(run.root());
+        let written = self
+            .write_results(run, &results)
+            .and_then(|_| crate::evidence::write_report(run, &results));
+        if let Err(e) = written {
+            eprintln!("[kvcr-e2e] could not write all evidence: {e}");
+        }
+        eprintln!(
+            "{}",
+            self.redactor.scrub(&crate::evidence::render_summary(
+                &results.run,
+                &results.perf
+            ))
+        );
+        eprintln!(
+            "[kvcr-e2e] evidence: {} (junit: {})",
+            run.root().display(),
+            junit.display()
+        );
+        crate::proc::reaper::finish();
+    }
+}
+
+impl Suite {
+    /// Every writer's input: the records of the trials finished so far.
+    fn results_so_far(&self, run: &RunDir) -> crate::evidence::Results {
+        let stack = self.stack.get().and_then(|s| s.as_ref().ok()).cloned();
         let mut cases = self.records.lock().map(|r| r.clone()).unwrap_or_default();
         let references = self.references.get().and_then(|r| r.as_ref().ok()).cloned();
         let (requests, perf) = super::records::collect_perf(&mut cases, references.as_deref());
@@ -480,36 +546,35 @@ impl Suite {
             cases,
             environment: self.environment(),
         };
-        let results = crate::evidence::Results::new(record, requests, perf)
-            .with_gpu(crate::gpu::run::finish());
+        crate::evidence::Results::new(record, requests, perf)
+    }
+
+    /// results.json and the JUnit file, both replaced atomically.
+    fn write_results(
+        &self,
+        run: &RunDir,
+        results: &crate::evidence::Results,
+    ) -> Result<(), crate::evidence::EvidenceError> {
         let junit = self.settings.junit_path(run.root());
-        let written = results
-            .write(run)
-            .and_then(|_| {
-                crate::evidence::write_junit_with_gpu(
-                    &results.run,
-                    results.gpu.as_ref(),
-                    &junit,
-                    &self.redactor,
-                )
-            })
-            .and_then(|_| crate::evidence::write_report(run, &results));
-        if let Err(e) = written {
-            eprintln!("[kvcr-e2e] could not write all evidence: {e}");
+        results.write(run)?;
+        crate::evidence::write_junit_with_gpu(
+            &results.run,
+            results.gpu.as_ref(),
+            &junit,
+            &self.redactor,
+        )
+        .map(drop)
+    }
+
+    /// After every trial: results.json and JUnit as they stand, so a run
+    /// killed mid-way (a CI timeout) still reports the trials that finished.
+    fn write_progress(&self) {
+        let Some(Ok(run)) = self.run_dir.get() else {
+            return;
+        };
+        if let Err(e) = self.write_results(run, &self.results_so_far(run)) {
+            eprintln!("[kvcr-e2e] could not write results after a trial: {e}");
         }
-        eprintln!(
-            "{}",
-            self.redactor.scrub(&crate::evidence::render_summary(
-                &results.run,
-                &results.perf
-            ))
-        );
-        eprintln!(
-            "[kvcr-e2e] evidence: {} (junit: {})",
-            run.root().display(),
-            junit.display()
-        );
-        crate::proc::reaper::finish();
     }
 }
 

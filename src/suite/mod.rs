@@ -13,9 +13,11 @@
 mod case;
 pub mod commands;
 mod ctx;
+mod disagg;
 mod faults;
 pub mod guard;
 mod lifecycle;
+pub mod load;
 pub mod observe;
 mod perf;
 mod records;

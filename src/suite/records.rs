@@ -86,6 +86,14 @@ pub fn reference_summary(r: &References) -> ReferenceSummary {
     ReferenceSummary {
         digest: r.digest.clone(),
         from_cache: r.from_cache,
+        computed_by: r.computed_by.clone(),
+        computed_unix_s: r.computed_unix_s,
+        age_s: (r.computed_unix_s > 0).then(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+                .saturating_sub(r.computed_unix_s)
+        }),
         prompts: r.tokens.len(),
         probes: r.probes.iter().map(|p| (p.clone(), true)).collect(),
         duration: Duration::from_secs_f64(r.seconds),

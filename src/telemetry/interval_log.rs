@@ -119,6 +119,13 @@ impl IntervalAccumulator {
         s.gauges = self.gauges.clone();
         s.problems = self.problems.clone();
         s.unmapped_samples = self.unmapped.len();
+        // Interval lines carry only what happened: a family is reported once
+        // any of its series showed up.
+        s.reported_families = self
+            .counters
+            .keys()
+            .map(|c| c.family_name().to_string())
+            .collect();
         s
     }
 }

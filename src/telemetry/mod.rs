@@ -41,10 +41,11 @@ pub use guard_log::{
     PromotionStage, ServiceReady, SourceTransfer,
 };
 pub use interval_log::{IntervalAccumulator, IntervalLogReader, WaitError};
-pub use names::{Counter, Gauge, Meaning, OpResult, Resource, Scope, Tier};
+pub use names::{Counter, Gauge, Meaning, OpResult, Resource, Scope, Tier, WhenAbsent};
 pub use problem::ParseProblem;
 pub use reconcile::PeerTransferCheck;
 pub use snapshot::{
-    scrape, scrape_with, Delta, DeltaError, GaugeChange, ScrapeError, Snapshot, SnapshotSource,
+    scrape, scrape_with, Delta, DeltaError, GaugeChange, NotReported, ScrapeError, Snapshot,
+    SnapshotSource,
 };
 pub use tail::{LogTail, TailError};

@@ -540,6 +540,61 @@ impl Family {
     }
 }
 
+/// What a source's silence about a counter means. Declared per meaning in
+/// [`Counter::when_absent`]; a verdict never reads an absent counter as 0
+/// unless its meaning says so here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenAbsent {
+    /// The source must report it: absent fails the verdict that reads it.
+    NotReported,
+    /// A labelled series that exists only after its first event (KVCR fills
+    /// only the `(scope, result)` pairs an interval saw; the tiering connector
+    /// adds a tier's series on its first load or store). Absent while its
+    /// family is reported means 0; absent with its whole family means not
+    /// reported.
+    ZeroBeforeFirstEvent,
+}
+
+impl Counter {
+    /// Whether absence of this counter can mean 0 (see [`WhenAbsent`]).
+    pub fn when_absent(&self) -> WhenAbsent {
+        match self {
+            Counter::TransferBlocks(_)
+            | Counter::TransferBytes(_)
+            | Counter::OpCount(..)
+            | Counter::OpSeconds(..)
+            | Counter::TieringReadBytes(_)
+            | Counter::TieringWriteBytes(_)
+            | Counter::TieringReadTime(_)
+            | Counter::TieringWriteTime(_)
+            | Counter::Requests(_) => WhenAbsent::ZeroBeforeFirstEvent,
+            Counter::TieringCascadeJobFailures
+            | Counter::PrefixCacheQueries
+            | Counter::PrefixCacheHits
+            | Counter::ExternalPrefixCacheQueries
+            | Counter::ExternalPrefixCacheHits
+            | Counter::DeviceCacheEvictions
+            | Counter::ComputedBlocks => WhenAbsent::NotReported,
+        }
+    }
+
+    /// The family this counter belongs to, as [`families_named`] returns it.
+    pub fn family_name(&self) -> &'static str {
+        self.family_and_labels().0.base()
+    }
+}
+
+/// The known families a sample name or a `# TYPE` name belongs to (a
+/// histogram's `# TYPE` name covers its `_count` and `_sum` families).
+pub fn families_named(name: &str) -> impl Iterator<Item = &'static str> + '_ {
+    FAMILIES.iter().map(|f| f.base()).filter(move |base| {
+        name == *base
+            || name.strip_suffix("_total") == Some(*base)
+            || [name, "_count"].concat() == *base
+            || [name, "_sum"].concat() == *base
+    })
+}
+
 impl Counter {
     fn family_and_labels(&self) -> (Family, Vec<String>) {
         match self {

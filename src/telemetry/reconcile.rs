@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::names::{Counter, OpResult, Scope, Tier};
-use super::snapshot::Delta;
+use super::snapshot::{Delta, NotReported};
 
 /// The figures of a peer transfer and what did not reconcile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,18 +40,18 @@ impl PeerTransferCheck {
         target: &Delta,
         expected_blocks: Option<u64>,
         bytes_per_block: Option<u64>,
-    ) -> Self {
-        let s = |c: Counter| source.count(&c);
-        let t = |c: Counter| target.count(&c);
+    ) -> Result<Self, NotReported> {
+        let s = |c: Counter| source.required_count(&c);
+        let t = |c: Counter| target.required_count(&c);
         let mut c = PeerTransferCheck {
-            source_successes: s(Counter::OpCount(Scope::SourceWrite, OpResult::Success)),
-            source_write_blocks: s(Counter::TransferBlocks(Scope::SourceWrite)),
-            source_write_bytes: s(Counter::TransferBytes(Scope::SourceWrite)),
-            target_successes: t(Counter::OpCount(Scope::RemoteDeliver, OpResult::Success)),
-            remote_deliver_blocks: t(Counter::TransferBlocks(Scope::RemoteDeliver)),
-            target_read_bytes: t(Counter::TieringReadBytes(Tier::Kvcr)),
-            target_partial: t(Counter::OpCount(Scope::RemoteDeliver, OpResult::Partial)),
-            target_failed: t(Counter::OpCount(Scope::RemoteDeliver, OpResult::Failed)),
+            source_successes: s(Counter::OpCount(Scope::SourceWrite, OpResult::Success))?,
+            source_write_blocks: s(Counter::TransferBlocks(Scope::SourceWrite))?,
+            source_write_bytes: s(Counter::TransferBytes(Scope::SourceWrite))?,
+            target_successes: t(Counter::OpCount(Scope::RemoteDeliver, OpResult::Success))?,
+            remote_deliver_blocks: t(Counter::TransferBlocks(Scope::RemoteDeliver))?,
+            target_read_bytes: t(Counter::TieringReadBytes(Tier::Kvcr))?,
+            target_partial: t(Counter::OpCount(Scope::RemoteDeliver, OpResult::Partial))?,
+            target_failed: t(Counter::OpCount(Scope::RemoteDeliver, OpResult::Failed))?,
             findings: Vec::new(),
         };
         let mut f = Vec::new();
@@ -97,7 +97,7 @@ impl PeerTransferCheck {
             }
         }
         c.findings = f;
-        c
+        Ok(c)
     }
 
     /// Whether every criterion held.
@@ -147,10 +147,18 @@ mod tests {
     fn quick_start_figures_reconcile() {
         let src = delta("KV Transfer metrics: vllm:kvcr_duration_seconds:('transfer', 'success')_count=1, vllm:kvcr_duration_seconds:('source_write', 'success')_count=1, vllm:kvcr_transfer_blocks:('source_write',)=41, vllm:kvcr_transfer_bytes:('source_write',)=300941312");
         let dst = delta("KV Transfer metrics: vllm:kvcr_duration_seconds:('remote_deliver', 'success')_count=1, vllm:kvcr_transfer_blocks:('remote_deliver',)=41, vllm:kv_offload_tiering_read_bytes:('1:kvcr',)=300941312");
-        let ok = PeerTransferCheck::check(&src, &dst, Some(41), Some(7340032));
+        let ok = PeerTransferCheck::check(&src, &dst, Some(41), Some(7340032)).unwrap();
         assert!(ok.is_reconciled(), "{ok}");
         let bad_dst = delta("KV Transfer metrics: vllm:kvcr_duration_seconds:('remote_deliver', 'partial')_count=1, vllm:kvcr_transfer_blocks:('remote_deliver',)=40, vllm:kv_offload_tiering_read_bytes:('1:kvcr',)=300941311");
-        let bad = PeerTransferCheck::check(&src, &bad_dst, Some(41), None);
+        let bad = PeerTransferCheck::check(&src, &bad_dst, Some(41), None).unwrap();
         insta::assert_snapshot!(bad.to_string());
+        // A target that reports no tiering reads at all cannot reconcile.
+        let silent_dst = delta("KV Transfer metrics: vllm:kvcr_duration_seconds:('remote_deliver', 'success')_count=1, vllm:kvcr_transfer_blocks:('remote_deliver',)=41");
+        let err = PeerTransferCheck::check(&src, &silent_dst, Some(41), None).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("tiering_read_bytes{tier=kvcr} not reported by <unnamed worker>"),
+            "{err}"
+        );
     }
 }

@@ -2,14 +2,14 @@
 //! after − before per meaning, the only thing cases gate on. Also the
 //! Prometheus [`scrape`] of a worker's `/metrics`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
 use super::fields::excerpt;
-use super::names::{meaning_of_sample, Counter, Gauge, Meaning};
+use super::names::{families_named, meaning_of_sample, Counter, Gauge, Meaning, WhenAbsent};
 use super::problem::ParseProblem;
 use super::prometheus::{self, Exposition};
 
@@ -84,6 +84,11 @@ pub struct Snapshot {
     pub unmapped_samples: usize,
     /// Lines the parser could not read.
     pub problems: Vec<ParseProblem>,
+    /// Known metric families the source reported (a sample, or a `# TYPE`
+    /// line): tells a lazily created series (absent, family reported: 0)
+    /// from one the source does not export at all.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub reported_families: BTreeSet<String>,
 }
 
 fn unix_ms_now() -> u64 {
@@ -105,7 +110,14 @@ impl Snapshot {
             gauges: BTreeMap::new(),
             unmapped_samples: 0,
             problems: Vec::new(),
+            reported_families: BTreeSet::new(),
         }
+    }
+
+    /// Notes that the source reports the families `name` belongs to.
+    pub fn note_reported(&mut self, name: &str) {
+        self.reported_families
+            .extend(families_named(name).map(str::to_string));
     }
 
     /// Maps parsed Prometheus samples to meanings. Non-finite values are
@@ -117,7 +129,11 @@ impl Snapshot {
     ) -> Self {
         let mut s = Snapshot::new(worker, source);
         s.problems = exp.problems.clone();
+        for name in exp.types.keys() {
+            s.note_reported(name);
+        }
         for sample in &exp.samples {
+            s.note_reported(&sample.name);
             let Some(meaning) = meaning_of_sample(&sample.name, &sample.labels) else {
                 s.unmapped_samples += 1;
                 continue;
@@ -269,6 +285,23 @@ pub struct Delta {
     pub counters: BTreeMap<Counter, f64>,
     /// Gauge levels before and after.
     pub gauges: BTreeMap<Gauge, GaugeChange>,
+    /// Families the later snapshot reported (see [`Snapshot::reported_families`]).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub reported_families: BTreeSet<String>,
+}
+
+/// A counter a verdict reads that the source did not report.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{series} not reported by {component}: expected the series {expected} in the {origin}; without it the verdict cannot judge (absent is never read as 0; open the component's /metrics or log to see what it exports)")]
+pub struct NotReported {
+    /// The counter, by meaning (its engine-neutral form).
+    pub series: String,
+    /// `worker A`, or `<unnamed worker>`.
+    pub component: String,
+    /// The Prometheus sample it is expected as.
+    pub expected: String,
+    /// Where the values came from.
+    pub origin: String,
 }
 
 impl Delta {
@@ -286,10 +319,9 @@ impl Delta {
         let mut resets = Vec::new();
         for (c, &b) in &before.counters {
             match after.counters.get(c) {
-                // A zero series that vanished lost nothing.
-                None if b == 0.0 => {
-                    counters.insert(c.clone(), 0.0);
-                }
+                // A zero series that vanished lost nothing, but is no longer
+                // reported: it stays absent.
+                None if b == 0.0 => {}
                 None => resets.push(CounterReset {
                     counter: c.clone(),
                     before: b,
@@ -337,23 +369,46 @@ impl Delta {
             elapsed_ms,
             counters,
             gauges,
+            reported_families: after.reported_families.clone(),
         })
     }
 
-    /// The increase of `c`; 0 when neither snapshot reported it
-    /// (use [`Delta::observed`] to tell absent from zero).
+    /// The increase of `c`, for a verdict: absent is 0 only where
+    /// [`Counter::when_absent`] says so and the family is reported;
+    /// otherwise [`NotReported`].
+    pub fn required(&self, c: &Counter) -> Result<f64, NotReported> {
+        if let Some(v) = self.counters.get(c) {
+            return Ok(*v);
+        }
+        let lazy = c.when_absent() == WhenAbsent::ZeroBeforeFirstEvent;
+        if lazy && self.reported_families.contains(c.family_name()) {
+            return Ok(0.0);
+        }
+        Err(NotReported {
+            series: c.to_string(),
+            component: match &self.worker {
+                Some(w) => format!("worker {w}"),
+                None => "<unnamed worker>".into(),
+            },
+            expected: c.prometheus().to_string(),
+            origin: self.after.to_string(),
+        })
+    }
+
+    /// [`Delta::required`] as a whole count (rounded, never below 0).
+    pub fn required_count(&self, c: &Counter) -> Result<u64, NotReported> {
+        self.required(c).map(whole)
+    }
+
+    /// The increase of `c`; 0 when neither snapshot reported it. Never feed
+    /// a verdict with it: use [`Delta::required`].
     pub fn get(&self, c: &Counter) -> f64 {
         self.observed(c).unwrap_or(0.0)
     }
 
     /// The increase of `c` as a whole count (rounded; 0 when absent).
     pub fn count(&self, c: &Counter) -> u64 {
-        let v = self.get(c).round();
-        if v <= 0.0 {
-            0
-        } else {
-            v as u64
-        }
+        whole(self.get(c))
     }
 
     /// The increase of `c`, or `None` when neither snapshot reported it.
@@ -415,6 +470,15 @@ impl fmt::Display for Delta {
             }
         }
         Ok(())
+    }
+}
+
+fn whole(v: f64) -> u64 {
+    let v = v.round();
+    if v <= 0.0 {
+        0
+    } else {
+        v as u64
     }
 }
 
@@ -623,6 +687,55 @@ vllm:kvcr_transfer_bytes_total{scope="source_write"} NaN
         s.taken_at = None;
         s.taken_unix_ms = 0;
         insta::assert_json_snapshot!(s);
+    }
+
+    #[test]
+    fn absent_is_not_zero() {
+        let text = "# TYPE vllm:kvcr_duration_seconds summary\n\
+            vllm:kvcr_transfer_blocks_total{scope=\"local_fill\"} 4\n\
+            vllm:prefix_cache_hits_total 0\n";
+        let before = snap(text, "before");
+        let after = snap(text, "after");
+        let d = after.since(&before).unwrap();
+        // Reported, even at 0.
+        assert_eq!(d.required(&Counter::PrefixCacheHits), Ok(0.0));
+        // A series created on its first event, its family reported: 0.
+        let lazy = Counter::TransferBlocks(Scope::RemoteDeliver);
+        assert_eq!(d.required(&lazy), Ok(0.0));
+        // Declared by `# TYPE` only (a labelled family with no children yet).
+        let declared = Counter::OpCount(Scope::RemoteDeliver, OpResult::Success);
+        assert_eq!(d.required_count(&declared), Ok(0));
+        // An unlabelled series the engine does not export.
+        let err = d.required(&Counter::ComputedBlocks).unwrap_err();
+        assert_eq!(
+            err.to_string().split(':').next(),
+            Some("computed_blocks not reported by worker A"),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("cpu_engine_computed_blocks_total"),
+            "{err}"
+        );
+        // A lazily created series whose whole family is missing.
+        let err = d
+            .required(&Counter::TieringReadBytes(Tier::Host))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("tiering_read_bytes{tier=host} not reported by worker A"),
+            "{err}"
+        );
+        // The lenient reader still says 0: it must not feed verdicts.
+        assert_eq!(d.count(&Counter::ComputedBlocks), 0);
+    }
+
+    #[test]
+    fn a_series_that_vanishes_is_not_reported() {
+        let before = snap("cpu_engine_computed_blocks_total 0\n", "before");
+        let after = snap("vllm:prefix_cache_hits_total 3\n", "after");
+        let d = after.since(&before).unwrap();
+        assert!(d.required(&Counter::ComputedBlocks).is_err(), "{d}");
+        assert_eq!(d.required(&Counter::PrefixCacheHits), Ok(3.0));
     }
 
     #[test]

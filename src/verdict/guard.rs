@@ -8,12 +8,16 @@ use super::{Checks, Violation};
 pub use crate::telemetry::guard_log::Promotion;
 
 /// The fault took effect: the pid is gone, the Guard promoted the dead
-/// worker's group with at least the committed blocks, and its control port
-/// still listens (the Guard owns it now).
+/// worker's group, and its control port still listens (the Guard owns it
+/// now).
+///
+/// `recovered_blocks` is recorded, not judged: the Guard reports its whole
+/// pool (185 recovered against 16 committed in one run), so no comparison
+/// with the committed blocks could fail. That the committed blocks survived
+/// is proven by the takeover instead: the Guard serves exactly their pages.
 pub fn expect_promoted(
     promotion: Option<&Promotion>,
     guard_index: u32,
-    committed_blocks: u64,
     pid_gone: bool,
     control_port_listening: bool,
 ) -> Result<(), Violation> {
@@ -26,16 +30,12 @@ pub fn expect_promoted(
             });
         }
         Some(p) => {
-            checks
-                .check(p.guard == guard_index, || {
-                    format!("guard_promoted names guard {}, expected {guard_index}", p.guard)
-                })
-                .check(p.recovered_blocks >= committed_blocks, || {
-                    format!(
-                        "recovered_blocks {} < {committed_blocks} committed blocks (did the worker deposit into the Guard pool?)",
-                        p.recovered_blocks
-                    )
-                });
+            checks.check(p.guard == guard_index, || {
+                format!(
+                    "guard_promoted names guard {}, expected {guard_index}",
+                    p.guard
+                )
+            });
         }
     }
     checks.check(control_port_listening, || {
@@ -132,15 +132,12 @@ mod tests {
 
     #[test]
     fn a_verified_promotion_passes() {
-        assert_eq!(
-            expect_promoted(Some(&promotion()), 0, 8, true, true),
-            Ok(())
-        );
+        assert_eq!(expect_promoted(Some(&promotion()), 0, true, true), Ok(()));
     }
 
     #[test]
     fn every_missing_fact_is_named() {
-        let v = expect_promoted(None, 0, 8, false, false)
+        let v = expect_promoted(None, 0, false, false)
             .unwrap_err()
             .to_string();
         assert!(v.contains("pid is still alive"), "{v}");
@@ -149,24 +146,12 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_pool_fails() {
-        let p = Promotion {
-            recovered_blocks: 0,
-            ..promotion()
-        };
-        let v = expect_promoted(Some(&p), 0, 8, true, true)
-            .unwrap_err()
-            .to_string();
-        assert!(v.contains("recovered_blocks 0 < 8"), "{v}");
-    }
-
-    #[test]
     fn the_wrong_guard_fails() {
         let p = Promotion {
             guard: 1,
             ..promotion()
         };
-        assert!(expect_promoted(Some(&p), 0, 8, true, true).is_err());
+        assert!(expect_promoted(Some(&p), 0, true, true).is_err());
     }
 
     #[test]

@@ -23,22 +23,50 @@ pub struct HostTierHit {
     pub cached_tokens: Option<u64>,
 }
 
-/// The shared full blocks were loaded from host memory (KVCR's local pool or
-/// the engine's host tier): none from the device cache, none from a peer,
-/// none recomputed, and `cached_tokens` covers them, block-aligned.
+/// Which host-memory tier served a hit's blocks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ServedBy {
+    /// Blocks KVCR delivered from its local pool (LOCAL_G2, `local_deliver`).
+    pub kvcr_local_blocks: u64,
+    /// Blocks loaded from the engine's own host tier (FW_G2, no KVCR).
+    pub engine_host_tier_blocks: u64,
+}
+
+impl HostTierHit {
+    /// The blocks each host tier served (recorded with every hit).
+    pub fn served_by(&self, bytes_per_block: u64) -> ServedBy {
+        ServedBy {
+            kvcr_local_blocks: self.local_deliver_blocks,
+            engine_host_tier_blocks: self.host_tier_read_bytes / bytes_per_block.max(1),
+        }
+    }
+}
+
+/// The shared full blocks were loaded from host memory by KVCR, the tier the
+/// test plan is about (its local pool, LOCAL_G2): none from the engine's own
+/// host tier (which would pass with KVCR off, given a big enough host tier),
+/// none from the device cache, none from a peer, none recomputed, and
+/// `cached_tokens` covers them, block-aligned.
 pub fn expect_host_tier_hit(
     h: &HostTierHit,
     shared_blocks: u64,
     block_size: u64,
     bytes_per_block: u64,
 ) -> Result<(), Violation> {
-    let loaded_blocks = h.local_deliver_blocks + h.host_tier_read_bytes / bytes_per_block.max(1);
+    let served = h.served_by(bytes_per_block);
+    let loaded_blocks = served.kvcr_local_blocks + served.engine_host_tier_blocks;
     let shared_tokens = shared_blocks * block_size;
     Checks::new("host-tier (DRAM) hit")
         .check(loaded_blocks >= shared_blocks, || {
             format!(
                 "{loaded_blocks} blocks loaded from host memory (local_deliver blocks {} + host-tier read bytes {} / {bytes_per_block}) < {shared_blocks} shared full blocks",
                 h.local_deliver_blocks, h.host_tier_read_bytes
+            )
+        })
+        .check(served.engine_host_tier_blocks == 0, || {
+            format!(
+                "{} blocks came from the engine's own host tier, not KVCR's pool (a hit KVCR did not serve)",
+                served.engine_host_tier_blocks
             )
         })
         .check(h.local_deliver_blocks == 0 || h.kvcr_read_bytes == h.local_deliver_blocks * bytes_per_block, || {
@@ -94,7 +122,7 @@ mod tests {
     }
 
     #[test]
-    fn a_host_tier_hit_passes() {
+    fn a_hit_from_the_engine_host_tier_is_not_kvcr() {
         let h = HostTierHit {
             local_deliver_success_ops: 0,
             local_deliver_blocks: 0,
@@ -102,7 +130,20 @@ mod tests {
             host_tier_read_bytes: 4 * 8192,
             ..good()
         };
-        assert_eq!(expect_host_tier_hit(&h, 4, 16, 8192), Ok(()));
+        assert_eq!(
+            h.served_by(8192),
+            ServedBy {
+                kvcr_local_blocks: 0,
+                engine_host_tier_blocks: 4
+            }
+        );
+        let v = expect_host_tier_hit(&h, 4, 16, 8192)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            v.contains("4 blocks came from the engine's own host tier, not KVCR's pool"),
+            "{v}"
+        );
     }
 
     #[test]
@@ -224,5 +265,42 @@ mod arm_tests {
             v.contains("0 prompt tokens from the device cache < 64"),
             "{v}"
         );
+    }
+}
+
+/// A repeat pass reused cached blocks: the response says so
+/// (`cached_tokens`, block-aligned and > 0). Without it, a "cached" pass
+/// that recomputed everything would pass as long as the tokens matched.
+pub fn expect_cached_repeat(
+    prompt: &str,
+    cached_tokens: Option<u64>,
+    block_size: u64,
+) -> Result<(), Violation> {
+    Checks::new("cached pass reused the cache")
+        .check(
+            cached_tokens.is_some_and(|c| c > 0 && c % block_size.max(1) == 0),
+            || {
+                format!(
+                    "{prompt} repeated: cached_tokens {cached_tokens:?}, expected a block-aligned count > 0 (block size {block_size})"
+                )
+            },
+        )
+        .verdict()
+}
+
+#[cfg(test)]
+mod cached_tests {
+    use super::*;
+
+    #[test]
+    fn a_repeat_must_report_cached_blocks() {
+        assert_eq!(expect_cached_repeat("f1", Some(48), 16), Ok(()));
+        for bad in [None, Some(0), Some(20)] {
+            let v = expect_cached_repeat("f1", bad, 16).unwrap_err().to_string();
+            assert!(
+                v.starts_with("cached pass reused the cache: f1 repeated"),
+                "{v}"
+            );
+        }
     }
 }

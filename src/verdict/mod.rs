@@ -5,7 +5,9 @@
 //! a verdict; they never do arithmetic on metric maps inline. Every verdict
 //! has unit tests that show it failing.
 
+pub mod disagg;
 pub mod guard;
+pub mod load;
 pub mod local;
 pub mod tokens;
 pub mod transfer;

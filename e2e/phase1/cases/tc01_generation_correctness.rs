@@ -1,8 +1,13 @@
 //! TC-01 generation correctness: each prompt through the router returns
 //! exactly the reference tokens, on a first pass (cold) and on a repeat pass
-//! (cached). Readiness was proven by a real completion when the stack started.
+//! (cached), and each cached answer says it reused cached blocks
+//! (`cached_tokens`). Readiness was proven by a real completion when the
+//! stack started. On a stack with a decode worker, a fresh prompt's P→D
+//! transfer reconciles too: the decode pulled exactly its full blocks from
+//! the prefill.
 
 use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
+use kvcr_e2e::verdict::local::expect_cached_repeat;
 
 pub const CASE: Case = Case {
     id: "TC-01",
@@ -15,8 +20,13 @@ pub const CASE: Case = Case {
 const FAMILIES: usize = 3;
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
+    if let Some(decode) = ctx.decode_worker() {
+        ctx.expect_prefill_to_decode(&decode, ctx.family()?.variant(0))?;
+    }
     let families = ctx.families(FAMILIES)?;
+    let block_size = u64::from(ctx.geometry().block_size_tokens);
     let mut served = 0;
+    let mut cached = Vec::new();
     for pass in ["cold", "cached"] {
         for prompt in families.iter().flat_map(|f| &f.variants) {
             let answer = ctx.complete_routed(prompt)?;
@@ -26,8 +36,18 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
                     ..e
                 }
             })?;
+            if pass == "cached" {
+                cached.push((answer.prompt.clone(), answer.cached_tokens));
+            }
             served += 1;
         }
+    }
+    for (prompt, cached_tokens) in &cached {
+        ctx.check(
+            "cached-pass.json",
+            &cached,
+            expect_cached_repeat(prompt, *cached_tokens, block_size),
+        )?;
     }
     ctx.measure("requests", served);
     ctx.measure(

@@ -1,7 +1,9 @@
 //! TC-02 local DRAM flow: commit P on worker A, evict A's device prefix
 //! cache with filler prompts and prove the eviction, then send P's prefix
-//! with a new suffix to A: reference tokens, a host-tier hit for the shared
-//! full blocks, block-aligned `cached_tokens`, no remote transfer.
+//! with a new suffix to A: reference tokens, a host-memory hit for the
+//! shared full blocks served by KVCR's local pool (the tier that served is
+//! recorded; the engine's own host tier does not count), block-aligned
+//! `cached_tokens`, no remote transfer.
 
 use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
 use kvcr_e2e::verdict::local::expect_host_tier_hit;
@@ -27,9 +29,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.expect_reference(family.variant(1), &answer.tokens)?;
     let delta = ctx.delta_since(&a, &before)?;
 
-    let hit = kvcr_e2e::suite::observe::host_tier_hit(&delta, answer.cached_tokens);
+    let hit = ctx.host_tier_hit(&delta, answer.cached_tokens)?;
     ctx.measure("shared_blocks", family.shared_blocks());
     ctx.measure("local_deliver_blocks", hit.local_deliver_blocks);
+    ctx.measure("served_by", hit.served_by(geometry.bytes_per_block()));
     ctx.check(
         "telemetry.json",
         &serde_json::json!({"worker": "A", "delta": delta, "observed": hit, "answer": answer}),

@@ -3,16 +3,15 @@
 //! Precondition: the Guard service runs and every worker holds its Guard
 //! group. Commit prompts on A (into the Guard-backed pool). SIGKILL A's
 //! engine process and verify the fault: the pid is gone, the Guard logged
-//! `guard_promoted` for A's index with `recovered_blocks` ≥ the committed
-//! blocks, A's control port still listens. Takeover: A's prefix pinned to B
-//! is served through a `remote_deliver` from A's endpoint (now the Guard),
-//! with reference tokens. Replacement: A' starts with A's Guard index and
+//! `guard_promoted` for A's index (its `recovered_blocks`, the whole pool,
+//! is recorded), A's control port still listens. Takeover: A's prefix pinned
+//! to B is served through a `remote_deliver` from A's endpoint (now the
+//! Guard), exactly the committed blocks' pages, with reference tokens. Replacement: A' starts with A's Guard index and
 //! control port; after handback A's prefix on A' is a local hit from the
 //! reclaimed pool, with reference tokens. The suite restores the stack
 //! afterwards, pass or fail.
 
 use kvcr_e2e::proc::procfs;
-use kvcr_e2e::suite::observe::host_tier_hit;
 use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
 use kvcr_e2e::verdict::guard::{expect_promoted, AttemptOutcome};
 use kvcr_e2e::verdict::local::expect_host_tier_hit;
@@ -46,7 +45,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     // Fault: SIGKILL A, then verify it took effect.
     let mut events = guard.follow()?;
     let kill = ctx.stack.kill_worker("A")?;
-    let promotion = events.await_promotion(a.slot.guard_index);
+    let promotion = events.await_promotion(a.slot.guard_index)?;
     ctx.measure("promotion_ms", promotion.as_ref().map(|p| p.promotion_ms));
     ctx.measure(
         "recovered_blocks",
@@ -58,7 +57,6 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         expect_promoted(
             promotion.as_ref(),
             a.slot.guard_index,
-            committed_blocks,
             !procfs::is_alive(kill.pid),
             procfs::is_listening(a.slot.control_port),
         ),
@@ -115,7 +113,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let answer = ctx.complete_on(&replacement, reclaimed.variant(1))?;
     ctx.expect_reference(reclaimed.variant(1), &answer.tokens)?;
     let delta = ctx.delta_since(&replacement, &before)?;
-    let hit = host_tier_hit(&delta, answer.cached_tokens);
+    let hit = ctx.host_tier_hit(&delta, answer.cached_tokens)?;
     ctx.check(
         "replacement.json",
         &serde_json::json!({"worker": "A'", "pid": replacement.process.pid(), "delta": delta, "observed": hit}),

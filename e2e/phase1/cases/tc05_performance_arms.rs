@@ -12,7 +12,6 @@
 //! reference phase are recorded and plotted.
 
 use kvcr_e2e::evidence::Arm;
-use kvcr_e2e::suite::observe::host_tier_hit;
 use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
 use kvcr_e2e::verdict::local::{expect_computed, expect_device_hit, expect_host_tier_hit};
 use kvcr_e2e::verdict::transfer::expect_peer_transfer;
@@ -60,7 +59,7 @@ fn cold(ctx: &CaseCtx) -> CaseResult {
         let before = ctx.snapshot(&a)?;
         records.push(ctx.stream_measured(Some(&a), prompt, Arm::Cold)?.record);
         let delta = ctx.delta_since(&a, &before)?;
-        let observed = host_tier_hit(&delta, None);
+        let observed = ctx.host_tier_hit(&delta, None)?;
         let blocks = ctx.geometry().full_blocks(prompt.tokens.len() as u64);
         ctx.check(
             &format!("{}.json", prompt.key()),
@@ -83,7 +82,7 @@ fn local_hit(ctx: &CaseCtx) -> CaseResult {
             ctx.stream_measured(Some(&a), family.variant(1), Arm::LocalHit)?
                 .record,
         );
-        let observed = host_tier_hit(&ctx.delta_since(&a, &before)?, None);
+        let observed = ctx.host_tier_hit(&ctx.delta_since(&a, &before)?, None)?;
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
             &observed,
@@ -107,7 +106,7 @@ fn dram_hit(ctx: &CaseCtx) -> CaseResult {
     for family in &families {
         let before = ctx.snapshot(&a)?;
         let measured = ctx.stream_measured(Some(&a), family.variant(1), Arm::DramHit)?;
-        let observed = host_tier_hit(&ctx.delta_since(&a, &before)?, measured.cached_tokens);
+        let observed = ctx.host_tier_hit(&ctx.delta_since(&a, &before)?, measured.cached_tokens)?;
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
             &observed,

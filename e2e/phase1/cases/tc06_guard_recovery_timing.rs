@@ -8,11 +8,12 @@
 //! the Guard at A's endpoint; a token mismatch fails at once. t2 is the first
 //! correct response served by the replacement A', which must show hits from
 //! the reclaimed pool. Records t1−t0, t2−t0 and the Guard's `promotion_ms`.
+//! t1 and t2 are stamped when the response arrives; the harness's own
+//! telemetry scrapes and Guard-log reads around an attempt are not in them.
 
 use std::time::{Duration, Instant};
 
 use kvcr_e2e::evidence::{RecoveryAttempt, RecoveryTimeline};
-use kvcr_e2e::suite::observe::host_tier_hit;
 use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
 use kvcr_e2e::telemetry::guard_log::GuardEvent;
 use kvcr_e2e::verdict::guard::AttemptOutcome;
@@ -61,8 +62,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         if t0.elapsed() > ATTEMPT_WINDOW {
             break;
         }
-        let sent = t0.elapsed();
         let attempt = ctx.guard_attempt(&b, family.variant(1), &mut guard_events)?;
+        // Stamped at the request and at the response, not after the
+        // attempt's telemetry and Guard-log bookkeeping.
+        let sent = attempt.sent_at.saturating_duration_since(t0);
         let outcome = attempt.outcome.clone();
         timeline.attempts.push(RecoveryAttempt {
             at_ms: ms(sent),
@@ -71,7 +74,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         });
         match outcome {
             AttemptOutcome::GuardServed => {
-                timeline.t1_ms = Some(ms(t0.elapsed()));
+                timeline.t1_ms = Some(ms(attempt.answered_at.saturating_duration_since(t0)));
                 break;
             }
             AttemptOutcome::WrongTokens(mismatch) => {
@@ -85,7 +88,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             _ => {}
         }
     }
-    guard_events.poll();
+    guard_events.poll()?;
     timeline.promotion_ms = guard_events.events().iter().find_map(|e| match &e.event {
         GuardEvent::Promoted(p) if p.guard == a.slot.guard_index => Some(p.promotion_ms),
         _ => None,
@@ -109,12 +112,13 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let prompt = spare[0].variant(1);
     let before = ctx.snapshot(&replacement)?;
     let answer = ctx.complete_on(&replacement, prompt)?;
+    let answered = t0.elapsed();
     ctx.expect_reference(prompt, &answer.tokens)?;
-    timeline.t2_ms = Some(ms(t0.elapsed()));
-    let hit = host_tier_hit(
+    timeline.t2_ms = Some(ms(answered));
+    let hit = ctx.host_tier_hit(
         &ctx.delta_since(&replacement, &before)?,
         answer.cached_tokens,
-    );
+    )?;
     ctx.report_recovery(&timeline);
     ctx.record("timeline.json", &timeline);
     let geometry = ctx.geometry();

@@ -1,0 +1,82 @@
+//! Rows for the P→D path of a 2P+1D stack, one function each.
+
+use serde_json::json;
+
+use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
+
+use crate::cases::tc01_generation_correctness as tc01;
+
+/// A row: the case it targets (`id`), what it injects (`name`), how.
+const fn row(id: &'static str, name: &'static str, run: fn(&CaseCtx) -> CaseResult) -> Case {
+    // Every row is destructive: the suite restores the stack after it.
+    Case {
+        id,
+        name,
+        destructive: true,
+        run,
+    }
+}
+
+pub fn all() -> Vec<Case> {
+    vec![
+        row("TC-01", "decode_given_wrong_pages_is_caught", wrong_pages),
+        row("TC-01", "decode_misreporting_bytes_is_caught", wrong_bytes),
+        row(
+            "TC-01",
+            "prefill_killed_before_the_pull_is_caught",
+            prefill_killed_before_pull,
+        ),
+    ]
+}
+
+/// Runs `case` and passes only if it fails with a message containing `claim`.
+fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> CaseResult {
+    match case(ctx) {
+        Ok(()) => Err(CaseError::new(format!(
+            "the case PASSED with the fault on: its verdict cannot catch this fault (expected a failure naming `{claim}`)"
+        ))),
+        Err(e) if e.message.contains(claim) => {
+            ctx.record("caught.json", &json!({"expected_claim": claim, "message": e.to_string()}));
+            Ok(())
+        }
+        Err(e) => Err(CaseError::new(format!(
+            "the case failed, but not with the expected claim `{claim}`: {e}"
+        ))),
+    }
+}
+
+/// The decode worker, or a row error saying the stack has none.
+fn decode_name(ctx: &CaseCtx) -> Result<String, CaseError> {
+    ctx.decode_worker()
+        .map(|w| w.name().to_string())
+        .ok_or_else(|| {
+            CaseError::new("this row needs a stack with a decode worker (--topology 2p1d)")
+        })
+}
+
+/// The decode's pulled pages are corrupted after delivery: wrong tokens.
+fn wrong_pages(ctx: &CaseCtx) -> CaseResult {
+    let decode = decode_name(ctx)?;
+    let _fault = ctx.engine_faults(&[&decode], json!({"corrupt_delivered_pages": true}))?;
+    expect_red(ctx, tc01::run, "reference tokens")
+}
+
+/// The decode reports one page more than it read: the P→D check catches it.
+fn wrong_bytes(ctx: &CaseCtx) -> CaseResult {
+    let decode = decode_name(ctx)?;
+    let _fault = ctx.engine_faults(&[&decode], json!({"wrong_transfer_bytes": true}))?;
+    expect_red(ctx, tc01::run, "P→D transfer reconciles")
+}
+
+/// Whichever prefill answers dies before the decode pulls (and deposited
+/// nothing for its Guard): the decode recomputes, the P→D check catches it.
+fn prefill_killed_before_pull(ctx: &CaseCtx) -> CaseResult {
+    let prefills: Vec<String> = ctx
+        .prefill_workers()
+        .iter()
+        .map(|w| w.name().to_string())
+        .collect();
+    let names: Vec<&str> = prefills.iter().map(String::as_str).collect();
+    let _fault = ctx.engine_faults(&names, json!({"exit_after_prefill": true}))?;
+    expect_red(ctx, tc01::run, "did not pull the prefill's pages")
+}

@@ -1,0 +1,163 @@
+//! A bounded streaming load through the router while a fault is injected,
+//! as Dynamo's fault-tolerance tests do: every request of the window is
+//! recorded (sent, done, outcome, serving worker) and every answer's tokens
+//! are checked against the reference.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::client::{ClientError, StreamOutcome};
+use crate::prompts::Prompt;
+use crate::verdict::load::LoadOutcome;
+use crate::verdict::tokens::expect_reference_tokens;
+use crate::wait::{self, Poll};
+
+use super::{CaseCtx, CaseError};
+
+/// How often the harness looks at the load's progress before the fault.
+const PROGRESS_POLL: Duration = Duration::from_millis(20);
+
+/// One request of the load.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadRequest {
+    /// Which client sent it (0-based) and its place in that client's order.
+    pub client: usize,
+    pub seq: usize,
+    pub prompt: String,
+    /// Milliseconds since the load started.
+    pub sent_ms: f64,
+    pub done_ms: f64,
+    pub outcome: LoadOutcome,
+    /// The worker that served it, when the response said.
+    pub worker_id: Option<u64>,
+    /// The error, or the token mismatch.
+    pub detail: Option<String>,
+}
+
+/// The load's requests and the fault injected in its middle.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadRun<T> {
+    pub requests: Vec<LoadRequest>,
+    /// When the fault was injected, ms since the load started.
+    pub fault_at_ms: f64,
+    pub fault: T,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+impl CaseCtx<'_> {
+    /// Runs one streaming client per entry of `per_client` through the
+    /// router, each sending its prompts one after another; once
+    /// `fault_after` requests have finished, injects `fault` on this thread
+    /// and lets the load run to its end. No request is retried.
+    pub fn load_with_fault<T>(
+        &self,
+        per_client: Vec<Vec<Prompt>>,
+        fault_after: usize,
+        fault: impl FnOnce() -> Result<T, CaseError>,
+    ) -> Result<LoadRun<T>, CaseError> {
+        let started = Instant::now();
+        let finished = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for (client, prompts) in per_client.iter().enumerate() {
+            let jobs: Vec<_> = prompts
+                .iter()
+                .map(|p| {
+                    let reference = self.references.tokens(p).map(<[u32]>::to_vec);
+                    (p.key(), self.request(p, None), reference)
+                })
+                .collect();
+            let http = self.client.clone();
+            let finished = finished.clone();
+            tasks.push(crate::rt::handle().spawn(async move {
+                let mut done = Vec::new();
+                for (seq, (prompt, request, reference)) in jobs.into_iter().enumerate() {
+                    let sent_ms = ms(started.elapsed());
+                    let result = http.stream(&request).await;
+                    let done_ms = ms(started.elapsed());
+                    let (outcome, worker_id, detail) = judge(result, reference.as_deref());
+                    done.push(LoadRequest {
+                        client,
+                        seq,
+                        prompt,
+                        sent_ms,
+                        done_ms,
+                        outcome,
+                        worker_id,
+                        detail,
+                    });
+                    finished.fetch_add(1, Ordering::SeqCst);
+                }
+                done
+            }));
+        }
+        let budget = Duration::from_secs(self.settings.request_timeout_s)
+            .saturating_mul(fault_after.max(1) as u32);
+        let ready = wait::until(
+            format!("{fault_after} load requests to finish before the fault"),
+            budget,
+            PROGRESS_POLL,
+            || match finished.load(Ordering::SeqCst) {
+                n if n >= fault_after => Poll::Ready(()),
+                n => Poll::Pending(format!("{n} finished")),
+            },
+        );
+        let fault_at_ms = ms(started.elapsed());
+        let fault = ready.map_err(CaseError::from).and_then(|()| fault());
+        // The load is bounded: every client ends, with or without the fault.
+        let mut requests = Vec::new();
+        for task in tasks {
+            let done = crate::rt::block_on(task)
+                .map_err(|e| CaseError::new(format!("a load client stopped abnormally: {e}")))?;
+            requests.extend(done);
+        }
+        requests.sort_by(|a, b| a.sent_ms.total_cmp(&b.sent_ms));
+        Ok(LoadRun {
+            requests,
+            fault_at_ms,
+            fault: fault?,
+        })
+    }
+}
+
+impl CaseCtx<'_> {
+    /// Puts the load's timeline into results.json and the report.
+    pub fn report_load<T>(&self, load: &LoadRun<T>) {
+        self.measure(
+            crate::evidence::LOAD_TIMELINE,
+            serde_json::json!({"fault_at_ms": load.fault_at_ms, "requests": load.requests}),
+        );
+    }
+}
+
+fn judge(
+    result: Result<StreamOutcome, ClientError>,
+    reference: Option<&[u32]>,
+) -> (LoadOutcome, Option<u64>, Option<String>) {
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(e) => return (LoadOutcome::Failed, None, Some(e.to_string())),
+    };
+    let worker = outcome.worker_id;
+    match (outcome.token_ids.as_deref(), reference) {
+        (_, None) => (
+            LoadOutcome::Failed,
+            worker,
+            Some("no reference tokens for this prompt".into()),
+        ),
+        (None, _) => (
+            LoadOutcome::Failed,
+            worker,
+            Some("the stream carried no token ids".into()),
+        ),
+        (Some(tokens), Some(reference)) => match expect_reference_tokens(reference, tokens) {
+            Ok(()) => (LoadOutcome::Ok, worker, None),
+            Err(v) => (LoadOutcome::WrongTokens, worker, Some(v.to_string())),
+        },
+    }
+}

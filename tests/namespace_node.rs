@@ -1,0 +1,283 @@
+//! The namespace "second host" (src/proc/netns.rs) for real: its own PID
+//! namespace (pids map through NSpid), its own /dev/shm, an address of the
+//! run's choosing reachable from this host, and nothing left behind when
+//! its owner is SIGKILLed: no process, no namespace, no link.
+//!
+//! Needs root (or CAP_SYS_ADMIN + CAP_NET_ADMIN); without it each test says
+//! so and passes as not applicable, naming the missing capability.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kvcr_e2e::proc::netns::{self, NamespaceNode};
+use kvcr_e2e::proc::procfs;
+
+/// Set in the environment of the child that owns a node and gets SIGKILLed.
+const CHILD_ENV: &str = "KVCR_E2E_NODE_OWNER_CHILD";
+const BUDGET: Duration = Duration::from_secs(20);
+
+fn permitted() -> bool {
+    match netns::precondition() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("not applicable here: {e}");
+            false
+        }
+    }
+}
+
+fn poll<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < BUDGET,
+            "timed out after {BUDGET:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn link_exists(name: &str) -> bool {
+    Command::new("ip")
+        .args(["link", "show", name])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn pid_namespace(pid: u32) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
+}
+
+/// Host pids of every process in the PID namespace `ns`.
+fn members(ns: &std::path::Path) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| pid_namespace(*pid).as_deref() == Some(ns))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_node_has_its_own_pids_shm_and_address() {
+    if !permitted() {
+        return;
+    }
+    let logs = tempfile::tempdir().unwrap();
+    let node = NamespaceNode::create("test-pids", logs.path(), BUDGET).expect("a namespace node");
+    let marker = format!("/dev/shm/kvcr-e2e-node-test-{}", std::process::id());
+    std::fs::write(&marker, b"host").unwrap();
+
+    // A process inside reports its own pid: namespace-local, not a host pid.
+    let mut inside = Command::new(&node.launcher()[0])
+        .args(&node.launcher()[1..])
+        .args([
+            "sh",
+            "-c",
+            &format!(
+                "echo $$; test -e {marker} && echo shm-shared || echo shm-private; exec sleep 30"
+            ),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(inside.stdout.take().unwrap()).lines();
+    let inner: u32 = lines.next().unwrap().unwrap().trim().parse().unwrap();
+    let shm = lines.next().unwrap().unwrap();
+    let host = procfs::host_pid(node.init_pid(), inner).expect("the inner pid maps to a host pid");
+    assert_ne!(
+        host, inner,
+        "inside a PID namespace a pid is namespace-local"
+    );
+    assert!(procfs::is_alive(host));
+    assert_eq!(
+        procfs::ns_pids(host).and_then(|p| p.last().copied()),
+        Some(inner)
+    );
+    assert_eq!(
+        procfs::ns_pids(host).and_then(|p| p.first().copied()),
+        Some(host)
+    );
+    assert_eq!(shm, "shm-private", "node 1 must not see node 0's /dev/shm");
+    let _ = std::fs::remove_file(&marker);
+
+    // The node answers at the run's own address, through the run's own veth.
+    node.expect_route()
+        .expect("the node's address routes to our veth");
+    let addresses = node.addresses();
+    let mut listener = Command::new(&node.launcher()[0])
+        .args(&node.launcher()[1..])
+        .args([
+            "python3",
+            "-c",
+            &format!(
+                "import socket; s=socket.socket(); s.bind(('{}', 0)); s.listen(1); \
+                 print(s.getsockname()[1], flush=True); c,_=s.accept(); c.sendall(b'node1')",
+                addresses.node
+            ),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(listener.stdout.take().unwrap());
+    let mut port = String::new();
+    out.read_line(&mut port).unwrap();
+    let port: u16 = port.trim().parse().expect("the listener printed its port");
+    let target = std::net::SocketAddr::from((addresses.node, port));
+    let mut stream = std::net::TcpStream::connect_timeout(&target, Duration::from_secs(5))
+        .expect("a TCP connection from this host to node 1");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert_eq!(reply, "node1");
+    let _ = listener.wait();
+
+    let init = node.init_pid();
+    let interface = node.host_interface().to_string();
+    node.stop();
+    let _ = inside.kill();
+    let _ = inside.wait();
+    poll("the inner process to die with its node", || {
+        (!procfs::is_alive(host)).then_some(())
+    });
+    assert!(!procfs::is_alive(init));
+    assert!(!link_exists(&interface), "the host end {interface} is gone");
+}
+
+/// Runs only as the child of the test below: creates a node, reports it,
+/// waits to be SIGKILLed.
+#[test]
+fn child_that_owns_a_node() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return;
+    }
+    let logs = tempfile::tempdir().unwrap();
+    let node = NamespaceNode::create("test-kill", logs.path(), BUDGET).expect("a namespace node");
+    println!(
+        "NODE {} {} {}",
+        node.holder_pid(),
+        node.init_pid(),
+        node.host_interface()
+    );
+    loop {
+        std::thread::park();
+    }
+}
+
+#[test]
+fn a_sigkilled_owner_leaves_no_process_namespace_or_link() {
+    if !permitted() {
+        return;
+    }
+    let mut owner = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_that_owns_a_node",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(owner.stdout.take().unwrap());
+    let line = out
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| l.split_once("NODE ").map(|(_, facts)| facts.to_string()))
+        .expect("the owner reports its node");
+    // libtest prints `test child_that_owns_a_node ... ` before it, on the same line.
+    let fields: Vec<&str> = std::iter::once("NODE")
+        .chain(line.split_whitespace())
+        .collect();
+    let (holder, init): (u32, u32) = (fields[1].parse().unwrap(), fields[2].parse().unwrap());
+    let interface = fields[3].to_string();
+    let namespace = pid_namespace(init).expect("the node's PID namespace");
+    assert!(link_exists(&interface), "the node is up before the kill");
+
+    owner.kill().unwrap(); // SIGKILL: no teardown code runs
+    owner.wait().unwrap();
+
+    poll(
+        "unshare, its namespace's processes and the veth to be gone",
+        || {
+            let left = members(&namespace);
+            (!procfs::is_alive(holder) && left.is_empty() && !link_exists(&interface)).then_some(())
+        },
+    );
+    assert!(!procfs::is_alive(init));
+}
+
+/// One NIXL READ by a reader on this host from a source started with
+/// `launcher` (empty: this host too); returns the reader's stdout+stderr.
+fn nixl_read(python: &std::path::Path, launcher: &[String]) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tool = root.join("fixtures/cpu-engine/tools/nixl_transport.py");
+    // Metadata goes through files: /tmp is shared with the node (only its
+    // /dev/shm is private).
+    let dir = tempfile::tempdir().unwrap();
+    let dir_arg = dir.path().display().to_string();
+    let (program, prefix) = match launcher.split_first() {
+        Some((p, rest)) => (p.clone(), rest.to_vec()),
+        None => (python.display().to_string(), Vec::new()),
+    };
+    let mut source_args = prefix;
+    if !launcher.is_empty() {
+        source_args.push(python.display().to_string());
+    }
+    source_args.extend([tool.display().to_string(), "source".into(), dir_arg.clone()]);
+    let mut source = Command::new(program)
+        .args(&source_args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let reader = Command::new(python)
+        .args([tool.display().to_string(), "reader".into(), dir_arg])
+        .env("UCX_PROTO_INFO", "y")
+        .output()
+        .unwrap();
+    let _ = source.wait();
+    let out = String::from_utf8_lossy(&reader.stdout).into_owned()
+        + &String::from_utf8_lossy(&reader.stderr);
+    assert!(
+        out.contains("\"state\": \"DONE\"") && out.contains("\"byte_exact\": true"),
+        "the NIXL READ did not complete byte-exact: {}",
+        out.lines().rev().take(5).collect::<Vec<_>>().join("\n")
+    );
+    out
+}
+
+#[test]
+fn a_read_from_node_1_crosses_the_veth_and_a_same_host_read_does_not() {
+    if !permitted() {
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = std::env::var_os("PHASE1_PYTHON").map(std::path::PathBuf::from);
+    let env = kvcr_e2e::pyenv::ensure(root, python.as_deref()).expect("the pinned Python env");
+    let logs = tempfile::tempdir().unwrap();
+    let node = NamespaceNode::create("test-nixl", logs.path(), BUDGET).expect("a namespace node");
+
+    let across = nixl_read(&env.python, &node.launcher());
+    let transports = kvcr_e2e::proc::ucx::expect_network_read(&across, node.host_interface())
+        .unwrap_or_else(|e| panic!("host <- node 1: {e}"));
+    eprintln!("host <- node 1 read over {transports:?}");
+
+    // The same read between two processes of one host must fail the check.
+    let same_host = nixl_read(&env.python, &[]);
+    let err = kvcr_e2e::proc::ucx::expect_network_read(&same_host, node.host_interface())
+        .expect_err("a same-host read cannot pass as a network transfer");
+    assert!(err.contains("shared memory"), "{err}");
+}
