@@ -3,6 +3,7 @@ pub mod client;
 pub mod config;
 pub mod engine;
 pub mod evidence;
+pub mod gpu;
 pub mod proc;
 pub mod prompts;
 pub mod pyenv;

@@ -204,6 +204,7 @@ impl Stack {
         let worker = self.worker(name)?;
         let pid = worker.process.pid();
         worker.process.note_shm();
+        let gpu_pids = crate::gpu::run::tree_before_kill(pid);
         let sent_at = Instant::now();
         let kill_hook = self
             .manifest_path()
@@ -232,6 +233,7 @@ impl Stack {
                 None
             }
         };
+        crate::gpu::run::after_kill(worker.process.name(), gpu_pids, sent_at);
         let gone = worker.process.wait_exit(Duration::from_secs(5));
         let group_gone = crate::wait::until(
             format!("every process of worker {name}'s group (pgid {pid}) to exit"),
@@ -274,6 +276,7 @@ impl Stack {
         slot.generation += 1;
         slot.ready_file = self.layout.ready_file(&slot.process_name());
         let fresh = provision::start_worker(self, slot, &self.take_replacement_faults())?;
+        crate::gpu::run::watch(fresh.process.name(), fresh.process.pid());
         if let Ok(mut workers) = self.workers.lock() {
             for w in workers.iter_mut() {
                 if w.slot.name == name {
@@ -394,6 +397,27 @@ impl Stack {
     }
 
     /// The stack as data, for `stack.json`.
+    /// Every running component by name and pid (for the GPU sampler).
+    pub fn components(&self) -> Vec<(String, u32)> {
+        let mut out = vec![{
+            let f = self.frontend();
+            (f.name().to_string(), f.pid())
+        }];
+        out.extend(self.guard.iter().map(|g| (g.name().to_string(), g.pid())));
+        out.extend(
+            self.workers()
+                .iter()
+                .map(|w| (w.process.name().to_string(), w.process.pid())),
+        );
+        if let Ok(refs) = self.references.lock() {
+            out.extend(
+                refs.iter()
+                    .map(|(_, w)| (w.process.name().to_string(), w.process.pid())),
+            );
+        }
+        out
+    }
+
     pub fn describe(&self) -> serde_json::Value {
         let proc = |p: &Supervised| serde_json::json!({"name": p.name(), "pid": p.pid(), "log": p.log_path(), "rss_kib": procfs::rss_kib(p.pid())});
         serde_json::json!({
