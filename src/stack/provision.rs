@@ -293,6 +293,9 @@ fn start_ready(
     kvcr: bool,
 ) -> Result<Vec<Worker>, ProvisionError> {
     let serial = stack.engine.start_serially();
+    let await_one = |(process, spec, slot, at): (Supervised, ProcessSpec, WorkerSlot, Instant)| {
+        await_or_restart(stack, process, &spec, slot, at, kvcr, started_so_far)
+    };
     let mut pending = Vec::new();
     let mut ready = Vec::new();
     for (spec, slot) in &specs {
@@ -301,28 +304,11 @@ fn start_ready(
         started_so_far.add(process.pid());
         pending.push((process, spec.clone(), slot.clone(), spawned_at));
         if serial {
-            let (process, spec, slot, at) = pending.remove(0);
-            ready.push(await_or_restart(
-                stack,
-                process,
-                &spec,
-                slot,
-                at,
-                kvcr,
-                started_so_far,
-            )?);
+            ready.push(await_one(pending.remove(0))?);
         }
     }
-    for (process, spec, slot, at) in pending {
-        ready.push(await_or_restart(
-            stack,
-            process,
-            &spec,
-            slot,
-            at,
-            kvcr,
-            started_so_far,
-        )?);
+    for started in pending {
+        ready.push(await_one(started)?);
     }
     Ok(ready)
 }
