@@ -5,6 +5,8 @@
 //!                            create or check a pinned Python env
 //! kvcr-e2e stack up [FLAGS]  bring a stack up and keep it (attach runs to it)
 //! kvcr-e2e stack down        tear that stack down
+//! kvcr-e2e runner KIND       write the Slurm, container or Kubernetes artifacts
+//! kvcr-e2e gpu-check         NVML telemetry against a PyTorch allocation
 //! ```
 
 use std::path::PathBuf;
@@ -31,6 +33,16 @@ commands:
                                keep it running until `stack down` or Ctrl-C; takes the
                                same flags as the suite (--profile, --geometry, ...)
   stack down [--manifest PATH] tear that stack down
+  runner {slurm|container|k8s|all} [--out DIR] [HARNESS FLAGS]
+                               write the runner's artifacts for the resolved settings
+                               (sbatch script; Containerfile + run.sh; Kubernetes Job,
+                               stack pod and service) into DIR (default
+                               target/runners/<kind>); see docs/ci.md
+  gpu-check [--python PATH] [--gpu N] [--gib G] [--timeout-s S] [--out PATH]
+                               check the GPU telemetry on this machine: a PyTorch child
+                               (default python3) allocates G GiB (default 8) on GPU N
+                               (default 0), frees it and is killed; NVML must see each
+                               step (docs/gpu-engines.md). Exit 0 = PASS, 1 = FAIL
   help                         this text
 
 Attach test runs to a running stack with
@@ -44,6 +56,8 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("python-env") => python_env(&repo_root, &args[1..]),
         Some("stack") => stack(&repo_root, &args[1..]),
+        Some("runner") => runner(&repo_root, &args[1..]),
+        Some("gpu-check") => gpu_check(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             ExitCode::SUCCESS
@@ -83,6 +97,76 @@ fn stack(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn runner(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
+    use kvcr_e2e::config;
+    use kvcr_e2e::runner::{self, RunnerKind};
+    let kinds: Vec<RunnerKind> = match args.first().map(String::as_str) {
+        Some("all") => RunnerKind::ALL.to_vec(),
+        Some(word) => match RunnerKind::from_word(word) {
+            Some(kind) => vec![kind],
+            None => {
+                eprintln!("error: unknown runner `{word}`; expected slurm, container, k8s or all\n\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        },
+        None => {
+            eprintln!("error: `runner` needs a kind: slurm, container, k8s or all\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut out: Option<PathBuf> = None;
+    let mut harness_argv = vec!["kvcr-e2e runner".to_string()];
+    let mut rest = args[1..].iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--out" {
+            match rest.next() {
+                Some(dir) => out = Some(PathBuf::from(dir)),
+                None => {
+                    eprintln!("error: --out needs a directory\n\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            }
+        } else {
+            harness_argv.push(arg.clone());
+        }
+    }
+    let settings = match config::split_args(harness_argv)
+        .map_err(|e| e.to_string())
+        .and_then(|(harness, _)| {
+            let env = config::Env::from_process().map_err(|e| e.to_string())?;
+            config::resolve(&harness, &env).map_err(|e| e.to_string())
+        }) {
+        Ok(resolved) => resolved.settings,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for kind in kinds {
+        let dir = match (&out, args.first().map(String::as_str)) {
+            (Some(dir), Some("all")) => dir.join(kind.as_str()),
+            (Some(dir), _) => dir.clone(),
+            (None, _) => repo_root.join("target/runners").join(kind.as_str()),
+        };
+        let written = runner::artifacts(kind, &settings, repo_root).and_then(|files| {
+            runner::write_all(&files, &dir)
+                .map_err(|e| format!("cannot write into {}: {e}", dir.display()))
+        });
+        match written {
+            Ok(paths) => {
+                for path in paths {
+                    println!("{}", path.display());
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {} runner: {e}", kind.as_str());
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn python_env(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
@@ -127,5 +211,83 @@ fn python_env(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn gpu_check(args: &[String]) -> ExitCode {
+    use kvcr_e2e::gpu::check::{self, CheckOptions};
+    use std::time::Duration;
+    let mut opts = CheckOptions {
+        python: PathBuf::from("python3"),
+        gpu: 0,
+        bytes: 8 << 30,
+        timeout: Duration::from_secs(180),
+        interval: Duration::from_millis(100),
+        out: PathBuf::from("gpu-check.json"),
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let value = it.next();
+        let parsed = match (flag.as_str(), value) {
+            ("--python", Some(v)) => {
+                opts.python = PathBuf::from(v);
+                Ok(())
+            }
+            ("--gpu", Some(v)) => v.parse().map(|n| opts.gpu = n).map_err(|e| e.to_string()),
+            ("--gib", Some(v)) => v
+                .parse::<f64>()
+                .map_err(|e| e.to_string())
+                .and_then(|g| match g > 0.0 {
+                    true => {
+                        opts.bytes = (g * (1u64 << 30) as f64) as u64;
+                        Ok(())
+                    }
+                    false => Err("must be above 0".into()),
+                }),
+            ("--timeout-s", Some(v)) => v
+                .parse()
+                .map(|s| opts.timeout = Duration::from_secs(s))
+                .map_err(|e| e.to_string()),
+            ("--out", Some(v)) => {
+                opts.out = PathBuf::from(v);
+                Ok(())
+            }
+            (_, None) if flag.starts_with("--") => Err("needs a value".into()),
+            _ => Err("unknown flag".into()),
+        };
+        if let Err(e) = parsed {
+            eprintln!("error: gpu-check {flag}: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    }
+    let Some(source) = kvcr_e2e::gpu::open() else {
+        eprintln!("gpu-check: FAIL: no NVML, nothing to check (run it on a GPU machine)");
+        return ExitCode::FAILURE;
+    };
+    let mut say = |line: &str| println!("gpu-check: {line}");
+    let report = match check::run(source, &opts, &mut say) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("gpu-check: FAIL: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for claim in &report.claims {
+        let word = if claim.ok { "PASS" } else { "FAIL" };
+        println!("gpu-check: {word} {}", claim.text);
+    }
+    match serde_json::to_string_pretty(&report)
+        .map_err(|e| e.to_string())
+        .and_then(|text| std::fs::write(&opts.out, text).map_err(|e| e.to_string()))
+    {
+        Ok(()) => println!("gpu-check: figures and timeline in {}", opts.out.display()),
+        Err(e) => eprintln!("gpu-check: cannot write {}: {e}", opts.out.display()),
+    }
+    if report.passed() {
+        println!("gpu-check: verdict PASS");
+        ExitCode::SUCCESS
+    } else {
+        println!("gpu-check: verdict FAIL");
+        ExitCode::FAILURE
     }
 }

@@ -70,6 +70,11 @@ pub fn all() -> Vec<Case> {
             "wrong_transfer_bytes_are_caught",
             wrong_transfer_bytes,
         ),
+        row(
+            "TC-03",
+            "interval_log_disagreeing_with_metrics_is_caught",
+            skewed_interval_log,
+        ),
         row("TC-04", "missing_guard_deposit_is_caught", no_guard_deposit),
         row(
             "TC-04",
@@ -140,6 +145,17 @@ fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> C
 fn wrong_token(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A", "B"], json!({"wrong_token_after": 2}))?;
     expect_red(ctx, tc01::run, "token 2 of 16 differs")
+}
+
+/// Worker B's `KV Transfer metrics` line reports one block more than its
+/// `/metrics`: the two telemetry sources must agree.
+fn skewed_interval_log(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["B"], json!({"skew_interval_log": true}))?;
+    expect_red(
+        ctx,
+        tc03::run,
+        "interval log agrees with /metrics: worker B logged",
+    )
 }
 
 fn dead_router(ctx: &CaseCtx) -> CaseResult {

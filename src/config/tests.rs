@@ -574,8 +574,19 @@ fn applicability_table() {
         );
         assert!(!applies(Engine::Sglang, Topology::TwoPrefillOneDecode, c));
     }
-    for c in ["TC-01", "TC-02", "TC-03", "TC-05/cold"] {
+    for c in ["TC-01", "TC-02", "TC-05/cold"] {
         assert!(applies(Engine::Sglang, Topology::Agg, c), "{c}");
+    }
+    for t in [Topology::Agg, Topology::TwoNode] {
+        match applicability(Engine::Sglang, t, "TC-03") {
+            Ignored(r) => assert!(
+                r.contains("no router_hint in Dynamo 1.6.1's SGLang worker"),
+                "{r}"
+            ),
+            Applies => panic!(
+                "TC-03 on sglang/{t} must be ignored until dynamo.sglang publishes router_hint"
+            ),
+        }
     }
     for c in ["TC-04", "TC-06"] {
         assert_eq!(
@@ -591,7 +602,7 @@ fn applicability_table() {
         }
         assert!(!applies(Engine::Vllm, t, "TC-05"));
     }
-    assert!(applies(Engine::Sglang, Topology::TwoNode, "TC-03"));
+    assert!(applies(Engine::Sglang, Topology::TwoNode, "TC-02"));
     assert!(!applies(Engine::Sglang, Topology::TwoNode, "TC-05"));
     assert!(applies(Engine::Cpu, Topology::TwoNode, "tc-02"));
     match applicability(Engine::Cpu, Topology::TwoNode, "TC-05/cold") {

@@ -15,6 +15,7 @@ use crate::proc::ProcessSpec;
 
 pub mod cpu;
 pub mod dynamo;
+pub mod placement;
 pub mod sglang;
 pub mod topology;
 pub mod vllm;
@@ -228,6 +229,11 @@ pub trait Engine: Send + Sync {
     /// aggregated workers `A`, `B` on the local node).
     fn worker_plans(&self) -> Vec<topology::WorkerPlan> {
         topology::default_workers()
+    }
+    /// Checks, before any process starts, that `python` can run this
+    /// engine's plan (default: nothing to check).
+    fn preflight(&self, _python: &std::path::Path) -> Result<(), String> {
+        Ok(())
     }
     /// Every Guard service of the stack, one per node (default: [`Engine::guard`]).
     fn guards(&self, ctx: &LaunchContext) -> Vec<ProcessSpec> {

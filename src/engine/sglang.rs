@@ -8,6 +8,10 @@
 //! (`kvcr_config.py`). Router hints reach it only with a Dynamo that
 //! publishes SGLang's `router_hint` capability (ai-dynamo/dynamo PR #13591);
 //! without one the backend serves as a local-only L3 tier.
+//!
+//! Released SGLang (0.5.23) has no `kvcr` backend: [`preflight`] asks the
+//! interpreter for its `--hicache-storage-backend` choices before anything
+//! starts, and names the PR and its tested versions when `kvcr` is missing.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -44,9 +48,15 @@ pub struct SglangProfile {
     pub operation_timeout_ms: u32,
     /// Must exceed `operation_timeout_ms` (KVCRBackendConfig refuses otherwise).
     pub get_timeout_s: f64,
+    /// HiCache's prefetch budget base in seconds (extra-config key). The
+    /// PR's README sets 15.0: with SGLang's default (1.0 + 0.25 s per 1024
+    /// tokens) a hinted remote fetch that completes is discarded and
+    /// `cached_tokens` stays 0.
+    pub prefetch_timeout_base: f64,
     /// `--random-seed`.
     pub seed: u64,
-    pub engine_version: String,
+    /// The exact source revisions of the stack (part of the reference cache key).
+    pub pins: SglangPins,
     /// Token ids prompts may use, `[first, end)`: the model's ordinary
     /// vocabulary (Qwen3: 0..151643; special tokens follow).
     pub prompt_tokens: [u32; 2],
@@ -68,11 +78,130 @@ impl Default for SglangProfile {
             local_dram_bytes: 2_000_000_000,
             operation_timeout_ms: 20000,
             get_timeout_s: 30.0,
+            prefetch_timeout_base: 15.0,
             seed: 0,
-            engine_version: "sglang@pr36409 dynamo@pr13591 kvcr==0.1.1".into(),
+            pins: SglangPins::default(),
             nodes: Vec::new(),
             prompt_tokens: [0, 151_643],
         }
+    }
+}
+
+/// The revisions the SGLang lane runs, by exact commit: the KVCR backend is
+/// unreleased and KVCR's version number does not track its API (the PR's
+/// README: "Pin the repo commit, not the version").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SglangPins {
+    /// sgl-project/sglang at PR #36409 (the `kvcr` HiCache backend).
+    pub sglang_commit: String,
+    /// The KVCR commit the PR was tested with (`nvidia-kvcr` 0.1.0).
+    pub kvcr_commit: String,
+    /// NIXL as KVCR pins it for that commit.
+    pub nixl_version: String,
+    /// ai-dynamo/dynamo: the revision whose `dynamo.sglang` runs the workers.
+    pub dynamo: String,
+}
+
+impl Default for SglangPins {
+    fn default() -> Self {
+        Self {
+            sglang_commit: "0c1527e4337aed05fc62513b9b49c908a67bee3b".into(),
+            kvcr_commit: "873391ce97609c1caf8c785eebb78f7dfa58367d".into(),
+            nixl_version: "1.3.1".into(),
+            dynamo: "1.6.1".into(),
+        }
+    }
+}
+
+impl SglangPins {
+    /// `sglang@<commit> kvcr@<commit> nixl==<v> dynamo@<rev>`.
+    pub fn describe(&self) -> String {
+        format!(
+            "sglang@{} kvcr@{} nixl=={} dynamo@{}",
+            self.sglang_commit, self.kvcr_commit, self.nixl_version, self.dynamo
+        )
+    }
+
+    /// Commits are full 40-hex revisions, never branches or short hashes.
+    pub fn check(&self) -> Result<(), String> {
+        for (key, value) in [
+            ("sglang_commit", &self.sglang_commit),
+            ("kvcr_commit", &self.kvcr_commit),
+        ] {
+            if value.len() != 40 || !value.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!(
+                    "engine sglang: pins.{key} must be a full 40-hex commit, got `{value}`"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The upstream facts the preflight message names.
+pub const KVCR_BACKEND_PR: &str = "https://github.com/sgl-project/sglang/pull/36409";
+
+/// Asks `python` which `--hicache-storage-backend` choices its SGLang has;
+/// prints `VERSION <v>` and `CHOICES <a> <b> ...`, or `IMPORT-ERROR <text>`.
+const CHOICES_PROBE: &str = r#"
+import argparse, sys
+try:
+    import sglang
+    from sglang.srt.server_args import ServerArgs
+except Exception as e:
+    print("IMPORT-ERROR", repr(e)); sys.exit(0)
+parser = argparse.ArgumentParser()
+ServerArgs.add_cli_args(parser)
+print("VERSION", getattr(sglang, "__version__", "unknown"))
+for action in parser._actions:
+    if "--hicache-storage-backend" in action.option_strings:
+        print("CHOICES", " ".join(action.choices or []))
+"#;
+
+/// Before any process starts: the interpreter's SGLang must offer `kvcr`
+/// among its `--hicache-storage-backend` choices.
+pub fn preflight(python: &std::path::Path, pins: &SglangPins) -> Result<(), String> {
+    let out = std::process::Command::new(python)
+        .args(["-c", CHOICES_PROBE])
+        .output()
+        .map_err(|e| {
+            format!(
+                "engine sglang preflight: cannot run {}: {e}",
+                python.display()
+            )
+        })?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = |key: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
+    };
+    let needs = format!(
+        "The `kvcr` HiCache backend is SGLang PR #36409 ({KVCR_BACKEND_PR}), in no SGLang release yet (0.5.23 has none; ai-dynamo[sglang]==1.6.1 pins 0.5.21). Install SGLang at commit {}. The PR was tested with KVCR 0.1.0 (commit {}) and NIXL {}; other versions fail at store construction.",
+        pins.sglang_commit, pins.kvcr_commit, pins.nixl_version
+    );
+    if let Some(error) = line("IMPORT-ERROR") {
+        return Err(format!(
+            "engine sglang preflight: {} cannot import SGLang ({error}). {needs}",
+            python.display()
+        ));
+    }
+    let version = line("VERSION");
+    match (version, line("CHOICES")) {
+        (Some(_), Some(choices)) if choices.split_whitespace().any(|c| c == "kvcr") => Ok(()),
+        (Some(version), Some(choices)) => Err(format!(
+            "engine sglang preflight: the SGLang {version} of {} offers no `kvcr` HiCache storage backend (--hicache-storage-backend choices: {}). {needs}",
+            python.display(),
+            if choices.is_empty() { "none listed" } else { &choices }
+        )),
+        _ => Err(format!(
+            "engine sglang preflight: could not read SGLang's --hicache-storage-backend choices from {} (exit {}; stdout: {}; stderr: {}). {needs}",
+            python.display(),
+            out.status,
+            stdout.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
     }
 }
 
@@ -97,6 +226,7 @@ impl SglangEngine {
                 profile.get_timeout_s, profile.operation_timeout_ms
             ));
         }
+        profile.pins.check()?;
         let plans = plan_workers(topology, &profile.gpu_ids, profile.gpus_per_worker)?;
         check_nodes(topology, &profile.nodes)?;
         Ok(Self {
@@ -108,6 +238,23 @@ impl SglangEngine {
 
     fn plan_for(&self, slot: &WorkerSlot) -> WorkerPlan {
         topology::plan_for(&self.plans, slot, &self.profile.gpu_ids)
+    }
+
+    /// A reference worker takes the GPUs of one stack worker: the cached one
+    /// A's, the uncached one B's. They run alone, before the stack
+    /// (`engine::placement` checks that no GPU is shared beyond its memory).
+    fn reference_plan(&self, variant: ReferenceVariant, slot: &WorkerSlot) -> WorkerPlan {
+        let index = match variant {
+            ReferenceVariant::Cached => 0,
+            ReferenceVariant::Uncached => 1,
+        };
+        match self.plans.get(index % self.plans.len().max(1)) {
+            Some(plan) => WorkerPlan {
+                slot: slot.name.clone(),
+                ..plan.clone()
+            },
+            None => self.plan_for(slot),
+        }
     }
 
     fn node_of(&self, ctx: &LaunchContext, plan: &WorkerPlan) -> Node {
@@ -166,6 +313,7 @@ impl SglangEngine {
             "get_timeout_s": p.get_timeout_s,
             "local_dram_bytes": p.local_dram_bytes,
             "policy": "lru",
+            "prefetch_timeout_base": p.prefetch_timeout_base,
         })
     }
 }
@@ -235,7 +383,7 @@ impl Engine for SglangEngine {
         variant: ReferenceVariant,
         slot: &WorkerSlot,
     ) -> ProcessSpec {
-        let plan = self.plan_for(slot);
+        let plan = self.reference_plan(variant, slot);
         let node = self.node_of(ctx, &plan);
         let spec = self.base_worker(
             ctx,
@@ -256,13 +404,23 @@ impl Engine for SglangEngine {
     fn token_identity(&self) -> String {
         let p = &self.profile;
         format!(
-            "sglang model={} page={} block_bytes={} context={} tp={} seed={} deterministic version={}",
-            p.model, p.page_size, p.block_bytes, p.context_length, p.gpus_per_worker, p.seed, p.engine_version
+            "sglang model={} page={} block_bytes={} context={} tp={} seed={} deterministic {}",
+            p.model,
+            p.page_size,
+            p.block_bytes,
+            p.context_length,
+            p.gpus_per_worker,
+            p.seed,
+            p.pins.describe()
         )
     }
 
     fn worker_plans(&self) -> Vec<WorkerPlan> {
         self.plans.clone()
+    }
+
+    fn preflight(&self, python: &std::path::Path) -> Result<(), String> {
+        preflight(python, &self.profile.pins)
     }
 }
 
@@ -301,6 +459,121 @@ mod tests {
     fn extra_config(spec: &ProcessSpec) -> Value {
         let text = flag_value(spec, "--hicache-storage-backend-extra-config").unwrap_or_default();
         serde_json::from_str(text).unwrap_or(Value::Null)
+    }
+
+    /// An interpreter that answers the choices probe with `reply`.
+    fn stub_python(dir: &std::path::Path, reply: &str) -> std::path::PathBuf {
+        let path = dir.join("python");
+        std::fs::write(&path, format!("#!/bin/sh\nprintf '{reply}'\n")).expect("write stub");
+        let status = std::process::Command::new("chmod")
+            .args(["+x", &path.display().to_string()])
+            .status()
+            .expect("chmod runs");
+        assert!(status.success());
+        path
+    }
+
+    #[test]
+    fn preflight_without_the_kvcr_backend_names_the_pr_and_tested_versions() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let python = stub_python(
+            dir.path(),
+            "VERSION 0.5.23\\nCHOICES file mooncake hf3fs nixl aibrix dynamic eic\\n",
+        );
+        let e = engine(Topology::Agg);
+        let err = Engine::preflight(&e, &python).expect_err("0.5.23 has no kvcr");
+        for needle in [
+            "the SGLang 0.5.23 of",
+            "offers no `kvcr` HiCache storage backend (--hicache-storage-backend choices: file mooncake hf3fs nixl aibrix dynamic eic)",
+            "SGLang PR #36409 (https://github.com/sgl-project/sglang/pull/36409)",
+            "Install SGLang at commit 0c1527e4337aed05fc62513b9b49c908a67bee3b",
+            "tested with KVCR 0.1.0 (commit 873391ce97609c1caf8c785eebb78f7dfa58367d) and NIXL 1.3.1",
+            "fail at store construction",
+        ] {
+            assert!(err.contains(needle), "missing `{needle}` in: {err}");
+        }
+    }
+
+    #[test]
+    fn preflight_passes_when_kvcr_is_a_choice() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let python = stub_python(
+            dir.path(),
+            "VERSION 0.5.24.dev0\\nCHOICES file kvcr nixl\\n",
+        );
+        assert_eq!(Engine::preflight(&engine(Topology::Agg), &python), Ok(()));
+    }
+
+    #[test]
+    fn preflight_without_sglang_says_so() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let python = stub_python(
+            dir.path(),
+            "IMPORT-ERROR ModuleNotFoundError(\\\"No module named sglang\\\")\\n",
+        );
+        let err = Engine::preflight(&engine(Topology::Agg), &python).expect_err("no sglang");
+        assert!(
+            err.contains("cannot import SGLang")
+                && err.contains("No module named sglang")
+                && err.contains("#36409"),
+            "{err}"
+        );
+        let err = preflight(
+            std::path::Path::new("/nonexistent/python3"),
+            &SglangPins::default(),
+        )
+        .expect_err("no interpreter");
+        assert!(err.contains("cannot run /nonexistent/python3"), "{err}");
+    }
+
+    #[test]
+    fn the_plan_carries_the_prs_settings_and_exact_pins() {
+        let ctx = example_context();
+        let spec = engine(Topology::Agg).worker(&ctx, &example_slot("A", 0));
+        assert_eq!(extra_config(&spec)["prefetch_timeout_base"], 15.0);
+        let shipped: SglangProfile = toml::from_str(
+            &std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("fixtures/engines/sglang.toml"),
+            )
+            .expect("shipped profile"),
+        )
+        .expect("shipped profile parses");
+        assert_eq!(
+            shipped,
+            SglangProfile::default(),
+            "fixtures/engines/sglang.toml = the defaults"
+        );
+        let short = SglangProfile {
+            pins: SglangPins {
+                sglang_commit: "0c1527e".into(),
+                ..SglangPins::default()
+            },
+            ..SglangProfile::default()
+        };
+        let err = SglangEngine::new(short, Topology::Agg).expect_err("a short hash is no pin");
+        assert!(
+            err.contains("pins.sglang_commit must be a full 40-hex commit"),
+            "{err}"
+        );
+        assert!(engine(Topology::Agg)
+            .token_identity()
+            .contains("sglang@0c1527e4337aed05fc62513b9b49c908a67bee3b"));
+    }
+
+    #[test]
+    fn reference_workers_take_the_gpus_of_a_and_b() {
+        let ctx = example_context();
+        let e = engine(Topology::Agg);
+        let gpu = |v| {
+            e.reference_worker(&ctx, v, &example_slot("A", 0))
+                .env
+                .iter()
+                .find(|(k, _)| k == "CUDA_VISIBLE_DEVICES")
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(gpu(ReferenceVariant::Cached).as_deref(), Some("0"));
+        assert_eq!(gpu(ReferenceVariant::Uncached).as_deref(), Some("1"));
     }
 
     #[test]

@@ -31,7 +31,7 @@ const REPL: RGBColor = RGBColor(0x26, 0x6d, 0xd3);
 const FAIL: RGBColor = RGBColor(0xd6, 0x28, 0x28);
 const OTHER: RGBColor = RGBColor(0x88, 0x88, 0x88);
 
-fn draw(
+pub(super) fn draw(
     chart: &'static str,
     f: impl FnOnce(&Area<'_>) -> DrawResult,
 ) -> Result<String, EvidenceError> {
@@ -54,7 +54,7 @@ fn draw(
     Ok(svg)
 }
 
-fn top(values: impl IntoIterator<Item = f64>) -> f64 {
+pub(super) fn top(values: impl IntoIterator<Item = f64>) -> f64 {
     let m = values
         .into_iter()
         .filter(|v| v.is_finite())

@@ -91,3 +91,22 @@ pub fn write_junit(
     super::run_dir::write_atomic(path, xml.as_bytes())?;
     Ok(path.to_path_buf())
 }
+
+/// [`write_junit`] plus the GPU model, driver and figures as suite
+/// properties (`gpu.model`, `gpu.driver`, ...), when the run had NVML.
+pub fn write_junit_with_gpu(
+    run: &RunRecord,
+    gpu: Option<&crate::gpu::run::GpuRun>,
+    path: &Path,
+    redactor: &crate::config::Redactor,
+) -> Result<std::path::PathBuf, EvidenceError> {
+    let mut report = junit_report(run);
+    if let (Some(gpu), Some(suite)) = (gpu, report.test_suites.first_mut()) {
+        for (key, value) in super::gpu::properties(gpu) {
+            suite.add_property(Property::new(key, value));
+        }
+    }
+    let xml = redactor.scrub(&report.to_string()?);
+    super::run_dir::write_atomic(path, xml.as_bytes())?;
+    Ok(path.to_path_buf())
+}

@@ -19,6 +19,7 @@
 
 mod charts;
 mod errors;
+mod gpu;
 mod junit;
 mod perf;
 mod record;
@@ -33,7 +34,7 @@ pub(crate) mod sample;
 mod tests;
 
 pub use errors::EvidenceError;
-pub use junit::{junit_report, junit_xml, write_junit, SUITE};
+pub use junit::{junit_report, junit_xml, write_junit, write_junit_with_gpu, SUITE};
 pub use perf::{
     percentiles, Arm, ArmSummary, Baseline, DeltaVsBaseline, Percentiles, PerfSummary,
     RecoveryAttempt, RecoveryTimeline, RequestRecord, SweepLevel,

@@ -99,6 +99,7 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
     o.push_str(&sweep_section(perf)?);
     o.push_str(&recovery_section(perf)?);
     o.push_str(&load_section(run));
+    o.push_str(&super::gpu::section(results.gpu.as_ref())?);
     if let Some(defs) = &perf.metric_definitions {
         let _ = writeln!(
             o,

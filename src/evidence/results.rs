@@ -23,6 +23,10 @@ pub struct Results {
     pub requests: Vec<RequestRecord>,
     /// Perf arms, sweep and recovery timeline.
     pub perf: PerfSummary,
+    /// GPU telemetry (NVML): inventory, samples over the run, kill marks and
+    /// release times. Absent without NVML.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::gpu::run::GpuRun>,
 }
 
 impl Results {
@@ -33,7 +37,14 @@ impl Results {
             run,
             requests,
             perf,
+            gpu: None,
         }
+    }
+
+    /// The run's GPU telemetry, when there was any.
+    pub fn with_gpu(mut self, gpu: Option<crate::gpu::run::GpuRun>) -> Self {
+        self.gpu = gpu;
+        self
     }
 
     /// Writes `results.json` into the run directory; returns its path.

@@ -260,6 +260,20 @@ impl Supervised {
         })
     }
 
+    /// SIGKILLs every process of the group at once: an engine crash. (An
+    /// engine such as vLLM runs its KV cache and KVCR tier in a child
+    /// process; killing only the parent would leave the Guard lease held.)
+    pub fn kill_group(&self) -> Result<(), ProcError> {
+        match signal::killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL) {
+            Ok(()) | Err(nix::errno::Errno::ESRCH) => Ok(()),
+            Err(source) => Err(ProcError::Signal {
+                name: self.name.clone(),
+                pid: self.pid,
+                source,
+            }),
+        }
+    }
+
     fn signal_group(&self, signal: Signal) {
         // ESRCH (group already empty) is the expected end state.
         let _ = signal::killpg(Pid::from_raw(self.pid as i32), signal);

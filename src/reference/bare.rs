@@ -62,6 +62,7 @@ impl BareEngine {
                     bare.process.log_tail(20)
                 ));
             }
+            bare.process.note_shm();
             let probe = Completion::new(model, "kvcr-e2e readiness probe").max_tokens(2);
             match crate::rt::block_on(bare.client.complete(&probe)) {
                 Ok(_) => Poll::Ready(()),

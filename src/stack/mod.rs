@@ -20,7 +20,7 @@ mod provision;
 mod registration;
 mod worker;
 
-pub use attach::{attach, AttachError};
+pub use attach::{attach, hooks, run_hook, AttachError, HookRun, Hooks};
 pub use layout::Layout;
 pub use nodes::{Crossing, Placement, Side};
 pub use provision::{provision, ProvisionError, StackOptions, StartupTimings};
@@ -30,7 +30,6 @@ pub use worker::Worker;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
 use serde::Serialize;
 
 use crate::engine::{Engine, LaunchContext, ReferenceVariant};
@@ -80,6 +79,10 @@ pub struct KillReport {
     #[serde(skip)]
     pub sent_at: Instant,
     pub pid_gone_after_ms: u128,
+    /// The stack description's kill hook, when it was used instead of a
+    /// signal from this process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook: Option<HookRun>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -232,21 +235,63 @@ impl Stack {
             .collect()
     }
 
-    /// SIGKILLs worker `name`'s engine process and verifies the pid is gone.
+    /// SIGKILLs worker `name`'s engine (every process of its group, as a
+    /// crash would) and verifies the pid and the whole group are gone.
     pub fn kill_worker(&self, name: &str) -> Result<KillReport, StackError> {
         let worker = self.worker(name)?;
         let pid = worker.process.pid();
         worker.process.note_shm();
+        let gpu_pids = crate::gpu::run::tree_before_kill(pid);
         let sent_at = Instant::now();
-        worker
-            .process
-            .signal(Signal::SIGKILL)
-            .map_err(|e| StackError::FaultNotApplied(format!("SIGKILL of worker {name}: {e}")))?;
+        let kill_hook = self
+            .manifest_path()
+            .and_then(|path| attach::hooks(&path))
+            .and_then(|h| h.kill_worker);
+        let hook = match kill_hook {
+            // A deployed stack: its own tooling delivers the kill.
+            Some(template) => Some(
+                attach::run_hook(
+                    &template,
+                    &[
+                        ("worker", name.to_string()),
+                        ("process", worker.process.name().to_string()),
+                        ("pid", pid.to_string()),
+                    ],
+                    self.options.startup_timeout,
+                )
+                .map_err(|e| {
+                    StackError::FaultNotApplied(format!("kill hook for worker {name}: {e}"))
+                })?,
+            ),
+            None => {
+                worker.process.kill_group().map_err(|e| {
+                    StackError::FaultNotApplied(format!("SIGKILL of worker {name}: {e}"))
+                })?;
+                None
+            }
+        };
+        crate::gpu::run::after_kill(worker.process.name(), gpu_pids, sent_at);
         let gone = worker.process.wait_exit(Duration::from_secs(5));
-        if gone.is_none() || crate::proc::procfs::is_alive(pid) {
+        let group_gone = crate::wait::until(
+            format!("every process of worker {name}'s group (pgid {pid}) to exit"),
+            Duration::from_secs(5),
+            Duration::from_millis(20),
+            || match procfs::group_members(pid).as_slice() {
+                [] => crate::wait::Poll::Ready(()),
+                left => crate::wait::Poll::Pending(format!("still alive: {left:?}")),
+            },
+        );
+        if gone.is_none() || procfs::is_alive(pid) {
+            let how = match &hook {
+                Some(run) => format!("the kill hook `{}`", run.argv.join(" ")),
+                None => "SIGKILL".to_string(),
+            };
             return Err(StackError::FaultNotApplied(format!(
-                "worker {name} (pid {pid}) is still alive 5 s after SIGKILL"
+                "worker {name} (pid {pid}) is still alive 5 s after {how}"
             )));
+        }
+        if let Err(e) = group_gone {
+            return Err(StackError::FaultNotApplied(e.to_string()));
         }
         // What the dead engine left in /dev/shm goes now, not at teardown.
         worker.process.remove_shm();
@@ -255,6 +300,7 @@ impl Stack {
             pid,
             sent_at,
             pid_gone_after_ms: sent_at.elapsed().as_millis(),
+            hook,
         })
     }
 
@@ -267,6 +313,7 @@ impl Stack {
         slot.generation += 1;
         slot.ready_file = self.layout.ready_file(&slot.process_name());
         let fresh = provision::start_worker(self, slot, &self.take_replacement_faults())?;
+        crate::gpu::run::watch(fresh.process.name(), fresh.process.pid());
         if let Ok(mut workers) = self.workers.lock() {
             for w in workers.iter_mut() {
                 if w.slot.name == name {
@@ -297,7 +344,15 @@ impl Stack {
         let Some(path) = self.manifest_path() else {
             return Ok(());
         };
-        let text = serde_json::to_string_pretty(&self.describe()).map_err(std::io::Error::other)?;
+        let mut description = self.describe();
+        // Hooks are written by whoever deployed the stack; keep them.
+        if let (Some(hooks), Some(object)) = (attach::hooks(&path), description.as_object_mut()) {
+            object.insert(
+                "hooks".into(),
+                serde_json::to_value(hooks).map_err(std::io::Error::other)?,
+            );
+        }
+        let text = serde_json::to_string_pretty(&description).map_err(std::io::Error::other)?;
         // Write then rename: an attaching run never reads half a file.
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
         std::fs::write(&tmp, text)?;
@@ -380,6 +435,27 @@ impl Stack {
     }
 
     /// The stack as data, for `stack.json`.
+    /// Every running component by name and pid (for the GPU sampler).
+    pub fn components(&self) -> Vec<(String, u32)> {
+        let mut out = vec![{
+            let f = self.frontend();
+            (f.name().to_string(), f.pid())
+        }];
+        out.extend(self.guard.iter().map(|g| (g.name().to_string(), g.pid())));
+        out.extend(
+            self.workers()
+                .iter()
+                .map(|w| (w.process.name().to_string(), w.process.pid())),
+        );
+        if let Ok(refs) = self.references.lock() {
+            out.extend(
+                refs.iter()
+                    .map(|(_, w)| (w.process.name().to_string(), w.process.pid())),
+            );
+        }
+        out
+    }
+
     pub fn describe(&self) -> serde_json::Value {
         let proc = |p: &Supervised| serde_json::json!({"name": p.name(), "pid": p.pid(), "log": p.log_path(), "rss_kib": procfs::rss_kib(p.pid())});
         serde_json::json!({

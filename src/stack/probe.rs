@@ -33,3 +33,24 @@ pub fn metrics(base: &str) -> Result<(), String> {
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
+
+/// One completion of `tokens` pinned to `worker`.
+pub fn completion_of(
+    base: &str,
+    model: &str,
+    worker: &super::Worker,
+    tokens: Vec<u32>,
+) -> Result<(), String> {
+    let request = worker.pin(Completion::new(model, tokens).max_tokens(1));
+    rt::block_on(client(base)?.complete(&request))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// The value of `counter` in the worker's `/metrics` under `base` (0 while
+/// the series does not exist yet: KVCR creates it on its first event).
+pub fn counter(base: &str, counter: &crate::telemetry::Counter) -> Result<f64, String> {
+    rt::block_on(crate::telemetry::scrape(&format!("{base}/metrics")))
+        .map(|s| s.counter(counter).unwrap_or(0.0))
+        .map_err(|e| e.to_string())
+}

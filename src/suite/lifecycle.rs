@@ -181,6 +181,7 @@ impl Suite {
             );
             return Ok(Completion::ignored_with(reason));
         }
+        crate::gpu::run::mark("case", &case.trial_name());
         let outcome = self.run_case(case);
         let (result, evidence, measurements) = match outcome {
             Ok((ctx_result, evidence, measurements)) => (ctx_result, evidence, measurements),
@@ -356,6 +357,25 @@ impl Suite {
                 // and the bootstrap's time and size when this run built it.
                 let _ = run.write_root_json("python-env.json", python_env);
                 let python = python_env.python.clone();
+                self.engine
+                    .preflight(&python)
+                    .map_err(|e| format!("engine preflight failed: {e}"))?;
+                let with_reference = !reference::cached(
+                    &self.settings,
+                    self.engine.as_ref(),
+                    &self.reference_cache_dir(),
+                );
+                // GPUs before any process starts: placement, then NVML (off,
+                // with one line, on a machine without a driver).
+                let gpu_need = crate::engine::placement::preflight_need(
+                    self.engine.as_ref(),
+                    "127.0.0.1",
+                    with_reference,
+                )?;
+                crate::gpu::run::begin(
+                    &gpu_need,
+                    Duration::from_secs(self.settings.startup_timeout_s),
+                )?;
                 self.provisions.fetch_add(1, Ordering::SeqCst);
                 let options = StackOptions {
                     python,
@@ -365,11 +385,7 @@ impl Suite {
                     host: "127.0.0.1".into(),
                     startup_timeout: Duration::from_secs(self.settings.startup_timeout_s),
                     worker_faults: Vec::new(),
-                    with_reference: !reference::cached(
-                        &self.settings,
-                        self.engine.as_ref(),
-                        &self.reference_cache_dir(),
-                    ),
+                    with_reference,
                 };
                 eprintln!(
                     "[kvcr-e2e] starting the {} stack (logs: {})",
@@ -382,6 +398,9 @@ impl Suite {
                     .map_err(|e| format!("stack provisioning failed: {e}"))?;
                 if let Ok(mut live) = LIVE_STACK.lock() {
                     *live = Some(stack.clone());
+                }
+                for (name, pid) in stack.components() {
+                    crate::gpu::run::watch(&name, pid);
                 }
                 if with_reference {
                     // The reference engines run alone: their phase first,
@@ -403,6 +422,10 @@ impl Suite {
                         }
                         return Err(error);
                     }
+                }
+                // The KVCR workers, started after the reference phase.
+                for (name, pid) in stack.components() {
+                    crate::gpu::run::watch(&name, pid);
                 }
                 eprintln!(
                     "[kvcr-e2e] stack ready in {:.1} s",
@@ -489,7 +512,7 @@ impl Suite {
                 let _ = run.write_root_json("teardown.json", &stops);
             }
         }
-        let results = self.results_so_far(run);
+        let results = self.results_so_far(run).with_gpu(crate::gpu::run::finish());
         let junit = self.settings.junit_path(run.root());
         let written = self
             .write_results(run, &results)
@@ -547,7 +570,13 @@ impl Suite {
     ) -> Result<(), crate::evidence::EvidenceError> {
         let junit = self.settings.junit_path(run.root());
         results.write(run)?;
-        crate::evidence::write_junit(&results.run, &junit, &self.redactor).map(drop)
+        crate::evidence::write_junit_with_gpu(
+            &results.run,
+            results.gpu.as_ref(),
+            &junit,
+            &self.redactor,
+        )
+        .map(drop)
     }
 
     /// After every trial: results.json and JUnit as they stand, so a run
@@ -600,4 +629,62 @@ fn init_tracing(settings: &Settings) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+#[cfg(test)]
+mod gpu_engine_preflight_tests {
+    use super::*;
+
+    /// `--engine sglang` with an SGLang that lacks PR #36409 fails before any
+    /// process starts, with the preflight's message (a stub interpreter
+    /// stands in for the real one).
+    #[test]
+    fn engine_sglang_without_the_kvcr_backend_fails_at_preflight() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let python = dir.path().join("python");
+        // Answers the harness's interpreter probes (site-packages, imports)
+        // and the SGLang choices probe, as a Python without PR #36409 would.
+        std::fs::write(
+            &python,
+            format!(
+                "#!/bin/sh\ncase \"$2\" in\n  *hicache-storage-backend*) printf 'VERSION 0.5.23\\nCHOICES file mooncake nixl\\n';;\n  *purelib*) echo {};;\nesac\nexit 0\n",
+                dir.path().display()
+            ),
+        )
+        .expect("write stub");
+        let status = std::process::Command::new("chmod")
+            .args(["+x", &python.display().to_string()])
+            .status()
+            .expect("chmod runs");
+        assert!(status.success());
+        let argv = [
+            "phase1",
+            "--engine",
+            "sglang",
+            "--python",
+            &python.display().to_string(),
+            "--run-dir",
+            &dir.path().join("runs").display().to_string(),
+        ]
+        .map(String::from);
+        let (suite, _) = Suite::from_argv("phase1", argv, &[]).expect("the flags resolve");
+        let err = match suite.stack() {
+            Ok(_) => panic!("a stack started without the kvcr backend"),
+            Err(e) => e,
+        };
+        assert!(
+            err.starts_with(
+                "engine preflight failed: engine sglang preflight: the SGLang 0.5.23 of"
+            ) && err.contains("offers no `kvcr` HiCache storage backend")
+                && err.contains("SGLang PR #36409")
+                && err.contains("KVCR 0.1.0")
+                && err.contains("NIXL 1.3.1"),
+            "{err}"
+        );
+        assert_eq!(
+            suite.provisions.load(Ordering::SeqCst),
+            0,
+            "nothing started"
+        );
+    }
 }

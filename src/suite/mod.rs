@@ -16,6 +16,7 @@ mod ctx;
 mod disagg;
 mod faults;
 pub mod guard;
+mod interval;
 mod lifecycle;
 pub mod load;
 pub mod observe;

@@ -59,6 +59,65 @@ pub mod kvcr_log {
     pub const EV_TARGET_TRANSFER_COMPLETED: &str = "target_transfer_completed";
 }
 
+/// SGLang's names: its Prometheus cache-hit metrics and the counters of
+/// the `kvcr` HiCache backend (SGLang PR #36409, `kvcr_store.py`).
+///
+/// Every name here is **read from source, not yet seen live**: no SGLang
+/// stack with the PR has run under this harness. Confirm each on the first
+/// GPU run and drop this note for the ones seen.
+pub mod sglang {
+    /// Prefix of SGLang's Prometheus metrics (served by Dynamo's system
+    /// server, like vLLM's). Read from source, not yet seen live.
+    pub const PREFIX: &str = "sglang:";
+    /// Counter: prompt tokens served from a cache. Newer SGLang adds a
+    /// `cache_source` label (device / host / storage); older ones have none.
+    /// Read from source, not yet seen live.
+    pub const CACHED_TOKENS_TOTAL: &str = "sglang:cached_tokens_total";
+    /// Label of [`CACHED_TOKENS_TOTAL`] naming the tier. Read from source, not yet seen live.
+    pub const LABEL_CACHE_SOURCE: &str = "cache_source";
+    /// `cache_source` values. Read from source, not yet seen live.
+    pub const CACHE_SOURCE_DEVICE: &str = "device";
+    pub const CACHE_SOURCE_HOST: &str = "host";
+    pub const CACHE_SOURCE_STORAGE: &str = "storage";
+    /// Counter: prompt (prefill) tokens processed. Read from source, not yet seen live.
+    pub const PROMPT_TOKENS_TOTAL: &str = "sglang:prompt_tokens_total";
+    /// Gauge: the prefix-cache hit rate. Read from source, not yet seen live.
+    pub const CACHE_HIT_RATE: &str = "sglang:cache_hit_rate";
+
+    /// The `kvcr` backend's INFO line, at most every 30 s and only while
+    /// something is counted: `KVCRStore remote path (cumulative): k=v k=v`
+    /// (sorted keys, cumulative per process; the newest line may predate the
+    /// case). Read from source, not yet seen live.
+    pub const KVCR_STORE_COUNTERS_MARKER: &str = "KVCRStore remote path (cumulative):";
+    /// Keys of that line. Read from source, not yet seen live.
+    pub mod kvcr_store {
+        /// `batch_exists_v2` calls.
+        pub const EXISTS_CALLS: &str = "exists_calls";
+        /// Lookups that carried a router hint (optimistic: proves nothing alone).
+        pub const EXISTS_WITH_HINT: &str = "exists_with_hint";
+        /// Reads that carried a router hint.
+        pub const GET_WITH_HINT: &str = "get_with_hint";
+        /// Reads without a hint (the router named no source).
+        pub const GET_WITHOUT_HINT: &str = "get_without_hint";
+        /// Pages asked for / loaded, every read.
+        pub const PAGES_REQUESTED: &str = "pages_requested";
+        pub const PAGES_LOADED: &str = "pages_loaded";
+        /// Pages asked for / loaded on hinted reads: the remote path's honest
+        /// count (the README: "the only honest number").
+        pub const HINTED_PAGES_REQUESTED: &str = "hinted_pages_requested";
+        pub const HINTED_PAGES_LOADED: &str = "hinted_pages_loaded";
+        /// Source side: pages offered to / stored in KVCR's DRAM tier.
+        pub const DEPOSIT_PAGES_OFFERED: &str = "deposit_pages_offered";
+        pub const DEPOSIT_PAGES_STORED: &str = "deposit_pages_stored";
+        /// Prefix of per-entry-point fault counters (`faults_batch_get_v2`).
+        pub const FAULTS_PREFIX: &str = "faults_";
+    }
+
+    /// Startup warning: offload will never fire (host pool smaller than the
+    /// device pool). Worth failing on. Read from source, not yet seen live.
+    pub const HOST_POOL_SMALLER_WARNING: &str = "is smaller than the device pool";
+}
+
 /// Names of Dynamo's HTTP frontend that the client uses.
 pub mod dynamo {
     /// Request header pinning a worker instance (u64 instance id).

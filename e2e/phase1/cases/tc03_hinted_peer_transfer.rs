@@ -6,8 +6,11 @@
 //! sizes of the geometry (dense or hybrid); no partial or failed delivery.
 //! When A and B run on different nodes, B's reads went over TCP through its
 //! node's veth (UCX's own report), not shared memory.
+//! Both workers' `KV Transfer metrics` log lines report the same transfer as
+//! their Prometheus counters.
 
 use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
+use kvcr_e2e::telemetry::{Counter, OpResult, Scope};
 use kvcr_e2e::verdict::transfer::expect_peer_transfer;
 
 pub const CASE: Case = Case {
@@ -45,5 +48,19 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             family.shared_blocks(),
             geometry.bytes_per_block(),
         ),
+    )?;
+    ctx.expect_interval_log_agrees(
+        &a,
+        &[
+            Counter::TransferBlocks(Scope::SourceWrite),
+            Counter::TransferBytes(Scope::SourceWrite),
+        ],
+    )?;
+    ctx.expect_interval_log_agrees(
+        &b,
+        &[
+            Counter::TransferBlocks(Scope::RemoteDeliver),
+            Counter::OpCount(Scope::RemoteDeliver, OpResult::Success),
+        ],
     )
 }
