@@ -317,3 +317,90 @@ fn attached_runs_use_a_warm_stack_and_destructive_cases_restore_it() {
     pids.push(replacement);
     assert_nothing_left(&pids, &scratch_dir(&before));
 }
+
+/// The network namespace of `pid`, as `/proc/<pid>/ns/net` names it.
+fn net_namespace(pid: u32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/net")).ok()
+}
+
+fn link_exists(name: &str) -> bool {
+    Command::new("ip")
+        .args(["link", "show", name])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn a_two_node_run_sigkilled_leaves_no_process_namespace_or_link() {
+    if let Err(e) = kvcr_e2e::proc::netns::precondition() {
+        eprintln!("not applicable here: {e}");
+        return;
+    }
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let mut harness = Harness(
+        Command::new(phase1_binary())
+            .args(["--run-dir"])
+            .arg(&runs)
+            .args(["--topology", "two-node", "--cases", "TC-01"])
+            .current_dir(root())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let manifest = read_manifest(&runs.join("latest/stack.json"), &mut harness);
+    let pids = component_pids(&manifest);
+    // Node 1: the harness's `unshare` child and the namespace's first process.
+    let holder = procfs::children(harness.id())
+        .into_iter()
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "unshare")
+        })
+        .expect("the two-node harness owns an `unshare` (node 1)");
+    let init = *procfs::children(holder)
+        .first()
+        .expect("node 1's first process");
+    let namespace = net_namespace(init).expect("node 1's network namespace");
+    assert_ne!(net_namespace(std::process::id()), Some(namespace.clone()));
+    let interface = format!("kvh{init:x}");
+    assert!(link_exists(&interface), "node 1's veth {interface} is up");
+    let worker_b = manifest["workers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|w| w["slot"]["name"] == "B")
+        .and_then(|w| w["pid"].as_u64())
+        .expect("worker B in stack.json") as u32;
+    let b_members = procfs::group_members(worker_b);
+    assert!(
+        b_members
+            .iter()
+            .any(|p| net_namespace(*p).as_ref() == Some(&namespace)),
+        "worker B's group {b_members:?} runs inside node 1"
+    );
+
+    harness.kill().unwrap(); // SIGKILL: no teardown code runs
+    harness.wait().unwrap();
+    assert_nothing_left(&pids, &scratch_dir(&manifest));
+    poll(
+        "node 1's processes, namespace and veth to be gone",
+        CLEANUP,
+        || {
+            let inside: Vec<u32> = std::fs::read_dir("/proc")
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|p| net_namespace(*p).as_ref() == Some(&namespace))
+                .collect();
+            (inside.is_empty()
+                && !procfs::is_alive(holder)
+                && !procfs::is_alive(init)
+                && !link_exists(&interface))
+            .then_some(())
+        },
+    );
+}

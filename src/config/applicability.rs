@@ -2,7 +2,7 @@
 //!
 //! | engine  | agg            | 2p1d                      | two-node                  |
 //! |---------|----------------|---------------------------|---------------------------|
-//! | cpu     | TC-01..TC-06   | TC-01..TC-06              | none (not yet)            |
+//! | cpu     | TC-01..TC-06   | TC-01..TC-06              | TC-01..04, TC-06 (root)   |
 //! | vllm    | TC-01..TC-06   | TC-01..04, TC-06          | TC-01..04, TC-06          |
 //! | sglang  | TC-01, 02, 05  | none (no disaggregation)  | TC-01, 02                 |
 //!
@@ -59,14 +59,11 @@ pub fn applicability(engine: Engine, topology: Topology, case_id: &str) -> Appli
     match (engine, topology) {
         (Engine::Cpu, Topology::Agg | Topology::TwoPrefillOneDecode)
         | (Engine::Vllm, Topology::Agg) => Applicability::Applies,
-        (Engine::Cpu, _) => ignored(format!(
-            "the CPU engine does not run {topology} yet (use --engine vllm for {topology})"
-        )),
-        (Engine::Vllm, _) if n == 5 => ignored(
+        (Engine::Cpu | Engine::Vllm, _) if n == 5 => ignored(
             "the performance arms and their KVCR-disabled baselines are defined on the agg topology"
                 .to_string(),
         ),
-        (Engine::Vllm, _) => Applicability::Applies,
+        (Engine::Cpu | Engine::Vllm, _) => Applicability::Applies,
         (Engine::Sglang, Topology::TwoPrefillOneDecode) => ignored(SGLANG.to_string()),
         (Engine::Sglang, _) if n == 4 || n == 6 => ignored(SGLANG.to_string()),
         (Engine::Sglang, _) if n == 3 => ignored(SGLANG_NO_ROUTER_HINT.to_string()),

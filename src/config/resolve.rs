@@ -170,11 +170,5 @@ fn validate(
             ));
         }
     }
-    if s.engine == Engine::Cpu && s.topology == super::Topology::TwoNode {
-        warnings.push(format!(
-            "the CPU engine does not run {} yet: every case will be reported ignored",
-            s.topology
-        ));
-    }
     Ok(())
 }

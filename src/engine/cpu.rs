@@ -140,10 +140,23 @@ impl Engine for CpuEngine {
         topology::plan_cpu_workers(self.topology)
     }
 
+    /// One Guard service per node: each node's worker keeps its pool on its
+    /// own `/dev/shm`. On one node, one shared service.
+    fn guard_per_slot(&self) -> bool {
+        self.topology.node_count() > 1
+    }
+
     fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec {
         let role = self.plan(slot).role;
-        self.base_worker(ctx, &slot.name, &slot.process_name(), slot)
-            .args(["--served-model-name", &self.model(), "--kvcr", "on"])
+        let spec = self.base_worker(ctx, &slot.name, &slot.process_name(), slot);
+        // Across nodes, UCX reports the transport of every protocol it
+        // selects: the evidence that a peer transfer crossed the network.
+        let spec = if self.topology.node_count() > 1 {
+            spec.env("UCX_PROTO_INFO", "y")
+        } else {
+            spec
+        };
+        spec.args(["--served-model-name", &self.model(), "--kvcr", "on"])
             .args(["--role", role_flag(role), "--component", component(role)])
             .args([
                 "--control-host",

@@ -164,7 +164,7 @@ impl NamespaceNode {
     fn link(&mut self, tag: &str) -> Result<(), NodeError> {
         let suffix = format!("{:x}", self.init_pid);
         self.host_if = format!("kvh{suffix}");
-        let node_if = format!("kvn{suffix}");
+        let node_if = self.node_interface();
         let init = self.init_pid.to_string();
         run(
             "ip",
@@ -227,6 +227,11 @@ impl NamespaceNode {
     /// The host end of the veth pair.
     pub fn host_interface(&self) -> &str {
         &self.host_if
+    }
+
+    /// The node end of the veth pair (inside the namespace).
+    pub fn node_interface(&self) -> String {
+        format!("kvn{:x}", self.init_pid)
     }
 
     pub fn addresses(&self) -> VethAddresses {

@@ -168,6 +168,7 @@ pub fn attach(engine: Arc<dyn Engine>, path: &Path) -> Result<Stack, AttachError
         owner_pid: m.owner_pid,
         bare_port: 0,
         started: std::time::Instant::now(),
+        placement: super::Placement::local(),
     })
 }
 

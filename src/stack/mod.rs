@@ -13,6 +13,7 @@
 mod attach;
 mod discovery;
 mod layout;
+mod nodes;
 mod ports;
 mod probe;
 mod provision;
@@ -21,6 +22,7 @@ mod worker;
 
 pub use attach::{attach, hooks, run_hook, AttachError, HookRun, Hooks};
 pub use layout::Layout;
+pub use nodes::{Crossing, Placement, Side};
 pub use provision::{provision, ProvisionError, StackOptions, StartupTimings};
 pub use registration::Registration;
 pub use worker::Worker;
@@ -65,6 +67,8 @@ pub struct Stack {
     pub bare_port: u16,
     /// When provisioning began.
     started: Instant,
+    /// Which node each slot runs on, and node 1 when there is one.
+    placement: nodes::Placement,
 }
 
 /// What a SIGKILL did, checked from outside the process.
@@ -112,6 +116,39 @@ impl Stack {
             .find(|g| g.name() == worker.slot.guard_service)
             .or(self.guard.as_ref())
             .cloned()
+    }
+
+    /// The node (index into the topology's nodes) `slot` runs on; 0 for a
+    /// slot the topology does not name (the reference workers).
+    pub fn node_of(&self, slot: &str) -> usize {
+        nodes::node_of(&self.engine.worker_plans(), slot)
+    }
+
+    /// The launch context of a component on `node`: its address.
+    pub fn ctx_on(&self, node: usize) -> LaunchContext {
+        LaunchContext {
+            host: self.placement.address_of(node, &self.ctx.host),
+            ..self.ctx.clone()
+        }
+    }
+
+    /// When `source` and `reader` run on different nodes: the interface
+    /// `reader` reaches `source` through and the addresses of both, for
+    /// checking that a transfer between them crossed the network.
+    pub fn crossing(&self, source: &Worker, reader: &Worker) -> Option<nodes::Crossing> {
+        let side = |worker: &Worker| {
+            let node = self.node_of(worker.name());
+            nodes::Side {
+                worker: worker.name().to_string(),
+                address: self.placement.address_of(node, &self.ctx.host),
+                interface: self.placement.interface_of(node).unwrap_or_default(),
+                log: worker.process.log_path().to_path_buf(),
+            }
+        };
+        (self.node_of(source.name()) != self.node_of(reader.name())).then(|| nodes::Crossing {
+            source: side(source),
+            reader: side(reader),
+        })
     }
 
     /// The frontend's base URL, e.g. `http://127.0.0.1:8123`.
@@ -387,6 +424,7 @@ impl Stack {
         for guard in &self.guards {
             reports.push(guard.stop(grace));
         }
+        self.placement.stop();
         self.layout.remove_scratch();
         reports
     }

@@ -20,6 +20,7 @@ use crate::engine::{Engine, LaunchContext, ReferenceVariant, WorkerSlot};
 use crate::proc::{procfs, ProcError, ProcessSpec, Supervised};
 use crate::wait::{self, Poll, WaitError};
 
+use super::nodes::{self, Placement};
 use super::{discovery, ports, probe, Layout, Registration, Stack, Worker};
 
 const POLL_EVERY: Duration = Duration::from_millis(50);
@@ -76,6 +77,8 @@ pub enum ProvisionError {
     Spawn(#[from] ProcError),
     #[error(transparent)]
     NotReady(Box<NotReady>),
+    #[error(transparent)]
+    Node(#[from] crate::proc::netns::NodeError),
     /// A KVCR worker that serves but never deposits (see [`KVCR_DEPOSIT`]).
     #[error("{} is not ready: {}", .0.process.name(), .0.wait)]
     NoDeposit(Box<NoDeposit>),
@@ -105,12 +108,22 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     let started = Instant::now();
     let layout = Layout::create(&options.logs_dir, &options.run_id)?;
     let plans = engine.worker_plans();
+    // Node placement: node 1 (a namespace node) when the plans use one; node
+    // 0's components listen on and advertise the address node 1 reaches.
+    let node_count = plans.iter().map(|p| p.node + 1).max().unwrap_or(1);
+    let placement = Placement::create(
+        node_count,
+        &options.run_id,
+        &layout.logs_dir,
+        options.startup_timeout,
+    )?;
+    let host = placement.host_address(&options.host);
     // Per worker: control, metrics, KV events, side channel; plus the
     // frontend, the bare engine and the reference workers' ports.
-    let mut free = ports::free_ports(&options.host, 2 + 4 * plans.len() + 2 * 3)?.into_iter();
+    let mut free = ports::free_ports(&host, 2 + 4 * plans.len() + 2 * 3)?.into_iter();
     let mut next_port = move || free.next().unwrap_or(0);
     let mut system =
-        ports::free_ports_in(&options.host, plans.len() + 3, ports::SYSTEM_PORT_RANGE)?.into_iter();
+        ports::free_ports_in(&host, plans.len() + 3, ports::SYSTEM_PORT_RANGE)?.into_iter();
     let mut next_system_port = move || system.next().unwrap_or(0);
     let guard_count = if engine.guard_per_slot() {
         1
@@ -121,8 +134,8 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
         python: options.python.clone(),
         repo_root: options.repo_root.clone(),
         logs_dir: layout.logs_dir.clone(),
-        work_dir: layout.scratch_dir.clone(),
-        host: options.host.clone(),
+        work_dir: placement.work_dir(&layout.scratch_dir),
+        host,
         frontend_port: next_port(),
         guard_socket: layout.guard_socket(),
         pool_dir: layout.pool_dir(),
@@ -140,7 +153,7 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             } else {
                 ("guard".to_string(), layout.guard_socket(), i as u32)
             };
-            WorkerSlot {
+            let mut slot = WorkerSlot {
                 ready_file: layout.ready_file(&format!("worker-{}", plan.slot)),
                 name: plan.slot.clone(),
                 guard_index,
@@ -151,7 +164,9 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
                 kv_events_port: next_port(),
                 side_channel_port: next_port(),
                 generation: 0,
-            }
+            };
+            placement.place_slot(&mut slot, plan.node);
+            slot
         })
         .collect();
     let reference_slots: Vec<(ReferenceVariant, WorkerSlot)> = if options.with_reference {
@@ -184,7 +199,7 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
         let guards = start_guards(
             engine.as_ref(),
             &ctx,
-            &layout,
+            (&layout, &placement),
             &slots,
             &options,
             &started_so_far,
@@ -216,6 +231,7 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             owner_pid: std::process::id(),
             bare_port,
             started,
+            placement,
         };
         let refs: Vec<(ReferenceVariant, ProcessSpec, WorkerSlot)> = reference_slots
             .iter()
@@ -262,10 +278,7 @@ fn start_workers_of(stack: &Stack, started_so_far: &Partial) -> Result<(), Provi
         .iter()
         .map(|slot| {
             (
-                with_faults(
-                    stack.engine.worker(&stack.ctx, slot),
-                    &stack.options.worker_faults,
-                ),
+                placed_worker(stack, slot, &stack.options.worker_faults),
                 slot.clone(),
             )
         })
@@ -355,7 +368,7 @@ pub(super) fn start_worker(
     slot: WorkerSlot,
     faults: &[String],
 ) -> Result<Arc<Worker>, ProvisionError> {
-    let mut spec = with_faults(stack.engine.worker(&stack.ctx, &slot), faults);
+    let mut spec = placed_worker(stack, &slot, faults);
     // On an attached stack the replacement must outlive this run.
     spec.outlive_harness = stack.attached;
     let spawned_at = Instant::now();
@@ -404,36 +417,51 @@ pub(super) fn start_frontend(stack: &Stack) -> Result<Supervised, ProvisionError
 fn start_guards(
     engine: &dyn Engine,
     ctx: &LaunchContext,
-    layout: &Layout,
+    (layout, placement): (&Layout, &Placement),
     slots: &[WorkerSlot],
     options: &StackOptions,
     started_so_far: &Partial,
 ) -> Result<Vec<Arc<Supervised>>, ProvisionError> {
-    let mut services: Vec<(String, LaunchContext)> = Vec::new();
+    let mut services: Vec<(String, LaunchContext, usize)> = Vec::new();
     if engine.guard_per_slot() {
+        let plans = engine.worker_plans();
         for slot in slots {
-            let pool_dir = layout.pool_dir_of(&slot.guard_service)?;
+            let node = nodes::node_of(&plans, &slot.name);
+            let pool_dir = match placement.pool_dir(node, &slot.guard_service)? {
+                Some(dir) => dir,
+                None => layout.pool_dir_of(&slot.guard_service)?,
+            };
             services.push((
                 slot.guard_service.clone(),
                 ctx.for_guard(slot.guard_socket.clone(), pool_dir, 1),
+                node,
             ));
         }
     } else {
-        services.push(("guard".to_string(), ctx.clone()));
+        services.push(("guard".to_string(), ctx.clone(), 0));
     }
     let mut guards = Vec::new();
-    for (name, guard_ctx) in services {
+    for (name, guard_ctx, node) in services {
         let Some(mut spec) = engine.guard(&guard_ctx) else {
             continue;
         };
         spec.log = ctx.logs_dir.join(format!("{name}.log"));
         spec.name = name;
-        let guard = Supervised::spawn(&spec)?;
+        let guard = Supervised::spawn(&placement.wrap(node, spec))?;
         started_so_far.add(guard.pid());
-        await_guard(&guard, &guard_ctx, options.startup_timeout)?;
+        let socket = placement.host_view(node, &guard_ctx.guard_socket);
+        await_guard(&guard, &socket, options.startup_timeout)?;
         guards.push(Arc::new(guard));
     }
     Ok(guards)
+}
+
+/// Node placement: `slot`'s worker as its engine plans it on its node's
+/// address, with `faults`, run on that node.
+fn placed_worker(stack: &Stack, slot: &WorkerSlot, faults: &[String]) -> ProcessSpec {
+    let node = stack.node_of(&slot.name);
+    let spec = with_faults(stack.engine.worker(&stack.ctx_on(node), slot), faults);
+    stack.placement.wrap(node, spec)
 }
 
 /// `spec` with `--fault` switches appended.
@@ -488,23 +516,24 @@ fn died<T>(process: &Supervised) -> Option<Poll<T>> {
     })
 }
 
+/// `socket` is the Guard's socket as this host sees it.
 fn await_guard(
     guard: &Supervised,
-    ctx: &LaunchContext,
+    socket: &std::path::Path,
     timeout: Duration,
 ) -> Result<(), ProvisionError> {
     let what = format!(
         "the Guard service's socket {} and its `KVCR service ready` line",
-        ctx.guard_socket.display()
+        socket.display()
     );
     wait::until(what, timeout, POLL_EVERY, || {
         if let Some(dead) = died(guard) {
             return dead;
         }
-        if ctx.guard_socket.exists() && guard.log_tail(400).contains("KVCR service ready") {
+        if socket.exists() && guard.log_tail(400).contains("KVCR service ready") {
             Poll::Ready(())
         } else {
-            Poll::Pending(format!("socket exists: {}", ctx.guard_socket.exists()))
+            Poll::Pending(format!("socket exists: {}", socket.exists()))
         }
     })
     .map_err(|e| not_ready(guard, e))
@@ -523,7 +552,9 @@ fn await_worker(
     let timeout = stack.options.startup_timeout;
     let frontend = stack.frontend();
     let ctx = &stack.ctx;
-    let metrics_url = format!("http://{}:{}", ctx.host, slot.metrics_port);
+    // The address of the worker's node (node placement).
+    let address = stack.ctx_on(stack.node_of(&slot.name)).host;
+    let metrics_url = format!("http://{address}:{}", slot.metrics_port);
     let discovery_dir = ctx.discovery_dir();
     let what = format!(
         "{} to register in Dynamo's discovery ({}) on a port it listens on, with /metrics answering at {metrics_url}",
@@ -575,7 +606,7 @@ fn await_worker(
         pid: process.pid(),
         instance_id: instance.instance_id,
         model: model.clone(),
-        control_endpoint: kvcr.then(|| format!("tcp://{}:{}", ctx.host, slot.control_port)),
+        control_endpoint: kvcr.then(|| format!("tcp://{address}:{}", slot.control_port)),
         metrics_url,
         guard_index: kvcr.then_some(slot.guard_index),
         kvcr,

@@ -502,6 +502,62 @@ impl<'a> CaseCtx<'a> {
         self.run.case_dir(&self.slug)
     }
 
+    /// When `source` and `reader` run on different nodes: the transfer
+    /// between them went over TCP through the nodes' veth, as UCX itself
+    /// reports (`UCX_PROTO_INFO=y`) in the log of the side that moved the
+    /// data; a peer reached over shared memory (`cma`, `posix`, `sysv`)
+    /// fails. On one node there is nothing to check.
+    pub fn expect_crossed_network(&self, source: &Worker, reader: &Worker) -> CaseResult {
+        let Some(crossing) = self.stack.crossing(source, reader) else {
+            return Ok(());
+        };
+        let judge = |side: &crate::stack::Side| {
+            let log = std::fs::read_to_string(&side.log).unwrap_or_default();
+            crate::proc::ucx::expect_network_transfer(&log, &side.interface)
+        };
+        // UCX prints a protocol's table when it first selects it: wait (with
+        // a deadline) until one side's log shows the transfer.
+        let _ = wait::until(
+            format!(
+                "a UCX remote memory table in {} or {}",
+                crossing.source.log.display(),
+                crossing.reader.log.display()
+            ),
+            TELEMETRY_DEADLINE,
+            TELEMETRY_POLL,
+            || match (judge(&crossing.source), judge(&crossing.reader)) {
+                (Err(a), Err(b)) => Poll::Pending(format!("{a}; {b}")),
+                _ => Poll::Ready(()),
+            },
+        );
+        let (at_source, at_reader) = (judge(&crossing.source), judge(&crossing.reader));
+        let verdict = match (&at_source, &at_reader) {
+            (Ok(t), _) | (_, Ok(t)) => {
+                self.measure("ucx_transports", t);
+                Ok(())
+            }
+            (Err(s), Err(r)) => Err(Violation {
+                claim: "a peer transfer between nodes crossed the network",
+                detail: format!(
+                    "{} ({}) -> {} ({}): at {}: {s}; at {}: {r} (UCX reports: {}, {})",
+                    crossing.source.worker,
+                    crossing.source.address,
+                    crossing.reader.worker,
+                    crossing.reader.address,
+                    crossing.source.worker,
+                    crossing.reader.worker,
+                    crossing.source.log.display(),
+                    crossing.reader.log.display()
+                ),
+            }),
+        };
+        self.check(
+            "transport.json",
+            &json!({ "crossing": crossing, "at_source": at_source, "at_reader": at_reader }),
+            verdict,
+        )
+    }
+
     /// Adds a measurement to the case's record in results.json.
     pub fn measure(&self, key: &str, value: impl Serialize) {
         self.measurements.borrow_mut().insert(

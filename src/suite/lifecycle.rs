@@ -146,13 +146,26 @@ impl Suite {
         Trial::ignorable_test(case.trial_name(), move || suite.run_trial(&case))
     }
 
+    /// Why the stack's second node cannot be made here (a topology over
+    /// several nodes needs root, or CAP_SYS_ADMIN and CAP_NET_ADMIN).
+    fn nodes_unavailable(&self, case_id: &str) -> Option<String> {
+        let topology =
+            crate::engine::topology::Topology::parse(self.settings.topology.as_str()).ok()?;
+        if topology.node_count() < 2 || self.settings.engine != config::Engine::Cpu {
+            return None;
+        }
+        crate::proc::netns::precondition()
+            .err()
+            .map(|e| format!("{case_id} on {}: {e}", self.settings.topology))
+    }
+
     fn run_trial(&self, case: &Case) -> Result<Completion, Failed> {
         let started = Instant::now();
         let skip = if !self.settings.selects(case.id) {
             Some(format!("{} is not selected by --cases", case.id))
         } else {
             match config::applicability(self.settings.engine, self.settings.topology, case.id) {
-                Applicability::Applies => None,
+                Applicability::Applies => self.nodes_unavailable(case.id),
                 Applicability::Ignored(reason) => Some(reason),
             }
         };

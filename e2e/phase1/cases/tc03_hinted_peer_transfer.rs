@@ -4,6 +4,8 @@
 //! `source_write` blocks = B's `remote_deliver` blocks = the shared full
 //! blocks; B's read bytes = A's `source_write` bytes = blocks × the page
 //! sizes of the geometry (dense or hybrid); no partial or failed delivery.
+//! When A and B run on different nodes, B's reads went over TCP through its
+//! node's veth (UCX's own report), not shared memory.
 //! Both workers' `KV Transfer metrics` log lines report the same transfer as
 //! their Prometheus counters.
 
@@ -33,6 +35,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.measure("blocks", transfer.remote_deliver_blocks);
     ctx.measure("bytes", transfer.source_write_bytes);
     ctx.measure("pages_per_block", geometry.pages_per_block());
+    // A peer on the other node: the read went over the network.
+    ctx.expect_crossed_network(&a, &b)?;
     ctx.check(
         "telemetry.json",
         &serde_json::json!({
