@@ -365,8 +365,9 @@ impl Stack {
         }
     }
 
-    /// Restarts a dead frontend and replaces every worker whose process is
-    /// gone, so the next case finds the stack whole.
+    /// Restarts a dead frontend, replaces every worker whose process is
+    /// gone, and waits until the router lists no dead instance, so the next
+    /// case finds the stack whole.
     pub fn ensure_whole(&self) -> Result<(), StackError> {
         if !self.frontend().is_running() {
             tracing::debug!("restarting the frontend after a destructive case");
@@ -380,6 +381,12 @@ impl Stack {
                 );
                 self.replace_worker(worker.name())?;
             }
+        }
+        // A dead worker's instance stays registered until its discovery lease
+        // lapses; until then the router may pick it and answer 503.
+        let retired = self.retired.lock().map(|r| r.clone()).unwrap_or_default();
+        for old in retired.iter().filter(|w| !w.process.is_running()) {
+            provision::await_instance_gone(self, old.instance_id())?;
         }
         Ok(())
     }

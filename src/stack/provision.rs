@@ -663,6 +663,26 @@ fn await_health_lists(
     .map_err(|e| not_ready(frontend, e))
 }
 
+/// Waits until the frontend's `/health` no longer lists `id`: the instance
+/// of a dead worker stays registered until its discovery lease lapses, and
+/// until then the router may still pick it (the client sees a 503).
+pub(super) fn await_instance_gone(stack: &Stack, id: u64) -> Result<(), ProvisionError> {
+    let frontend = stack.frontend();
+    let url = stack.ctx.frontend_url();
+    let what = format!("{url}/health to drop the dead instance {id}");
+    wait::until(what, stack.options.startup_timeout, POLL_EVERY, || {
+        if let Some(dead) = died(&frontend) {
+            return dead;
+        }
+        match probe::health_instance_ids(&url) {
+            Ok(seen) if !seen.contains(&id) => Poll::Ready(()),
+            Ok(seen) => Poll::Pending(format!("instances {seen:?}")),
+            Err(e) => Poll::Pending(e),
+        }
+    })
+    .map_err(|e| not_ready(&frontend, e))
+}
+
 fn await_completion(
     frontend: &Supervised,
     ctx: &LaunchContext,
