@@ -78,3 +78,57 @@ fn nothing_is_removed_while_the_group_lives() {
     p.stop(Duration::from_secs(2));
     assert!(!held.exists(), "stop() removes what the group held");
 }
+
+/// A process that creates a named semaphore the way vLLM's processes do
+/// (`multiprocessing` with the spawn start method: `sem.mp-*` under
+/// /dev/shm, left for Python's resource tracker to unlink) and prints its
+/// name.
+fn semaphore_holder(log: &Path) -> Supervised {
+    let code = "import multiprocessing as mp, time\n\
+                lock = mp.get_context('spawn').Lock()\n\
+                print('mapped /dev/shm/sem.' + lock._semlock.name.lstrip('/'), flush=True)\n\
+                time.sleep(600)\n";
+    let spec = ProcessSpec::new("sem-holder", "python3", log).args(["-c", code]);
+    Supervised::spawn(&spec).expect("python3 starts")
+}
+
+#[test]
+fn a_named_semaphore_of_a_killed_component_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = semaphore_holder(&dir.path().join("holder.log"));
+    await_mapped(&p);
+    let tail = p.log_tail(5);
+    let semaphore = PathBuf::from(
+        tail.lines()
+            .find_map(|l| l.strip_prefix("mapped "))
+            .expect("the holder names its semaphore"),
+    );
+    assert!(semaphore.exists(), "{} exists", semaphore.display());
+    p.note_shm();
+    // Python's resource tracker, a child in the group, would unlink it on a
+    // clean exit; a kill of the group (as the harness kills an engine)
+    // takes it too.
+    p.kill_group().unwrap();
+    assert!(
+        p.wait_exit(Duration::from_secs(5)).is_some(),
+        "SIGKILL took"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let removed = loop {
+        let removed = p.remove_shm();
+        if !removed.is_empty() || Instant::now() > deadline {
+            break removed;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let left = semaphore.exists();
+    if left {
+        std::fs::remove_file(&semaphore).unwrap();
+    }
+    assert!(
+        !left,
+        "{} left behind; removed {removed:?}",
+        semaphore.display()
+    );
+    assert!(removed.contains(&semaphore));
+}

@@ -25,6 +25,16 @@ const fn row(id: &'static str, name: &'static str, run: fn(&CaseCtx) -> CaseResu
     }
 }
 
+/// The rows whose fault comes from outside the engine (a kill, a stop, a
+/// launch setting): they run on every engine. The others turn on the CPU
+/// engine's fault switches.
+#[allow(dead_code)] // read by fault_matrix_vllm, which includes this file
+pub const ENGINE_NEUTRAL: [&str; 3] = [
+    "dead_router_is_caught",
+    "guard_that_never_promotes_is_caught",
+    "replacement_with_another_compatibility_digest_is_caught",
+];
+
 pub fn all() -> Vec<Case> {
     vec![
         row("TC-01", "wrong_token_is_caught", wrong_token),
@@ -122,6 +132,11 @@ pub fn all() -> Vec<Case> {
             "TC-01",
             "bad_requests_get_clear_errors_and_workers_stay_up",
             bad_requests,
+        ),
+        row(
+            "TC-04",
+            "replacement_with_another_compatibility_digest_is_caught",
+            replacement_with_another_digest,
         ),
     ]
 }
@@ -384,4 +399,17 @@ fn bad_requests(ctx: &CaseCtx) -> CaseResult {
         ctx.expect_reference(family.variant(0), &answer.tokens)?;
     }
     Ok(())
+}
+
+/// The replacement A' presents a KVCR compatibility digest that A's Guard
+/// was not started with: the Guard must refuse the handback, so A' cannot
+/// reclaim the pool.
+fn replacement_with_another_digest(ctx: &CaseCtx) -> CaseResult {
+    ctx.stack
+        .set_replacement_faults(vec![kvcr_e2e::stack::DIGEST_MISMATCH.into()]);
+    expect_red(
+        ctx,
+        tc04::run,
+        "KVCRServiceError: KVCR compatibility digest does not match the service",
+    )
 }

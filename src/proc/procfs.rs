@@ -92,17 +92,31 @@ fn listen_rows(table: &str) -> impl Iterator<Item = (u16, u64)> + '_ {
 /// what a SIGKILLed engine would leave behind (`psm_*`, `sem.mp-*`,
 /// `vllm_offload_*.mmap`). Subdirectories (a run's own scratch, the Guard's
 /// pools) are not included.
+///
+/// A named POSIX semaphore is mapped under the name glibc created it with
+/// and then unlinked (`/dev/shm/sem.XXXXXX (deleted)`) and lives on under
+/// its linked name (`sem.mp-…`): such files are found by inode.
 pub fn shm_files_of(pids: &[u32]) -> Vec<std::path::PathBuf> {
+    use std::os::unix::fs::MetadataExt;
     let shm = std::path::Path::new("/dev/shm");
     let mut found: Vec<std::path::PathBuf> = Vec::new();
+    // (device, inode) of deleted mappings: a node's private /dev/shm is
+    // another tmpfs, whose inode numbers may repeat the host's.
+    let mut deleted: Vec<(u64, u64)> = Vec::new();
     for pid in pids {
-        let mapped = fs::read_to_string(format!("/proc/{pid}/maps"))
-            .map(|maps| {
-                maps.lines()
-                    .filter_map(|l| l.split_whitespace().nth(5).map(std::path::PathBuf::from))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
+        let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let mapped = maps.lines().filter_map(|line| {
+            let mut fields = line.split_whitespace().skip(3);
+            let device = parse_device(fields.next()?)?;
+            let inode = fields.next()?.parse::<u64>().ok()?;
+            let path = std::path::PathBuf::from(fields.next()?);
+            if fields.next() == Some("(deleted)") {
+                deleted.push((device, inode));
+                return None;
+            }
+            Some(path)
+        });
+        let mapped: Vec<_> = mapped.collect();
         let open = fs::read_dir(format!("/proc/{pid}/fd"))
             .map(|fds| {
                 fds.filter_map(|fd| fs::read_link(fd.ok()?.path()).ok())
@@ -115,7 +129,29 @@ pub fn shm_files_of(pids: &[u32]) -> Vec<std::path::PathBuf> {
             }
         }
     }
+    if !deleted.is_empty() {
+        let linked = fs::read_dir(shm).into_iter().flatten().filter_map(|entry| {
+            let entry = entry.ok()?;
+            let meta = entry.metadata().ok()?;
+            (meta.is_file() && deleted.contains(&(meta.dev(), meta.ino()))).then(|| entry.path())
+        });
+        for path in linked {
+            if !found.contains(&path) {
+                found.push(path);
+            }
+        }
+    }
     found
+}
+
+/// A `/proc/<pid>/maps` device (`00:1b`, major:minor in hex) as `st_dev`.
+fn parse_device(field: &str) -> Option<u64> {
+    let (major, minor) = field.split_once(':')?;
+    let (major, minor) = (
+        u64::from_str_radix(major, 16).ok()?,
+        u64::from_str_radix(minor, 16).ok()?,
+    );
+    Some(nix::libc::makedev(major as u32, minor as u32))
 }
 
 /// Direct children of `pid` (from `/proc/<pid>/task/*/children`).
@@ -253,6 +289,57 @@ mod tests {
         drop(file);
         std::fs::remove_file(&path).unwrap();
         assert!(!shm_files_of(&[std::process::id()]).contains(&path));
+    }
+
+    #[test]
+    fn finds_a_named_semaphore_by_the_inode_of_its_unlinked_mapping() {
+        // What glibc's sem_open does: map a temporary file, link it under
+        // the semaphore's name, unlink the temporary name.
+        use std::os::unix::fs::FileExt;
+        let pid = std::process::id();
+        let temp = std::path::PathBuf::from(format!("/dev/shm/sem.kvcr-e2e-tmp-{pid}"));
+        let named = std::path::PathBuf::from(format!("/dev/shm/sem.kvcr-e2e-test-{pid}"));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temp)
+            .unwrap();
+        file.write_at(&[0; 32], 0).unwrap();
+        let map = memmap_shared(&file);
+        std::fs::hard_link(&temp, &named).unwrap();
+        std::fs::remove_file(&temp).unwrap();
+        let found = shm_files_of(&[pid]);
+        std::fs::remove_file(&named).unwrap();
+        drop(map);
+        assert!(found.contains(&named), "{found:?}");
+        assert!(!found.contains(&temp));
+    }
+
+    /// A shared mapping of `file` (32 bytes), unmapped on drop.
+    fn memmap_shared(file: &std::fs::File) -> impl Drop {
+        struct Mapping(*mut std::ffi::c_void);
+        impl Drop for Mapping {
+            fn drop(&mut self) {
+                // SAFETY: the pointer came from the mmap below, 32 bytes long.
+                unsafe { nix::libc::munmap(self.0, 32) };
+            }
+        }
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh shared mapping of an open file; nothing aliases it.
+        let ptr = unsafe {
+            nix::libc::mmap(
+                std::ptr::null_mut(),
+                32,
+                nix::libc::PROT_READ | nix::libc::PROT_WRITE,
+                nix::libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(ptr, nix::libc::MAP_FAILED);
+        Mapping(ptr)
     }
 
     #[test]

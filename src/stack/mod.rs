@@ -12,6 +12,7 @@
 
 mod attach;
 mod discovery;
+mod exit_cause;
 mod layout;
 mod nodes;
 mod ports;
@@ -23,7 +24,7 @@ mod worker;
 pub use attach::{attach, hooks, run_hook, AttachError, HookRun, Hooks};
 pub use layout::Layout;
 pub use nodes::{Crossing, Placement, Side};
-pub use provision::{provision, ProvisionError, StackOptions, StartupTimings};
+pub use provision::{provision, ProvisionError, StackOptions, StartupTimings, DIGEST_MISMATCH};
 pub use registration::Registration;
 pub use worker::Worker;
 

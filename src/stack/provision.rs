@@ -460,15 +460,26 @@ fn start_guards(
 /// address, with `faults`, run on that node.
 fn placed_worker(stack: &Stack, slot: &WorkerSlot, faults: &[String]) -> ProcessSpec {
     let node = stack.node_of(&slot.name);
-    let spec = with_faults(stack.engine.worker(&stack.ctx_on(node), slot), faults);
+    let mut ctx = stack.ctx_on(node);
+    let (launch, engine): (Vec<&String>, Vec<&String>) =
+        faults.iter().partition(|f| f.as_str() == DIGEST_MISMATCH);
+    if !launch.is_empty() {
+        ctx.compatibility_digest.push_str("-mismatch");
+    }
+    let spec = with_faults(stack.engine.worker(&ctx, slot), &engine);
     stack.placement.wrap(node, spec)
 }
 
-/// `spec` with `--fault` switches appended.
-fn with_faults(spec: ProcessSpec, faults: &[String]) -> ProcessSpec {
+/// A launch fault the harness applies itself, for every engine: the worker
+/// presents a KVCR compatibility digest its Guard service was not started
+/// with (an engine build or config that differs from its peer's).
+pub const DIGEST_MISMATCH: &str = "compatibility_digest_mismatch";
+
+/// `spec` with `--fault` switches (the CPU engine's) appended.
+fn with_faults(spec: ProcessSpec, faults: &[&String]) -> ProcessSpec {
     faults
         .iter()
-        .fold(spec, |spec, fault| spec.args(["--fault", fault]))
+        .fold(spec, |spec, fault| spec.args(["--fault", fault.as_str()]))
 }
 
 /// Process groups started by a provisioning attempt that has not finished.
@@ -508,8 +519,12 @@ fn not_ready(process: &Supervised, wait: WaitError) -> ProvisionError {
 /// `Abort` with the exit status and the log file when `process` has exited.
 fn died<T>(process: &Supervised) -> Option<Poll<T>> {
     process.exit_status().map(|status| {
+        let tail = process.log_tail(super::exit_cause::LINES_SCANNED);
+        let cause = super::exit_cause::startup_cause(&tail)
+            .map(|line| format!(": {line}"))
+            .unwrap_or_default();
         Poll::Abort(format!(
-            "{} exited during startup ({status}); its log: {}",
+            "{} exited during startup ({status}){cause}; its log: {}",
             process.name(),
             process.log_path().display()
         ))

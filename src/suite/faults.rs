@@ -88,12 +88,13 @@ impl CaseCtx<'_> {
         Ok(guard)
     }
 
-    /// SIGSTOPs the Guard service and verifies its state is `T`.
+    /// SIGSTOPs the Guard service holding worker A's pool (the worker the
+    /// Guard cases kill) and verifies its state is `T`.
     pub fn stop_guard(&self) -> Result<Stopped, CaseError> {
+        let a = self.worker("A")?;
         let guard = self
             .stack
-            .guard
-            .clone()
+            .guard_of(&a)
             .ok_or_else(|| CaseError::new("this stack runs no Guard service"))?;
         stop(guard)
     }
