@@ -12,7 +12,7 @@ pub const LINES_SCANNED: usize = 200;
 pub fn startup_cause(log: &str) -> Option<String> {
     let mut exceptions = log.lines().map(str::trim).filter(|l| is_exception_line(l));
     let first = exceptions.next()?;
-    Some(match exceptions.last() {
+    Some(match exceptions.next_back() {
         Some(last) if last != first => format!("{first} (then {last})"),
         _ => first.to_string(),
     })
