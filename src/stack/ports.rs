@@ -1,24 +1,20 @@
-//! Ports chosen by the kernel, never hard-coded: two runs on one machine
-//! cannot be handed the same free port at the same time.
+//! The stack's ports: probed free, never hard-coded, and outside the
+//! kernel's ephemeral range.
+//!
+//! A port the kernel hands out for `bind(0)` lies in the ephemeral range
+//! (`net.ipv4.ip_local_port_range`, 32768-60999 by default), which is also
+//! where every outgoing connection takes its source port. A component that
+//! binds its port tens of seconds after the harness chose it (a vLLM worker
+//! binds its KV-events socket ~40 s after spawn) can find it taken by some
+//! connection in between: `zmq.error.ZMQError: Address already in use`.
+//! Ports below the range are never taken that way.
 
 use std::net::TcpListener;
 
-/// `count` distinct free TCP ports on `host`. The listeners are held until
-/// all are chosen, so the kernel does not hand out one port twice.
-pub fn free_ports(host: &str, count: usize) -> std::io::Result<Vec<u16>> {
-    let listeners = (0..count)
-        .map(|_| TcpListener::bind((host, 0)))
-        .collect::<std::io::Result<Vec<_>>>()?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect()
-}
-
-/// Ports Dynamo accepts for its system (metrics) server: it parses
-/// `DYN_SYSTEM_PORT` as a signed 16-bit integer, so kernel-chosen ephemeral
-/// ports (32768 and up on Linux) are refused at startup.
-pub const SYSTEM_PORT_RANGE: std::ops::Range<u16> = 20000..32768;
+/// Where the stack's ports come from: below the ephemeral range, and a
+/// range Dynamo accepts for its system (metrics) server (it parses
+/// `DYN_SYSTEM_PORT` as a signed 16-bit integer, refusing 32768 and up).
+pub const STACK_PORT_RANGE: std::ops::Range<u16> = 20000..32768;
 
 /// `count` distinct free TCP ports on `host` inside `range`, probed from a
 /// per-process starting point so that concurrent runs rarely try the same
@@ -59,7 +55,7 @@ pub fn free_ports_in(
 mod tests {
     #[test]
     fn ports_in_a_range_are_distinct_and_inside_it() {
-        let range = super::SYSTEM_PORT_RANGE;
+        let range = super::STACK_PORT_RANGE;
         let mut ports = super::free_ports_in("127.0.0.1", 6, range.clone()).unwrap();
         assert!(ports.iter().all(|p| range.contains(p)), "{ports:?}");
         ports.sort_unstable();
@@ -68,10 +64,12 @@ mod tests {
     }
 
     #[test]
-    fn ports_are_distinct() {
-        let mut ports = super::free_ports("127.0.0.1", 8).unwrap();
-        ports.sort_unstable();
-        ports.dedup();
-        assert_eq!(ports.len(), 8);
+    fn the_stack_range_lies_below_this_machines_ephemeral_range() {
+        let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+        let low: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
+        assert!(
+            super::STACK_PORT_RANGE.end <= low,
+            "ephemeral ports start at {low}"
+        );
     }
 }

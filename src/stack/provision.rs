@@ -120,10 +120,15 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     let host = placement.host_address(&options.host);
     // Per worker: control, metrics, KV events, side channel; plus the
     // frontend, the bare engine and the reference workers' ports.
-    let mut free = ports::free_ports(&host, 2 + 4 * plans.len() + 2 * 3)?.into_iter();
+    let system_ports = plans.len() + 3;
+    let mut free = ports::free_ports_in(
+        &host,
+        2 + 4 * plans.len() + 2 * 3 + system_ports,
+        ports::STACK_PORT_RANGE,
+    )?;
+    let mut system = free.split_off(free.len() - system_ports).into_iter();
+    let mut free = free.into_iter();
     let mut next_port = move || free.next().unwrap_or(0);
-    let mut system =
-        ports::free_ports_in(&host, plans.len() + 3, ports::SYSTEM_PORT_RANGE)?.into_iter();
     let mut next_system_port = move || system.next().unwrap_or(0);
     let guard_count = if engine.guard_per_slot() {
         1
