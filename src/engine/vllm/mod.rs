@@ -256,7 +256,11 @@ impl VllmEngine {
                 "kv_connector": "MultiConnector",
                 "kv_role": "kv_both",
                 "kv_connector_extra_config": {
-                    "connectors": [{"kv_connector": "NixlConnector", "kv_role": "kv_both"}, offloading],
+                    "connectors": [{
+                        "kv_connector": "NixlConnector",
+                        "kv_role": "kv_both",
+                        "kv_buffer_device": self.profile.platform.nixl_buffer_device(),
+                    }, offloading],
                     "secondary_tiers": [tier],
                 },
             }),

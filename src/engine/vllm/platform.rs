@@ -73,6 +73,16 @@ impl Platform {
         self == Platform::Gpu
     }
 
+    /// Where NixlConnector keeps the KV it moves between prefill and decode
+    /// (`kv_buffer_device`): vLLM's default `cuda` is refused on the CPU
+    /// platform (`cpu with cuda kv_buffer is not supported`).
+    pub fn nixl_buffer_device(self) -> &'static str {
+        match self {
+            Platform::Gpu => "cuda",
+            Platform::Cpu => "cpu",
+        }
+    }
+
     /// Whether the harness's vLLM Python env (with its patches) is needed.
     pub fn needs_lane_env(self) -> bool {
         self == Platform::Cpu
