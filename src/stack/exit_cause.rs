@@ -6,16 +6,39 @@
 /// How far back in the log to look.
 pub const LINES_SCANNED: usize = 200;
 
-/// The exception lines of `log`, for a failure message: the first (with
-/// chained tracebacks, and with vLLM's engine core failing in a child, the
-/// root cause comes first) and, when it differs, the last.
+/// How many distinct exception lines a failure message quotes.
+const MAX_CAUSES: usize = 3;
+
+/// The distinct exception lines of `log`, in order, for a failure message:
+/// with chained tracebacks, and with vLLM's engine core failing in a child
+/// process, the root cause comes first and the last is the one that ended
+/// the process. vLLM prefixes its lines (`(EngineCore pid=1) ERROR 11-30
+/// 07:31:16 [v1/engine/core.py:1510] ...`): the prefix is skipped.
 pub fn startup_cause(log: &str) -> Option<String> {
-    let mut exceptions = log.lines().map(str::trim).filter(|l| is_exception_line(l));
-    let first = exceptions.next()?;
-    Some(match exceptions.next_back() {
-        Some(last) if last != first => format!("{first} (then {last})"),
-        _ => first.to_string(),
-    })
+    let mut causes: Vec<&str> = Vec::new();
+    for line in log.lines() {
+        let Some(exception) = exception_in(line) else {
+            continue;
+        };
+        if !causes.contains(&exception) {
+            causes.push(exception);
+        }
+    }
+    if causes.len() > MAX_CAUSES {
+        // Keep the root cause and the last ones.
+        causes.drain(1..causes.len() - (MAX_CAUSES - 1));
+    }
+    (!causes.is_empty()).then(|| causes.join(" → "))
+}
+
+/// The exception in `line`, read after a logger's `] ` prefix if any.
+fn exception_in(line: &str) -> Option<&str> {
+    let line = line.trim();
+    let unprefixed = line.split_once("] ").map(|(_, rest)| rest.trim());
+    [Some(line), unprefixed]
+        .into_iter()
+        .flatten()
+        .find(|candidate| is_exception_line(candidate))
 }
 
 fn is_exception_line(line: &str) -> bool {
@@ -50,11 +73,23 @@ mod tests {
     }
 
     #[test]
+    fn vllm_engine_core_lines_are_read_past_their_prefix() {
+        let log = "(EngineCore pid=18386) ERROR 11-30 07:31:16 [v1/engine/core.py:1510] FileNotFoundError: [Errno 2] No such file or directory\n\
+                   (EngineCore pid=18386) ERROR 11-30 07:31:16 [v1/engine/core.py:1510] kvcr.control_channels.KVCRSocketError: KVCR-Service is unreachable at /x.sock\n\
+                   kvcr.control_channels.KVCRSocketError: KVCR-Service is unreachable at /x.sock\n\
+                   RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n";
+        assert_eq!(
+            startup_cause(log).as_deref(),
+            Some("FileNotFoundError: [Errno 2] No such file or directory → kvcr.control_channels.KVCRSocketError: KVCR-Service is unreachable at /x.sock → RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+        );
+    }
+
+    #[test]
     fn a_chained_failure_names_the_root_cause_first() {
         let log = "kvcr.control_channels.KVCRServiceError: KVCR compatibility digest does not match the service\nThe above exception was the direct cause of the following exception:\nRuntimeError: Engine core initialization failed. See root cause above.\n";
         assert_eq!(
             startup_cause(log).as_deref(),
-            Some("kvcr.control_channels.KVCRServiceError: KVCR compatibility digest does not match the service (then RuntimeError: Engine core initialization failed. See root cause above.)")
+            Some("kvcr.control_channels.KVCRServiceError: KVCR compatibility digest does not match the service → RuntimeError: Engine core initialization failed. See root cause above.")
         );
     }
 }
