@@ -4,7 +4,7 @@
 //! KVCR refusal, a bad engine argument).
 
 /// How far back in the log to look.
-pub const LINES_SCANNED: usize = 200;
+pub const LINES_SCANNED: usize = 400;
 
 /// How many distinct exception lines a failure message quotes.
 const MAX_CAUSES: usize = 3;
