@@ -271,3 +271,11 @@ mod tests {
         assert_eq!(listening_ports(table).collect::<Vec<_>>(), vec![0x1F90]);
     }
 }
+
+/// This process's PID namespace (`pid:[4026531836]`): two processes see
+/// each other's pids only when it is the same.
+pub fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|p| p.display().to_string())
+}
