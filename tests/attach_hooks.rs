@@ -103,13 +103,14 @@ fn tc04(stack: &DeployedStack, runs: &Path) -> (bool, String) {
 
 #[test]
 fn tc04_kills_and_replaces_through_the_hooks_and_broken_hooks_fail_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let stack = DeployedStack::up(dir.path());
-    let marker = dir.path().join("hook-calls");
+    // Kept after the test: its evidence (stack logs, runs) is read on failure.
+    let dir = lanes::evidence_dir("attach_hooks");
+    let stack = DeployedStack::up(&dir);
+    let marker = dir.join("hook-calls");
 
     // A hook that does nothing: the kill is verified, so TC-04 must fail.
     stack.set_kill_hook(&["true"]);
-    let (passed, output) = tc04(&stack, &dir.path().join("runs-noop"));
+    let (passed, output) = tc04(&stack, &dir.join("runs-noop"));
     assert!(
         !passed,
         "TC-04 passed with a kill hook that kills nothing:\n{output}"
@@ -126,12 +127,12 @@ fn tc04_kills_and_replaces_through_the_hooks_and_broken_hooks_fail_it() {
         marker.display()
     );
     let kill = ["sh", "-c", &script];
-    let replaced = dir.path().join("replace-calls");
+    let replaced = dir.join("replace-calls");
     stack.set_hooks(serde_json::json!({
         "kill_worker": kill,
         "replace_worker": stack.replace_hook(&replaced),
     }));
-    let runs = dir.path().join("runs-hook");
+    let runs = dir.join("runs-hook");
     let (passed, output) = tc04(&stack, &runs);
     assert!(
         passed,
@@ -175,7 +176,7 @@ fn tc04_kills_and_replaces_through_the_hooks_and_broken_hooks_fail_it() {
         "kill_worker": kill,
         "replace_worker": ["sh", "-c", "echo no such deployment: kvcr-stack >&2; exit 3"],
     }));
-    let (passed, output) = tc04(&stack, &dir.path().join("runs-broken-replace"));
+    let (passed, output) = tc04(&stack, &dir.join("runs-broken-replace"));
     assert!(
         !passed,
         "TC-04 passed with a replace hook that starts nothing:\n{output}"

@@ -107,11 +107,18 @@ pub fn fetch(base: &str, file: &str, from: u64) -> io::Result<Vec<u8>> {
 /// what the stack logs from a thread of its own (for the life of this
 /// process). The first copy's error is returned; later ones are retried.
 pub fn mirror(base: &str, file: &str, local: &Path) -> io::Result<()> {
+    // One mirror per local file: two would append the same bytes twice.
+    static MIRRORED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut mirrored = MIRRORED.lock().unwrap_or_else(|p| p.into_inner());
+    if mirrored.iter().any(|m| m == local) {
+        return Ok(());
+    }
     if let Some(dir) = local.parent() {
         std::fs::create_dir_all(dir)?;
     }
     std::fs::write(local, b"")?;
     sync(base, file, local)?;
+    mirrored.push(local.to_path_buf());
     let (base, file, local) = (base.to_string(), file.to_string(), local.to_path_buf());
     std::thread::spawn(move || loop {
         std::thread::sleep(MIRROR_EVERY);
@@ -146,6 +153,7 @@ mod tests {
         assert!(fetch(&base, "missing.log", 0).is_err());
         let local = dir.path().join("mirror/guard.log");
         mirror(&base, "guard.log", &local).expect("mirrors");
+        mirror(&base, "guard.log", &local).expect("a second mirror is the first");
         assert_eq!(std::fs::read_to_string(&local).expect("read"), "one\ntwo\n");
         std::fs::OpenOptions::new()
             .append(true)
