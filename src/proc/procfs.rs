@@ -192,6 +192,14 @@ fn process_group(pid: u32) -> Option<u32> {
         .ok()
 }
 
+/// This process's PID namespace (`pid:[4026531836]`): two processes see
+/// each other's pids only when it is the same.
+pub fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,12 +278,4 @@ mod tests {
              1: 0100007F:1F91 0100007F:D431 01 0\n";
         assert_eq!(listening_ports(table).collect::<Vec<_>>(), vec![0x1F90]);
     }
-}
-
-/// This process's PID namespace (`pid:[4026531836]`): two processes see
-/// each other's pids only when it is the same.
-pub fn pid_namespace() -> Option<String> {
-    std::fs::read_link("/proc/self/ns/pid")
-        .ok()
-        .map(|p| p.display().to_string())
 }
