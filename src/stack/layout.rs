@@ -8,11 +8,17 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use nix::fcntl::{Flock, FlockArg};
+
 use crate::proc::reaper;
 
 const SCRATCH_PREFIX: &str = "kvcr-e2e-";
-/// The pid of the harness that owns a scratch directory.
+/// The file the owning harness holds locked while it runs (it also names
+/// the owner's pid, for people).
 const OWNER_FILE: &str = "owner.pid";
+
+/// The owner files this process holds locked, for as long as it lives.
+static HELD: std::sync::Mutex<Vec<Flock<fs::File>>> = std::sync::Mutex::new(Vec::new());
 
 /// Shared memory when the machine has it (pools want it), else the temp dir.
 fn scratch_base() -> PathBuf {
@@ -26,6 +32,11 @@ fn scratch_base() -> PathBuf {
 /// Removes scratch directories (pools, discovery, sockets) whose owning
 /// harness no longer runs: what a crash left behind that the reaper could
 /// not remove. Returns the directories removed.
+///
+/// The owner is alive while it holds the lock on its owner file. A pid
+/// would not do: a harness in another PID namespace (a container, a
+/// namespace node, `unshare --pid`) sharing this /dev/shm sees other pids,
+/// and took a live run's sockets away.
 pub fn reclaim_stale(base: &Path) -> Vec<PathBuf> {
     let Ok(entries) = fs::read_dir(base) else {
         return Vec::new();
@@ -38,15 +49,35 @@ pub fn reclaim_stale(base: &Path) -> Vec<PathBuf> {
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with(SCRATCH_PREFIX))
         })
-        .filter(|dir| {
-            let owner = fs::read_to_string(dir.join(OWNER_FILE))
-                .ok()
-                .and_then(|t| t.trim().parse::<u32>().ok());
-            // No owner file: a directory being created right now, or not ours.
-            owner.is_some_and(|pid| !crate::proc::procfs::is_alive(pid))
-        })
+        .filter(|dir| owner_is_gone(&dir.join(OWNER_FILE)))
         .filter(|dir| fs::remove_dir_all(dir).is_ok())
         .collect()
+}
+
+/// Whether `owner_file` names an owner (it is written after the lock is
+/// taken) and nobody holds its lock. No file, or an empty one: a directory
+/// being created right now, or not ours.
+fn owner_is_gone(owner_file: &Path) -> bool {
+    let Ok(file) = fs::File::open(owner_file) else {
+        return false;
+    };
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(locked) => locked.metadata().is_ok_and(|m| m.len() > 0),
+        Err(_) => false,
+    }
+}
+
+/// Creates `owner_file`, locks it for the life of this process, then
+/// writes this process's pid into it.
+fn hold_owner_file(owner_file: &Path) -> std::io::Result<()> {
+    let file = fs::File::create(owner_file)?;
+    let mut locked = Flock::lock(file, FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, errno)| std::io::Error::from(errno))?;
+    std::io::Write::write_all(&mut *locked, std::process::id().to_string().as_bytes())?;
+    if let Ok(mut held) = HELD.lock() {
+        held.push(locked);
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
@@ -67,7 +98,7 @@ impl Layout {
         for sub in ["discovery", "pool", "ready"] {
             fs::create_dir_all(scratch_dir.join(sub))?;
         }
-        fs::write(scratch_dir.join(OWNER_FILE), std::process::id().to_string())?;
+        hold_owner_file(&scratch_dir.join(OWNER_FILE))?;
         reaper::track_path(&scratch_dir);
         Ok(Self {
             logs_dir: logs_dir.to_path_buf(),
@@ -125,14 +156,28 @@ mod tests {
     #[test]
     fn stale_scratch_of_a_dead_harness_is_reclaimed() {
         let base = tempfile::tempdir().unwrap();
-        let mut gone = std::process::Command::new("true").spawn().unwrap();
-        let dead_pid = gone.id();
-        gone.wait().unwrap();
-        let stale = scratch(base.path(), "stale", Some(dead_pid));
-        let live = scratch(base.path(), "live", Some(std::process::id()));
+        // Its owner wrote its pid and died: nobody holds the lock.
+        let stale = scratch(base.path(), "stale", Some(4_000_000));
         let unowned = scratch(base.path(), "unowned", None);
+        let live = scratch(base.path(), "live", None);
+        hold_owner_file(&live.join(OWNER_FILE)).unwrap();
         let removed = reclaim_stale(base.path());
         assert_eq!(removed, vec![stale.clone()]);
         assert!(!stale.exists() && live.exists() && unowned.exists());
+    }
+
+    #[test]
+    fn a_live_owner_seen_from_another_pid_namespace_keeps_its_scratch() {
+        // The pid in the file means nothing here (another namespace's pid,
+        // or no process at all): the lock decides.
+        let base = tempfile::tempdir().unwrap();
+        let live = scratch(base.path(), "other-ns", None);
+        let file = fs::File::create(live.join(OWNER_FILE)).unwrap();
+        let mut locked = Flock::lock(file, FlockArg::LockExclusiveNonblock).unwrap();
+        std::io::Write::write_all(&mut *locked, b"2").unwrap();
+        assert!(reclaim_stale(base.path()).is_empty());
+        assert!(live.exists());
+        drop(locked);
+        assert_eq!(reclaim_stale(base.path()), vec![live]);
     }
 }
