@@ -61,6 +61,8 @@ impl Containerfile {
                 Workdir(REPO_IN_IMAGE.into()),
                 Copy("fixtures/python/requirements.lock".into(), "fixtures/python/requirements.lock".into()),
                 Run("python3 -m venv /opt/kvcr-e2e/venv && /opt/kvcr-e2e/venv/bin/pip install --cert /etc/ssl/certs/ca-certificates.crt --no-deps -r fixtures/python/requirements.lock".into()),
+                Comment("KVCR's recovery journal loads libatomic.so.1 at run time.".into()),
+                Run("apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libatomic1 && rm -rf /var/lib/apt/lists/*".into()),
                 Copy(".".into(), REPO_IN_IMAGE.into()),
                 Env("PHASE1_PYTHON".into(), "/opt/kvcr-e2e/venv/bin/python".into()),
             ]);
