@@ -5,8 +5,12 @@
 //! Stack::provision(engine, options)   Guard → workers → frontend, in parallel,
 //!                                     each awaited with its own readiness check
 //! stack.worker("A")                   a live worker: pid, instance id, URLs
-//! stack.kill_worker("A")              SIGKILL its engine process (verified)
-//! stack.replace_worker("A")           start A' in A's slot and wait for it
+//! stack.kill_worker("A")              SIGKILL its engine process (verified),
+//!                                     or the description's kill hook
+//! stack.replace_worker("A")           start A' in A's slot and wait for it,
+//!                                     or the replace hook, A' found by URLs
+//! attach(engine, stack.json, mirror)  a stack another process owns; by
+//!                                     URLs only from another PID namespace
 //! stack.teardown()                    SIGTERM, grace, SIGKILL every group
 //! ```
 
