@@ -33,11 +33,21 @@ commands:
                                keep it running until `stack down` or Ctrl-C; takes the
                                same flags as the suite (--profile, --geometry, ...)
   stack down [--manifest PATH] tear that stack down
-  runner {slurm|container|k8s|all} [--out DIR] [HARNESS FLAGS]
+  stack replace-worker [--manifest PATH] --worker SLOT [HARNESS FLAGS]
+                               start a replacement for that stack's dead worker SLOT
+                               and record it in the description (the replace_worker
+                               hook of such a stack; docs/ci.md)
+  runner base-image            build the container runner's base image on this machine
+                               from Debian packages (mmdebstrap + podman import; no
+                               registry), unless podman has it; prints its name
+  runner {slurm|container|k8s|all} [--out DIR] [--apply] [HARNESS FLAGS]
                                write the runner's artifacts for the resolved settings
                                (sbatch script; Containerfile + run.sh; Kubernetes Job,
                                stack pod and service) into DIR (default
-                               target/runners/<kind>); see docs/ci.md
+                               target/runners/<kind>); see docs/ci.md. With k8s,
+                               --apply then runs `kubectl apply` on the objects after
+                               a preflight (kubectl, a context, an apiserver) that
+                               names what is missing
   gpu-check [--python PATH] [--gpu N] [--gib G] [--timeout-s S] [--out PATH]
                                check the GPU telemetry on this machine: a PyTorch child
                                (default python3) allocates G GiB (default 8) on GPU N
@@ -92,6 +102,18 @@ fn stack(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
             commands::stack_up(argv, &manifest)
         }
         Some("down") if rest.is_empty() => commands::stack_down(&manifest),
+        Some("replace-worker") => match rest {
+            [flag, worker, flags @ ..] if flag == "--worker" => {
+                let argv = std::iter::once("kvcr-e2e stack replace-worker".to_string())
+                    .chain(flags.iter().cloned())
+                    .collect();
+                commands::stack_replace_worker(argv, &manifest, worker)
+            }
+            _ => {
+                eprintln!("error: expected `stack replace-worker [--manifest PATH] --worker SLOT [FLAGS]`\n\n{USAGE}");
+                ExitCode::from(2)
+            }
+        },
         _ => {
             eprintln!("error: expected `stack up [--manifest PATH] [FLAGS]` or `stack down [--manifest PATH]`\n\n{USAGE}");
             ExitCode::from(2)
@@ -103,6 +125,19 @@ fn runner(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
     use kvcr_e2e::config;
     use kvcr_e2e::runner::{self, RunnerKind};
     let kinds: Vec<RunnerKind> = match args.first().map(String::as_str) {
+        Some("base-image") if args.len() == 1 => {
+            let work = repo_root.join("target/tool-envs/base-image");
+            return match runner::base_image::ensure(&work) {
+                Ok(image) => {
+                    println!("{image}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: base image: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Some("all") => RunnerKind::ALL.to_vec(),
         Some(word) => match RunnerKind::from_word(word) {
             Some(kind) => vec![kind],
@@ -117,10 +152,13 @@ fn runner(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
         }
     };
     let mut out: Option<PathBuf> = None;
+    let mut apply = false;
     let mut harness_argv = vec!["kvcr-e2e runner".to_string()];
     let mut rest = args[1..].iter();
     while let Some(arg) = rest.next() {
-        if arg == "--out" {
+        if arg == "--apply" {
+            apply = true;
+        } else if arg == "--out" {
             match rest.next() {
                 Some(dir) => out = Some(PathBuf::from(dir)),
                 None => {
@@ -156,8 +194,15 @@ fn runner(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
         });
         match written {
             Ok(paths) => {
-                for path in paths {
+                for path in &paths {
                     println!("{}", path.display());
+                }
+                if apply && kind == RunnerKind::K8s {
+                    let objects = runner::k8s_apply::applicable(&paths);
+                    if let Err(e) = runner::k8s_apply::apply(&objects) {
+                        eprintln!("error: {e}");
+                        return ExitCode::FAILURE;
+                    }
                 }
             }
             Err(e) => {

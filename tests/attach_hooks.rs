@@ -1,6 +1,8 @@
-//! Attach to a stack this run did not start, with the kill delivered by the
-//! stack description's hook: TC-04 passes through the hook, and a hook that
-//! kills nothing fails TC-04 with "fault not applied".
+//! Attach to a stack this run did not start, with the kill and the
+//! replacement delivered by the stack description's hooks: TC-04 passes
+//! through both, a kill hook that kills nothing fails TC-04 with "fault not
+//! applied", and a broken replace hook fails it with "replacement not
+//! started", naming the hook and quoting its output.
 
 mod lanes;
 
@@ -46,11 +48,27 @@ impl DeployedStack {
         stack
     }
 
-    fn set_kill_hook(&self, argv: &[&str]) {
+    fn set_hooks(&self, hooks: Value) {
         let text = std::fs::read_to_string(&self.manifest).expect("description");
         let mut value: Value = serde_json::from_str(&text).expect("json");
-        value["hooks"] = serde_json::json!({ "kill_worker": argv });
+        value["hooks"] = hooks;
         std::fs::write(&self.manifest, value.to_string()).expect("write description");
+    }
+
+    fn set_kill_hook(&self, argv: &[&str]) {
+        self.set_hooks(serde_json::json!({ "kill_worker": argv }));
+    }
+
+    /// The deployer's replace: `kvcr-e2e stack replace-worker`, which starts
+    /// the replacement where the stack runs and records it.
+    fn replace_hook(&self, marker: &Path) -> Vec<String> {
+        let script = format!(
+            "echo {{worker}} {{process}} >> {marker}; exec {bin} stack replace-worker --manifest {manifest} --worker {{worker}}",
+            marker = marker.display(),
+            bin = env!("CARGO_BIN_EXE_kvcr-e2e"),
+            manifest = self.manifest.display()
+        );
+        vec!["sh".into(), "-c".into(), script]
     }
 }
 
@@ -84,14 +102,15 @@ fn tc04(stack: &DeployedStack, runs: &Path) -> (bool, String) {
 }
 
 #[test]
-fn tc04_kills_through_the_hook_and_a_hook_that_kills_nothing_fails_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let stack = DeployedStack::up(dir.path());
-    let marker = dir.path().join("hook-calls");
+fn tc04_kills_and_replaces_through_the_hooks_and_broken_hooks_fail_it() {
+    // Kept after the test: its evidence (stack logs, runs) is read on failure.
+    let dir = lanes::evidence_dir("attach_hooks");
+    let stack = DeployedStack::up(&dir);
+    let marker = dir.join("hook-calls");
 
     // A hook that does nothing: the kill is verified, so TC-04 must fail.
     stack.set_kill_hook(&["true"]);
-    let (passed, output) = tc04(&stack, &dir.path().join("runs-noop"));
+    let (passed, output) = tc04(&stack, &dir.join("runs-noop"));
     assert!(
         !passed,
         "TC-04 passed with a kill hook that kills nothing:\n{output}"
@@ -101,30 +120,71 @@ fn tc04_kills_through_the_hook_and_a_hook_that_kills_nothing_fails_it() {
         "TC-04 names the hook that did not kill:\n{output}"
     );
 
-    // The real hook: the deployer's own kill, recorded so we see it ran.
+    // The real hooks: the deployer's own kill and replace, recorded so we
+    // see they ran.
     let script = format!(
         "echo {{worker}} {{pid}} >> {}; kill -KILL {{pid}}",
         marker.display()
     );
-    stack.set_kill_hook(&["sh", "-c", &script]);
-    let runs = dir.path().join("runs-hook");
+    let kill = ["sh", "-c", &script];
+    let replaced = dir.join("replace-calls");
+    stack.set_hooks(serde_json::json!({
+        "kill_worker": kill,
+        "replace_worker": stack.replace_hook(&replaced),
+    }));
+    let runs = dir.join("runs-hook");
     let (passed, output) = tc04(&stack, &runs);
-    assert!(passed, "TC-04 through the kill hook failed:\n{output}");
+    assert!(
+        passed,
+        "TC-04 through the kill and replace hooks failed:\n{output}"
+    );
     let calls = std::fs::read_to_string(&marker).expect("the hook ran");
     assert!(calls.starts_with("A "), "the hook killed worker A: {calls}");
-    let fault = std::fs::read_to_string(
-        runs.join("latest/cases/TC-04-guard_takeover_and_replacement/fault.json"),
-    )
-    .expect("TC-04 recorded its fault");
+    // Both TC-04 cases kill A and replace it: A', then A''.
+    let replaces = std::fs::read_to_string(&replaced).expect("the replace hook ran");
+    assert!(
+        replaces.starts_with("A worker-A.1\n"),
+        "the hook replaced worker A: {replaces}"
+    );
+    let case = runs.join("latest/cases/TC-04-guard_takeover_and_replacement");
+    let fault = std::fs::read_to_string(case.join("fault.json")).expect("TC-04 recorded its fault");
     assert!(
         fault.contains("\"hook\""),
         "fault.json records the hook run: {fault}"
     );
-    // The hooks survive the replacement's rewrite of the description.
+    let replacement =
+        std::fs::read_to_string(case.join("replacement.json")).expect("TC-04 recorded A'");
+    assert!(
+        replacement.contains("replace-worker"),
+        "replacement.json records the replace hook run: {replacement}"
+    );
+    // The hooks survive the replacement's rewrite of the description, which
+    // lists the replacement the hook started.
     let text = std::fs::read_to_string(&stack.manifest).expect("description");
     assert!(
-        text.contains("kill_worker"),
+        text.contains("kill_worker") && text.contains("replace_worker"),
         "hooks kept in {}",
         stack.manifest.display()
+    );
+    assert!(
+        text.contains("worker-A.1"),
+        "the description lists A': {text}"
+    );
+
+    // A broken replace hook: the kill works, the replacement never starts.
+    stack.set_hooks(serde_json::json!({
+        "kill_worker": kill,
+        "replace_worker": ["sh", "-c", "echo no such deployment: kvcr-stack >&2; exit 3"],
+    }));
+    let (passed, output) = tc04(&stack, &dir.join("runs-broken-replace"));
+    assert!(
+        !passed,
+        "TC-04 passed with a replace hook that starts nothing:\n{output}"
+    );
+    assert!(
+        output.contains("replacement not started")
+            && output.contains("the replace hook failed")
+            && output.contains("no such deployment: kvcr-stack"),
+        "TC-04 names the replace hook that failed and quotes it:\n{output}"
     );
 }

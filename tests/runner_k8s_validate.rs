@@ -112,3 +112,32 @@ fn a_string_where_an_integer_belongs_is_rejected() {
         "{report}"
     );
 }
+
+/// No cluster runs on this machine kind: `runner k8s --apply` must stop in
+/// its preflight, before applying anything, naming what is missing.
+#[test]
+fn apply_without_a_cluster_fails_its_preflight_naming_what_is_missing() {
+    if runner::k8s_apply::preflight().is_ok() {
+        eprintln!("a cluster answers here; the preflight has nothing to refuse");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_kvcr-e2e"))
+        .args(["runner", "k8s", "--apply", "--out"])
+        .arg(dir.path())
+        .env("KUBECONFIG", dir.path().join("no-such-kubeconfig"))
+        .current_dir(root())
+        .output()
+        .expect("kvcr-e2e runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "--apply succeeded without a cluster: {stderr}"
+    );
+    assert!(
+        stderr.contains("cannot `kubectl apply` the Kubernetes objects")
+            && (stderr.contains("no `kubectl` on PATH")
+                || stderr.contains("no cluster configured")),
+        "the preflight names what is missing: {stderr}"
+    );
+}

@@ -228,6 +228,14 @@ fn process_group(pid: u32) -> Option<u32> {
         .ok()
 }
 
+/// This process's PID namespace (`pid:[4026531836]`): two processes see
+/// each other's pids only when it is the same.
+pub fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

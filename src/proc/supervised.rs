@@ -96,6 +96,8 @@ pub enum ProcError {
         command: String,
         source: io::Error,
     },
+    #[error("cannot signal {name}: it is seen only through {address} (another PID namespace, container or host); the stack description must name a hook for this")]
+    Remote { name: String, address: String },
     #[error("cannot signal {name} (pid {pid}): {source}")]
     Signal {
         name: String,
@@ -129,6 +131,9 @@ pub struct Supervised {
     /// Files in `/dev/shm` the process group was seen holding; removed once
     /// the group is gone (a SIGKILLed engine leaves them behind).
     shm: Mutex<Vec<PathBuf>>,
+    /// For a process seen only through the network (its pid means nothing
+    /// here): the `host:port` it listens on while it runs.
+    remote: Option<String>,
 }
 
 impl Supervised {
@@ -200,6 +205,7 @@ impl Supervised {
             status: Mutex::new(None),
             reaped,
             shm: Mutex::new(Vec::new()),
+            remote: None,
         })
     }
 
@@ -214,7 +220,28 @@ impl Supervised {
             status: Mutex::new(None),
             reaped: false,
             shm: Mutex::new(Vec::new()),
+            remote: None,
         }
+    }
+
+    /// A process this harness can only reach over the network (it runs in
+    /// another PID namespace, container or host, or a hook started it): it
+    /// runs while `address` (`host:port`) accepts connections. It has no
+    /// pid here (0), cannot be signalled, and its log is the owner's.
+    pub fn remote(
+        name: impl Into<String>,
+        address: impl Into<String>,
+        log: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            remote: Some(address.into()),
+            ..Self::attach(name, 0, log)
+        }
+    }
+
+    /// Seen only through the network ([`Supervised::remote`]).
+    pub fn is_remote(&self) -> bool {
+        self.remote.is_some()
     }
 
     pub fn name(&self) -> &str {
@@ -237,7 +264,15 @@ impl Supervised {
         if status.is_none() {
             *status = match &self.child {
                 Some(child) => child.lock().ok()?.try_wait().ok().flatten(),
-                None if procfs::is_alive(self.pid) => None,
+                // No address: liveness unknown, taken as running.
+                None if self
+                    .remote
+                    .as_deref()
+                    .is_some_and(|a| a.is_empty() || accepts(a)) =>
+                {
+                    None
+                }
+                None if self.remote.is_none() && procfs::is_alive(self.pid) => None,
                 None => Some(std::os::unix::process::ExitStatusExt::from_raw(0)),
             };
         }
@@ -250,6 +285,9 @@ impl Supervised {
 
     /// Sends `signal` to the child process only (not its group).
     pub fn signal(&self, signal: Signal) -> Result<(), ProcError> {
+        if self.is_remote() {
+            return Err(self.unreachable());
+        }
         if self.exit_status().is_some() {
             return Ok(());
         }
@@ -264,6 +302,9 @@ impl Supervised {
     /// engine such as vLLM runs its KV cache and KVCR tier in a child
     /// process; killing only the parent would leave the Guard lease held.)
     pub fn kill_group(&self) -> Result<(), ProcError> {
+        if self.is_remote() {
+            return Err(self.unreachable());
+        }
         match signal::killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL) {
             Ok(()) | Err(nix::errno::Errno::ESRCH) => Ok(()),
             Err(source) => Err(ProcError::Signal {
@@ -274,7 +315,17 @@ impl Supervised {
         }
     }
 
+    fn unreachable(&self) -> ProcError {
+        ProcError::Remote {
+            name: self.name.clone(),
+            address: self.remote.clone().unwrap_or_default(),
+        }
+    }
+
     fn signal_group(&self, signal: Signal) {
+        if self.is_remote() {
+            return;
+        }
         // ESRCH (group already empty) is the expected end state.
         let _ = signal::killpg(Pid::from_raw(self.pid as i32), signal);
     }
@@ -306,7 +357,7 @@ impl Supervised {
             status = self.wait_exit(Duration::from_secs(5));
         }
         // Leftover members of the group (grandchildren) go too.
-        if !procfs::group_members(self.pid).is_empty() {
+        if !self.is_remote() && !procfs::group_members(self.pid).is_empty() {
             self.signal_group(Signal::SIGKILL);
         }
         if self.reaped {
@@ -328,6 +379,9 @@ impl Supervised {
     /// harness dies first, by the reaper. Called once a component is ready
     /// and again before it is stopped or killed.
     pub fn note_shm(&self) {
+        if self.is_remote() {
+            return;
+        }
         let members = procfs::group_members(self.pid);
         let Ok(mut noted) = self.shm.lock() else {
             return;
@@ -345,6 +399,9 @@ impl Supervised {
     /// Removes the noted `/dev/shm` files once no process of the group is
     /// left; returns those removed. A no-op while the group lives.
     pub fn remove_shm(&self) -> Vec<PathBuf> {
+        if self.is_remote() {
+            return Vec::new();
+        }
         if !procfs::group_members(self.pid).is_empty() {
             return Vec::new();
         }
@@ -365,6 +422,17 @@ impl Supervised {
     pub fn log_tail(&self, lines: usize) -> String {
         log_tail(&self.log, lines)
     }
+}
+
+/// Whether something accepts TCP connections at `address` (`host:port`).
+fn accepts(address: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    address
+        .to_socket_addrs()
+        .ok()
+        .into_iter()
+        .flatten()
+        .any(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok())
 }
 
 /// The last `lines` lines of a file (reading at most its last 64 KiB).

@@ -13,8 +13,10 @@
 //! shows up in review. The Kubernetes objects are also validated strictly
 //! against a pinned Kubernetes schema (`tests/runner_k8s_validate.rs`).
 
+pub mod base_image;
 pub mod container;
 mod k8s;
+pub mod k8s_apply;
 mod slurm;
 mod spec;
 pub mod validate;

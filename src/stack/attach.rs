@@ -22,6 +22,12 @@ pub enum AttachError {
     Read { path: PathBuf, error: String },
     #[error("the stack in {path} {problem}")]
     Mismatch { path: PathBuf, problem: String },
+    #[error("the stack in {path} runs in another PID namespace and {what} does not answer at {address}; is it running, and is {address} reachable from here?")]
+    Unreachable {
+        path: PathBuf,
+        what: String,
+        address: String,
+    },
     #[error("the stack in {path} is not running: {what} (pid {pid}) is gone; start one with `cargo run -- stack up`")]
     Gone {
         path: PathBuf,
@@ -61,6 +67,11 @@ struct Manifest {
     engine: String,
     geometry: crate::engine::Geometry,
     owner_pid: u32,
+    /// The owner's PID namespace; absent in descriptions before it was kept.
+    #[serde(default)]
+    pid_namespace: Option<String>,
+    #[serde(default)]
+    logs_url: Option<String>,
     frontend: FrontendEntry,
     guard: Option<GuardEntry>,
     #[serde(default)]
@@ -74,7 +85,31 @@ struct Manifest {
 
 /// Reads `stack.json` at `path` and checks the stack is alive and runs what
 /// `engine` expects.
-pub fn attach(engine: Arc<dyn Engine>, path: &Path) -> Result<Stack, AttachError> {
+///
+/// A stack in another PID namespace (its description names another one) is
+/// attached through URLs only: its frontend and workers must answer at
+/// their URLs, and its logs are mirrored into `mirror_dir` from the URL its
+/// owner serves them at.
+pub fn attach(
+    engine: Arc<dyn Engine>,
+    path: &Path,
+    mirror_dir: &Path,
+) -> Result<Stack, AttachError> {
+    attach_with(engine, path, mirror_dir, false)
+}
+
+/// [`attach`] to a stack some of whose workers died, to replace them
+/// (`kvcr-e2e stack replace-worker`): a dead worker is kept, not an error.
+pub fn attach_to_repair(engine: Arc<dyn Engine>, path: &Path) -> Result<Stack, AttachError> {
+    attach_with(engine, path, Path::new("/nonexistent"), true)
+}
+
+fn attach_with(
+    engine: Arc<dyn Engine>,
+    path: &Path,
+    mirror_dir: &Path,
+    dead_workers_ok: bool,
+) -> Result<Stack, AttachError> {
     let text = std::fs::read_to_string(path).map_err(|e| AttachError::Read {
         path: path.to_path_buf(),
         error: e.to_string(),
@@ -101,25 +136,84 @@ pub fn attach(engine: Arc<dyn Engine>, path: &Path) -> Result<Stack, AttachError
             engine.geometry().name
         )));
     }
-    let alive = |what: &str, pid: u32| {
-        if procfs::is_alive(pid) {
-            Ok(())
+    // Pids mean something here only in the stack's own PID namespace.
+    let by_urls = m
+        .pid_namespace
+        .as_deref()
+        .is_some_and(|ns| Some(ns) != procfs::pid_namespace().as_deref());
+    let logs_url = m.logs_url.clone();
+    // A log of the stack as this run reads it: its mirror from the log URL
+    // when attached through URLs (without one, the owner's path, which the
+    // readers then report as unreadable).
+    let mirrored = |log: &Path| -> PathBuf {
+        let (Some(url), Some(file)) = (&logs_url, log.file_name().and_then(|f| f.to_str())) else {
+            return log.to_path_buf();
+        };
+        let local = mirror_dir.join(file);
+        match super::log_url::mirror(url, file, &local) {
+            Ok(()) => local,
+            Err(e) => {
+                tracing::warn!("cannot mirror {url}/{file}: {e}");
+                log.to_path_buf()
+            }
+        }
+    };
+    let handle = |what: &str, name: String, pid: u32, log: PathBuf, url: Option<&str>| {
+        if !by_urls {
+            let dead_ok = dead_workers_ok && what.starts_with("worker ");
+            return if dead_ok || procfs::is_alive(pid) {
+                Ok(Supervised::attach(name, pid, log))
+            } else {
+                Err(AttachError::Gone {
+                    path: path.to_path_buf(),
+                    what: what.to_string(),
+                    pid,
+                })
+            };
+        }
+        // Seen only through the network: the URL must answer, and the log
+        // is read from the owner's log URL.
+        let address = url.map(host_port).unwrap_or_default();
+        let log = mirrored(&log);
+        let process = Supervised::remote(name, address.clone(), log);
+        if process.is_running() {
+            Ok(process)
         } else {
-            Err(AttachError::Gone {
+            Err(AttachError::Unreachable {
                 path: path.to_path_buf(),
                 what: what.to_string(),
-                pid,
+                address,
             })
         }
     };
-    alive("its owner", m.owner_pid)?;
-    alive("the frontend", m.frontend.process.pid)?;
+    if !by_urls {
+        handle(
+            "its owner",
+            "owner".into(),
+            m.owner_pid,
+            PathBuf::new(),
+            None,
+        )?;
+    }
+    let frontend_url = m.context.frontend_url();
+    let frontend = handle(
+        "the frontend",
+        m.frontend.process.name,
+        m.frontend.process.pid,
+        m.frontend.process.log,
+        Some(&frontend_url),
+    )?;
     let workers = m
         .workers
         .into_iter()
         .map(|w| {
-            alive(&format!("worker {}", w.slot.name), w.pid)?;
-            let process = Supervised::attach(w.slot.process_name(), w.pid, w.log);
+            let process = handle(
+                &format!("worker {}", w.slot.name),
+                w.slot.process_name(),
+                w.pid,
+                w.log,
+                Some(&w.ready.metrics_url),
+            )?;
             Ok(Arc::new(Worker {
                 slot: w.slot,
                 process,
@@ -127,27 +221,25 @@ pub fn attach(engine: Arc<dyn Engine>, path: &Path) -> Result<Stack, AttachError
             }))
         })
         .collect::<Result<Vec<_>, AttachError>>()?;
-    let guard = m.guard.map(|g| {
-        Arc::new(Supervised::attach(
-            g.process.name,
-            g.process.pid,
-            g.process.log,
-        ))
-    });
+    // A Guard listens on no port of its own (only on a dead worker's
+    // control port): seen through URLs, its liveness is unknown.
+    let guard_handle = |g: ProcessEntry| {
+        if by_urls {
+            Supervised::remote(g.name, String::new(), mirrored(&g.log))
+        } else {
+            Supervised::attach(g.name, g.pid, g.log)
+        }
+    };
+    let guard = m.guard.map(|g| Arc::new(guard_handle(g.process)));
     let guards: Vec<Arc<Supervised>> = if m.guards.is_empty() {
         guard.iter().cloned().collect()
     } else {
         m.guards
             .into_iter()
-            .map(|g| Arc::new(Supervised::attach(g.name, g.pid, g.log)))
+            .map(|g| Arc::new(guard_handle(g)))
             .collect()
     };
     let slots = workers.iter().map(|w| w.slot.clone()).collect();
-    let frontend = Supervised::attach(
-        m.frontend.process.name,
-        m.frontend.process.pid,
-        m.frontend.process.log,
-    );
     Ok(Stack {
         engine,
         ctx: m.context,
@@ -161,10 +253,16 @@ pub fn attach(engine: Arc<dyn Engine>, path: &Path) -> Result<Stack, AttachError
         retired: Mutex::new(Vec::new()),
         retired_frontends: Mutex::new(Vec::new()),
         replacement_faults: Mutex::new(Vec::new()),
+        replace_hook_runs: Mutex::new(Vec::new()),
+        logs: Mutex::new(super::LogSource {
+            url: m.logs_url.clone(),
+            mirror_dir: by_urls.then(|| mirror_dir.to_path_buf()),
+        }),
         timings: Mutex::new(m.startup),
         options: m.options,
         manifest: Mutex::new(Some(path.to_path_buf())),
         attached: true,
+        by_urls,
         owner_pid: m.owner_pid,
         bare_port: 0,
         started: std::time::Instant::now(),
@@ -188,6 +286,11 @@ pub fn manifest_worker_processes(path: &Path) -> Vec<Supervised> {
                 .iter()
                 .filter_map(|w| {
                     let e: WorkerEntry = serde_json::from_value(w.clone()).ok()?;
+                    // Pid 0: a worker a hook started, which this process
+                    // never saw (signalling group 0 would hit our own).
+                    if e.pid == 0 {
+                        return None;
+                    }
                     Some(Supervised::attach(e.slot.process_name(), e.pid, e.log))
                 })
                 .collect()
@@ -195,169 +298,8 @@ pub fn manifest_worker_processes(path: &Path) -> Vec<Supervised> {
         .unwrap_or_default()
 }
 
-/// Commands a stack description names for faults the harness does not
-/// deliver itself, because it did not start the stack: a scheduler's or
-/// orchestrator's own kill (`scancel --signal=KILL …`, `kubectl delete pod
-/// …`, `podman exec … kill -KILL {pid}`). Each is an argv; `{worker}` (the
-/// slot, `A`), `{process}` (`worker-A`) and `{pid}` are filled in.
-///
-/// ```json
-/// "hooks": {"kill_worker": ["podman", "exec", "stack", "kill", "-KILL", "{pid}"]}
-/// ```
-#[derive(Debug, Clone, Default, serde::Serialize, Deserialize)]
-pub struct Hooks {
-    pub kill_worker: Option<Vec<String>>,
-}
-
-/// The `hooks` of the stack description at `path`, if it names any.
-pub fn hooks(path: &Path) -> Option<Hooks> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    serde_json::from_value(value.get("hooks")?.clone()).ok()
-}
-
-/// What a hook did: the command as run, its exit status and output.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct HookRun {
-    pub argv: Vec<String>,
-    pub status: String,
-    pub output: String,
-    pub elapsed_ms: u128,
-}
-
-/// Runs `template` with its placeholders filled from `vars`, waiting at
-/// most `budget`. A hook that fails, or runs past its budget (it is then
-/// killed), is an error that quotes its output.
-pub fn run_hook(
-    template: &[String],
-    vars: &[(&str, String)],
-    budget: std::time::Duration,
-) -> Result<HookRun, String> {
-    let argv: Vec<String> = template
-        .iter()
-        .map(|word| {
-            vars.iter().fold(word.clone(), |w, (name, value)| {
-                w.replace(&format!("{{{name}}}"), value)
-            })
-        })
-        .collect();
-    let Some((program, args)) = argv.split_first() else {
-        return Err("the hook is an empty command".into());
-    };
-    let started = std::time::Instant::now();
-    let log = tempfile_path();
-    let out =
-        std::fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
-    let mut child = std::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .map_err(|e| format!("cannot start `{}`: {e}", argv.join(" ")))?;
-    let waited = crate::wait::until(
-        format!("the hook `{}` to finish", argv.join(" ")),
-        budget,
-        std::time::Duration::from_millis(20),
-        || match child.try_wait() {
-            Ok(Some(status)) => crate::wait::Poll::Ready(status),
-            Ok(None) => crate::wait::Poll::Pending("still running".into()),
-            Err(e) => crate::wait::Poll::Abort(e.to_string()),
-        },
-    );
-    let output = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_file(&log);
-    let status = match waited {
-        Ok(status) => status,
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("{e}; output: {}", output.trim()));
-        }
-    };
-    let run = HookRun {
-        argv: argv.clone(),
-        status: status.to_string(),
-        output: output.trim().to_string(),
-        elapsed_ms: started.elapsed().as_millis(),
-    };
-    if status.success() {
-        Ok(run)
-    } else {
-        Err(format!(
-            "`{}` exited with {status}; output: {}",
-            argv.join(" "),
-            run.output
-        ))
-    }
-}
-
-fn tempfile_path() -> PathBuf {
-    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    std::env::temp_dir().join(format!("kvcr-e2e-hook-{}-{n}.log", std::process::id()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    fn argv(words: &[&str]) -> Vec<String> {
-        words.iter().map(|w| w.to_string()).collect()
-    }
-
-    #[test]
-    fn a_hook_gets_its_placeholders_filled() {
-        let run = run_hook(
-            &argv(&["sh", "-c", "echo killing {process} {pid} of slot {worker}"]),
-            &[
-                ("worker", "A".into()),
-                ("process", "worker-A".into()),
-                ("pid", "42".into()),
-            ],
-            Duration::from_secs(10),
-        )
-        .expect("echo succeeds");
-        assert_eq!(run.output, "killing worker-A 42 of slot A");
-    }
-
-    #[test]
-    fn a_failing_hook_is_an_error_with_its_output() {
-        let e = run_hook(
-            &argv(&["sh", "-c", "echo no such pod >&2; exit 3"]),
-            &[],
-            Duration::from_secs(10),
-        )
-        .expect_err("exit 3 fails");
-        assert!(
-            e.contains("exit status: 3") && e.contains("no such pod"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn a_hook_past_its_budget_is_killed_and_reported() {
-        let e = run_hook(&argv(&["sleep", "30"]), &[], Duration::from_millis(300))
-            .expect_err("sleep outlives the budget");
-        assert!(e.contains("the hook `sleep 30` to finish"), "{e}");
-    }
-
-    #[test]
-    fn hooks_are_read_from_the_description() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("stack.json");
-        std::fs::write(
-            &path,
-            r#"{"hooks": {"kill_worker": ["kill", "-KILL", "{pid}"]}}"#,
-        )
-        .expect("write");
-        assert_eq!(
-            hooks(&path).and_then(|h| h.kill_worker),
-            Some(argv(&["kill", "-KILL", "{pid}"]))
-        );
-        std::fs::write(&path, r#"{"owner_pid": 1}"#).expect("write");
-        assert!(hooks(&path).is_none());
-    }
+/// `host:port` of a URL such as `http://127.0.0.1:8123/metrics`.
+fn host_port(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.split('/').next().unwrap_or(rest).to_string()
 }

@@ -5,23 +5,31 @@
 //! Stack::provision(engine, options)   Guard → workers → frontend, in parallel,
 //!                                     each awaited with its own readiness check
 //! stack.worker("A")                   a live worker: pid, instance id, URLs
-//! stack.kill_worker("A")              SIGKILL its engine process (verified)
-//! stack.replace_worker("A")           start A' in A's slot and wait for it
+//! stack.kill_worker("A")              SIGKILL its engine process (verified),
+//!                                     or the description's kill hook
+//! stack.replace_worker("A")           start A' in A's slot and wait for it,
+//!                                     or the replace hook, A' found by URLs
+//! attach(engine, stack.json, mirror)  a stack another process owns; by
+//!                                     URLs only from another PID namespace
 //! stack.teardown()                    SIGTERM, grace, SIGKILL every group
 //! ```
 
 mod attach;
 mod discovery;
 mod exit_cause;
+mod hooks;
 mod layout;
+mod log_url;
 mod nodes;
 mod ports;
 mod probe;
 mod provision;
 mod registration;
+mod replace_by_hook;
 mod worker;
 
-pub use attach::{attach, hooks, run_hook, AttachError, HookRun, Hooks};
+pub use attach::{attach, attach_to_repair, AttachError};
+pub use hooks::{described_pid, hooks, run_hook, HookRun, Hooks};
 pub use layout::Layout;
 pub use nodes::{Crossing, Placement, Side};
 pub use provision::{provision, ProvisionError, StackOptions, StartupTimings, DIGEST_MISMATCH};
@@ -55,12 +63,21 @@ pub struct Stack {
     retired_frontends: Mutex<Vec<Arc<Supervised>>>,
     /// Launch-time fault switches for the next replacement worker only.
     replacement_faults: Mutex<Vec<String>>,
+    /// What the replace hook did for each replacement it started.
+    replace_hook_runs: Mutex<Vec<HookRun>>,
+    /// Where the stack's logs are served over HTTP (`stack up` serves
+    /// them), and, attached through URLs, where this run mirrors them.
+    logs: Mutex<LogSource>,
     timings: Mutex<StartupTimings>,
     options: StackOptions,
     /// The `stack.json` kept up to date with the running processes.
     manifest: Mutex<Option<std::path::PathBuf>>,
     /// Attached to a stack another process owns: no teardown here.
     pub attached: bool,
+    /// Attached to a stack whose processes this harness cannot see (another
+    /// PID namespace, container or host): every component is reached
+    /// through its URL, faults and replacements through the hooks.
+    pub by_urls: bool,
     /// The process that provisioned the stack and tears it down.
     pub owner_pid: u32,
     /// The port a bare engine (no Dynamo, no KVCR) listens on for the
@@ -70,6 +87,14 @@ pub struct Stack {
     started: Instant,
     /// Which node each slot runs on, and node 1 when there is one.
     placement: nodes::Placement,
+}
+
+/// The stack's logs over HTTP: the owner's URL, and this run's mirror of
+/// them when it reads them through that URL.
+#[derive(Debug, Clone, Default)]
+pub struct LogSource {
+    pub url: Option<String>,
+    pub mirror_dir: Option<std::path::PathBuf>,
 }
 
 /// What a SIGKILL did, checked from outside the process.
@@ -92,6 +117,8 @@ pub enum StackError {
     NoSuchWorker(String),
     #[error("fault not applied: {0}")]
     FaultNotApplied(String),
+    #[error("replacement not started: {0}")]
+    ReplacementNotStarted(String),
     #[error(transparent)]
     Provision(#[from] ProvisionError),
 }
@@ -240,30 +267,16 @@ impl Stack {
     /// crash would) and verifies the pid and the whole group are gone.
     pub fn kill_worker(&self, name: &str) -> Result<KillReport, StackError> {
         let worker = self.worker(name)?;
+        if worker.process.is_remote() {
+            return self.kill_remote_worker(&worker);
+        }
         let pid = worker.process.pid();
         worker.process.note_shm();
         let gpu_pids = crate::gpu::run::tree_before_kill(pid);
         let sent_at = Instant::now();
-        let kill_hook = self
-            .manifest_path()
-            .and_then(|path| attach::hooks(&path))
-            .and_then(|h| h.kill_worker);
-        let hook = match kill_hook {
+        let hook = match self.hooks().and_then(|h| h.kill_worker) {
             // A deployed stack: its own tooling delivers the kill.
-            Some(template) => Some(
-                attach::run_hook(
-                    &template,
-                    &[
-                        ("worker", name.to_string()),
-                        ("process", worker.process.name().to_string()),
-                        ("pid", pid.to_string()),
-                    ],
-                    self.options.startup_timeout,
-                )
-                .map_err(|e| {
-                    StackError::FaultNotApplied(format!("kill hook for worker {name}: {e}"))
-                })?,
-            ),
+            Some(template) => Some(self.run_kill_hook(&template, &worker, pid)?),
             None => {
                 worker.process.kill_group().map_err(|e| {
                     StackError::FaultNotApplied(format!("SIGKILL of worker {name}: {e}"))
@@ -305,16 +318,184 @@ impl Stack {
         })
     }
 
+    /// A worker seen only through its URLs: the kill hook kills it (there
+    /// is no pid here to signal), and it is gone once its metrics port
+    /// refuses connections. `pid` in the report is the one the stack's
+    /// description lists, in the stack's own PID namespace.
+    fn kill_remote_worker(&self, worker: &Worker) -> Result<KillReport, StackError> {
+        let name = worker.name();
+        let pid = self
+            .manifest_path()
+            .and_then(|path| described_pid(&path, name))
+            .unwrap_or(0);
+        let Some(template) = self.hooks().and_then(|h| h.kill_worker) else {
+            return Err(StackError::FaultNotApplied(format!(
+                "worker {name} is seen only through {} (its processes are not visible here); the stack description must name hooks.kill_worker",
+                worker.admin_url()
+            )));
+        };
+        let sent_at = Instant::now();
+        let run = self.run_kill_hook(&template, worker, pid)?;
+        if worker.process.wait_exit(Duration::from_secs(5)).is_none() {
+            return Err(StackError::FaultNotApplied(format!(
+                "worker {name} still answers at {} 5 s after the kill hook `{}`",
+                worker.admin_url(),
+                run.argv.join(" ")
+            )));
+        }
+        Ok(KillReport {
+            worker: name.into(),
+            pid,
+            sent_at,
+            pid_gone_after_ms: sent_at.elapsed().as_millis(),
+            hook: Some(run),
+        })
+    }
+
+    fn run_kill_hook(
+        &self,
+        template: &[String],
+        worker: &Worker,
+        pid: u32,
+    ) -> Result<HookRun, StackError> {
+        let name = worker.name();
+        run_hook(
+            template,
+            &[
+                ("worker", name.to_string()),
+                ("process", worker.process.name().to_string()),
+                ("pid", pid.to_string()),
+            ],
+            self.options.startup_timeout,
+        )
+        .map_err(|e| StackError::FaultNotApplied(format!("kill hook for worker {name}: {e}")))
+    }
+
+    /// The stack description's hooks, when attached to a stack that names any.
+    fn hooks(&self) -> Option<Hooks> {
+        self.manifest_path().and_then(|path| hooks(&path))
+    }
+
+    /// Whether the worker `kill` killed is gone: its pid, or, for a worker
+    /// seen only through its URLs, its metrics port.
+    pub fn killed_worker_gone(&self, kill: &KillReport) -> bool {
+        match self.worker(&kill.worker) {
+            Ok(w) if w.process.is_remote() => !w.process.is_running(),
+            _ => !procfs::is_alive(kill.pid),
+        }
+    }
+
+    /// Whether something listens on `worker`'s control port (after its
+    /// death: the Guard): through `/proc` here, through a TCP connect to
+    /// its control endpoint for a stack seen only through URLs.
+    pub fn control_port_listening(&self, worker: &Worker) -> bool {
+        if !self.by_urls {
+            return procfs::is_listening(worker.slot.control_port);
+        }
+        let address = worker
+            .control_endpoint()
+            .map(|e| e.trim_start_matches("tcp://").to_string())
+            .unwrap_or_default();
+        use std::net::ToSocketAddrs;
+        address
+            .to_socket_addrs()
+            .ok()
+            .into_iter()
+            .flatten()
+            .any(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok())
+    }
+
+    /// Instance ids of every worker this stack has had.
+    fn known_instance_ids(&self) -> Vec<u64> {
+        let retired = self.retired.lock().map(|r| r.clone()).unwrap_or_default();
+        self.workers()
+            .iter()
+            .chain(retired.iter())
+            .map(|w| w.instance_id())
+            .collect()
+    }
+
     /// Starts a replacement in `name`'s slot (same Guard index and control
     /// port) and waits until it is registered and serving. The dead worker is
-    /// kept for teardown and evidence.
+    /// kept for teardown and evidence. On an attached stack whose
+    /// description names `hooks.replace_worker`, the hook starts it.
     pub fn replace_worker(&self, name: &str) -> Result<Arc<Worker>, StackError> {
+        match self.hooks().and_then(|h| h.replace_worker) {
+            Some(template) if self.attached => {
+                let (fresh, run) =
+                    self.replace_with(name, |slot| replace_by_hook::replace(self, &template, slot))?;
+                if let Ok(mut runs) = self.replace_hook_runs.lock() {
+                    runs.push(run);
+                }
+                // The deployer's tooling keeps the description; not this run.
+                Ok(fresh)
+            }
+            _ if self.by_urls => Err(StackError::ReplacementNotStarted(format!(
+                "worker {name} runs where this harness cannot start processes (it sees the stack only through URLs); the stack description must name hooks.replace_worker"
+            ))),
+            _ => self.start_replacement(name),
+        }
+    }
+
+    /// Starts the replacement in `name`'s slot from this process (what a
+    /// replace hook such as `kvcr-e2e stack replace-worker` does) and
+    /// records it in the stack description.
+    pub fn start_replacement(&self, name: &str) -> Result<Arc<Worker>, StackError> {
+        let (fresh, ()) = self.replace_with(name, |slot| {
+            let fresh = provision::start_worker(self, slot, &self.take_replacement_faults())?;
+            crate::gpu::run::watch(fresh.process.name(), fresh.process.pid());
+            Ok((fresh, ()))
+        })?;
+        self.write_manifest();
+        Ok(fresh)
+    }
+
+    /// Serves the stack's logs over HTTP on its host (for runs attached
+    /// through URLs) and names the URL in the stack description.
+    pub fn serve_logs(&self) -> std::io::Result<String> {
+        let url = log_url::serve(self.ctx.logs_dir.clone(), &self.ctx.host)?;
+        if let Ok(mut logs) = self.logs.lock() {
+            logs.url = Some(url.clone());
+        }
+        self.try_write_manifest()?;
+        Ok(url)
+    }
+
+    /// Where this run reads the log named `file` of the stack: the
+    /// owner's file, or, attached through URLs, a local mirror of it kept
+    /// up to date from the owner's log URL.
+    fn log_of(&self, file: &str) -> std::path::PathBuf {
+        let logs = self.logs.lock().map(|l| l.clone()).unwrap_or_default();
+        match (&logs.url, &logs.mirror_dir) {
+            (Some(url), Some(dir)) if self.by_urls => {
+                let local = dir.join(file);
+                if let Err(e) = log_url::mirror(url, file, &local) {
+                    tracing::warn!("cannot mirror {url}/{file}: {e}");
+                }
+                local
+            }
+            _ => self.ctx.logs_dir.join(file),
+        }
+    }
+
+    /// What the replace hook did, for each replacement it started.
+    pub fn replace_hook_runs(&self) -> Vec<HookRun> {
+        self.replace_hook_runs
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
+    fn replace_with<T>(
+        &self,
+        name: &str,
+        start: impl FnOnce(crate::engine::WorkerSlot) -> Result<(Arc<Worker>, T), StackError>,
+    ) -> Result<(Arc<Worker>, T), StackError> {
         let old = self.worker(name)?;
         let mut slot = old.slot.clone();
         slot.generation += 1;
         slot.ready_file = self.layout.ready_file(&slot.process_name());
-        let fresh = provision::start_worker(self, slot, &self.take_replacement_faults())?;
-        crate::gpu::run::watch(fresh.process.name(), fresh.process.pid());
+        let (fresh, extra) = start(slot)?;
         if let Ok(mut workers) = self.workers.lock() {
             for w in workers.iter_mut() {
                 if w.slot.name == name {
@@ -325,8 +506,7 @@ impl Stack {
         if let Ok(mut retired) = self.retired.lock() {
             retired.push(old);
         }
-        self.write_manifest();
-        Ok(fresh)
+        Ok((fresh, extra))
     }
 
     /// Keeps `path` (a `stack.json`) up to date with the running processes.
@@ -347,7 +527,7 @@ impl Stack {
         };
         let mut description = self.describe();
         // Hooks are written by whoever deployed the stack; keep them.
-        if let (Some(hooks), Some(object)) = (attach::hooks(&path), description.as_object_mut()) {
+        if let (Some(hooks), Some(object)) = (hooks::hooks(&path), description.as_object_mut()) {
             object.insert(
                 "hooks".into(),
                 serde_json::to_value(hooks).map_err(std::io::Error::other)?,
@@ -468,6 +648,8 @@ impl Stack {
         let proc = |p: &Supervised| serde_json::json!({"name": p.name(), "pid": p.pid(), "log": p.log_path(), "rss_kib": procfs::rss_kib(p.pid())});
         serde_json::json!({
             "owner_pid": self.owner_pid,
+            "pid_namespace": procfs::pid_namespace(),
+            "logs_url": self.logs.lock().ok().and_then(|l| l.url.clone()),
             "layout": self.layout,
             "options": self.options,
             "engine": self.engine.name(),

@@ -230,9 +230,12 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             retired: Mutex::new(Vec::new()),
             retired_frontends: Mutex::new(Vec::new()),
             replacement_faults: Mutex::new(Vec::new()),
+            replace_hook_runs: Mutex::new(Vec::new()),
+            logs: Mutex::new(Default::default()),
             options: options.clone(),
             manifest: Mutex::new(None),
             attached: false,
+            by_urls: false,
             owner_pid: std::process::id(),
             bare_port,
             started,
@@ -512,7 +515,7 @@ impl Partial {
     }
 }
 
-fn not_ready(process: &Supervised, wait: WaitError) -> ProvisionError {
+pub(super) fn not_ready(process: &Supervised, wait: WaitError) -> ProvisionError {
     ProvisionError::NotReady(Box::new(NotReady {
         component: process.name().to_string(),
         wait,
@@ -522,7 +525,7 @@ fn not_ready(process: &Supervised, wait: WaitError) -> ProvisionError {
 }
 
 /// `Abort` with the exit status and the log file when `process` has exited.
-fn died<T>(process: &Supervised) -> Option<Poll<T>> {
+pub(super) fn died<T>(process: &Supervised) -> Option<Poll<T>> {
     process.exit_status().map(|status| {
         let tail = process.log_tail(super::exit_cause::LINES_SCANNED);
         let cause = super::exit_cause::startup_cause(&tail)
@@ -610,6 +613,47 @@ fn await_worker(
     })
     .map_err(|e| not_ready(&process, e))?;
     await_health_lists(&frontend, ctx, &[instance.instance_id], timeout)?;
+    let found = Found {
+        instance_id: instance.instance_id,
+        metrics_url,
+        address,
+        probe_salt: 0,
+    };
+    finish_worker(stack, process, slot, found, spawned_at, kvcr)
+}
+
+/// A registered worker the router lists: its instance id, its metrics URL
+/// (answering) and its node's address.
+pub(super) struct Found {
+    pub instance_id: u64,
+    pub metrics_url: String,
+    pub address: String,
+    /// Varies the deposit probe's prompt: a worker another process already
+    /// probed (a replace hook's `stack replace-worker`) holds the default
+    /// one, and a second deposit of it would never come.
+    pub probe_salt: u64,
+}
+
+/// A worker the router lists becomes ready: it serves a completion pinned
+/// to it through the router and (a KVCR worker in an aggregated stack)
+/// deposits into its pool.
+pub(super) fn finish_worker(
+    stack: &Stack,
+    process: Supervised,
+    slot: WorkerSlot,
+    found: Found,
+    spawned_at: Instant,
+    kvcr: bool,
+) -> Result<Worker, ProvisionError> {
+    let timeout = stack.options.startup_timeout;
+    let frontend = stack.frontend();
+    let ctx = &stack.ctx;
+    let Found {
+        instance_id,
+        metrics_url,
+        address,
+        probe_salt,
+    } = found;
     let model = if kvcr {
         stack.engine.model()
     } else {
@@ -624,7 +668,7 @@ fn await_worker(
     let ready = Registration {
         name: slot.name.clone(),
         pid: process.pid(),
-        instance_id: instance.instance_id,
+        instance_id,
         model: model.clone(),
         control_endpoint: kvcr.then(|| format!("tcp://{address}:{}", slot.control_port)),
         metrics_url,
@@ -646,7 +690,7 @@ fn await_worker(
     };
     await_completion(&frontend, ctx, &model, &worker, timeout)?;
     if kvcr && worker.role() == crate::engine::topology::WorkerRole::Aggregated {
-        if let Err(wait) = await_deposit(stack, &worker, timeout) {
+        if let Err(wait) = await_deposit(stack, &worker, probe_salt, timeout) {
             return Err(ProvisionError::NoDeposit(Box::new(NoDeposit {
                 process: worker.process,
                 wait,
@@ -662,7 +706,7 @@ fn await_worker(
     Ok(worker)
 }
 
-fn await_health_lists(
+pub(super) fn await_health_lists(
     frontend: &Supervised,
     ctx: &LaunchContext,
     ids: &[u64],
@@ -730,7 +774,12 @@ fn await_completion(
 /// Sends a prompt of one full block and a few tokens pinned to `worker` and
 /// waits until its KVCR pool took the block. Budget: a fifth of the startup
 /// timeout (a deposit takes well under a second on a healthy worker).
-fn await_deposit(stack: &Stack, worker: &Worker, timeout: Duration) -> Result<(), WaitError> {
+fn await_deposit(
+    stack: &Stack,
+    worker: &Worker,
+    salt: u64,
+    timeout: Duration,
+) -> Result<(), WaitError> {
     use crate::telemetry::{Counter, Scope};
     let fill = Counter::TransferBlocks(Scope::LocalFill);
     let vocab = stack.engine.prompt_vocab();
@@ -738,7 +787,9 @@ fn await_deposit(stack: &Stack, worker: &Worker, timeout: Duration) -> Result<()
     let block = stack.engine.geometry().block_size_tokens;
     // A prefix of the worker's own (its instance id seeds it): no prompt
     // family of the suite shares it.
-    let seed = worker.instance_id();
+    let seed = worker
+        .instance_id()
+        .wrapping_add(salt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let tokens: Vec<u32> = (0..block + 3)
         .map(|i| {
             vocab.start

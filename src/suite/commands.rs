@@ -48,6 +48,10 @@ pub fn stack_up(argv: Vec<String>, manifest: &Path) -> ExitCode {
         suite.finish();
         return ExitCode::FAILURE;
     }
+    match stack.serve_logs() {
+        Ok(url) => println!("stack logs: {url}"),
+        Err(e) => eprintln!("warning: cannot serve the stack's logs over HTTP: {e}"),
+    }
     println!("stack up: {}", manifest.display());
     println!(
         "  run cases:  cargo test --test phase1 -- --attach {} TC-03",
@@ -63,8 +67,74 @@ pub fn stack_up(argv: Vec<String>, manifest: &Path) -> ExitCode {
     }
 }
 
+/// Starts a replacement for the dead worker in slot `worker` of the stack
+/// in `manifest`, records it there and returns once it serves; the
+/// replacement outlives this command (the stack's owner stops it). This is
+/// the `replace_worker` hook of a stack started with `stack up`, run where
+/// the stack runs (`nsenter`, `podman exec`, `kubectl exec`).
+pub fn stack_replace_worker(argv: Vec<String>, manifest: &Path, worker: &str) -> ExitCode {
+    let (suite, _) = match Suite::from_argv("stack-replace-worker", argv, &[]) {
+        Ok(ready) => ready,
+        Err(exit) => return exit,
+    };
+    let stack = match crate::stack::attach_to_repair(suite.engine(), manifest) {
+        Ok(stack) => stack,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if stack.by_urls {
+        eprintln!(
+            "error: the stack in {} runs in another PID namespace; run this command there",
+            manifest.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    match stack.worker(worker).map(|w| w.process.is_running()) {
+        Ok(true) => {
+            eprintln!("error: worker {worker} is running; replace only a dead worker");
+            return ExitCode::FAILURE;
+        }
+        Ok(false) => {}
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    match stack.start_replacement(worker) {
+        Ok(fresh) => {
+            println!(
+                "replaced worker {worker}: {} (pid {}) serves at {}",
+                fresh.process.name(),
+                fresh.process.pid(),
+                fresh.admin_url()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Asks the owner of the stack in `manifest` to tear it down, and waits.
 pub fn stack_down(manifest: &Path) -> ExitCode {
+    let description = std::fs::read_to_string(manifest)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let namespace = description
+        .as_ref()
+        .and_then(|v| v.get("pid_namespace")?.as_str().map(String::from));
+    if namespace.is_some() && namespace != procfs::pid_namespace() {
+        eprintln!(
+            "error: the stack in {} runs in another PID namespace ({}); its owner's pid means nothing here: run `kvcr-e2e stack down` where the stack runs",
+            manifest.display(),
+            namespace.unwrap_or_default()
+        );
+        return ExitCode::FAILURE;
+    }
     let owner = std::fs::read_to_string(manifest)
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())

@@ -48,6 +48,11 @@ pub struct Suite {
 }
 
 impl Suite {
+    /// The engine the settings chose.
+    pub(super) fn engine(&self) -> Arc<dyn Engine> {
+        self.engine.clone()
+    }
+
     /// The whole program of a harness test target.
     pub fn main(target: &'static str, cases: Vec<Case>) -> ExitCode {
         Self::main_with_defaults(target, cases, &[])
@@ -341,14 +346,24 @@ impl Suite {
             .get_or_init(|| {
                 let run = self.run_dir()?;
                 if let Some(path) = &self.settings.attach {
-                    let stack = stack::attach(self.engine.clone(), path)
+                    let mirror = run.logs_dir().join("attached");
+                    let stack = stack::attach(self.engine.clone(), path, &mirror)
                         .map_err(|e| format!("attach failed: {e}"))?;
                     eprintln!(
-                        "[kvcr-e2e] attached to the stack of {} (no provisioning, no teardown)",
-                        path.display()
+                        "[kvcr-e2e] attached to the stack of {}{} (no provisioning, no teardown)",
+                        path.display(),
+                        if stack.by_urls {
+                            " through its URLs (it runs in another PID namespace)"
+                        } else {
+                            ""
+                        }
                     );
-                    self.prompts
-                        .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
+                    // Through URLs, no file of the stack is shared: this
+                    // run's prompt families are its own.
+                    if !stack.by_urls {
+                        self.prompts
+                            .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
+                    }
                     let _ = run.write_stack(&stack.describe());
                     return Ok(Arc::new(stack));
                 }

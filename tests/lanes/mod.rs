@@ -90,3 +90,18 @@ pub fn phase1_binary() -> PathBuf {
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
         .expect("cargo reports the phase1 executable")
 }
+
+/// A fresh directory for one test's evidence, kept after it:
+/// `target/phase1/lanes/<test>/<pid>-<time>`.
+pub fn evidence_dir(test: &str) -> PathBuf {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let dir = root().join(format!(
+        "target/phase1/lanes/{test}/{}-{stamp}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("evidence directory");
+    dir
+}

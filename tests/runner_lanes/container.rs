@@ -1,10 +1,14 @@
-//! The container lane: the suite (TC-01 and TC-03) runs inside a podman
-//! container started with the generated run command's flags, and its
-//! evidence comes out through the `/evidence` bind mount.
+//! The container lane: the generated Containerfile is built with `podman
+//! build` into the stack image, `FROM` a base image built on this machine
+//! from Debian packages (no registry: `kvcr-e2e runner base-image`, reused
+//! once built), and the suite (TC-01 and TC-03) runs in that image, started
+//! with the generated run command's flags; its evidence comes out through
+//! the `/evidence` bind mount.
 //!
-//! No registry is reachable, so no base image can be pulled: the container's
-//! root filesystem is this machine's own (`--rootfs /:O`, an overlay whose
-//! writes are thrown away), with the repository bind-mounted at its path.
+//! The image holds the userland and the pinned Python env; the suite binary
+//! is the one cargo built here (no Rust toolchain is installable into the
+//! image without a registry for it), bind-mounted with the repository at
+//! its path.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -20,10 +24,66 @@ pub fn available() -> Result<(), super::Unavailable> {
     super::ensure_programs("container", PROGRAMS, PACKAGES)
 }
 
-/// The generated `podman run` argv for TC-01 and TC-03, made runnable here.
-fn argv(evidence: &Path, name: &str) -> Vec<String> {
+fn spec() -> runner::RunnerSpec {
     let settings = super::lane_settings(&["--cases", "TC-01,TC-03"]);
-    let spec = runner::RunnerSpec::from_settings(&settings);
+    runner::RunnerSpec::from_settings(&settings)
+}
+
+/// Builds the stack image from the generated Containerfile (the base image
+/// first, when podman does not have it); its output goes to
+/// `podman-build.log`, its wall time to `podman-build.seconds`.
+pub fn build_image(evidence: &Path) -> Result<String, String> {
+    let started = std::time::Instant::now();
+    runner::base_image::ensure(&root().join("target/tool-envs/base-image"))?;
+    let spec = spec();
+    let dir = evidence.join("runner");
+    let files = runner::artifacts(
+        runner::RunnerKind::Container,
+        &super::lane_settings(&[]),
+        root(),
+    )?;
+    runner::write_all(&files, &dir).map_err(|e| e.to_string())?;
+    let log = evidence.join("podman-build.log");
+    let out = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    eprintln!(
+        "[lanes] container: podman build {} (log: {})",
+        spec.image,
+        log.display()
+    );
+    let status = runner::base_image::podman()
+        .args(["build", "--pull=never", "-f"])
+        .arg(dir.join("Containerfile"))
+        .args(["-t", &spec.image])
+        .arg(root())
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .status()
+        .map_err(|e| format!("cannot start podman build: {e}"))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let _ = std::fs::write(
+        evidence.join("podman-build.seconds"),
+        format!("{seconds:.0}\n"),
+    );
+    if !status.success() {
+        return Err(format!(
+            "podman build exited {status}; its output ({}):\n{}",
+            log.display(),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        ));
+    }
+    eprintln!(
+        "[lanes] container: image {} ready in {seconds:.0} s",
+        spec.image
+    );
+    Ok(spec.image)
+}
+
+/// The generated `podman run` argv for TC-01 and TC-03 in the built image,
+/// with the repository (and the suite binary in it) bind-mounted.
+fn argv(evidence: &Path, name: &str) -> Vec<String> {
+    let spec = spec();
     let mut argv = runner::container_run_argv(&spec);
     let image = argv.pop();
     assert_eq!(
@@ -42,8 +102,7 @@ fn argv(evidence: &Path, name: &str) -> Vec<String> {
         format!("--volume={repo}:{repo}"),
         format!("--workdir={repo}"),
         format!("--env=PHASE1_RUN_DIR={EVIDENCE_IN_CONTAINER}/runs"),
-        "--rootfs".into(),
-        "/:O".into(),
+        spec.image.clone(),
         phase1_binary().display().to_string(),
     ]);
     argv
@@ -52,6 +111,7 @@ fn argv(evidence: &Path, name: &str) -> Vec<String> {
 /// Runs the suite in the container; passes when TC-01 and TC-03 pass and
 /// their JUnit report is on the host.
 pub fn suite_in_container(evidence: &Path) -> Result<(), String> {
+    build_image(evidence)?;
     let name = format!("kvcr-e2e-lane-{}", std::process::id());
     let argv = argv(evidence, &name);
     std::fs::write(evidence.join("podman-run.argv"), argv.join("\n")).map_err(|e| e.to_string())?;

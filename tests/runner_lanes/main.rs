@@ -253,16 +253,21 @@ fn main() -> ExitCode {
                 })
             },
         ),
-        Trial::ignorable_test("container::tc01_tc03_inside_podman", || {
-            match container::available() {
-                Err(Unavailable::Ignore(reason)) => return Ok(Completion::ignored_with(reason)),
-                Err(Unavailable::Broken(e)) => return Err(Failed::from(e)),
-                Ok(()) => {}
-            }
-            container::suite_in_container(&evidence_dir("container", "suite"))
-                .map(|()| Completion::Completed)
-                .map_err(Failed::from)
-        }),
+        Trial::ignorable_test(
+            "container::podman_build_then_tc01_tc03_in_the_image",
+            || {
+                match container::available() {
+                    Err(Unavailable::Ignore(reason)) => {
+                        return Ok(Completion::ignored_with(reason))
+                    }
+                    Err(Unavailable::Broken(e)) => return Err(Failed::from(e)),
+                    Ok(()) => {}
+                }
+                container::suite_in_container(&evidence_dir("container", "suite"))
+                    .map(|()| Completion::Completed)
+                    .map_err(Failed::from)
+            },
+        ),
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     // Stop every daemon before exiting (exit() runs no destructors).

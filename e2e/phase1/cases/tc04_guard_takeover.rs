@@ -11,7 +11,6 @@
 //! reclaimed pool, with reference tokens. The suite restores the stack
 //! afterwards, pass or fail.
 
-use kvcr_e2e::proc::procfs;
 use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
 use kvcr_e2e::verdict::guard::{expect_promoted, AttemptOutcome};
 use kvcr_e2e::verdict::local::expect_host_tier_hit;
@@ -57,8 +56,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         expect_promoted(
             promotion.as_ref(),
             a.slot.guard_index,
-            !procfs::is_alive(kill.pid),
-            procfs::is_listening(a.slot.control_port),
+            ctx.stack.killed_worker_gone(&kill),
+            ctx.stack.control_port_listening(&a),
         ),
     )?;
 
@@ -116,7 +115,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let hit = ctx.host_tier_hit(&delta, answer.cached_tokens)?;
     ctx.check(
         "replacement.json",
-        &serde_json::json!({"worker": "A'", "pid": replacement.process.pid(), "delta": delta, "observed": hit}),
+        &serde_json::json!({"worker": "A'", "pid": replacement.process.pid(), "hook": ctx.stack.replace_hook_runs().last(), "delta": delta, "observed": hit}),
         expect_host_tier_hit(
             &hit,
             reclaimed.shared_blocks(),
