@@ -128,13 +128,22 @@ pub fn all() -> Vec<Case> {
 
 /// Runs `case` and passes only if it fails with a message containing `claim`.
 fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> CaseResult {
+    caught(ctx, case, claim).map(drop)
+}
+
+/// The failure of `case`, when it names `claim`.
+fn caught(
+    ctx: &CaseCtx,
+    case: fn(&CaseCtx) -> CaseResult,
+    claim: &str,
+) -> Result<CaseError, CaseError> {
     match case(ctx) {
         Ok(()) => Err(CaseError::new(format!(
             "the case PASSED with the fault on: its verdict cannot catch this fault (expected a failure naming `{claim}`)"
         ))),
         Err(e) if e.message.contains(claim) => {
             ctx.record("caught.json", &json!({"expected_claim": claim, "message": e.to_string()}));
-            Ok(())
+            Ok(e)
         }
         Err(e) => Err(CaseError::new(format!(
             "the case failed, but not with the expected claim `{claim}`: {e}"
@@ -142,9 +151,42 @@ fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> C
     }
 }
 
+/// Like [`expect_red`], and the failure is traceable: it names the
+/// request's `x-request-id`, and the worker's own log line of that request
+/// (its prefill line, under Dynamo's id for it) is found from it.
+fn traced_expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> CaseResult {
+    let failure = caught(ctx, case, claim)?;
+    let Some(id) = failure
+        .message
+        .split("x-request-id ")
+        .nth(1)
+        .map(|rest| rest.chars().take(36).collect::<String>())
+    else {
+        return Err(CaseError::new(format!(
+            "the failure names no x-request-id: {failure}"
+        )));
+    };
+    let lines = ctx.log_lines_of(&id);
+    let path = ctx.record(
+        "traced.json",
+        &json!({"request_id": id, "log_lines": lines}),
+    );
+    if !lines.iter().any(|l| {
+        l.starts_with("worker-") && l.contains("cpu_engine.engine") && l.contains("full blocks")
+    }) {
+        return Err(CaseError::new(format!(
+            "x-request-id {id} leads to no worker prefill line ({} log lines)",
+            lines.len()
+        ))
+        .with_evidence(path));
+    }
+    Ok(())
+}
+
+/// A wrong token is caught, and its failure leads to the worker log line.
 fn wrong_token(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A", "B"], json!({"wrong_token_after": 2}))?;
-    expect_red(ctx, tc01::run, "token 2 of 16 differs")
+    traced_expect_red(ctx, tc01::run, "token 2 of 16 differs")
 }
 
 /// Worker B's `KV Transfer metrics` line reports one block more than its

@@ -1,10 +1,11 @@
 //! The `x-request-id` every harness request carries.
 //!
-//! Dynamo's frontend (1.6) adopts an `x-request-id` that is a UUID as the
-//! request's context id, which the worker sees (`context.id()`) and logs;
-//! a failure can then be followed from the harness's message to the
-//! component log lines of that request. Ids are UUID v4 in form, unique per
-//! process (pid, clock, counter, hashed).
+//! Dynamo's frontend (1.6.1) logs it (`x_request_id="…"`) beside its own
+//! id for the request, which is what the workers see (`context.id()`) and
+//! log; the suite follows one to the other (`suite::requests`), so a
+//! failure can be followed from the harness's message to the component log
+//! lines of that request. Ids are UUID v4 in form, unique per process (pid,
+//! clock, counter, hashed).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -171,6 +171,12 @@ impl<'a> CaseCtx<'a> {
         }
     }
 
+    /// The component log lines of one request (its `x-request-id`, and the
+    /// Dynamo request id the frontend logged beside it).
+    pub fn log_lines_of(&self, request_id: &str) -> Vec<String> {
+        super::requests::log_lines(&self.stack.layout.logs_dir, &[request_id])
+    }
+
     /// The id of the last request sent for `prompt` (its key, `f12/v0`).
     pub fn request_id_of(&self, prompt: &str) -> Option<String> {
         self.requests
