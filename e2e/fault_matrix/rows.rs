@@ -59,6 +59,11 @@ pub fn all() -> Vec<Case> {
             "unexported_kvcr_operations_are_not_zero",
             unexported_kvcr_operations,
         ),
+        row(
+            "TC-02",
+            "device_cache_that_never_evicts_is_caught",
+            never_evicts,
+        ),
         row("TC-03", "corrupted_transfer_is_caught", corrupted_transfer),
         row(
             "TC-03",
@@ -97,6 +102,11 @@ pub fn all() -> Vec<Case> {
             wrong_token_mid_stream,
         ),
         row("TC-05", "stalled_stream_is_caught", stalled_stream),
+        row(
+            "TC-05",
+            "local_hit_without_device_hits_is_caught",
+            no_device_hits,
+        ),
         row(
             "TC-05",
             "underreported_dram_hit_is_caught",
@@ -288,6 +298,17 @@ fn unexported_kvcr_operations(ctx: &CaseCtx) -> CaseResult {
     )
 }
 
+/// A device cache that never evicts (new blocks do not stay): the fillers
+/// push nothing out, so TC-02's DRAM hit is not proven to come from below.
+fn never_evicts(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"no_device_eviction": true}))?;
+    expect_red(
+        ctx,
+        tc02::run,
+        "eviction not proven: worker A evicted 0 blocks (counted) after 32 filler prompts",
+    )
+}
+
 fn corrupted_transfer(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["B"], json!({"corrupt_delivered_pages": true}))?;
     expect_red(ctx, tc03::run, "reference tokens: token ")
@@ -356,6 +377,17 @@ fn wrong_token_mid_stream(ctx: &CaseCtx) -> CaseResult {
 fn stalled_stream(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A"], json!({"stall_stream_after": 2}))?;
     expect_red(ctx, tc05::COLD.run, "(streaming): no chunk for")
+}
+
+/// A's device prefix cache finds nothing: the local-hit arm's prefix comes
+/// from a lower tier, which is not a device-cache hit.
+fn no_device_hits(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"no_device_hits": true}))?;
+    expect_red(
+        ctx,
+        tc05::LOCAL_HIT.run,
+        "device-cache (local) hit: 0 prompt tokens from the device cache < 64 shared",
+    )
 }
 
 fn cut_stream(ctx: &CaseCtx) -> CaseResult {
