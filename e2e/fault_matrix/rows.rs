@@ -298,15 +298,22 @@ fn unexported_kvcr_operations(ctx: &CaseCtx) -> CaseResult {
     )
 }
 
-/// A device cache that never evicts (new blocks do not stay): the fillers
-/// push nothing out, so TC-02's DRAM hit is not proven to come from below.
+/// A device cache that stops evicting (new blocks do not stay): the fillers
+/// push too little out, so TC-02's DRAM hit is not proven to come from
+/// below. (A few evictions may still happen while blocks left by earlier
+/// rows fill the cache, so the count is not matched, only that it is short.)
 fn never_evicts(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A"], json!({"no_device_eviction": true}))?;
-    expect_red(
-        ctx,
-        tc02::run,
-        "eviction not proven: worker A evicted 0 blocks (counted) after 32 filler prompts",
-    )
+    let failure = caught(ctx, tc02::run, "eviction not proven: worker A evicted")?;
+    if !failure
+        .message
+        .contains("(counted) after 32 filler prompts, fewer than its device cache holds (64)")
+    {
+        return Err(CaseError::new(format!(
+            "caught, but not with the documented numbers: {failure}"
+        )));
+    }
+    Ok(())
 }
 
 fn corrupted_transfer(ctx: &CaseCtx) -> CaseResult {
