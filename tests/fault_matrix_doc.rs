@@ -28,7 +28,12 @@ fn claims(body: &str) -> Vec<String> {
             .replace(", \"", ",\"")
     };
     let mut out = Vec::new();
-    for call in compact.split("expect_red(").skip(1) {
+    // `expect_red(ctx, case, "claim")` and `caught(ctx, case, "claim")`.
+    for call in compact
+        .split("expect_red(")
+        .skip(1)
+        .chain(compact.split("caught(").skip(1))
+    {
         // expect_red(ctx, <case>, "<claim>")
         if let Some(claim) = call
             .split_once(",\"")
@@ -104,4 +109,6 @@ fn claims_are_read_from_the_row_source() {
     assert_eq!(claims(body), ["host-tier (DRAM) hit: 3 blocks"]);
     let body = "x() { Err(e) if e.to_string().contains(\"to register\") => {} }";
     assert_eq!(claims(body), ["to register"]);
+    let body = "x() {\n    let failure = caught(ctx, tc02::run, \"eviction not proven\")?;\n";
+    assert_eq!(claims(body), ["eviction not proven"]);
 }

@@ -69,6 +69,11 @@ pub fn all() -> Vec<Case> {
             "unexported_kvcr_operations_are_not_zero",
             unexported_kvcr_operations,
         ),
+        row(
+            "TC-02",
+            "device_cache_that_never_evicts_is_caught",
+            never_evicts,
+        ),
         row("TC-03", "corrupted_transfer_is_caught", corrupted_transfer),
         row(
             "TC-03",
@@ -109,6 +114,11 @@ pub fn all() -> Vec<Case> {
         row("TC-05", "stalled_stream_is_caught", stalled_stream),
         row(
             "TC-05",
+            "local_hit_without_device_hits_is_caught",
+            no_device_hits,
+        ),
+        row(
+            "TC-05",
             "underreported_dram_hit_is_caught",
             underreported_dram_hit,
         ),
@@ -143,13 +153,22 @@ pub fn all() -> Vec<Case> {
 
 /// Runs `case` and passes only if it fails with a message containing `claim`.
 fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> CaseResult {
+    caught(ctx, case, claim).map(drop)
+}
+
+/// The failure of `case`, when it names `claim`.
+fn caught(
+    ctx: &CaseCtx,
+    case: fn(&CaseCtx) -> CaseResult,
+    claim: &str,
+) -> Result<CaseError, CaseError> {
     match case(ctx) {
         Ok(()) => Err(CaseError::new(format!(
             "the case PASSED with the fault on: its verdict cannot catch this fault (expected a failure naming `{claim}`)"
         ))),
         Err(e) if e.message.contains(claim) => {
             ctx.record("caught.json", &json!({"expected_claim": claim, "message": e.to_string()}));
-            Ok(())
+            Ok(e)
         }
         Err(e) => Err(CaseError::new(format!(
             "the case failed, but not with the expected claim `{claim}`: {e}"
@@ -157,9 +176,42 @@ fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> C
     }
 }
 
+/// Like [`expect_red`], and the failure is traceable: it names the
+/// request's `x-request-id`, and the worker's own log line of that request
+/// (its prefill line, under Dynamo's id for it) is found from it.
+fn traced_expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> CaseResult {
+    let failure = caught(ctx, case, claim)?;
+    let Some(id) = failure
+        .message
+        .split("x-request-id ")
+        .nth(1)
+        .map(|rest| rest.chars().take(36).collect::<String>())
+    else {
+        return Err(CaseError::new(format!(
+            "the failure names no x-request-id: {failure}"
+        )));
+    };
+    let lines = ctx.log_lines_of(&id);
+    let path = ctx.record(
+        "traced.json",
+        &json!({"request_id": id, "log_lines": lines}),
+    );
+    if !lines.iter().any(|l| {
+        l.starts_with("worker-") && l.contains("cpu_engine.engine") && l.contains("full blocks")
+    }) {
+        return Err(CaseError::new(format!(
+            "x-request-id {id} leads to no worker prefill line ({} log lines)",
+            lines.len()
+        ))
+        .with_evidence(path));
+    }
+    Ok(())
+}
+
+/// A wrong token is caught, and its failure leads to the worker log line.
 fn wrong_token(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A", "B"], json!({"wrong_token_after": 2}))?;
-    expect_red(ctx, tc01::run, "token 2 of 16 differs")
+    traced_expect_red(ctx, tc01::run, "token 2 of 16 differs")
 }
 
 /// Worker B's `KV Transfer metrics` line reports one block more than its
@@ -261,6 +313,24 @@ fn unexported_kvcr_operations(ctx: &CaseCtx) -> CaseResult {
     )
 }
 
+/// A device cache that stops evicting (new blocks do not stay): the fillers
+/// push too little out, so TC-02's DRAM hit is not proven to come from
+/// below. (A few evictions may still happen while blocks left by earlier
+/// rows fill the cache, so the count is not matched, only that it is short.)
+fn never_evicts(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"no_device_eviction": true}))?;
+    let failure = caught(ctx, tc02::run, "eviction not proven: worker A evicted")?;
+    if !failure
+        .message
+        .contains("(counted) after 32 filler prompts, fewer than its device cache holds (64)")
+    {
+        return Err(CaseError::new(format!(
+            "caught, but not with the documented numbers: {failure}"
+        )));
+    }
+    Ok(())
+}
+
 fn corrupted_transfer(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["B"], json!({"corrupt_delivered_pages": true}))?;
     expect_red(ctx, tc03::run, "reference tokens: token ")
@@ -329,6 +399,17 @@ fn wrong_token_mid_stream(ctx: &CaseCtx) -> CaseResult {
 fn stalled_stream(ctx: &CaseCtx) -> CaseResult {
     let _fault = ctx.engine_faults(&["A"], json!({"stall_stream_after": 2}))?;
     expect_red(ctx, tc05::COLD.run, "(streaming): no chunk for")
+}
+
+/// A's device prefix cache finds nothing: the local-hit arm's prefix comes
+/// from a lower tier, which is not a device-cache hit.
+fn no_device_hits(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["A"], json!({"no_device_hits": true}))?;
+    expect_red(
+        ctx,
+        tc05::LOCAL_HIT.run,
+        "device-cache (local) hit: 0 prompt tokens from the device cache < 64 shared",
+    )
 }
 
 fn cut_stream(ctx: &CaseCtx) -> CaseResult {

@@ -27,6 +27,7 @@
 pub mod error;
 pub mod frontend;
 pub mod request;
+pub mod request_id;
 pub mod response;
 pub mod stream;
 pub mod timing;
@@ -39,6 +40,7 @@ mod tests;
 pub use error::{ClientError, StreamFailure};
 pub use frontend::{Client, Health, Instance};
 pub use request::{Completion, Prompt, TokenIdsRequest};
+pub use request_id::{new_request_id, HEADER_REQUEST_ID};
 pub use response::{CompletionOutcome, TokenSource, Usage, WorkerIdentity};
 pub use stream::{Chunk, StreamLimits, StreamOutcome};
 pub use timing::{StreamTimings, DEFINITIONS};

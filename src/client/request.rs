@@ -82,6 +82,9 @@ pub struct Completion {
     pub token_ids: TokenIdsRequest,
     /// More top-level body fields (e.g. `ignore_eos`).
     pub extra: Map<String, Value>,
+    /// The `x-request-id` header: fresh for every request built, so one
+    /// request's component log lines can be found by it.
+    pub request_id: String,
 }
 
 impl Completion {
@@ -103,6 +106,7 @@ impl Completion {
             ],
             token_ids: TokenIdsRequest::Off,
             extra: Map::new(),
+            request_id: super::request_id::new_request_id(),
         }
     }
 
@@ -220,7 +224,10 @@ impl Completion {
 
     /// The Dynamo routing headers this request carries.
     pub fn headers(&self) -> Vec<(&'static str, String)> {
-        let mut h = Vec::new();
+        let mut h = vec![(
+            super::request_id::HEADER_REQUEST_ID,
+            self.request_id.clone(),
+        )];
         if let Some(id) = self.worker_id {
             h.push((dynamo::HEADER_WORKER_INSTANCE_ID, id.to_string()));
         }
@@ -265,7 +272,7 @@ impl fmt::Display for Completion {
         if let Some(id) = self.decode_worker_id {
             write!(f, ", decode pinned to worker {id}")?;
         }
-        Ok(())
+        write!(f, ", x-request-id {}", self.request_id)
     }
 }
 
@@ -285,6 +292,7 @@ mod tests {
         assert_eq!(
             c.headers(),
             vec![
+                ("x-request-id", c.request_id.clone()),
                 ("x-dynamo-worker-instance-id", "7587890412930".to_string()),
                 ("x-dynamo-dp-rank", "1".to_string())
             ]
@@ -301,14 +309,18 @@ mod tests {
         assert!(b["nvext"].get("prefill_worker_id").is_none());
         let p = Completion::new("tiny", "x").pin_prefill_worker(42);
         assert_eq!(p.body(false)["nvext"]["prefill_worker_id"], json!(42));
-        assert!(p.headers().is_empty(), "the prefill pin is a body field");
-        assert!(p.to_string().ends_with("prefill pinned to worker 42"));
+        assert_eq!(p.headers().len(), 1, "the prefill pin is a body field");
+        assert!(p.to_string().ends_with(&format!(
+            "prefill pinned to worker 42, x-request-id {}",
+            p.request_id
+        )));
         let d = Completion::new("tiny", "x").pin_decode_worker(43);
         assert_eq!(d.body(false)["nvext"]["decode_worker_id"], json!(43));
-        assert!(d.headers().is_empty(), "the decode pin is a body field");
+        assert_eq!(d.headers().len(), 1, "the decode pin is a body field");
+        assert_ne!(c.request_id, d.request_id, "every request its own id");
         assert_eq!(
             c.to_string(),
-            "completion of \"tiny\" for prompt \"hello\" (5 chars), max_tokens 8, pinned to worker 7587890412930, dp rank 1"
+            format!("completion of \"tiny\" for prompt \"hello\" (5 chars), max_tokens 8, pinned to worker 7587890412930, dp rank 1, x-request-id {}", c.request_id)
         );
     }
 }

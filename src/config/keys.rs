@@ -279,6 +279,14 @@ pub const KEYS: &[KeySpec] = &[
         "seconds one request may take",
     ),
     k(
+        "case_timeout_s",
+        Some("--case-timeout-s"),
+        "PHASE1_CASE_TIMEOUT_S",
+        Kind::Uint { min: 1 },
+        true,
+        "seconds one case may take; past it the case fails with what it was doing, and the stack is restored",
+    ),
+    k(
         "reference_cache",
         Some("--reference-cache"),
         "PHASE1_REFERENCE_CACHE",

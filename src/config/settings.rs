@@ -234,6 +234,8 @@ pub struct Settings {
     pub startup_timeout_s: u64,
     /// Seconds one request may take.
     pub request_timeout_s: u64,
+    /// Seconds one case may take before it is cancelled and fails.
+    pub case_timeout_s: u64,
     /// Directory of digest-keyed reference-phase results.
     pub reference_cache: PathBuf,
     /// Harness log level.
@@ -292,6 +294,7 @@ impl Settings {
             recompute_reference: false,
             startup_timeout_s: 0,
             request_timeout_s: 0,
+            case_timeout_s: 0,
             reference_cache: PathBuf::new(),
             log_level: LogLevel::Info,
             cpu_engine: CpuEngineProfile {
@@ -361,6 +364,7 @@ impl Settings {
             "recompute_reference" => self.recompute_reference = v.boolean()?,
             "startup_timeout_s" => self.startup_timeout_s = v.uint()?,
             "request_timeout_s" => self.request_timeout_s = v.uint()?,
+            "case_timeout_s" => self.case_timeout_s = v.uint()?,
             "reference_cache" => self.reference_cache = v.path()?,
             "cpu_engine.block_size" => c.block_size = v.uint()?,
             "cpu_engine.attn_pages" => c.attn_pages = v.uint()?,

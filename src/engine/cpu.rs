@@ -199,6 +199,10 @@ impl Engine for CpuEngine {
         true
     }
 
+    fn counts_pages_per_kind(&self) -> bool {
+        true
+    }
+
     fn token_identity(&self) -> String {
         let g = self.geometry();
         format!(

@@ -51,6 +51,14 @@ impl Geometry {
         kinds
     }
 
+    /// Pages of one kind (`attn`, `ssm`: a label's part before `:`) in a block.
+    pub fn pages_of_kind(&self, kind: &str) -> u64 {
+        self.pages
+            .iter()
+            .filter(|(label, _)| label.split(':').next() == Some(kind))
+            .count() as u64
+    }
+
     /// Full blocks in a prompt of `tokens` tokens.
     pub fn full_blocks(&self, tokens: u64) -> u64 {
         tokens / u64::from(self.block_size_tokens)
@@ -267,6 +275,12 @@ pub trait Engine: Send + Sync {
     /// blocks it computes (the CPU engine does). vLLM counts neither: the
     /// harness derives both from its prefix-cache counters.
     fn counts_blocks(&self) -> bool {
+        false
+    }
+
+    /// Whether the engine counts the KVCR pages it read per kind
+    /// (`Counter::KvcrReadPages`); the CPU engine does, vLLM and SGLang do not.
+    fn counts_pages_per_kind(&self) -> bool {
         false
     }
     /// The pinned Python env the harness builds for this engine, or `None`

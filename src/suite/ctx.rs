@@ -42,6 +42,8 @@ pub struct Answer {
     pub cached_tokens: Option<u64>,
     pub prompt_tokens: u64,
     pub latency_ms: f64,
+    /// The `x-request-id` it was sent with.
+    pub request_id: String,
 }
 
 /// A peer transfer's numbers and the deltas they came from.
@@ -80,6 +82,10 @@ pub struct CaseCtx<'a> {
     unwritten: RefCell<Vec<String>>,
     measurements: RefCell<Map<String, Value>>,
     comparisons: RefCell<Vec<Value>>,
+    /// Every request sent through [`CaseCtx::request`], with its id.
+    requests: RefCell<Vec<super::requests::SentRequest>>,
+    /// What the case is doing now; the suite cancels it past its timeout.
+    pub(super) activity: super::activity::Activity,
 }
 
 impl<'a> CaseCtx<'a> {
@@ -106,7 +112,20 @@ impl<'a> CaseCtx<'a> {
             unwritten: RefCell::new(Vec::new()),
             measurements: RefCell::new(Map::new()),
             comparisons: RefCell::new(Vec::new()),
+            requests: RefCell::new(Vec::new()),
+            activity: super::activity::Activity::new(),
         }
+    }
+
+    /// Names what the case does from now on (the timeout message quotes
+    /// it); fails once the case was cancelled.
+    pub fn doing(&self, what: impl Into<String>) -> CaseResult {
+        self.activity.doing(what).map_err(CaseError::new)
+    }
+
+    /// Runs `future` unless the case is cancelled first (then it is dropped).
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> Result<F::Output, CaseError> {
+        self.activity.block_on(future).map_err(CaseError::new)
     }
 
     // ----- stack ---------------------------------------------------------
@@ -139,10 +158,33 @@ impl<'a> CaseCtx<'a> {
             prompt,
             self.settings.prompts.max_tokens,
         );
+        self.requests
+            .borrow_mut()
+            .push(super::requests::SentRequest {
+                request_id: request.request_id.clone(),
+                prompt: prompt.key(),
+                pinned_to: pin.map(|w| w.name().to_string()),
+            });
         match pin {
             Some(worker) => worker.pin(request),
             None => request,
         }
+    }
+
+    /// The component log lines of one request (its `x-request-id`, and the
+    /// Dynamo request id the frontend logged beside it).
+    pub fn log_lines_of(&self, request_id: &str) -> Vec<String> {
+        super::requests::log_lines(&self.stack.layout.logs_dir, &[request_id])
+    }
+
+    /// The id of the last request sent for `prompt` (its key, `f12/v0`).
+    pub fn request_id_of(&self, prompt: &str) -> Option<String> {
+        self.requests
+            .borrow()
+            .iter()
+            .rev()
+            .find(|r| r.prompt == prompt)
+            .map(|r| r.request_id.clone())
     }
 
     /// A non-streaming completion pinned to `worker`, which must be the one
@@ -159,10 +201,12 @@ impl<'a> CaseCtx<'a> {
     }
 
     fn complete(&self, prompt: &Prompt, pin: Option<&Worker>) -> Result<Answer, CaseError> {
+        self.doing(format!("requesting {}{}", prompt.key(), on_worker(pin)))?;
         let started = Instant::now();
-        let outcome: CompletionOutcome =
-            crate::rt::block_on(self.client.complete(&self.request(prompt, pin)))
-                .map_err(|e| CaseError::new(format!("request {} failed: {e}", prompt.key())))?;
+        let request = self.request(prompt, pin);
+        let outcome: CompletionOutcome = self
+            .block_on(self.client.complete(&request))?
+            .map_err(|e| CaseError::new(format!("request {} failed: {e}", prompt.key())))?;
         let tokens = outcome.token_ids.clone().ok_or_else(|| {
             CaseError::new(format!(
                 "response to {} carried no token ids (asked for nvext.completion_token_ids); text was {:?}",
@@ -185,6 +229,7 @@ impl<'a> CaseCtx<'a> {
                 .as_ref()
                 .map_or(0, |u| u64::from(u.prompt_tokens)),
             latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+            request_id: request.request_id,
         })
     }
 
@@ -194,7 +239,9 @@ impl<'a> CaseCtx<'a> {
         worker: Option<&Worker>,
         prompt: &Prompt,
     ) -> Result<StreamOutcome, CaseError> {
-        let outcome = crate::rt::block_on(self.client.stream(&self.request(prompt, worker)))
+        self.doing(format!("streaming {}{}", prompt.key(), on_worker(worker)))?;
+        let outcome = self
+            .block_on(self.client.stream(&self.request(prompt, worker)))?
             .map_err(|e| CaseError::new(format!("stream of {} failed: {e}", prompt.key())))?;
         if let Some(w) = worker {
             self.expect_served_by(w, outcome.worker.as_ref(), &prompt.key())?;
@@ -224,8 +271,12 @@ impl<'a> CaseCtx<'a> {
 
     /// The answer's tokens equal the reference engine's for `prompt`.
     pub fn expect_reference(&self, prompt: &Prompt, tokens: &[u32]) -> CaseResult {
-        self.compare_to_reference(prompt, tokens)
-            .map_err(|v| self.fail(v, "tokens.json"))
+        self.compare_to_reference(prompt, tokens).map_err(|mut v| {
+            if let Some(id) = self.request_id_of(&prompt.key()) {
+                v.detail = format!("{} (x-request-id {id})", v.detail);
+            }
+            self.fail(v, "tokens.json")
+        })
     }
 
     /// Compares `tokens` with the reference and records the comparison in
@@ -243,7 +294,7 @@ impl<'a> CaseCtx<'a> {
         };
         let verdict = expect_reference_tokens(reference, tokens);
         self.comparisons.borrow_mut().push(json!({
-            "prompt": prompt.key(), "reference": reference, "got": tokens, "equal": verdict.is_ok(),
+            "prompt": prompt.key(), "request_id": self.request_id_of(&prompt.key()), "reference": reference, "got": tokens, "equal": verdict.is_ok(),
         }));
         verdict
     }
@@ -297,7 +348,13 @@ impl<'a> CaseCtx<'a> {
             .prompts
             .fillers(self.settings.perf_evict_filler as usize);
         let before = self.snapshot(worker)?;
-        for filler in &fillers {
+        for (i, filler) in fillers.iter().enumerate() {
+            self.doing(format!(
+                "evicting worker {}'s device cache (filler {} of {})",
+                worker.name(),
+                i + 1,
+                fillers.len()
+            ))?;
             self.complete_on(worker, filler)?;
         }
         let delta = self.delta_since(worker, &before)?;
@@ -346,7 +403,7 @@ impl<'a> CaseCtx<'a> {
     // ----- telemetry -----------------------------------------------------
 
     pub fn snapshot(&self, worker: &Worker) -> Result<Snapshot, CaseError> {
-        crate::rt::block_on(telemetry::scrape(&worker.metrics_url()))
+        self.block_on(telemetry::scrape(&worker.metrics_url()))?
             .map(|s| s.with_worker(worker.name()))
             .map_err(|e| CaseError::new(format!("telemetry of worker {}: {e}", worker.name())))
     }
@@ -369,7 +426,11 @@ impl<'a> CaseCtx<'a> {
         at_least: u64,
         what: &str,
     ) -> Result<Delta, CaseError> {
+        self.doing(format!("waiting for {what}"))?;
         wait::until(what, TELEMETRY_DEADLINE, TELEMETRY_POLL, || {
+            if let Err(cancelled) = self.activity.check() {
+                return Poll::Abort(cancelled.to_string());
+            }
             match self.delta_since(worker, before) {
                 Ok(delta) => match delta.required_count(counter) {
                     Ok(n) if n >= at_least => Poll::Ready(delta),
@@ -445,6 +506,11 @@ impl<'a> CaseCtx<'a> {
         {
             let mut tries = Vec::new();
             for family in self.families(ATTEMPTS)? {
+                self.doing(format!(
+                    "proving worker {} can pull from the replacement {}",
+                    peer.name(),
+                    replacement.name()
+                ))?;
                 // Before the commit: a decode peer pulls from a prefill
                 // replacement during the commit itself (its P→D transfer).
                 let (src_before, dst_before) = (self.snapshot(replacement)?, self.snapshot(peer)?);
@@ -583,6 +649,43 @@ impl<'a> CaseCtx<'a> {
         verdict.map_err(|v| CaseError::from(v).with_evidence(path))
     }
 
+    /// `requests.json` (every request and its id) and `log-lines.txt` (the
+    /// component log lines naming them); a failure names both and the id
+    /// of the case's last request.
+    fn collect_request_logs(&self, result: Result<(), String>) -> Result<(), String> {
+        let requests = self.requests.borrow().clone();
+        let Some(last) = requests.last() else {
+            return result;
+        };
+        let ids: Vec<&str> = requests.iter().map(|r| r.request_id.as_str()).collect();
+        let lines = super::requests::log_lines(&self.stack.layout.logs_dir, &ids);
+        self.record("requests.json", &requests);
+        let log_path =
+            match self
+                .run
+                .write_text(&self.slug, "log-lines.txt", &(lines.join("\n") + "\n"))
+            {
+                Ok(path) => {
+                    self.evidence.borrow_mut().push(path.clone());
+                    path
+                }
+                Err(e) => {
+                    self.unwritten.borrow_mut().push(e.to_string());
+                    self.run.case_file(&self.slug, "log-lines.txt")
+                }
+            };
+        result.map_err(|message| {
+            format!(
+                "{message} [last request: x-request-id {} ({}); {} log lines of the case's {} requests: {}]",
+                last.request_id,
+                last.prompt,
+                lines.len(),
+                requests.len(),
+                log_path.display()
+            )
+        })
+    }
+
     fn flush_comparisons(&self) {
         let comparisons = self.comparisons.borrow().clone();
         if !comparisons.is_empty() {
@@ -598,11 +701,20 @@ impl<'a> CaseCtx<'a> {
         result: Result<(), String>,
     ) -> (Result<(), String>, Vec<PathBuf>, Map<String, Value>) {
         self.flush_comparisons();
+        let result = self.collect_request_logs(result);
         let mut files = self.evidence.into_inner();
         files.sort();
         files.dedup();
         let result = with_unwritten(result, &self.unwritten.into_inner());
         (result, files, self.measurements.into_inner())
+    }
+}
+
+/// ` on worker A` for a pinned request, ` (routed)` otherwise.
+fn on_worker(pin: Option<&Worker>) -> String {
+    match pin {
+        Some(worker) => format!(" on worker {}", worker.name()),
+        None => " (routed)".to_string(),
     }
 }
 

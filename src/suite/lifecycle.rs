@@ -268,8 +268,24 @@ impl Suite {
             run_dir,
         );
         let pids_before: Vec<u32> = stack.workers().iter().map(|w| w.process.pid()).collect();
-        let result = (case.run)(&ctx).map_err(|e| e.to_string());
-        let result = if case.destructive {
+        let activity = ctx.activity.clone();
+        let ((result, ctx), timed_out) = super::deadline::run_bounded(
+            &case.trial_name(),
+            Duration::from_secs(self.settings.case_timeout_s),
+            &activity,
+            move || ((case.run)(&ctx), ctx),
+        );
+        let result = match &timed_out {
+            None => result.map_err(|e| e.to_string()),
+            Some(timed_out) => {
+                // The case's own late error ("cancelled") says less than this.
+                activity.resume();
+                let path = ctx.record("timeout.json", timed_out);
+                Err(format!("{timed_out} (evidence: {})", path.display()))
+            }
+        };
+        // A timed-out case may have left a worker dead or a fault half-done.
+        let result = if case.destructive || timed_out.is_some() {
             result.and(restore(&stack, &ctx, &pids_before))
         } else {
             result

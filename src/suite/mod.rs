@@ -10,9 +10,11 @@
 //! }
 //! ```
 
+mod activity;
 mod case;
 pub mod commands;
 mod ctx;
+mod deadline;
 mod disagg;
 mod faults;
 pub mod guard;
@@ -22,6 +24,7 @@ pub mod load;
 pub mod observe;
 mod perf;
 mod records;
+mod requests;
 mod signals;
 
 pub use case::{Case, CaseError, CaseResult};

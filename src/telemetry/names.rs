@@ -333,6 +333,10 @@ pub enum Counter {
     TieringReadBytes(Tier),
     /// Bytes stored into a tier (`kv_offload_tiering_write_bytes`).
     TieringWriteBytes(Tier),
+    /// Pages of one kind (`attn`, `ssm`) KVCR delivered into the device
+    /// cache, counted page by page as written (the CPU engine's
+    /// `cpu_engine_kvcr_read_pages{kind}`).
+    KvcrReadPages(String),
     /// Time spent reading from a tier (`kv_offload_tiering_read_time`).
     TieringReadTime(Tier),
     /// Time spent writing to a tier (`kv_offload_tiering_write_time`).
@@ -418,6 +422,7 @@ enum Family {
     DeviceCacheEvictions,
     ComputedBlocks,
     Requests,
+    KvcrReadPages,
 }
 
 const FAMILIES: &[Family] = &[
@@ -438,6 +443,7 @@ const FAMILIES: &[Family] = &[
     Family::DeviceCacheEvictions,
     Family::ComputedBlocks,
     Family::Requests,
+    Family::KvcrReadPages,
 ];
 
 impl Family {
@@ -461,6 +467,7 @@ impl Family {
             Family::DeviceCacheEvictions => "cpu_engine_device_cache_evictions",
             Family::ComputedBlocks => "cpu_engine_computed_blocks",
             Family::Requests => "cpu_engine_requests",
+            Family::KvcrReadPages => "cpu_engine_kvcr_read_pages",
         }
     }
 
@@ -484,6 +491,7 @@ impl Family {
             | Family::TieringReadTime
             | Family::TieringWriteTime => &["tier"],
             Family::Requests => &["outcome"],
+            Family::KvcrReadPages => &["kind"],
             _ => &[],
         }
     }
@@ -535,6 +543,7 @@ impl Family {
             Family::DeviceCacheEvictions => Counter::DeviceCacheEvictions,
             Family::ComputedBlocks => Counter::ComputedBlocks,
             Family::Requests => Counter::Requests(label("outcome").unwrap_or_default()),
+            Family::KvcrReadPages => Counter::KvcrReadPages(label("kind")?),
         };
         Some(Meaning::Counter(c))
     }
@@ -567,7 +576,8 @@ impl Counter {
             | Counter::TieringWriteBytes(_)
             | Counter::TieringReadTime(_)
             | Counter::TieringWriteTime(_)
-            | Counter::Requests(_) => WhenAbsent::ZeroBeforeFirstEvent,
+            | Counter::Requests(_)
+            | Counter::KvcrReadPages(_) => WhenAbsent::ZeroBeforeFirstEvent,
             Counter::TieringCascadeJobFailures
             | Counter::PrefixCacheQueries
             | Counter::PrefixCacheHits
@@ -620,6 +630,7 @@ impl Counter {
             Counter::DeviceCacheEvictions => (Family::DeviceCacheEvictions, vec![]),
             Counter::ComputedBlocks => (Family::ComputedBlocks, vec![]),
             Counter::Requests(o) => (Family::Requests, vec![o.clone()]),
+            Counter::KvcrReadPages(k) => (Family::KvcrReadPages, vec![k.clone()]),
         }
     }
 
@@ -789,6 +800,7 @@ impl fmt::Display for Counter {
             Counter::DeviceCacheEvictions => f.write_str("device_cache_evictions"),
             Counter::ComputedBlocks => f.write_str("computed_blocks"),
             Counter::Requests(o) => write!(f, "requests{{outcome={o}}}"),
+            Counter::KvcrReadPages(k) => write!(f, "kvcr_read_pages{{kind={k}}}"),
         }
     }
 }
@@ -871,6 +883,7 @@ impl FromStr for Counter {
             "device_cache_evictions" => Counter::DeviceCacheEvictions,
             "computed_blocks" => Counter::ComputedBlocks,
             "requests" => Counter::Requests(get("outcome")?.to_string()),
+            "kvcr_read_pages" => Counter::KvcrReadPages(get("kind")?.to_string()),
             _ => return Err(bad()),
         })
     }
@@ -1060,6 +1073,7 @@ mod tests {
             Counter::TieringReadBytes(Tier::Other("2:disk".into())),
             Counter::Requests("ok".into()),
             Counter::ComputedBlocks,
+            Counter::KvcrReadPages("ssm".into()),
         ];
         for c in all {
             let s = c.to_string();

@@ -70,9 +70,72 @@ pub fn expect_peer_transfer(
         .verdict()
 }
 
+/// Exact pages per kind: the target read `blocks` × the pages of each kind
+/// in a block (hybrid: attention pages and SSM parts), not only the same
+/// total bytes. `read_pages` is `(kind, pages read)` per kind of the geometry.
+pub fn expect_exact_pages(
+    read_pages: &[(String, u64)],
+    blocks: u64,
+    geometry: &crate::engine::Geometry,
+) -> Result<(), Violation> {
+    let mut checks = Checks::new("exact pages");
+    for kind in geometry.pool_kinds() {
+        let per_block = geometry.pages_of_kind(&kind);
+        let expected = blocks * per_block;
+        let read = read_pages
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(0, |(_, n)| *n);
+        checks.check(read == expected, || {
+            format!("{kind} pages read {read} ≠ {blocks} blocks × {per_block} = {expected}")
+        });
+    }
+    checks.verdict()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hybrid() -> crate::engine::Geometry {
+        crate::engine::Geometry {
+            name: "hybrid".into(),
+            block_size_tokens: 16,
+            pages: vec![
+                ("attn".into(), 8192),
+                ("attn".into(), 8192),
+                ("ssm:conv".into(), 4096),
+                ("ssm:temporal".into(), 4096),
+                ("ssm:x".into(), 4096),
+            ],
+        }
+    }
+
+    #[test]
+    fn exact_pages_per_kind_pass() {
+        let read = [("attn".to_string(), 8), ("ssm".to_string(), 12)];
+        assert_eq!(expect_exact_pages(&read, 4, &hybrid()), Ok(()));
+    }
+
+    /// The same total bytes with one SSM part missing and an attention page
+    /// too many (8192 = 2 × 4096) pass a bytes-only check; per kind they fail.
+    #[test]
+    fn a_missing_ssm_part_fails_even_when_bytes_match() {
+        let read = [("attn".to_string(), 9), ("ssm".to_string(), 10)];
+        let bytes = 9 * 8192 + 10 * 4096;
+        assert_eq!(bytes, 4 * hybrid().bytes_per_block());
+        let v = expect_exact_pages(&read, 4, &hybrid()).unwrap_err();
+        assert_eq!(
+            v.to_string(),
+            "exact pages: attn pages read 9 ≠ 4 blocks × 2 = 8; ssm pages read 10 ≠ 4 blocks × 3 = 12"
+        );
+        let v = expect_exact_pages(&read[..1], 4, &hybrid()).unwrap_err();
+        assert!(
+            v.to_string()
+                .contains("ssm pages read 0 ≠ 4 blocks × 3 = 12"),
+            "{v}"
+        );
+    }
 
     fn good() -> PeerTransfer {
         PeerTransfer {

@@ -11,7 +11,7 @@
 
 use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
 use kvcr_e2e::telemetry::{Counter, OpResult, Scope};
-use kvcr_e2e::verdict::transfer::expect_peer_transfer;
+use kvcr_e2e::verdict::transfer::{expect_exact_pages, expect_peer_transfer};
 
 pub const CASE: Case = Case {
     id: "TC-03",
@@ -49,6 +49,25 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             geometry.bytes_per_block(),
         ),
     )?;
+    // Hybrid: exact pages per kind (attention pages, SSM parts), counted
+    // by the target as it read them, not only the same total bytes.
+    if geometry.pool_kinds().len() > 1 && ctx.stack.engine.counts_pages_per_kind() {
+        let read: Vec<(String, u64)> = geometry
+            .pool_kinds()
+            .into_iter()
+            .map(|kind| {
+                let n = observed
+                    .target
+                    .required_count(&Counter::KvcrReadPages(kind.clone()))?;
+                Ok((kind, n))
+            })
+            .collect::<Result<_, kvcr_e2e::telemetry::NotReported>>()?;
+        ctx.check(
+            "pages.json",
+            &serde_json::json!({"geometry": geometry, "blocks": family.shared_blocks(), "read_pages": read}),
+            expect_exact_pages(&read, family.shared_blocks(), &geometry),
+        )?;
+    }
     ctx.expect_interval_log_agrees(
         &a,
         &[

@@ -1,0 +1,152 @@
+//! Triage by request id: the requests a case sent (each with its own
+//! `x-request-id`) and the component log lines that name them.
+//!
+//! Dynamo's frontend (1.6.1) keeps its own id for a request, the one the
+//! workers see and log (Dynamo's request plane, and the CPU engine's prefill
+//! line `request <id>: N full blocks: …`), and logs the client's
+//! `x-request-id` beside it (`request_id=<dynamo id> … x_request_id="<ours>"`).
+//! So the lines are found in two hops: the lines naming one of the case's
+//! ids, then every line naming a Dynamo `request_id` found on those. After
+//! every case they are copied into `cases/<case>/log-lines.txt`, prefixed
+//! with their file and line number, so a failure can be followed from JUnit
+//! to the exact worker log line.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// One request a case sent.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SentRequest {
+    pub request_id: String,
+    /// The prompt's key (`f12/v0`).
+    pub prompt: String,
+    /// The worker slot it was pinned to; `None` when the router picked.
+    pub pinned_to: Option<String>,
+}
+
+/// Every line of the `*.log` files in `logs_dir` that names one of `ids`,
+/// as `<file>:<line>: <text>` (terminal colours removed), file by file.
+pub fn log_lines(logs_dir: &Path, ids: &[&str]) -> Vec<String> {
+    if ids.is_empty() {
+        return Vec::new();
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(logs_dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    let logs: Vec<(String, String)> = files
+        .iter()
+        .filter_map(|file| {
+            let bytes = std::fs::read(file).ok()?;
+            let name = file.file_name()?.to_string_lossy().into_owned();
+            Some((name, strip_ansi(&String::from_utf8_lossy(&bytes))))
+        })
+        .collect();
+    // Hop 1: the ids Dynamo gave the case's requests.
+    let mut wanted: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+    for (_, text) in &logs {
+        for line in text.lines().filter(|l| ids.iter().any(|id| l.contains(id))) {
+            for linked in dynamo_request_ids(line) {
+                if !wanted.contains(&linked) {
+                    wanted.push(linked);
+                }
+            }
+        }
+    }
+    // Hop 2: every line naming any of them.
+    let mut found = Vec::new();
+    for (name, text) in &logs {
+        for (n, line) in text.lines().enumerate() {
+            if wanted.iter().any(|id| line.contains(id.as_str())) {
+                found.push(format!("{name}:{}: {line}", n + 1));
+            }
+        }
+    }
+    found
+}
+
+/// The UUIDs after `request_id=` (quoted or not) on a log line; not those
+/// after `x_request_id=`, which are the client's own.
+fn dynamo_request_ids(line: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("request_id=") {
+        let own = !rest[..at].ends_with("x_");
+        let value = rest[at + "request_id=".len()..].trim_start_matches('"');
+        let id: String = value
+            .chars()
+            .take_while(|c| c.is_ascii_hexdigit() || *c == '-')
+            .collect();
+        if own && id.len() == 36 && !ids.contains(&id) {
+            ids.push(id);
+        }
+        rest = &rest[at + "request_id=".len()..];
+    }
+    ids
+}
+
+/// `line` without ANSI escape sequences (the colours of Dynamo's logs).
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lines_naming_a_case_request_are_found_in_every_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = "5b0c9f6e-3c1d-4a7e-9f00-0000000000a1";
+        std::fs::write(
+            dir.path().join("worker-A.log"),
+            format!(
+                "startup\n\u{1b}[2m2026-11-30T06:44:32Z\u{1b}[0m request received \u{1b}[3mrequest_id\u{1b}[0m={id}\nrequest {id}: 4 full blocks: device=0 host=0 kvcr=4 computed=0\nrequest other: 1 full blocks\n"
+            ),
+        )
+        .unwrap();
+        let dynamo = "df0c38a5-9ff8-4c71-b9ea-a3aecd9f8d29";
+        std::fs::write(
+            dir.path().join("frontend.log"),
+            format!("nothing here\nrequest received request_id={dynamo} model=tiny x_request_id=\"{id}\"\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("worker-B.log"),
+            format!("request {dynamo}: 4 full blocks: device=0 host=0 kvcr=4 computed=0\n"),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("notes.txt"), format!("{id}\n")).unwrap();
+        let lines = log_lines(dir.path(), &[id]);
+        assert_eq!(
+            lines,
+            vec![
+                format!("frontend.log:2: request received request_id={dynamo} model=tiny x_request_id=\"{id}\""),
+                format!("worker-A.log:2: 2026-11-30T06:44:32Z request received request_id={id}"),
+                format!("worker-A.log:3: request {id}: 4 full blocks: device=0 host=0 kvcr=4 computed=0"),
+                format!("worker-B.log:1: request {dynamo}: 4 full blocks: device=0 host=0 kvcr=4 computed=0"),
+            ]
+        );
+        assert!(log_lines(dir.path(), &[]).is_empty());
+    }
+}
