@@ -19,7 +19,11 @@ fn main() {
     let path = root.join("target/bench/client_peers.json");
     let text = serde_json::to_string_pretty(&report).expect("the report serializes");
     std::fs::write(&path, text + "\n").expect("write the report");
-    println!("wrote {} (each client's files under {})", path.display(), dir.display());
+    println!(
+        "wrote {} (each client's files under {})",
+        path.display(),
+        dir.display()
+    );
     if let Err(e) = report.complete() {
         eprintln!("client_peers: incomplete run:\n{e}");
         std::process::exit(1);

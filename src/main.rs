@@ -353,7 +353,11 @@ fn bench_client(args: &[String]) -> ExitCode {
     if log.errors.is_empty() {
         ExitCode::SUCCESS
     } else {
-        eprintln!("bench-client: {} requests failed, first: {}", log.errors.len(), log.errors[0]);
+        eprintln!(
+            "bench-client: {} requests failed, first: {}",
+            log.errors.len(),
+            log.errors[0]
+        );
         ExitCode::FAILURE
     }
 }

@@ -24,12 +24,23 @@ pub fn command(python: &Path, tokenizer: &Path, url: &str, load: &Load, dir: &Pa
     cmd.args(["-m", "aiperf", "profile", "--model", "tiny"])
         .arg("--tokenizer")
         .arg(tokenizer)
-        .args(["--url", url, "--endpoint-type", "completions", "--streaming"])
+        .args([
+            "--url",
+            url,
+            "--endpoint-type",
+            "completions",
+            "--streaming",
+        ])
         .args(["--concurrency", &load.concurrency.to_string()])
         .args(["--request-count", &load.requests.to_string()])
         .args(["--isl", "8", "--osl", &load.chunks.to_string()])
         .args(["--random-seed", "1", "--export-level", "raw"])
-        .args(["--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry"])
+        .args([
+            "--ui-type",
+            "none",
+            "--no-server-metrics",
+            "--no-gpu-telemetry",
+        ])
         .arg("--artifact-dir")
         .arg(dir);
     // Not HF_HUB_OFFLINE: aiperf 0.13 then resolves even a local tokenizer
@@ -101,8 +112,13 @@ pub fn read(dir: &Path) -> Result<ClientLog, String> {
 fn read_file(path: &Path, log: &mut ClientLog) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     for (i, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
-        let raw: Raw = serde_json::from_str(line)
-            .map_err(|e| format!("{} line {}: not an aiperf raw record ({e})", path.display(), i + 1))?;
+        let raw: Raw = serde_json::from_str(line).map_err(|e| {
+            format!(
+                "{} line {}: not an aiperf raw record ({e})",
+                path.display(),
+                i + 1
+            )
+        })?;
         if let Some(err) = raw.error.filter(|e| !e.is_null()) {
             log.errors.push(err.to_string());
             continue;

@@ -41,7 +41,10 @@ fn parse_stat(line: &str) -> Option<(u32, u64)> {
     let rest = &line[line.rfind(')')? + 2..];
     let f: Vec<&str> = rest.split_whitespace().collect();
     // After the name: state(0) ppid(1) ... utime(11) stime(12).
-    Some((f.get(1)?.parse().ok()?, f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?))
+    Some((
+        f.get(1)?.parse().ok()?,
+        f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?,
+    ))
 }
 
 /// User + system CPU of `root` and its live descendants, in ticks.
@@ -49,7 +52,11 @@ pub fn tree_ticks(root: u32) -> u64 {
     let mut by_pid: HashMap<u32, (u32, u64)> = HashMap::new();
     if let Ok(dir) = fs::read_dir("/proc") {
         for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
                 continue;
             };
             if let Some(stat) = fs::read_to_string(entry.path().join("stat"))
@@ -85,8 +92,11 @@ impl CpuMeter {
         let handle = thread::Builder::new()
             .name("cpu-meter".into())
             .spawn(move || {
+                let mut seen = 0;
                 while !st.load(Ordering::Relaxed) {
-                    let cpu_ns = tree_ticks(root) * ns_per_tick;
+                    // A process tree's CPU never falls; a reaped process reads 0.
+                    seen = (tree_ticks(root) * ns_per_tick).max(seen);
+                    let cpu_ns = seen;
                     let at_ns = monotonic_ns();
                     s.lock().expect("samples").push(Sample { at_ns, cpu_ns });
                     thread::sleep(every);
@@ -100,13 +110,21 @@ impl CpuMeter {
         }
     }
 
-    /// Stops sampling and returns the samples.
-    pub fn finish(mut self) -> Vec<Sample> {
+    /// Stops sampling and returns the samples, closed by `last` (the
+    /// client's total at exit, from [`reap`]) when given.
+    pub fn finish(mut self, last: Option<Sample>) -> Vec<Sample> {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
-        std::mem::take(&mut *self.samples.lock().expect("samples"))
+        let mut samples = std::mem::take(&mut *self.samples.lock().expect("samples"));
+        if let Some(mut last) = last {
+            let before = samples.iter().map(|s| s.cpu_ns).max().unwrap_or(0);
+            last.cpu_ns = last.cpu_ns.max(before);
+            samples.retain(|s| s.at_ns < last.at_ns);
+            samples.push(last);
+        }
+        samples
     }
 }
 
@@ -114,6 +132,47 @@ impl Drop for CpuMeter {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// How a reaped child ended, and its CPU (its own and its reaped
+/// descendants', from `wait4`) as a sample at the moment it was reaped.
+#[derive(Debug, Clone, Copy)]
+pub struct Reaped {
+    pub success: bool,
+    pub code: i32,
+    pub total: Sample,
+}
+
+/// Reaps `pid` if it has exited (`wait4` with `WNOHANG`): `Ok(None)` while
+/// it runs. Used instead of `Child::try_wait`, which drops the rusage.
+pub fn reap(pid: u32) -> std::io::Result<Option<Reaped>> {
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `status` and `usage` are valid for writes during the call.
+    let rc = unsafe { libc::wait4(pid as libc::pid_t, &mut status, libc::WNOHANG, &mut usage) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if rc == 0 {
+        return Ok(None);
+    }
+    let at_ns = monotonic_ns();
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    let exited = libc::WIFEXITED(status);
+    let code = if exited {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    Ok(Some(Reaped {
+        success: exited && code == 0,
+        code,
+        total: Sample {
+            at_ns,
+            cpu_ns: tv(usage.ru_utime) + tv(usage.ru_stime),
+        },
+    }))
 }
 
 /// CPU used between `from_ns` and `to_ns`, interpolated between samples;
@@ -146,9 +205,18 @@ mod tests {
     #[test]
     fn the_window_is_interpolated() {
         let s = [
-            Sample { at_ns: 0, cpu_ns: 0 },
-            Sample { at_ns: 100, cpu_ns: 50 },
-            Sample { at_ns: 200, cpu_ns: 150 },
+            Sample {
+                at_ns: 0,
+                cpu_ns: 0,
+            },
+            Sample {
+                at_ns: 100,
+                cpu_ns: 50,
+            },
+            Sample {
+                at_ns: 200,
+                cpu_ns: 150,
+            },
         ];
         assert_eq!(cpu_between(&s, 50, 150), Some(Duration::from_nanos(75)));
         assert_eq!(cpu_between(&s, 50, 250), None);

@@ -72,7 +72,9 @@ pub fn pair<'a>(seen: &'a [Observed], sent: &'a [Served]) -> Result<Vec<Pair<'a>
             }
         };
         match found {
-            Some(s) if s.sends_ns.len() == o.chunk_ns.len() => pairs.push(Pair { seen: o, sent: s }),
+            Some(s) if s.sends_ns.len() == o.chunk_ns.len() => {
+                pairs.push(Pair { seen: o, sent: s })
+            }
             Some(s) => {
                 return Err(format!(
                     "request sent at {} ns read {} chunks of stream {}, which had {}",
@@ -103,7 +105,13 @@ fn us(later: u64, earlier: u64) -> f64 {
 pub fn chunk_overhead_us(pairs: &[Pair]) -> Vec<f64> {
     pairs
         .iter()
-        .flat_map(|p| p.seen.chunk_ns.iter().zip(&p.sent.sends_ns).map(|(c, s)| us(*c, *s)))
+        .flat_map(|p| {
+            p.seen
+                .chunk_ns
+                .iter()
+                .zip(&p.sent.sends_ns)
+                .map(|(c, s)| us(*c, *s))
+        })
         .collect()
 }
 
@@ -158,10 +166,21 @@ mod tests {
 
     #[test]
     fn requests_pair_by_tag_or_by_time_and_errors_are_client_minus_server() {
-        let sent = [served(1, 100, &[1_100, 2_100]), served(2, 150, &[1_150, 2_150])];
+        let sent = [
+            served(1, 100, &[1_100, 2_100]),
+            served(2, 150, &[1_150, 2_150]),
+        ];
         let seen = [
-            Observed { tag: Some(2), start_ns: 140, chunk_ns: vec![1_160, 2_170] },
-            Observed { tag: None, start_ns: 90, chunk_ns: vec![1_120, 2_110] },
+            Observed {
+                tag: Some(2),
+                start_ns: 140,
+                chunk_ns: vec![1_160, 2_170],
+            },
+            Observed {
+                tag: None,
+                start_ns: 90,
+                chunk_ns: vec![1_120, 2_110],
+            },
         ];
         let pairs = pair(&seen, &sent).unwrap();
         assert_eq!(pairs.iter().map(|p| p.sent.id).collect::<Vec<_>>(), [1, 2]);
@@ -174,7 +193,11 @@ mod tests {
 
     #[test]
     fn an_unexplained_request_is_an_error() {
-        let seen = [Observed { tag: Some(9), start_ns: 0, chunk_ns: vec![1] }];
+        let seen = [Observed {
+            tag: Some(9),
+            start_ns: 0,
+            chunk_ns: vec![1],
+        }];
         assert!(pair(&seen, &[]).unwrap_err().contains("tag Some(9)"));
         assert_eq!(Spread::of(&[]), None);
         assert_eq!(Spread::of(&[3.0, 1.0, 2.0]).unwrap().p50, 2.0);

@@ -33,7 +33,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use report::Report;
-pub use run::{Phase, PeerResult};
+pub use run::{PeerResult, Phase};
 pub use sse_server::{Shape, SseServer};
 
 /// How hard a client drives the server: a closed loop of `concurrency`
@@ -113,13 +113,29 @@ impl Plan {
         Plan {
             paced: Phase {
                 name: "paced",
-                shape: Shape { chunks: 64, gap: Duration::from_millis(1), chunk_bytes: 16 },
-                load: Load { concurrency: 4, requests: 64, chunks: 64 },
+                shape: Shape {
+                    chunks: 64,
+                    gap: Duration::from_millis(1),
+                    chunk_bytes: 16,
+                },
+                load: Load {
+                    concurrency: 4,
+                    requests: 64,
+                    chunks: 64,
+                },
             },
             saturation: Phase {
                 name: "saturation",
-                shape: Shape { chunks: 500, gap: Duration::ZERO, chunk_bytes: 16 },
-                load: Load { concurrency: 8, requests: 64, chunks: 500 },
+                shape: Shape {
+                    chunks: 500,
+                    gap: Duration::ZERO,
+                    chunk_bytes: 16,
+                },
+                load: Load {
+                    concurrency: 8,
+                    requests: 64,
+                    chunks: 500,
+                },
             },
             timeout: Duration::from_secs(300),
         }
@@ -146,7 +162,9 @@ pub fn run_all(plan: &Plan, tools: &Tools, dir: &Path) -> Report {
             eprintln!("[client-peers] {} / {} ...", peer.name(), phase.name);
             match run::run_peer(&server, peer, phase, tools, dir, plan.timeout) {
                 Ok(r) => report.results.push(r),
-                Err(e) => report.failures.push(format!("{} / {}: {e}", peer.name(), phase.name)),
+                Err(e) => report
+                    .failures
+                    .push(format!("{} / {}: {e}", peer.name(), phase.name)),
             }
         }
     }

@@ -66,19 +66,28 @@ impl Report {
     /// Closes the run: load at the end, and the goals.
     pub fn finish(&mut self) {
         self.machine.loadavg_end = loadavg();
-        let rate = |peer| self.get(peer, "saturation").and_then(|r| r.chunks_per_cpu_s);
+        let rate = |peer| {
+            self.get(peer, "saturation")
+                .and_then(|r| r.chunks_per_cpu_s)
+        };
         let ours = self.get(Peer::Ours, "paced");
         self.goals = Goals {
             five_x_aiperf_chunks_per_core: rate(Peer::Ours)
                 .zip(rate(Peer::Aiperf))
                 .map(|(o, a)| o >= 5.0 * a),
-            overhead_p50_le_20us: ours.and_then(|r| r.chunk_overhead_us).map(|s| s.p50 <= 20.0),
-            ttft_error_p99_lt_1ms: ours.and_then(|r| r.ttft_abs_error_us).map(|s| s.p99 < 1000.0),
+            overhead_p50_le_20us: ours
+                .and_then(|r| r.chunk_overhead_us)
+                .map(|s| s.p50 <= 20.0),
+            ttft_error_p99_lt_1ms: ours
+                .and_then(|r| r.ttft_abs_error_us)
+                .map(|s| s.p99 < 1000.0),
         };
     }
 
     pub fn get(&self, peer: Peer, phase: &str) -> Option<&PeerResult> {
-        self.results.iter().find(|r| r.peer == peer && r.phase == phase)
+        self.results
+            .iter()
+            .find(|r| r.peer == peer && r.phase == phase)
     }
 
     /// Every client has both phases, with every figure.
@@ -87,7 +96,9 @@ impl Report {
             return Err(self.failures.join("\n"));
         }
         for peer in Peer::ALL {
-            let sat = self.get(peer, "saturation").and_then(|r| r.chunks_per_cpu_s);
+            let sat = self
+                .get(peer, "saturation")
+                .and_then(|r| r.chunks_per_cpu_s);
             let paced = self.get(peer, "paced");
             let figures = paced.map(|r| {
                 [r.chunk_overhead_us, r.ttft_abs_error_us, r.itl_abs_error_us]
@@ -107,12 +118,20 @@ impl Report {
         let _ = writeln!(
             out,
             "client peers, {} cpus, load {} -> {}, {}",
-            self.machine.nproc, self.machine.loadavg_start, self.machine.loadavg_end, self.machine.date
+            self.machine.nproc,
+            self.machine.loadavg_start,
+            self.machine.loadavg_end,
+            self.machine.date
         );
         let _ = writeln!(
             out,
             "{:<17} | {:>22} | {:>20} | {:>20} | {:>20} | {:>20}",
-            "client", "chunks/s per core", "overhead p50 µs", "overhead p99 µs", "|TTFT err| p99 µs", "|ITL err| p99 µs"
+            "client",
+            "chunks/s per core",
+            "overhead p50 µs",
+            "overhead p99 µs",
+            "|TTFT err| p99 µs",
+            "|ITL err| p99 µs"
         );
         let ours_sat = self.get(Peer::Ours, "saturation");
         let ours_paced = self.get(Peer::Ours, "paced");

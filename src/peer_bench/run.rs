@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::cpu_meter::{cpu_between, CpuMeter};
+use super::cpu_meter::{cpu_between, reap, CpuMeter};
 use super::measure::{self, Spread};
 use super::observed::ClientLog;
 use super::sse_server::{Shape, SseServer};
@@ -48,7 +48,13 @@ pub struct PeerResult {
     pub process_s: f64,
 }
 
-fn client_command(peer: Peer, tools: &Tools, url: &str, load: &Load, dir: &Path) -> Result<Command, String> {
+fn client_command(
+    peer: Peer,
+    tools: &Tools,
+    url: &str,
+    load: &Load,
+    dir: &Path,
+) -> Result<Command, String> {
     match peer {
         Peer::Ours => {
             let mut cmd = Command::new(&tools.ours);
@@ -66,7 +72,13 @@ fn client_command(peer: Peer, tools: &Tools, url: &str, load: &Load, dir: &Path)
         }
         Peer::VllmBench => {
             let python = tools.vllm.as_ref().ok_or("no vLLM env")?;
-            Ok(vllm_bench::command(python, &tools.tokenizer, url, load, dir))
+            Ok(vllm_bench::command(
+                python,
+                &tools.tokenizer,
+                url,
+                load,
+                dir,
+            ))
         }
     }
 }
@@ -116,27 +128,29 @@ pub fn run_peer(
     let waited = wait::until(
         format!("{} to finish phase {}", peer.name(), phase.name),
         timeout,
-        Duration::from_millis(50),
-        || match child.try_wait() {
-            Ok(Some(status)) => Poll::Ready(status),
+        Duration::from_millis(5),
+        || match reap(child.id()) {
+            Ok(Some(reaped)) => Poll::Ready(reaped),
             Ok(None) => Poll::Pending("still running".into()),
             Err(e) => Poll::Abort(e.to_string()),
         },
     );
-    let samples = meter.finish();
     let process_s = started.elapsed().as_secs_f64();
-    let status = match waited {
-        Ok(status) => status,
+    let reaped = match waited {
+        Ok(reaped) => reaped,
         Err(e) => {
+            let _ = meter.finish(None);
             let _ = child.kill();
             let _ = child.wait();
             return Err(format!("{e}\n{}", tail(&log_path)));
         }
     };
-    if !status.success() {
+    let samples = meter.finish(Some(reaped.total));
+    if !reaped.success {
         return Err(format!(
-            "{} exited with {status}; its output ({}) ends:\n{}",
+            "{} exited with code {}; its output ({}) ends:\n{}",
             peer.name(),
+            reaped.code,
             log_path.display(),
             tail(&log_path)
         ));
@@ -159,11 +173,15 @@ pub fn run_peer(
         ));
     }
     let served = server.take_served();
-    let pairs = measure::pair(&log.requests, &served).map_err(|e| format!("{}: {e}", peer.name()))?;
+    let pairs =
+        measure::pair(&log.requests, &served).map_err(|e| format!("{}: {e}", peer.name()))?;
     let (from, to) = measure::window_ns(&pairs).ok_or("no streams")?;
     let cpu = cpu_between(&samples, from, to)
         .ok_or_else(|| format!("{}: the CPU samples do not cover the streams", peer.name()))?;
-    let abs: Vec<f64> = measure::ttft_error_us(&pairs).iter().map(|e| e.abs()).collect();
+    let abs: Vec<f64> = measure::ttft_error_us(&pairs)
+        .iter()
+        .map(|e| e.abs())
+        .collect();
     Ok(PeerResult {
         peer,
         phase: phase.name,

@@ -164,7 +164,8 @@ fn serve(mut sock: TcpStream, shared: &Mutex<Shared>) {
     let arrived_ns = monotonic_ns();
     let _ = sock.set_nodelay(true);
     if method != "post" || !path.ends_with("completions") {
-        let body = json!({"object": "list", "data": [{"id": "tiny", "object": "model"}]}).to_string();
+        let body =
+            json!({"object": "list", "data": [{"id": "tiny", "object": "model"}]}).to_string();
         let _ = write!(
             sock,
             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",

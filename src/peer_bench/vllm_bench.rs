@@ -64,11 +64,15 @@ pub fn read(dir: &Path) -> std::result::Result<ClientLog, String> {
         ..ClientLog::default()
     };
     for (i, start) in r.start_times.iter().enumerate() {
-        let (Some(ttft), Some(itls), Some(text)) = (r.ttfts.get(i), r.itls.get(i), r.generated_texts.get(i)) else {
-            log.errors.push(format!("request {i}: ttft, itls or text missing"));
+        let (Some(ttft), Some(itls), Some(text)) =
+            (r.ttfts.get(i), r.itls.get(i), r.generated_texts.get(i))
+        else {
+            log.errors
+                .push(format!("request {i}: ttft, itls or text missing"));
             continue;
         };
-        log.requests.push(Observed::from_seconds(tag_of(text), *start, *ttft, itls));
+        log.requests
+            .push(Observed::from_seconds(tag_of(text), *start, *ttft, itls));
     }
     Ok(log)
 }
