@@ -184,10 +184,15 @@ mod tests {
         ];
         let pairs = pair(&seen, &sent).unwrap();
         assert_eq!(pairs.iter().map(|p| p.sent.id).collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(chunk_overhead_us(&pairs), [0.02, 0.01, 0.01, 0.02]);
+        let ns = |v: Vec<f64>| {
+            v.iter()
+                .map(|us| (us * 1e3).round() as i64)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ns(chunk_overhead_us(&pairs)), [20, 10, 10, 20]);
         // ttft: (1120-90) - (1100-100) = 30 ns; (1160-140) - (1150-150) = 20 ns.
-        assert_eq!(ttft_error_us(&pairs), [0.03, 0.02]);
-        assert_eq!(itl_error_us(&pairs), [0.01, 0.01]);
+        assert_eq!(ns(ttft_error_us(&pairs)), [30, 20]);
+        assert_eq!(ns(itl_error_us(&pairs)), [10, 10]);
         assert_eq!(window_ns(&pairs), Some((100, 2_150)));
     }
 
