@@ -7,7 +7,7 @@
 //! environment variables (see [`Options::from_env`]).
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use kvcr_e2e::client::{Client, Completion, StreamOutcome};
+use kvcr_e2e::peer_bench::sse_server::read_request;
 use serde_json::{json, Value};
 
 /// Run options, each overridable by an environment variable.
@@ -151,33 +152,9 @@ fn sse_chunk(finish: Option<&str>) -> Vec<u8> {
     format!("data: {chunk}\n\n").into_bytes()
 }
 
-/// Reads one HTTP request (head and content-length body); `None` on EOF or error.
-fn read_body(sock: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::new();
-    let mut piece = [0u8; 4096];
-    let head_end = loop {
-        let n = sock.read(&mut piece).ok().filter(|n| *n > 0)?;
-        buf.extend_from_slice(&piece[..n]);
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    while buf.len() < head_end + len {
-        let n = sock.read(&mut piece).ok().filter(|n| *n > 0)?;
-        buf.extend_from_slice(&piece[..n]);
-    }
-    Some(String::from_utf8_lossy(&buf[head_end..]).into_owned())
-}
-
 fn serve(mut sock: TcpStream, reports: mpsc::Sender<Served>) {
     let cpu_start = thread_cpu();
-    let Some(script) = read_body(&mut sock).and_then(|b| Script::parse(&b)) else {
+    let Some(script) = read_request(&mut sock).and_then(|r| Script::parse(&r.body)) else {
         return;
     };
     let _ = sock.set_nodelay(true);

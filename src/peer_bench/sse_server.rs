@@ -132,8 +132,17 @@ fn content_chunk(text: &str, finish: Option<&str>) -> Vec<u8> {
     }))
 }
 
-/// Reads one request head and its content-length body: (method, path).
-fn read_request(sock: &mut TcpStream) -> Option<(String, String)> {
+/// One HTTP/1.1 request as a test server reads it.
+pub struct Request {
+    /// Lower case, e.g. `post`.
+    pub method: String,
+    pub path: String,
+    pub body: String,
+}
+
+/// Reads one request head and its content-length body from a blocking
+/// socket; `None` on EOF or a read error.
+pub fn read_request(sock: &mut TcpStream) -> Option<Request> {
     let mut buf = Vec::new();
     let mut piece = [0u8; 8192];
     let head_end = loop {
@@ -154,11 +163,15 @@ fn read_request(sock: &mut TcpStream) -> Option<(String, String)> {
         buf.extend_from_slice(&piece[..n]);
     }
     let mut first = head.lines().next()?.split_whitespace();
-    Some((first.next()?.to_string(), first.next()?.to_string()))
+    Some(Request {
+        method: first.next()?.to_string(),
+        path: first.next()?.to_string(),
+        body: String::from_utf8_lossy(&buf[head_end..]).into_owned(),
+    })
 }
 
 fn serve(mut sock: TcpStream, shared: &Mutex<Shared>) {
-    let Some((method, path)) = read_request(&mut sock) else {
+    let Some(Request { method, path, .. }) = read_request(&mut sock) else {
         return;
     };
     let arrived_ns = monotonic_ns();

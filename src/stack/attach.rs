@@ -252,6 +252,7 @@ fn attach_with(
         references: Mutex::new(Vec::new()),
         retired: Mutex::new(Vec::new()),
         retired_frontends: Mutex::new(Vec::new()),
+        frontend_killed: Default::default(),
         replacement_faults: Mutex::new(Vec::new()),
         replace_hook_runs: Mutex::new(Vec::new()),
         logs: Mutex::new(super::LogSource {

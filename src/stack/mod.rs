@@ -36,6 +36,7 @@ pub use provision::{provision, ProvisionError, StackOptions, StartupTimings, DIG
 pub use registration::Registration;
 pub use worker::Worker;
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -61,6 +62,9 @@ pub struct Stack {
     retired: Mutex<Vec<Arc<Worker>>>,
     /// Frontends that were stopped or killed and replaced, kept for teardown.
     retired_frontends: Mutex<Vec<Arc<Supervised>>>,
+    /// The frontend was SIGKILLed by a case: the restore step replaces it
+    /// even while the dying process is still seen running.
+    frontend_killed: std::sync::atomic::AtomicBool,
     /// Launch-time fault switches for the next replacement worker only.
     replacement_faults: Mutex<Vec<String>>,
     /// What the replace hook did for each replacement it started.
@@ -197,6 +201,14 @@ impl Stack {
     pub fn restart_frontend(&self) -> Result<(), StackError> {
         let old = self.frontend();
         old.stop(Duration::from_secs(3));
+        // The new one binds the same port: the old one must be gone first.
+        if old.wait_exit(self.options.kill_timeout).is_none() {
+            return Err(StackError::FaultNotApplied(format!(
+                "the old frontend (pid {}) is still alive {} s after SIGKILL; cannot start a new one on its port",
+                old.pid(),
+                self.options.kill_timeout.as_secs()
+            )));
+        }
         let fresh = Arc::new(provision::start_frontend(self)?);
         if let Ok(mut retired) = self.retired_frontends.lock() {
             retired.push(old);
@@ -205,6 +217,26 @@ impl Stack {
             *frontend = fresh;
         }
         Ok(())
+    }
+
+    /// SIGKILLs the frontend's whole process group and waits, up to the
+    /// kill timeout, until it is gone. The restore step
+    /// ([`Stack::ensure_whole`]) starts a new one.
+    pub fn kill_frontend(&self) -> Result<u32, StackError> {
+        let frontend = self.frontend();
+        self.frontend_killed.store(true, Ordering::SeqCst);
+        frontend
+            .kill_group()
+            .map_err(|e| StackError::FaultNotApplied(format!("SIGKILL of the frontend: {e}")))?;
+        let budget = self.options.kill_timeout;
+        if frontend.wait_exit(budget).is_none() {
+            return Err(StackError::FaultNotApplied(format!(
+                "the frontend (pid {}) is alive {} s after SIGKILL",
+                frontend.pid(),
+                budget.as_secs()
+            )));
+        }
+        Ok(frontend.pid())
     }
 
     /// The next replacement worker starts with these fault switches
@@ -285,10 +317,11 @@ impl Stack {
             }
         };
         crate::gpu::run::after_kill(worker.process.name(), gpu_pids, sent_at);
-        let gone = worker.process.wait_exit(Duration::from_secs(5));
+        let budget = self.options.kill_timeout;
+        let gone = worker.process.wait_exit(budget);
         let group_gone = crate::wait::until(
             format!("every process of worker {name}'s group (pgid {pid}) to exit"),
-            Duration::from_secs(5),
+            budget,
             Duration::from_millis(20),
             || match procfs::group_members(pid).as_slice() {
                 [] => crate::wait::Poll::Ready(()),
@@ -301,7 +334,8 @@ impl Stack {
                 None => "SIGKILL".to_string(),
             };
             return Err(StackError::FaultNotApplied(format!(
-                "worker {name} (pid {pid}) is still alive 5 s after {how}"
+                "worker {name} (pid {pid}) is still alive {} s after {how}",
+                budget.as_secs()
             )));
         }
         if let Err(e) = group_gone {
@@ -336,10 +370,12 @@ impl Stack {
         };
         let sent_at = Instant::now();
         let run = self.run_kill_hook(&template, worker, pid)?;
-        if worker.process.wait_exit(Duration::from_secs(5)).is_none() {
+        let budget = self.options.kill_timeout;
+        if worker.process.wait_exit(budget).is_none() {
             return Err(StackError::FaultNotApplied(format!(
-                "worker {name} still answers at {} 5 s after the kill hook `{}`",
+                "worker {name} still answers at {} {} s after the kill hook `{}`",
                 worker.admin_url(),
+                budget.as_secs(),
                 run.argv.join(" ")
             )));
         }
@@ -550,7 +586,8 @@ impl Stack {
     /// gone, and waits until the router lists no dead instance, so the next
     /// case finds the stack whole.
     pub fn ensure_whole(&self) -> Result<(), StackError> {
-        if !self.frontend().is_running() {
+        let killed = self.frontend_killed.swap(false, Ordering::SeqCst);
+        if killed || !self.frontend().is_running() {
             tracing::debug!("restarting the frontend after a destructive case");
             self.restart_frontend()?;
         }

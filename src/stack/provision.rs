@@ -42,6 +42,15 @@ pub struct StackOptions {
     /// Launch-time fault switches (`--fault NAME[=ARG]`) for every KVCR
     /// worker; empty for a healthy stack. Used by the fault matrix.
     pub worker_faults: Vec<String>,
+    /// How long a SIGKILLed component may take to be gone before the kill
+    /// counts as not applied: the run's request timeout. A process of
+    /// several GB on a busy machine takes seconds to exit.
+    #[serde(default = "default_kill_timeout")]
+    pub kill_timeout: Duration,
+}
+
+fn default_kill_timeout() -> Duration {
+    Duration::from_secs(30)
 }
 
 /// How long each part of startup took, recorded in the evidence.
@@ -229,6 +238,7 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             references: Mutex::new(Vec::new()),
             retired: Mutex::new(Vec::new()),
             retired_frontends: Mutex::new(Vec::new()),
+            frontend_killed: Default::default(),
             replacement_faults: Mutex::new(Vec::new()),
             replace_hook_runs: Mutex::new(Vec::new()),
             logs: Mutex::new(Default::default()),
@@ -395,7 +405,8 @@ pub(super) fn start_worker(
 }
 
 /// Starts a frontend on the stack's port and waits until it routes a real
-/// completion to every worker.
+/// completion to every live worker (a dead one is replaced after, through
+/// this frontend).
 pub(super) fn start_frontend(stack: &Stack) -> Result<Supervised, ProvisionError> {
     let mut spec = stack.engine.frontend(&stack.ctx);
     spec.name = format!("{}.{}", spec.name, stack.retired_frontend_count() + 1);
@@ -403,7 +414,8 @@ pub(super) fn start_frontend(stack: &Stack) -> Result<Supervised, ProvisionError
     let frontend = Supervised::spawn(&spec)?;
     let timeout = stack.options.startup_timeout;
     let result = (|| {
-        let workers = stack.workers();
+        let mut workers = stack.workers();
+        workers.retain(|w| w.process.is_running());
         let ids: Vec<u64> = workers.iter().map(|w| w.instance_id()).collect();
         await_health_lists(&frontend, &stack.ctx, &ids, timeout)?;
         for worker in &workers {
@@ -712,19 +724,10 @@ pub(super) fn await_health_lists(
     ids: &[u64],
     timeout: Duration,
 ) -> Result<(), ProvisionError> {
-    let url = ctx.frontend_url();
-    let what = format!("{url}/health to list instances {ids:?}");
-    wait::until(what, timeout, POLL_EVERY, || {
-        if let Some(dead) = died(frontend) {
-            return dead;
-        }
-        match probe::health_instance_ids(&url) {
-            Ok(seen) if ids.iter().all(|id| seen.contains(id)) => Poll::Ready(()),
-            Ok(seen) => Poll::Pending(format!("instances {seen:?}")),
-            Err(e) => Poll::Pending(e),
-        }
+    let what = format!("{}/health to list instances {ids:?}", ctx.frontend_url());
+    await_health(frontend, ctx, what, timeout, |seen| {
+        ids.iter().all(|id| seen.contains(id))
     })
-    .map_err(|e| not_ready(frontend, e))
 }
 
 /// Waits until the frontend's `/health` no longer lists `id`: the instance
@@ -732,19 +735,37 @@ pub(super) fn await_health_lists(
 /// until then the router may still pick it (the client sees a 503).
 pub(super) fn await_instance_gone(stack: &Stack, id: u64) -> Result<(), ProvisionError> {
     let frontend = stack.frontend();
-    let url = stack.ctx.frontend_url();
-    let what = format!("{url}/health to drop the dead instance {id}");
-    wait::until(what, stack.options.startup_timeout, POLL_EVERY, || {
-        if let Some(dead) = died(&frontend) {
+    let what = format!(
+        "{}/health to drop the dead instance {id}",
+        stack.ctx.frontend_url()
+    );
+    let timeout = stack.options.startup_timeout;
+    await_health(&frontend, &stack.ctx, what, timeout, |seen| {
+        !seen.contains(&id)
+    })
+}
+
+/// Polls the frontend's `/health` until the instance ids it lists satisfy
+/// `wanted`, failing at once if the frontend dies.
+fn await_health(
+    frontend: &Supervised,
+    ctx: &LaunchContext,
+    what: String,
+    timeout: Duration,
+    wanted: impl Fn(&[u64]) -> bool,
+) -> Result<(), ProvisionError> {
+    let url = ctx.frontend_url();
+    wait::until(what, timeout, POLL_EVERY, || {
+        if let Some(dead) = died(frontend) {
             return dead;
         }
         match probe::health_instance_ids(&url) {
-            Ok(seen) if !seen.contains(&id) => Poll::Ready(()),
+            Ok(seen) if wanted(&seen) => Poll::Ready(()),
             Ok(seen) => Poll::Pending(format!("instances {seen:?}")),
             Err(e) => Poll::Pending(e),
         }
     })
-    .map_err(|e| not_ready(&frontend, e))
+    .map_err(|e| not_ready(frontend, e))
 }
 
 fn await_completion(

@@ -102,17 +102,7 @@ impl CaseCtx<'_> {
     /// SIGKILLs the frontend (the router) and verifies it is gone; the
     /// suite's restore step starts a new one.
     pub fn kill_frontend(&self) -> Result<u32, CaseError> {
-        let frontend = self.stack.frontend();
-        frontend
-            .signal(Signal::SIGKILL)
-            .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
-        if frontend.wait_exit(Duration::from_secs(5)).is_none() {
-            return Err(CaseError::new(format!(
-                "fault not applied: the frontend (pid {}) is alive 5 s after SIGKILL",
-                frontend.pid()
-            )));
-        }
-        Ok(frontend.pid())
+        Ok(self.stack.kill_frontend()?)
     }
 
     /// Provisions a second, separate stack like this one, with launch-time

@@ -417,6 +417,7 @@ impl Suite {
                     startup_timeout: Duration::from_secs(self.settings.startup_timeout_s),
                     worker_faults: Vec::new(),
                     with_reference,
+                    kill_timeout: Duration::from_secs(self.settings.request_timeout_s),
                 };
                 eprintln!(
                     "[kvcr-e2e] starting the {} stack (logs: {})",
