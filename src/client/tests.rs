@@ -278,13 +278,16 @@ async fn sse_no_first_chunk_and_overall() {
         ),
         "{err}"
     );
+    // The overall limit ends a stream that keeps sending and never
+    // finishes; how many of the 3 tokens arrived first depends on the
+    // machine's load, so any count from 1 passes.
     let client = client.with_stream_limits(limits(1000, 1000, 250));
     let err = client.stream(&req()).await.unwrap_err();
     assert!(
         matches!(
             err.stream_failure(),
             Some(StreamFailure::Overall {
-                tokens: 3,
+                tokens: 1..=3,
                 worker: Some(5),
                 ..
             })

@@ -16,6 +16,8 @@ use crate::engine::WorkerSlot;
 use crate::proc::netns::{NamespaceNode, NodeError};
 use crate::proc::{reaper, ProcessSpec};
 
+const UCX_NET_DEVICES: &str = "UCX_NET_DEVICES";
+
 /// The nodes of one stack.
 pub struct Placement {
     /// Node 1, when the topology has one.
@@ -122,12 +124,32 @@ impl Placement {
         Ok(Some(dir))
     }
 
-    /// `spec`, run on `node`.
+    /// `spec`, run on `node`, its UCX confined to the run's own devices.
     pub fn wrap(&self, node: usize, spec: ProcessSpec) -> ProcessSpec {
+        let spec = self.confine_ucx(node, spec);
         match (&self.node, node) {
             (Some(n), 1) => n.wrap(spec),
             _ => spec,
         }
+    }
+
+    /// UCX uses every network interface it finds. Other runs on this
+    /// machine create and delete veth pairs; a UCX endpoint that picked one
+    /// of theirs breaks when it goes (seen as `NIXL_ERR_REMOTE_DISCONNECT`
+    /// on a worker's deposits into its own pool). So a process of the stack
+    /// gets loopback and its node's end of the run's own veth only, unless
+    /// the user set `UCX_NET_DEVICES` (a GPU host's RDMA devices, say).
+    fn confine_ucx(&self, node: usize, spec: ProcessSpec) -> ProcessSpec {
+        if std::env::var_os(UCX_NET_DEVICES).is_some()
+            || spec.env.iter().any(|(k, _)| k == UCX_NET_DEVICES)
+        {
+            return spec;
+        }
+        let devices = match self.interface_of(node) {
+            Some(veth) => format!("lo,{veth}"),
+            None => "lo".to_string(),
+        };
+        spec.env(UCX_NET_DEVICES, devices)
     }
 
     /// A path of `node`'s file system as this host sees it (through the
@@ -214,5 +236,18 @@ mod tests {
         let spec = ProcessSpec::new("w", "python3", "/tmp/w.log");
         assert_eq!(p.wrap(1, spec.clone()).command_line(), spec.command_line());
         assert!(p.interface_of(0).is_none());
+    }
+
+    #[test]
+    fn ucx_stays_on_loopback_on_one_node_unless_the_user_chose() {
+        if std::env::var_os(UCX_NET_DEVICES).is_some() {
+            return; // the user's choice is kept: nothing to check here
+        }
+        let p = Placement::local();
+        let spec = p.wrap(0, ProcessSpec::new("w", "python3", "/tmp/w.log"));
+        assert_eq!(spec.env, [(UCX_NET_DEVICES.to_string(), "lo".to_string())]);
+        let chosen =
+            ProcessSpec::new("w", "python3", "/tmp/w.log").env(UCX_NET_DEVICES, "mlx5_0:1");
+        assert_eq!(p.wrap(0, chosen).env.len(), 1);
     }
 }
