@@ -258,9 +258,14 @@ impl Stack {
             .lock()
             .map(|mut r| std::mem::take(&mut *r))
             .unwrap_or_default();
-        refs.iter()
-            .map(|(_, w)| w.process.stop(Duration::from_secs(5)))
-            .collect()
+        // Independent processes: stopped together, not one grace after another.
+        std::thread::scope(|scope| {
+            let stops: Vec<_> = refs
+                .iter()
+                .map(|(_, w)| scope.spawn(|| w.process.stop(Duration::from_secs(5))))
+                .collect();
+            stops.into_iter().filter_map(|s| s.join().ok()).collect()
+        })
     }
 
     /// SIGKILLs worker `name`'s engine (every process of its group, as a
