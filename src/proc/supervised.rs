@@ -341,6 +341,12 @@ impl Supervised {
         }
     }
 
+    /// Sends SIGTERM to the whole group, without waiting (a later
+    /// [`Supervised::stop`] waits and escalates).
+    pub fn signal_term(&self) {
+        self.signal_group(Signal::SIGTERM);
+    }
+
     fn signal_group(&self, signal: Signal) {
         if self.is_remote() {
             return;

@@ -199,7 +199,11 @@ pub fn load_or_run(
     eprintln!(
         "[kvcr-e2e] reference phase: {} famil{} in flight ({})",
         batching.concurrency,
-        if batching.concurrency == 1 { "y" } else { "ies" },
+        if batching.concurrency == 1 {
+            "y"
+        } else {
+            "ies"
+        },
         batching.reason
     );
     let (tokens, baseline) = record_all(
@@ -481,4 +485,28 @@ fn write_cache(dir: &Path, path: &Path, refs: &References) -> Result<(), Referen
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     std::fs::write(&tmp, text).map_err(|e| fail(e.to_string()))?;
     std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_entry_without_a_batch_probe_runs_sequentially() {
+        // An entry written before the probe existed has no `batching`.
+        let old = r#"{"digest":"d","tokens":{},"baseline":{"cold_ttft_ms":{"n":0,"mean":null,"p50":null,"p90":null,"p99":null},"warm_ttft_ms":{"n":0,"mean":null,"p50":null,"p90":null,"p99":null}},"probes":[],"seconds":1.0}"#;
+        let refs: References = serde_json::from_str(old).unwrap();
+        let b = Batching::of(refs.batching.as_ref());
+        assert_eq!(b.concurrency, 1);
+        assert!(
+            b.reason.contains("predates the batch probe"),
+            "{}",
+            b.reason
+        );
+        let probed = Batching {
+            concurrency: 4,
+            reason: "batch probe: …".into(),
+        };
+        assert_eq!(Batching::of(Some(&probed)), probed);
+    }
 }

@@ -584,16 +584,40 @@ impl Stack {
             return Vec::new();
         }
         let grace = Duration::from_secs(5);
-        let mut reports = vec![self.frontend().stop(grace)];
-        for old in self
-            .retired_frontends
-            .lock()
-            .map(|r| r.clone())
-            .unwrap_or_default()
-        {
-            reports.push(old.stop(grace));
-        }
-        reports.extend(self.stop_references());
+        // The frontend gets its SIGTERM first (no new requests) and its grace
+        // runs while the workers and Guards stop: Dynamo's frontend (1.6.1)
+        // finishes its shutdown in a fraction of a second, then its
+        // interpreter hangs at exit until the SIGKILL.
+        let frontends: Vec<Arc<Supervised>> = std::iter::once(self.frontend())
+            .chain(
+                self.retired_frontends
+                    .lock()
+                    .map(|r| r.clone())
+                    .unwrap_or_default(),
+            )
+            .collect();
+        std::thread::scope(|scope| {
+            let frontend_stops: Vec<_> = frontends
+                .iter()
+                .map(|f| {
+                    f.signal_term();
+                    scope.spawn(move || f.stop(grace))
+                })
+                .collect();
+            let mut reports = self.teardown_after_frontend(grace);
+            let mut stops: Vec<StopReport> = frontend_stops
+                .into_iter()
+                .filter_map(|s| s.join().ok())
+                .collect();
+            stops.append(&mut reports);
+            stops
+        })
+    }
+
+    /// [`Stack::teardown`] once the frontends have their SIGTERM: reference
+    /// workers, workers, then the Guards.
+    fn teardown_after_frontend(&self, grace: Duration) -> Vec<StopReport> {
+        let mut reports = self.stop_references();
         for worker in self.workers().iter().chain(
             self.retired
                 .lock()

@@ -211,8 +211,7 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             &slots,
             &started_so_far,
         )?;
-        let guards: Vec<Arc<Supervised>> =
-            spawned_guards.iter().map(|(g, _)| g.clone()).collect();
+        let guards: Vec<Arc<Supervised>> = spawned_guards.iter().map(|(g, _)| g.clone()).collect();
         let frontend = Arc::new(Supervised::spawn(&engine.frontend(&ctx))?);
         started_so_far.add(frontend.pid());
 
@@ -250,14 +249,14 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             .map(|(_, spec, slot)| (spec.clone(), slot.clone()))
             .collect();
         let (guards_ready, ready) = std::thread::scope(|scope| {
-            let guards_ready = scope.spawn(|| {
-                await_guards(&spawned_guards, options.startup_timeout, started)
-            });
+            let guards_ready =
+                scope.spawn(|| await_guards(&spawned_guards, options.startup_timeout, started));
             let ready = start_ready(&stack, specs, &started_so_far, false);
             (guards_ready.join(), ready)
         });
-        let guards_ready = guards_ready
-            .map_err(|_| ProvisionError::Io(std::io::Error::other("the Guard readiness thread panicked")))??;
+        let guards_ready = guards_ready.map_err(|_| {
+            ProvisionError::Io(std::io::Error::other("the Guard readiness thread panicked"))
+        })??;
         let ready = ready?;
         if let Ok(mut t) = stack.timings.lock() {
             t.guard_ready_ms = (!spawned_guards.is_empty()).then_some(guards_ready);

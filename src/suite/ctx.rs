@@ -825,4 +825,3 @@ mod tests {
         assert_eq!(with_unwritten(Ok(()), &[]), Ok(()));
     }
 }
-

@@ -98,8 +98,13 @@ impl CaseCtx<'_> {
                 Ok(())
             }
             FirstTokenStamp::WorkerLog => {
-                figure.source = "the worker's log: `first token sent monotonic_ns=` (read before the send)".into();
-                let ids: Vec<String> = requests.iter().filter_map(|r| r.request_id.clone()).collect();
+                figure.source =
+                    "the worker's log: `first token sent monotonic_ns=` (read before the send)"
+                        .into();
+                let ids: Vec<String> = requests
+                    .iter()
+                    .filter_map(|r| r.request_id.clone())
+                    .collect();
                 let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
                 // The stamp is logged right after the first token left; the
                 // whole stream has arrived since, so the line is normally
@@ -114,7 +119,11 @@ impl CaseCtx<'_> {
                         if found.len() >= ids.len() {
                             crate::wait::Poll::Ready(found)
                         } else {
-                            crate::wait::Poll::Pending(format!("{} of {} found", found.len(), ids.len()))
+                            crate::wait::Poll::Pending(format!(
+                                "{} of {} found",
+                                found.len(),
+                                ids.len()
+                            ))
                         }
                     },
                 )
@@ -122,7 +131,10 @@ impl CaseCtx<'_> {
                 let pairs: Vec<FirstTokenPair> = requests
                     .iter()
                     .map(|r| FirstTokenPair {
-                        request_id: r.request_id.clone().unwrap_or_else(|| "(no x-request-id)".into()),
+                        request_id: r
+                            .request_id
+                            .clone()
+                            .unwrap_or_else(|| "(no x-request-id)".into()),
                         client_ns: r.first_token_monotonic_ns,
                         engine_ns: r.request_id.as_ref().and_then(|id| stamps.get(id).copied()),
                     })

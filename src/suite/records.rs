@@ -50,7 +50,11 @@ pub fn collect_perf(
             perf.recovery = Some(timeline);
         }
         perf.ttft_accuracy
-            .extend(take::<crate::evidence::TtftAccuracy>(case, TTFT_ACCURACY, true));
+            .extend(take::<crate::evidence::TtftAccuracy>(
+                case,
+                TTFT_ACCURACY,
+                true,
+            ));
     }
     (requests, perf)
 }
