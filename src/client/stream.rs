@@ -83,6 +83,12 @@ pub struct StreamOutcome {
     pub chunks: Vec<Chunk>,
     /// Timings; `None` when no chunk carried content (0 tokens generated).
     pub timings: Option<StreamTimings>,
+    /// The send instant on CLOCK_MONOTONIC, ns (see
+    /// [`timing::monotonic_ns`](super::timing::monotonic_ns)): send + TTFT is
+    /// when the first content chunk arrived, comparable with an engine's own
+    /// first-token stamp.
+    #[serde(default)]
+    pub sent_monotonic_ns: Option<u64>,
 }
 
 /// Accumulates a stream's events.
@@ -204,6 +210,7 @@ impl Client {
             failure,
         };
         let send = Instant::now();
+        let sent_monotonic_ns = super::timing::monotonic_ns();
         let overall_at = send + limits.overall;
         let resp =
             match tokio::time::timeout_at(overall_at.into(), self.post(req, true).send()).await {
@@ -341,6 +348,7 @@ impl Client {
             usage: st.usage,
             chunks: st.chunks,
             timings,
+            sent_monotonic_ns,
         })
     }
 }

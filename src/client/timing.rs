@@ -18,6 +18,21 @@ Client-side timings (monotonic clock, measured in the harness):
 - TPOT (time per output token): (latency - TTFT) / (tokens - 1), tokens = generated tokens (usage.completion_tokens when reported, else token ids received, else content chunks); undefined for fewer than 2 tokens. Same as vLLM bench.
 - ITL (inter-token latency): the gaps between consecutive content chunks, one value per gap; a chunk carrying several tokens counts once. Same as vLLM bench.";
 
+/// CLOCK_MONOTONIC now, in ns: the clock [`std::time::Instant`] reads on
+/// Linux, and one every process of the machine shares (the CPU engine
+/// stamps its first token with it), so instants of two processes compare.
+pub fn monotonic_ns() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
+        return None;
+    }
+    Some(u64::try_from(ts.tv_sec).ok()? * 1_000_000_000 + u64::try_from(ts.tv_nsec).ok()?)
+}
+
 /// Client-side timings of one stream. See [`DEFINITIONS`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamTimings {

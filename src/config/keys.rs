@@ -255,6 +255,14 @@ pub const KEYS: &[KeySpec] = &[
         "recompute the reference tokens, probes and baselines in this run instead of using a cached entry",
     ),
     k(
+        "reference_concurrency",
+        Some("--reference-concurrency"),
+        "PHASE1_REFERENCE_CONCURRENCY",
+        Kind::Uint { min: 1 },
+        true,
+        "prompt families in flight in the reference phase and TC-01, used only when the engine's batch probe shows batching does not change tokens (1 = sequential)",
+    ),
+    k(
         "keep_stack",
         Some("--keep-stack"),
         "PHASE1_KEEP_STACK",

@@ -230,6 +230,9 @@ pub struct Settings {
     /// Ignore the reference cache: probes and baselines come from this run's
     /// machine state (a cached entry may be from another time or machine).
     pub recompute_reference: bool,
+    /// Prompt families in flight in the reference phase and TC-01, when the
+    /// batch probe shows batching does not change tokens (else 1).
+    pub reference_concurrency: u32,
     /// Seconds the stack may take to become ready.
     pub startup_timeout_s: u64,
     /// Seconds one request may take.
@@ -292,6 +295,7 @@ impl Settings {
             engine_profile: None,
             keep_stack: false,
             recompute_reference: false,
+            reference_concurrency: 0,
             startup_timeout_s: 0,
             request_timeout_s: 0,
             case_timeout_s: 0,
@@ -362,6 +366,7 @@ impl Settings {
             "engine_profile" => self.engine_profile = Some(v.path()?),
             "keep_stack" => self.keep_stack = v.boolean()?,
             "recompute_reference" => self.recompute_reference = v.boolean()?,
+            "reference_concurrency" => self.reference_concurrency = v.uint()?,
             "startup_timeout_s" => self.startup_timeout_s = v.uint()?,
             "request_timeout_s" => self.request_timeout_s = v.uint()?,
             "case_timeout_s" => self.case_timeout_s = v.uint()?,

@@ -90,6 +90,10 @@ impl CpuEngine {
 }
 
 impl Engine for CpuEngine {
+    fn first_token_stamp(&self) -> super::FirstTokenStamp {
+        super::FirstTokenStamp::WorkerLog
+    }
+
     fn name(&self) -> &'static str {
         "cpu"
     }

@@ -319,6 +319,15 @@ impl SglangEngine {
 }
 
 impl Engine for SglangEngine {
+    fn first_token_stamp(&self) -> crate::engine::FirstTokenStamp {
+        crate::engine::FirstTokenStamp::Unavailable(
+            "SGLang records TTFT only as its Prometheus histogram sglang:time_to_first_token_seconds \
+             (bucketed, all requests together, from its own arrival); dynamo.sglang logs no \
+             per-request first-token time"
+                .into(),
+        )
+    }
+
     fn name(&self) -> &'static str {
         "sglang"
     }

@@ -36,8 +36,9 @@ mod tests;
 pub use errors::EvidenceError;
 pub use junit::{junit_report, junit_xml, write_junit, write_junit_with_gpu, SUITE};
 pub use perf::{
-    percentiles, Arm, ArmSummary, Baseline, DeltaVsBaseline, Percentiles, PerfSummary,
-    RecoveryAttempt, RecoveryTimeline, RequestRecord, SweepLevel,
+    percentiles, ttft_offsets, Arm, ArmSummary, Baseline, DeltaVsBaseline, FirstTokenPair,
+    OffsetStats, Percentiles, PerfSummary, RecoveryAttempt, RecoveryTimeline, RequestRecord,
+    SweepLevel, TtftAccuracy,
 };
 pub use record::{
     duration_ms, settings_digest, CaseRecord, Outcome, ReferenceSummary, RunRecord, StackSummary,

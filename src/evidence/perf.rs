@@ -34,6 +34,16 @@ pub struct RequestRecord {
     /// Why it was not ok.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The `x-request-id` it was sent with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// When its first content chunk arrived, CLOCK_MONOTONIC ns (send + TTFT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_monotonic_ns: Option<u64>,
+    /// That arrival minus the engine's own stamp of sending the first token,
+    /// ms (see [`TtftAccuracy`]); absent where the engine stamps nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_offset_ms: Option<f64>,
 }
 
 /// A TC-05 performance arm.
@@ -253,6 +263,90 @@ pub struct RecoveryTimeline {
     pub no_t1_reason: Option<String>,
 }
 
+/// What a TTFT delta is worth: per request, the client's first-chunk arrival
+/// minus the engine's own stamp of sending its first token, both on
+/// CLOCK_MONOTONIC (system-wide on Linux). The offset is what the client's
+/// TTFT holds beyond the engine's: the frontend (detokenising, SSE), the
+/// HTTP hop and the client's own decode. A TTFT delta between two arms that
+/// is within the offset's spread (p99 − p50) is not a difference the
+/// engine made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TtftAccuracy {
+    /// The case (`TC-05::cold`).
+    pub case: String,
+    /// The engine (`cpu`, `vllm`).
+    pub engine: String,
+    /// Where the engine's stamp comes from.
+    pub source: String,
+    /// The offset distribution, ms; absent when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset_ms: Option<OffsetStats>,
+    /// Why there is no distribution (the engine reports no per-request
+    /// first-token instant, or a stamp was missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+}
+
+/// A distribution of offsets, ms (nearest-rank percentiles, as [`percentiles`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OffsetStats {
+    /// Requests.
+    pub n: usize,
+    /// Smallest.
+    pub min: f64,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// One request's two instants for [`ttft_offsets`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FirstTokenPair {
+    /// The request (its `x-request-id`).
+    pub request_id: String,
+    /// The client's first-chunk arrival, CLOCK_MONOTONIC ns.
+    pub client_ns: Option<u64>,
+    /// The engine's first-token send, CLOCK_MONOTONIC ns.
+    pub engine_ns: Option<u64>,
+}
+
+/// The offsets (client − engine, ms, signed) of `pairs` and their
+/// distribution. Every request must have both instants: a missing one is an
+/// error naming the request, never a zero.
+pub fn ttft_offsets(pairs: &[FirstTokenPair]) -> Result<(Vec<f64>, OffsetStats), String> {
+    if pairs.is_empty() {
+        return Err("no streamed requests to compare".into());
+    }
+    let mut offsets = Vec::with_capacity(pairs.len());
+    for p in pairs {
+        let client = p.client_ns.ok_or_else(|| {
+            format!(
+                "request {}: the client recorded no first-chunk instant",
+                p.request_id
+            )
+        })?;
+        let engine = p.engine_ns.ok_or_else(|| {
+            format!(
+                "request {}: the engine's log has no first-token stamp for it",
+                p.request_id
+            )
+        })?;
+        offsets.push((client as i128 - engine as i128) as f64 / 1e6);
+    }
+    let q = percentiles(&offsets);
+    let stats = OffsetStats {
+        n: q.n,
+        min: offsets.iter().copied().fold(f64::INFINITY, f64::min),
+        p50: q.p50.unwrap_or(f64::NAN),
+        p99: q.p99.unwrap_or(f64::NAN),
+        max: offsets.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    };
+    Ok((offsets, stats))
+}
+
 /// Everything TC-05 and TC-06 measured, for results.json, the report and the summary.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct PerfSummary {
@@ -269,4 +363,7 @@ pub struct PerfSummary {
     /// The TC-06 timeline, if TC-06 ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<RecoveryTimeline>,
+    /// TTFT accuracy per TC-05 case: client against engine first-token instants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ttft_accuracy: Vec<TtftAccuracy>,
 }

@@ -183,6 +183,10 @@ pub struct ReferenceSummary {
     /// How long it took.
     #[serde(rename = "duration_ms", with = "duration_ms")]
     pub duration: Duration,
+    /// Prompt families in flight in the reference phase and TC-01 (1 =
+    /// sequential) and why: the batch probe's finding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batching: Option<String>,
 }
 
 /// The whole run.

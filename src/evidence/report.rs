@@ -97,6 +97,7 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
     o.push_str(&stack_section(run));
     o.push_str(&arms_section(perf)?);
     o.push_str(&sweep_section(perf)?);
+    o.push_str(&ttft_accuracy_section(perf));
     o.push_str(&recovery_section(perf)?);
     o.push_str(&load_section(run));
     o.push_str(&super::gpu::section(results.gpu.as_ref())?);
@@ -204,12 +205,13 @@ fn stack_section(run: &RunRecord) -> String {
                 .collect();
             let _ = write!(
                 o,
-                "<p>reference: {} prompts, {}, {:.1} s, digest <code>{}</code><br>probes: {}</p>",
+                "<p>reference: {} prompts, {}, {:.1} s, digest <code>{}</code><br>probes: {}<br>batching (reference phase and TC-01): {}</p>",
                 r.prompts,
                 esc(&super::summary::reference_origin(r)),
                 r.duration.as_secs_f64(),
                 esc(&r.digest),
-                probes.join(", ")
+                probes.join(", "),
+                esc(r.batching.as_deref().unwrap_or("not recorded"))
             );
         }
         None => o.push_str(&not_run("reference phase")),
@@ -308,6 +310,55 @@ fn sweep_section(perf: &PerfSummary) -> Result<String, EvidenceError> {
     }
     o.push_str("</tbody></table></section>\n");
     Ok(o)
+}
+
+fn ttft_accuracy_section(perf: &PerfSummary) -> String {
+    let mut o = String::from("<section><h2>TTFT accuracy (TC-05)</h2>");
+    if perf.ttft_accuracy.is_empty() {
+        o.push_str(&not_run("TC-05 recorded no TTFT accuracy"));
+        o.push_str("</section>\n");
+        return o;
+    }
+    o.push_str(
+        "<p>Per request: the client's first-chunk arrival minus the engine's own stamp of sending \
+         its first token, both on CLOCK_MONOTONIC. It is what the client's TTFT holds beyond the \
+         engine's (frontend, HTTP, client decode): a TTFT delta within its spread (p99 − p50) is \
+         not a difference the engine made.</p>\
+         <table><thead><tr><th>case</th><th>engine</th><th class=\"num\">n</th>\
+         <th class=\"num\">min</th><th class=\"num\">p50</th><th class=\"num\">p99</th>\
+         <th class=\"num\">max</th><th>engine stamp</th></tr></thead><tbody>",
+    );
+    for a in &perf.ttft_accuracy {
+        match (&a.offset_ms, &a.unavailable) {
+            (Some(s), _) => {
+                let _ = write!(
+                    o,
+                    "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{:.3}</td>\
+                     <td class=\"num\">{:.3}</td><td class=\"num\">{:.3}</td><td class=\"num\">{:.3}</td><td>{}</td></tr>",
+                    esc(&a.case),
+                    esc(&a.engine),
+                    s.n,
+                    s.min,
+                    s.p50,
+                    s.p99,
+                    s.max,
+                    esc(&a.source)
+                );
+            }
+            (None, why) => {
+                let _ = write!(
+                    o,
+                    "<tr><td>{}</td><td>{}</td><td colspan=\"5\"><b>not available:</b> {}</td><td>{}</td></tr>",
+                    esc(&a.case),
+                    esc(&a.engine),
+                    esc(why.as_deref().unwrap_or("no figure")),
+                    esc(&a.source)
+                );
+            }
+        }
+    }
+    o.push_str("</tbody></table><p><small>All offsets in ms.</small></p></section>\n");
+    o
 }
 
 fn recovery_section(perf: &PerfSummary) -> Result<String, EvidenceError> {

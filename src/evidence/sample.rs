@@ -68,6 +68,7 @@ pub(crate) fn run_record() -> RunRecord {
             prompts: 24,
             probes: BTreeMap::from([("repeat_same_tokens".into(), true), ("prefix_cache_same_tokens".into(), true)]),
             duration: Duration::from_millis(9_500),
+            batching: None,
         }),
         cases: vec![
             case("TC-01", "TC-01::generation_correctness", Outcome::Passed, 10, 3_120, &[]),
@@ -122,6 +123,9 @@ fn req(arm: Option<Arm>, conc: Option<u32>, ttft: f64, tpot: f64, worker: u64) -
         worker_id: Some(worker),
         ok: true,
         error: None,
+        request_id: None,
+        first_token_monotonic_ns: None,
+        first_token_offset_ms: None,
     }
 }
 
@@ -210,6 +214,28 @@ pub(crate) fn perf() -> PerfSummary {
                 .collect(),
             no_t1_reason: None,
         }),
+        ttft_accuracy: vec![
+            TtftAccuracy {
+                case: "TC-05::cold".into(),
+                engine: "cpu".into(),
+                source: "the CPU engine's log".into(),
+                offset_ms: Some(OffsetStats {
+                    n: 3,
+                    min: 0.41,
+                    p50: 0.52,
+                    p99: 0.93,
+                    max: 0.93,
+                }),
+                unavailable: None,
+            },
+            TtftAccuracy {
+                case: "TC-05::local_hit".into(),
+                engine: "vllm".into(),
+                source: "none".into(),
+                offset_ms: None,
+                unavailable: Some("vLLM reports no per-request first-token instant".into()),
+            },
+        ],
     }
 }
 

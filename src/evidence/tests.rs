@@ -23,6 +23,47 @@ fn percentiles_nearest_rank() {
     );
 }
 
+fn pair(id: &str, client: Option<u64>, engine: Option<u64>) -> FirstTokenPair {
+    FirstTokenPair {
+        request_id: id.into(),
+        client_ns: client,
+        engine_ns: engine,
+    }
+}
+
+#[test]
+fn ttft_offsets_are_client_minus_engine_in_ms() {
+    // 1.5 ms, 0.25 ms, 3 ms and a client stamp before the engine's (-0.5 ms:
+    // kept signed, never clamped).
+    let pairs = [
+        pair("a", Some(10_001_500_000), Some(10_000_000_000)),
+        pair("b", Some(20_000_250_000), Some(20_000_000_000)),
+        pair("c", Some(30_003_000_000), Some(30_000_000_000)),
+        pair("d", Some(40_000_000_000), Some(40_000_500_000)),
+    ];
+    let (offsets, stats) = ttft_offsets(&pairs).unwrap();
+    assert_eq!(offsets, vec![1.5, 0.25, 3.0, -0.5]);
+    assert_eq!(stats.n, 4);
+    assert_eq!(stats.min, -0.5);
+    assert_eq!(stats.p50, 0.25); // nearest rank ceil(2) = 2 of [-0.5, 0.25, 1.5, 3]
+    assert_eq!(stats.p99, 3.0);
+    assert_eq!(stats.max, 3.0);
+}
+
+#[test]
+fn a_missing_stamp_is_an_error_naming_the_request_not_a_zero() {
+    let err = ttft_offsets(&[
+        pair("a", Some(2_000_000), Some(1_000_000)),
+        pair("b", Some(2_000_000), None),
+    ])
+    .unwrap_err();
+    assert!(err.contains("request b"), "{err}");
+    assert!(err.contains("no first-token stamp"), "{err}");
+    let err = ttft_offsets(&[pair("c", None, Some(1))]).unwrap_err();
+    assert!(err.contains("request c") && err.contains("client"), "{err}");
+    assert!(ttft_offsets(&[]).is_err());
+}
+
 #[test]
 fn percentiles_of_nothing_and_non_finite() {
     let p = percentiles(&[]);

@@ -170,6 +170,25 @@ impl Supervised {
             // Components that set their own parent-death signal skip it.
             command.env(OUTLIVE_PARENT_ENV, "1");
         }
+        // The harness blocks SIGINT and SIGTERM in every thread
+        // (`suite::signals`) and a child inherits that mask through fork and
+        // exec: a component would never see the SIGTERM of `stop` and every
+        // stop would wait out its grace before SIGKILL. The child gets the
+        // default mask back.
+        // SAFETY: the closure runs between fork and exec and only calls
+        // sigprocmask(2), async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGINT);
+                libc::sigaddset(&mut set, libc::SIGTERM);
+                if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         // SAFETY: the closure runs between fork and exec and only calls
         // prctl(2) and getppid(2), both async-signal-safe.
         if !spec.outlive_harness {
@@ -320,6 +339,12 @@ impl Supervised {
             name: self.name.clone(),
             address: self.remote.clone().unwrap_or_default(),
         }
+    }
+
+    /// Sends SIGTERM to the whole group, without waiting (a later
+    /// [`Supervised::stop`] waits and escalates).
+    pub fn signal_term(&self) {
+        self.signal_group(Signal::SIGTERM);
     }
 
     fn signal_group(&self, signal: Signal) {

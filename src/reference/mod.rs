@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use futures_util::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -24,8 +25,9 @@ mod bare;
 
 /// How many families the determinism probes use.
 const PROBE_FAMILIES: usize = 2;
-/// Requests in flight while recording reference tokens.
-const REFERENCE_CONCURRENCY: usize = 4;
+/// The filler salt of the batch probe's prompts (outside the prompt set, so
+/// the probe leaves no recorded prompt warm; cases use salts from 0 up).
+const BATCH_PROBE_SALT: u64 = 0xBA7C;
 /// Bumped when the format or meaning of a cache entry changes.
 const CACHE_FORMAT: &str = "reference-v1";
 
@@ -64,6 +66,30 @@ pub struct References {
     /// Where they were computed: host name and run directory.
     #[serde(default)]
     pub computed_by: String,
+    /// How the phase sent its prompts, and why (`None` in cache entries
+    /// written before the batch probe existed).
+    #[serde(default)]
+    pub batching: Option<Batching>,
+}
+
+/// How many prompt families the reference phase (and TC-01) keeps in
+/// flight, and why: the batch probe's finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Batching {
+    /// Families in flight (1 = sequential).
+    pub concurrency: u32,
+    /// What decided it.
+    pub reason: String,
+}
+
+impl Batching {
+    /// `batching` or, for an entry without a probe result, sequential.
+    pub fn of(batching: Option<&Batching>) -> Batching {
+        batching.cloned().unwrap_or_else(|| Batching {
+            concurrency: 1,
+            reason: "sequential: the cached reference entry predates the batch probe".into(),
+        })
+    }
 }
 
 impl References {
@@ -78,6 +104,7 @@ impl References {
             "digest": self.digest, "prompts": self.tokens.len(), "baseline": self.baseline,
             "probes": self.probes, "from_cache": self.from_cache, "seconds": self.seconds,
             "computed_unix_s": self.computed_unix_s, "computed_by": self.computed_by,
+            "batching": Batching::of(self.batching.as_ref()),
         })
     }
 }
@@ -162,7 +189,30 @@ pub fn load_or_run(
     }
     let cached_model = stack.engine.reference_model(ReferenceVariant::Cached);
     let max_tokens = settings.prompts.max_tokens;
-    let (tokens, baseline) = record_all(&client, &cached_model, book, max_tokens)?;
+    let batching = probe_batching(
+        &client,
+        &cached_model,
+        &prompt_shape(settings, stack.engine.as_ref()),
+        settings.reference_concurrency,
+        max_tokens,
+    )?;
+    eprintln!(
+        "[kvcr-e2e] reference phase: {} famil{} in flight ({})",
+        batching.concurrency,
+        if batching.concurrency == 1 {
+            "y"
+        } else {
+            "ies"
+        },
+        batching.reason
+    );
+    let (tokens, baseline) = record_all(
+        &client,
+        &cached_model,
+        book,
+        max_tokens,
+        batching.concurrency as usize,
+    )?;
     let probes = if variants.contains(&ReferenceVariant::Uncached) {
         let uncached_model = stack.engine.reference_model(ReferenceVariant::Uncached);
         probe_determinism(&client, &cached_model, &uncached_model, book, max_tokens)?
@@ -193,6 +243,7 @@ pub fn load_or_run(
                 .unwrap_or(&stack.layout.logs_dir)
                 .display()
         ),
+        batching: Some(batching),
     };
     write_cache(dir, &path, &refs)?;
     Ok(refs)
@@ -251,7 +302,18 @@ fn tokens_of(
     prompt: &Prompt,
     max_tokens: u32,
 ) -> Result<Vec<u32>, ReferenceError> {
-    crate::rt::block_on(client.complete(&request(model, prompt, max_tokens)))
+    crate::rt::block_on(tokens_of_async(client, model, prompt, max_tokens))
+}
+
+async fn tokens_of_async(
+    client: &Client,
+    model: &str,
+    prompt: &Prompt,
+    max_tokens: u32,
+) -> Result<Vec<u32>, ReferenceError> {
+    client
+        .complete(&request(model, prompt, max_tokens))
+        .await
         .map_err(|e| ReferenceError::Request {
             prompt: prompt.key(),
             error: e.to_string(),
@@ -298,19 +360,77 @@ fn probe_determinism(
     Ok(passed)
 }
 
+/// The batch probe: does sending prompts together change their tokens?
+///
+/// `2 × concurrency` prompts outside the prompt set go to the reference
+/// engine `concurrency` at a time (a cold cache, batched as the recording
+/// would batch them), then one at a time; the tokens must be equal. Equal
+/// tokens allow the recording (and TC-01) to keep `concurrency` families in
+/// flight; a difference keeps them sequential, which is not an error: the
+/// engine is deterministic one request at a time (the determinism probes
+/// check that), and batching is simply not used. An engine that batches
+/// differently on other prompts would still be caught: every token of every
+/// case is compared with the references.
+fn probe_batching(
+    client: &Client,
+    model: &str,
+    shape: &PromptShape,
+    concurrency: u32,
+    max_tokens: u32,
+) -> Result<Batching, ReferenceError> {
+    if concurrency <= 1 {
+        return Ok(Batching {
+            concurrency: 1,
+            reason: "sequential: reference_concurrency is 1 (no batch probe)".into(),
+        });
+    }
+    let prompts = prompts::fillers(shape, BATCH_PROBE_SALT, 2 * concurrency as usize);
+    let together: Vec<Result<Vec<u32>, ReferenceError>> = crate::rt::block_on(
+        stream::iter(
+            prompts
+                .iter()
+                .map(|p| tokens_of_async(client, model, p, max_tokens)),
+        )
+        .buffered(concurrency as usize)
+        .collect(),
+    );
+    for (prompt, together) in prompts.iter().zip(together) {
+        let together = together?;
+        let alone = tokens_of(client, model, prompt, max_tokens)?;
+        if together != alone {
+            return Ok(Batching {
+                concurrency: 1,
+                reason: format!(
+                    "sequential: the batch probe's prompt {} gave {together:?} sent {concurrency} at a time, {alone:?} alone",
+                    prompt.key()
+                ),
+            });
+        }
+    }
+    Ok(Batching {
+        concurrency,
+        reason: format!(
+            "batch probe: {} prompts gave the same tokens sent {concurrency} at a time and one at a time",
+            prompts.len()
+        ),
+    })
+}
+
 /// Streams every prompt (variant 0 cold, later variants warm) through the
-/// reference model, a few families at a time.
+/// reference model, `concurrency` families at a time (each family's
+/// variants in order).
 fn record_all(
     client: &Client,
     model: &str,
     book: &PromptBook,
     max_tokens: u32,
+    concurrency: usize,
 ) -> Result<(BTreeMap<String, Vec<u32>>, Baseline), ReferenceError> {
     let mut tokens = BTreeMap::new();
     let (mut cold, mut warm) = (Vec::new(), Vec::new());
-    for chunk in book.all().chunks(REFERENCE_CONCURRENCY) {
-        let results = crate::rt::block_on(futures_util::future::join_all(chunk.iter().map(
-            |family| async move {
+    {
+        let results: Vec<Result<_, ReferenceError>> = crate::rt::block_on(
+            stream::iter(book.all().iter().map(|family| async move {
                 let mut out = Vec::new();
                 for prompt in &family.variants {
                     let streamed = client
@@ -323,8 +443,10 @@ fn record_all(
                     out.push((prompt.clone(), streamed));
                 }
                 Ok::<_, ReferenceError>(out)
-            },
-        )));
+            }))
+            .buffer_unordered(concurrency.max(1))
+            .collect(),
+        );
         for family in results {
             for (prompt, streamed) in family? {
                 if let Some(t) = &streamed.timings {
@@ -363,4 +485,28 @@ fn write_cache(dir: &Path, path: &Path, refs: &References) -> Result<(), Referen
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     std::fs::write(&tmp, text).map_err(|e| fail(e.to_string()))?;
     std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_entry_without_a_batch_probe_runs_sequentially() {
+        // An entry written before the probe existed has no `batching`.
+        let old = r#"{"digest":"d","tokens":{},"baseline":{"cold_ttft_ms":{"n":0,"mean":null,"p50":null,"p90":null,"p99":null},"warm_ttft_ms":{"n":0,"mean":null,"p50":null,"p90":null,"p99":null}},"probes":[],"seconds":1.0}"#;
+        let refs: References = serde_json::from_str(old).unwrap();
+        let b = Batching::of(refs.batching.as_ref());
+        assert_eq!(b.concurrency, 1);
+        assert!(
+            b.reason.contains("predates the batch probe"),
+            "{}",
+            b.reason
+        );
+        let probed = Batching {
+            concurrency: 4,
+            reason: "batch probe: …".into(),
+        };
+        assert_eq!(Batching::of(Some(&probed)), probed);
+    }
 }

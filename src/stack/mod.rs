@@ -290,9 +290,14 @@ impl Stack {
             .lock()
             .map(|mut r| std::mem::take(&mut *r))
             .unwrap_or_default();
-        refs.iter()
-            .map(|(_, w)| w.process.stop(Duration::from_secs(5)))
-            .collect()
+        // Independent processes: stopped together, not one grace after another.
+        std::thread::scope(|scope| {
+            let stops: Vec<_> = refs
+                .iter()
+                .map(|(_, w)| scope.spawn(|| w.process.stop(Duration::from_secs(5))))
+                .collect();
+            stops.into_iter().filter_map(|s| s.join().ok()).collect()
+        })
     }
 
     /// SIGKILLs worker `name`'s engine (every process of its group, as a
@@ -616,16 +621,40 @@ impl Stack {
             return Vec::new();
         }
         let grace = Duration::from_secs(5);
-        let mut reports = vec![self.frontend().stop(grace)];
-        for old in self
-            .retired_frontends
-            .lock()
-            .map(|r| r.clone())
-            .unwrap_or_default()
-        {
-            reports.push(old.stop(grace));
-        }
-        reports.extend(self.stop_references());
+        // The frontend gets its SIGTERM first (no new requests) and its grace
+        // runs while the workers and Guards stop: Dynamo's frontend (1.6.1)
+        // finishes its shutdown in a fraction of a second, then its
+        // interpreter hangs at exit until the SIGKILL.
+        let frontends: Vec<Arc<Supervised>> = std::iter::once(self.frontend())
+            .chain(
+                self.retired_frontends
+                    .lock()
+                    .map(|r| r.clone())
+                    .unwrap_or_default(),
+            )
+            .collect();
+        std::thread::scope(|scope| {
+            let frontend_stops: Vec<_> = frontends
+                .iter()
+                .map(|f| {
+                    f.signal_term();
+                    scope.spawn(move || f.stop(grace))
+                })
+                .collect();
+            let mut reports = self.teardown_after_frontend(grace);
+            let mut stops: Vec<StopReport> = frontend_stops
+                .into_iter()
+                .filter_map(|s| s.join().ok())
+                .collect();
+            stops.append(&mut reports);
+            stops
+        })
+    }
+
+    /// [`Stack::teardown`] once the frontends have their SIGTERM: reference
+    /// workers, workers, then the Guards.
+    fn teardown_after_frontend(&self, grace: Duration) -> Vec<StopReport> {
+        let mut reports = self.stop_references();
         for worker in self.workers().iter().chain(
             self.retired
                 .lock()

@@ -210,23 +210,22 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     // Everything started so far is stopped if a later step fails.
     let started_so_far = Partial::default();
     let result = (|| {
-        let guards = start_guards(
+        // The Guards, the frontend and the reference workers need nothing
+        // from each other: they start together. The KVCR workers need the
+        // Guards (and start after the reference phase when there is one).
+        let spawned_guards = spawn_guards(
             engine.as_ref(),
             &ctx,
             (&layout, &placement),
             &slots,
-            &options,
             &started_so_far,
         )?;
-        let guard_ready_ms = (!guards.is_empty()).then(|| started.elapsed().as_millis());
+        let guards: Vec<Arc<Supervised>> = spawned_guards.iter().map(|(g, _)| g.clone()).collect();
         let frontend = Arc::new(Supervised::spawn(&engine.frontend(&ctx))?);
         started_so_far.add(frontend.pid());
 
         let stack = Stack {
-            timings: Mutex::new(StartupTimings {
-                guard_ready_ms,
-                ..Default::default()
-            }),
+            timings: Mutex::new(StartupTimings::default()),
             engine: engine.clone(),
             ctx: ctx.clone(),
             layout: layout.clone(),
@@ -259,7 +258,19 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             .iter()
             .map(|(_, spec, slot)| (spec.clone(), slot.clone()))
             .collect();
-        let ready = start_ready(&stack, specs, &started_so_far, false)?;
+        let (guards_ready, ready) = std::thread::scope(|scope| {
+            let guards_ready =
+                scope.spawn(|| await_guards(&spawned_guards, options.startup_timeout, started));
+            let ready = start_ready(&stack, specs, &started_so_far, false);
+            (guards_ready.join(), ready)
+        });
+        let guards_ready = guards_ready.map_err(|_| {
+            ProvisionError::Io(std::io::Error::other("the Guard readiness thread panicked"))
+        })??;
+        let ready = ready?;
+        if let Ok(mut t) = stack.timings.lock() {
+            t.guard_ready_ms = (!spawned_guards.is_empty()).then_some(guards_ready);
+        }
         if let Ok(mut r) = stack.references.lock() {
             *r = refs
                 .iter()
@@ -432,16 +443,17 @@ pub(super) fn start_frontend(stack: &Stack) -> Result<Supervised, ProvisionError
     }
 }
 
-/// The Guard services the engine runs: one shared by every slot, or one per
-/// slot. Each is awaited before the next starts.
-fn start_guards(
+/// Spawns the Guard services the engine runs (one shared by every slot, or
+/// one per slot) without waiting: they need nothing from each other, and
+/// [`await_guards`] waits for them while the frontend and the reference
+/// workers start. Returns each with its socket as this host sees it.
+fn spawn_guards(
     engine: &dyn Engine,
     ctx: &LaunchContext,
     (layout, placement): (&Layout, &Placement),
     slots: &[WorkerSlot],
-    options: &StackOptions,
     started_so_far: &Partial,
-) -> Result<Vec<Arc<Supervised>>, ProvisionError> {
+) -> Result<Vec<(Arc<Supervised>, PathBuf)>, ProvisionError> {
     let mut services: Vec<(String, LaunchContext, usize)> = Vec::new();
     if engine.guard_per_slot() {
         let plans = engine.worker_plans();
@@ -470,10 +482,22 @@ fn start_guards(
         let guard = Supervised::spawn(&placement.wrap(node, spec))?;
         started_so_far.add(guard.pid());
         let socket = placement.host_view(node, &guard_ctx.guard_socket);
-        await_guard(&guard, &socket, options.startup_timeout)?;
-        guards.push(Arc::new(guard));
+        guards.push((Arc::new(guard), socket));
     }
     Ok(guards)
+}
+
+/// Waits until every Guard of [`spawn_guards`] is ready; returns when the
+/// last one was, in ms since `started`.
+fn await_guards(
+    guards: &[(Arc<Supervised>, PathBuf)],
+    timeout: Duration,
+    started: Instant,
+) -> Result<u128, ProvisionError> {
+    for (guard, socket) in guards {
+        await_guard(guard, socket, timeout)?;
+    }
+    Ok(started.elapsed().as_millis())
 }
 
 /// Node placement: `slot`'s worker as its engine plans it on its node's

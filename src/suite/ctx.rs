@@ -119,6 +119,15 @@ impl<'a> CaseCtx<'a> {
 
     /// Names what the case does from now on (the timeout message quotes
     /// it); fails once the case was cancelled.
+    /// The case as its trial is named: `TC-05::cold` (from the evidence
+    /// directory name `TC-05-cold`).
+    pub fn case_name(&self) -> String {
+        match self.slug.strip_prefix(self.id) {
+            Some(rest) => format!("{}::{}", self.id, rest.trim_start_matches('-')),
+            None => self.slug.clone(),
+        }
+    }
+
     pub fn doing(&self, what: impl Into<String>) -> CaseResult {
         self.activity.doing(what).map_err(CaseError::new)
     }
@@ -200,6 +209,53 @@ impl<'a> CaseCtx<'a> {
         self.complete(prompt, None)
     }
 
+    /// Every variant of `families` through the router, in family then
+    /// variant order. Families go [`Batching`](crate::reference::Batching)'s
+    /// concurrency at a time (the reference phase's batch probe decides it;
+    /// sequential without one), each family's variants one after another.
+    /// Records which mode ran, and why, as the measurement `batching`.
+    pub fn complete_routed_families(
+        &self,
+        families: &[crate::prompts::Family],
+    ) -> Result<Vec<Answer>, CaseError> {
+        use futures_util::stream::{self, StreamExt};
+        let batching = crate::reference::Batching::of(self.references.batching.as_ref());
+        self.measure("batching", &batching);
+        let in_flight = (batching.concurrency as usize).max(1);
+        if in_flight == 1 {
+            return families
+                .iter()
+                .flat_map(|f| &f.variants)
+                .map(|p| self.complete_routed(p))
+                .collect();
+        }
+        self.doing(format!(
+            "requesting {} families through the router, {in_flight} at a time",
+            families.len()
+        ))?;
+        let per_family: Vec<Result<Vec<Answer>, CaseError>> = self.block_on(
+            stream::iter(families.iter().map(|family| async move {
+                let mut answers = Vec::new();
+                for prompt in &family.variants {
+                    let started = Instant::now();
+                    let request = self.request(prompt, None);
+                    let outcome = self.client.complete(&request).await.map_err(|e| {
+                        CaseError::new(format!("request {} failed: {e}", prompt.key()))
+                    })?;
+                    answers.push(answer(prompt, request, outcome, started)?);
+                }
+                Ok(answers)
+            }))
+            .buffered(in_flight)
+            .collect(),
+        )?;
+        let mut answers = Vec::new();
+        for family in per_family {
+            answers.extend(family?);
+        }
+        Ok(answers)
+    }
+
     fn complete(&self, prompt: &Prompt, pin: Option<&Worker>) -> Result<Answer, CaseError> {
         self.doing(format!("requesting {}{}", prompt.key(), on_worker(pin)))?;
         let started = Instant::now();
@@ -207,30 +263,7 @@ impl<'a> CaseCtx<'a> {
         let outcome: CompletionOutcome = self
             .block_on(self.client.complete(&request))?
             .map_err(|e| CaseError::new(format!("request {} failed: {e}", prompt.key())))?;
-        let tokens = outcome.token_ids.clone().ok_or_else(|| {
-            CaseError::new(format!(
-                "response to {} carried no token ids (asked for nvext.completion_token_ids); text was {:?}",
-                prompt.key(),
-                outcome.text
-            ))
-        })?;
-        Ok(Answer {
-            prompt: prompt.key(),
-            tokens,
-            worker_id: outcome.worker_id,
-            worker: outcome.worker,
-            cached_tokens: outcome
-                .usage
-                .as_ref()
-                .and_then(|u| u.cached_tokens)
-                .map(u64::from),
-            prompt_tokens: outcome
-                .usage
-                .as_ref()
-                .map_or(0, |u| u64::from(u.prompt_tokens)),
-            latency_ms: started.elapsed().as_secs_f64() * 1000.0,
-            request_id: request.request_id,
-        })
+        answer(prompt, request, outcome, started)
     }
 
     /// A streaming completion pinned to `worker` (or routed when `None`).
@@ -730,6 +763,39 @@ fn with_unwritten(result: Result<(), String>, unwritten: &[String]) -> Result<()
             "{message}; also, evidence not written (files named above may be missing): {unwritten}"
         )),
     }
+}
+
+/// The [`Answer`] to `request` for `prompt`, sent at `started`.
+fn answer(
+    prompt: &Prompt,
+    request: crate::client::Completion,
+    outcome: CompletionOutcome,
+    started: Instant,
+) -> Result<Answer, CaseError> {
+    let tokens = outcome.token_ids.clone().ok_or_else(|| {
+        CaseError::new(format!(
+            "response to {} carried no token ids (asked for nvext.completion_token_ids); text was {:?}",
+            prompt.key(),
+            outcome.text
+        ))
+    })?;
+    Ok(Answer {
+        prompt: prompt.key(),
+        tokens,
+        worker_id: outcome.worker_id,
+        worker: outcome.worker,
+        cached_tokens: outcome
+            .usage
+            .as_ref()
+            .and_then(|u| u.cached_tokens)
+            .map(u64::from),
+        prompt_tokens: outcome
+            .usage
+            .as_ref()
+            .map_or(0, |u| u64::from(u.prompt_tokens)),
+        latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+        request_id: request.request_id,
+    })
 }
 
 #[cfg(test)]

@@ -10,11 +10,14 @@ use std::time::Instant;
 use futures_util::stream::{self, StreamExt};
 
 use crate::client::StreamOutcome;
-use crate::evidence::{Arm, ArmSummary, RequestRecord, SweepLevel};
+use crate::engine::FirstTokenStamp;
+use crate::evidence::{
+    ttft_offsets, Arm, ArmSummary, FirstTokenPair, RequestRecord, SweepLevel, TtftAccuracy,
+};
 use crate::prompts::Prompt;
 use crate::stack::Worker;
 
-use super::records::{ARM, RECOVERY, REQUESTS, SWEEP};
+use super::records::{ARM, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
 use super::{CaseCtx, CaseError};
 
 /// A measured request and what the server said about its cache use.
@@ -35,28 +38,127 @@ impl CaseCtx<'_> {
         let outcome = self.stream(worker, prompt)?;
         let tokens = outcome.token_ids.clone().unwrap_or_default();
         self.expect_reference(prompt, &tokens)?;
+        let mut record = request_record(self.id, Some(arm), None, prompt, &outcome);
+        record.request_id = self.request_id_of(&prompt.key());
         Ok(Measured {
             cached_tokens: outcome
                 .usage
                 .as_ref()
                 .and_then(|u| u.cached_tokens)
                 .map(u64::from),
-            record: request_record(self.id, Some(arm), None, prompt, &outcome),
+            record,
         })
     }
 
-    /// Summarises an arm against the KVCR-disabled baselines and records it.
-    pub fn report_arm(&self, arm: Arm, requests: Vec<RequestRecord>) -> ArmSummary {
+    /// Summarises an arm against the KVCR-disabled baselines and records
+    /// it, with its TTFT accuracy ([`CaseCtx::ttft_accuracy`]).
+    pub fn report_arm(
+        &self,
+        arm: Arm,
+        mut requests: Vec<RequestRecord>,
+    ) -> Result<ArmSummary, CaseError> {
+        let accuracy = self.ttft_accuracy(&mut requests);
         let summary = ArmSummary::from_requests(arm, &requests, Some(&self.references.baseline));
         self.measure(ARM, &summary);
         self.measure(REQUESTS, &requests);
-        summary
+        accuracy?;
+        Ok(summary)
     }
 
-    /// Records the concurrency sweep.
-    pub fn report_sweep(&self, levels: Vec<SweepLevel>, requests: Vec<RequestRecord>) {
+    /// Records the concurrency sweep, with its TTFT accuracy.
+    pub fn report_sweep(
+        &self,
+        levels: Vec<SweepLevel>,
+        mut requests: Vec<RequestRecord>,
+    ) -> Result<(), CaseError> {
+        let accuracy = self.ttft_accuracy(&mut requests);
         self.measure(SWEEP, &levels);
         self.measure(REQUESTS, &requests);
+        accuracy
+    }
+
+    /// TTFT accuracy: each request's first-chunk arrival against the
+    /// engine's own first-token stamp (both CLOCK_MONOTONIC), into each
+    /// record's `first_token_offset_ms` and the case's `ttft_accuracy`
+    /// measurement. An engine that stamps nothing gets a figure saying so,
+    /// with the reason; on one that stamps (the CPU engine), a request
+    /// without a stamp fails the case, naming it: never a zero.
+    pub fn ttft_accuracy(&self, requests: &mut [RequestRecord]) -> Result<(), CaseError> {
+        let mut figure = TtftAccuracy {
+            case: self.case_name(),
+            engine: self.stack.engine.name().to_string(),
+            source: "none".into(),
+            offset_ms: None,
+            unavailable: None,
+        };
+        match self.stack.engine.first_token_stamp() {
+            FirstTokenStamp::Unavailable(why) => {
+                figure.unavailable = Some(why);
+                self.measure(TTFT_ACCURACY, &figure);
+                Ok(())
+            }
+            FirstTokenStamp::WorkerLog => {
+                figure.source =
+                    "the worker's log: `first token sent monotonic_ns=` (read before the send)"
+                        .into();
+                let ids: Vec<String> = requests
+                    .iter()
+                    .filter_map(|r| r.request_id.clone())
+                    .collect();
+                let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+                // The stamp is logged right after the first token left; the
+                // whole stream has arrived since, so the line is normally
+                // there already. A short poll covers a slow log write.
+                let logs = self.stack.layout.logs_dir.clone();
+                let stamps = crate::wait::until(
+                    "the engine's first-token stamps of the case's streams",
+                    std::time::Duration::from_secs(3),
+                    std::time::Duration::from_millis(50),
+                    || {
+                        let found = super::requests::first_token_stamps(&logs, &ids);
+                        if found.len() >= ids.len() {
+                            crate::wait::Poll::Ready(found)
+                        } else {
+                            crate::wait::Poll::Pending(format!(
+                                "{} of {} found",
+                                found.len(),
+                                ids.len()
+                            ))
+                        }
+                    },
+                )
+                .unwrap_or_else(|_| super::requests::first_token_stamps(&logs, &ids));
+                let pairs: Vec<FirstTokenPair> = requests
+                    .iter()
+                    .map(|r| FirstTokenPair {
+                        request_id: r
+                            .request_id
+                            .clone()
+                            .unwrap_or_else(|| "(no x-request-id)".into()),
+                        client_ns: r.first_token_monotonic_ns,
+                        engine_ns: r.request_id.as_ref().and_then(|id| stamps.get(id).copied()),
+                    })
+                    .collect();
+                match ttft_offsets(&pairs) {
+                    Ok((offsets, stats)) => {
+                        for (r, o) in requests.iter_mut().zip(offsets) {
+                            r.first_token_offset_ms = Some(o);
+                        }
+                        figure.offset_ms = Some(stats);
+                        self.measure(TTFT_ACCURACY, &figure);
+                        Ok(())
+                    }
+                    Err(why) => {
+                        figure.unavailable = Some(format!("failed: {why}"));
+                        self.measure(TTFT_ACCURACY, &figure);
+                        Err(CaseError::new(format!(
+                            "TTFT accuracy: {why} (the {} engine stamps every first token it sends; see the case's log-lines.txt)",
+                            figure.engine
+                        )))
+                    }
+                }
+            }
+        }
     }
 
     /// Records the recovery timeline of TC-06.
@@ -75,14 +177,15 @@ impl CaseCtx<'_> {
         let outcomes: Vec<_> = crate::rt::block_on(
             stream::iter(prompts.iter().map(|prompt| async move {
                 let request = self.request(prompt, None);
-                (prompt, self.client.stream(&request).await)
+                let id = request.request_id.clone();
+                (prompt, id, self.client.stream(&request).await)
             }))
             .buffer_unordered(level.max(1) as usize)
             .collect(),
         );
         let duration_s = started.elapsed().as_secs_f64();
         let mut records = Vec::new();
-        for (prompt, outcome) in outcomes {
+        for (prompt, request_id, outcome) in outcomes {
             let outcome = outcome.map_err(|e| {
                 CaseError::new(format!(
                     "concurrency {level}: stream of {} failed: {e}",
@@ -90,7 +193,9 @@ impl CaseCtx<'_> {
                 ))
             })?;
             self.expect_reference(prompt, &outcome.token_ids.clone().unwrap_or_default())?;
-            records.push(request_record(self.id, None, Some(level), prompt, &outcome));
+            let mut record = request_record(self.id, None, Some(level), prompt, &outcome);
+            record.request_id = Some(request_id);
+            records.push(record);
         }
         Ok((
             SweepLevel::from_requests(level, &records, duration_s),
@@ -124,5 +229,11 @@ pub fn request_record(
         worker_id: outcome.worker_id,
         ok: true,
         error: None,
+        request_id: None,
+        first_token_monotonic_ns: outcome
+            .sent_monotonic_ns
+            .zip(timings)
+            .map(|(sent, t)| sent + t.ttft.as_nanos() as u64),
+        first_token_offset_ms: None,
     }
 }

@@ -17,6 +17,7 @@ pub const REQUESTS: &str = "requests";
 pub const ARM: &str = "arm";
 pub const SWEEP: &str = "sweep";
 pub const RECOVERY: &str = "recovery";
+pub const TTFT_ACCURACY: &str = "ttft_accuracy";
 
 fn take<T: DeserializeOwned>(case: &mut CaseRecord, key: &str, keep: bool) -> Option<T> {
     let value = if keep {
@@ -48,6 +49,12 @@ pub fn collect_perf(
         if let Some(timeline) = take::<RecoveryTimeline>(case, RECOVERY, true) {
             perf.recovery = Some(timeline);
         }
+        perf.ttft_accuracy
+            .extend(take::<crate::evidence::TtftAccuracy>(
+                case,
+                TTFT_ACCURACY,
+                true,
+            ));
     }
     (requests, perf)
 }
@@ -97,5 +104,9 @@ pub fn reference_summary(r: &References) -> ReferenceSummary {
         prompts: r.tokens.len(),
         probes: r.probes.iter().map(|p| (p.clone(), true)).collect(),
         duration: Duration::from_secs_f64(r.seconds),
+        batching: Some({
+            let b = crate::reference::Batching::of(r.batching.as_ref());
+            format!("{} in flight: {}", b.concurrency, b.reason)
+        }),
     }
 }

@@ -71,6 +71,53 @@ pub fn log_lines(logs_dir: &Path, ids: &[&str]) -> Vec<String> {
     found
 }
 
+/// The marker of the CPU engine's first-token stamp: `request <id>: first
+/// token sent monotonic_ns=N realtime_ns=M`.
+pub const FIRST_TOKEN_STAMP: &str = ": first token sent monotonic_ns=";
+
+/// The engine's first-token stamps (CLOCK_MONOTONIC ns) of the requests
+/// sent with `ids` (`x-request-id`s), found in the `*.log` files of
+/// `logs_dir` in two hops as [`log_lines`]: the frontend's line naming our
+/// id gives Dynamo's request id, which the worker's stamp line names.
+/// Requests with no stamp are absent.
+pub fn first_token_stamps(
+    logs_dir: &Path,
+    ids: &[&str],
+) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    let lines = log_lines(logs_dir, ids);
+    // Our id for each id a line names: ours, and Dynamo's beside it.
+    let mut ours_of: Vec<(String, String)> = Vec::new();
+    for line in &lines {
+        for id in ids.iter().filter(|id| line.contains(**id)) {
+            ours_of.push((id.to_string(), id.to_string()));
+            for linked in dynamo_request_ids(line) {
+                ours_of.push((linked, id.to_string()));
+            }
+        }
+    }
+    for line in &lines {
+        let Some(at) = line.find(FIRST_TOKEN_STAMP) else {
+            continue;
+        };
+        let Some(named) = line[..at].rsplit("request ").next() else {
+            continue;
+        };
+        let ns: String = line[at + FIRST_TOKEN_STAMP.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let (Ok(ns), Some((_, ours))) = (
+            ns.parse::<u64>(),
+            ours_of.iter().find(|(id, _)| id == named.trim()),
+        ) else {
+            continue;
+        };
+        out.entry(ours.clone()).or_insert(ns);
+    }
+    out
+}
+
 /// The UUIDs after `request_id=` (quoted or not) on a log line; not those
 /// after `x_request_id=`, which are the client's own.
 fn dynamo_request_ids(line: &str) -> Vec<String> {
@@ -148,5 +195,19 @@ mod tests {
             ]
         );
         assert!(log_lines(dir.path(), &[]).is_empty());
+        let mut b = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("worker-B.log"))
+            .unwrap();
+        use std::io::Write;
+        writeln!(
+            b,
+            "2026-11-30 08:26:01,824 B cpu_engine INFO request {dynamo}: first token sent monotonic_ns=1234567 realtime_ns=99"
+        )
+        .unwrap();
+        drop(b);
+        let stamps = first_token_stamps(dir.path(), &[id, "no-such-request"]);
+        assert_eq!(stamps.get(id), Some(&1_234_567));
+        assert_eq!(stamps.len(), 1);
     }
 }

@@ -28,8 +28,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let mut served = 0;
     let mut cached = Vec::new();
     for pass in ["cold", "cached"] {
-        for prompt in families.iter().flat_map(|f| &f.variants) {
-            let answer = ctx.complete_routed(prompt)?;
+        // Families in flight as the reference phase's batch probe allows
+        // (sequential without it); each family's variants in order, and the
+        // cached pass only after the whole cold pass.
+        let answers = ctx.complete_routed_families(&families)?;
+        for (prompt, answer) in families.iter().flat_map(|f| &f.variants).zip(answers) {
             ctx.expect_reference(prompt, &answer.tokens).map_err(|e| {
                 kvcr_e2e::suite::CaseError {
                     message: format!("{pass} pass: {}", e.message),

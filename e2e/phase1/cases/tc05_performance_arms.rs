@@ -67,7 +67,7 @@ fn cold(ctx: &CaseCtx) -> CaseResult {
             expect_computed(&observed, blocks),
         )?;
     }
-    ctx.report_arm(Arm::Cold, records);
+    ctx.report_arm(Arm::Cold, records)?;
     Ok(())
 }
 
@@ -89,7 +89,7 @@ fn local_hit(ctx: &CaseCtx) -> CaseResult {
             expect_device_hit(&observed, family.shared_blocks(), bs),
         )?;
     }
-    ctx.report_arm(Arm::LocalHit, records);
+    ctx.report_arm(Arm::LocalHit, records)?;
     Ok(())
 }
 
@@ -119,7 +119,7 @@ fn dram_hit(ctx: &CaseCtx) -> CaseResult {
         )?;
         records.push(measured.record);
     }
-    ctx.report_arm(Arm::DramHit, records);
+    ctx.report_arm(Arm::DramHit, records)?;
     Ok(())
 }
 
@@ -145,7 +145,7 @@ fn remote_hit(ctx: &CaseCtx) -> CaseResult {
             ),
         )?;
     }
-    ctx.report_arm(Arm::RemoteHit, records);
+    ctx.report_arm(Arm::RemoteHit, records)?;
     Ok(())
 }
 
@@ -160,6 +160,5 @@ fn sweep(ctx: &CaseCtx) -> CaseResult {
         results.push(summary);
         requests.extend(records);
     }
-    ctx.report_sweep(results, requests);
-    Ok(())
+    ctx.report_sweep(results, requests)
 }

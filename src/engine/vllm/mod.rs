@@ -284,6 +284,17 @@ impl VllmEngine {
 }
 
 impl Engine for VllmEngine {
+    fn first_token_stamp(&self) -> crate::engine::FirstTokenStamp {
+        crate::engine::FirstTokenStamp::Unavailable(
+            "vLLM records TTFT only as its Prometheus histogram vllm:time_to_first_token_seconds: \
+             bucketed, summed over all requests, and timed from vLLM's own arrival of the request \
+             (after the frontend and the worker's preprocessing), not a per-request send instant \
+             on a clock the harness shares; dynamo.vllm logs no per-request first-token time. \
+             No per-request offset can be computed"
+                .into(),
+        )
+    }
+
     fn name(&self) -> &'static str {
         "vllm"
     }
