@@ -111,11 +111,15 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     // Node placement: node 1 (a namespace node) when the plans use one; node
     // 0's components listen on and advertise the address node 1 reaches.
     let node_count = plans.iter().map(|p| p.node + 1).max().unwrap_or(1);
-    let placement = Placement::create(
+    let placement = Placement::create_with(
         node_count,
         &options.run_id,
         &layout.logs_dir,
         options.startup_timeout,
+        !options
+            .worker_faults
+            .iter()
+            .any(|f| f == NODE_WITHOUT_PID_NAMESPACE),
     )?;
     let host = placement.host_address(&options.host);
     // Per worker: control, metrics, KV events, side channel; plus the
@@ -469,8 +473,10 @@ fn start_guards(
 fn placed_worker(stack: &Stack, slot: &WorkerSlot, faults: &[String]) -> ProcessSpec {
     let node = stack.node_of(&slot.name);
     let mut ctx = stack.ctx_on(node);
-    let (launch, engine): (Vec<&String>, Vec<&String>) =
-        faults.iter().partition(|f| f.as_str() == DIGEST_MISMATCH);
+    let (launch, engine): (Vec<&String>, Vec<&String>) = faults
+        .iter()
+        .filter(|f| f.as_str() != NODE_WITHOUT_PID_NAMESPACE)
+        .partition(|f| f.as_str() == DIGEST_MISMATCH);
     if !launch.is_empty() {
         ctx.compatibility_digest.push_str("-mismatch");
     }
@@ -482,6 +488,12 @@ fn placed_worker(stack: &Stack, slot: &WorkerSlot, faults: &[String]) -> Process
 /// presents a KVCR compatibility digest its Guard service was not started
 /// with (an engine build or config that differs from its peer's).
 pub const DIGEST_MISMATCH: &str = "compatibility_digest_mismatch";
+
+/// A launch fault the harness applies itself, on two nodes: node 1 gets
+/// its own network and mount namespaces but shares this host's PID
+/// namespace, so UCX sees its peers as same-host processes and reads them
+/// through `cma` (shared memory), not the veth.
+pub const NODE_WITHOUT_PID_NAMESPACE: &str = "node_without_pid_namespace";
 
 /// `spec` with `--fault` switches (the CPU engine's) appended.
 fn with_faults(spec: ProcessSpec, faults: &[&String]) -> ProcessSpec {
