@@ -55,6 +55,9 @@ fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> C
     }
 }
 
+/// What Dynamo's runtime logs in a worker when a request reaches it.
+const REQUEST_ARRIVED: &str = "request received";
+
 /// What `log` holds past byte `from`.
 fn log_since(log: &Path, from: u64) -> String {
     let mut text = String::new();
@@ -88,7 +91,7 @@ fn node_cut_off(ctx: &CaseCtx) -> CaseResult {
                     if case_over.load(Ordering::SeqCst) {
                         return Poll::Abort("the case ended before".to_string());
                     }
-                    if log_since(&log, from).contains("request received") {
+                    if log_since(&log, from).contains(REQUEST_ARRIVED) {
                         Poll::Ready(())
                     } else {
                         Poll::Pending("no request yet".into())
