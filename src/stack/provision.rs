@@ -802,12 +802,20 @@ fn await_deposit(
     let seed = worker
         .instance_id()
         .wrapping_add(salt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    // Every token mixes the whole seed (splitmix64): with `seed × 31 + i ×
+    // 7919 mod span` all of a prompt followed from `seed × 31 mod span`, so
+    // two workers' deposit prompts were the same one time in `span` (426
+    // tokens on the CPU stack), and a replacement whose prompt the router
+    // hinted from a peer took it over the network: no local_fill, "never
+    // deposited" (seen on two nodes at load 34).
+    let mix = |i: u32| {
+        let mut z = seed ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
     let tokens: Vec<u32> = (0..block + 3)
-        .map(|i| {
-            vocab.start
-                + ((seed.wrapping_mul(31).wrapping_add(u64::from(i) * 7919)) % u64::from(span))
-                    as u32
-        })
+        .map(|i| vocab.start + (mix(i) % u64::from(span)) as u32)
         .collect();
     let url = worker.admin_url().to_string();
     let what = format!("worker {} to make {KVCR_DEPOSIT}", worker.name());
