@@ -59,6 +59,12 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
 
     // Fault: SIGKILL A, then verify it took effect.
     let mut events = guard.follow()?;
+    // Where this promotion's lines start in the Guard's log.
+    let guard_log_from = ctx
+        .stack
+        .guard_of(&a)
+        .and_then(|g| std::fs::metadata(g.log_path()).ok())
+        .map_or(0, |m| m.len() as usize);
     let kill = ctx.stack.kill_worker("A")?;
     let promotion = events.await_promotion(a.slot.guard_index)?;
     ctx.measure("promotion_ms", promotion.as_ref().map(|p| p.promotion_ms));
@@ -111,7 +117,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             );
         }
         attempts.push(attempt);
-        if served {
+        if served || guard_stall(ctx, &a, guard_log_from).is_some() {
             break;
         }
     }
@@ -123,14 +129,17 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     else {
         return Err(CaseError::new(format!(
             "takeover through the Guard: none of {} attempts pinned to B was served from A's endpoint \
-             (the last sent {:.1} s after the kill; the router hints A's blocks for 6.7-10 s): {:?}",
+             (the last sent {:.1} s after the kill; the router hints A's blocks for 6.7-10 s): {:?}{}",
             attempts.len(),
             timeline
                 .last()
                 .and_then(|t| t["sent_ms_after_kill"].as_f64())
                 .unwrap_or(0.0)
                 / 1000.0,
-            attempts.iter().map(|a| &a.outcome).collect::<Vec<_>>()
+            attempts.iter().map(|a| &a.outcome).collect::<Vec<_>>(),
+            guard_stall(ctx, &a, guard_log_from)
+                .map(|line| format!("; the Guard stopped serving: `{line}`"))
+                .unwrap_or_default()
         ))
         .with_evidence(evidence));
     };
@@ -169,4 +178,20 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         ..e
     })?;
     guard.expect_no_failures()
+}
+
+/// KVCR 0.1.1 latches a source off when its progress loop went
+/// `operation_timeout_ms` without a poll (the Guard's core runs with the
+/// default 1000 ms, and `kvcr_service` has no setting for it): "new source
+/// writes disabled until restart". Its log line, once the Guard holding
+/// `a`'s pool wrote it past byte `from` (this promotion); no later attempt
+/// can then be Guard-served.
+fn guard_stall(ctx: &CaseCtx, a: &kvcr_e2e::stack::Worker, from: usize) -> Option<String> {
+    let guard = ctx.stack.guard_of(a)?;
+    let log = std::fs::read(guard.log_path()).ok()?;
+    String::from_utf8_lossy(log.get(from..)?)
+        .lines()
+        .rev()
+        .find(|l| l.contains("source progress stalled"))
+        .map(|l| l.trim().to_string())
 }
