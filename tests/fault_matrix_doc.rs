@@ -53,10 +53,14 @@ fn claims(body: &str) -> Vec<String> {
 #[test]
 fn every_fault_matrix_row_is_documented_with_its_exact_message() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    // Both matrices: the aggregated one and the 2P+1D one.
-    let rows = ["e2e/fault_matrix/rows.rs", "e2e/fault_matrix_2p1d/rows.rs"]
-        .map(|f| std::fs::read_to_string(root.join(f)).unwrap())
-        .concat();
+    // Every matrix: the aggregated one, the 2P+1D one and the two-node one.
+    let rows = [
+        "e2e/fault_matrix/rows.rs",
+        "e2e/fault_matrix_2p1d/rows.rs",
+        "e2e/fault_matrix_two_node/rows.rs",
+    ]
+    .map(|f| std::fs::read_to_string(root.join(f)).unwrap())
+    .concat();
     let doc = std::fs::read_to_string(root.join("docs/fault-matrix.md")).unwrap();
     // Markdown escapes a backtick inside a code span; the message has none.
     let doc = doc.replace("\\`", "`");

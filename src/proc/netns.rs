@@ -111,6 +111,19 @@ impl NamespaceNode {
     /// waits (within `budget`) until the node's address answers routing
     /// checks from this host.
     pub fn create(tag: &str, logs_dir: &Path, budget: Duration) -> Result<Self, NodeError> {
+        Self::create_with(tag, logs_dir, budget, true)
+    }
+
+    /// As [`NamespaceNode::create`]; with `pid_namespace` false the node
+    /// shares this host's PID namespace (a harness launch fault: UCX then
+    /// takes a peer on the other "node" for a same-host one and reads it
+    /// through `cma`, which TC-03 must catch).
+    pub fn create_with(
+        tag: &str,
+        logs_dir: &Path,
+        budget: Duration,
+        pid_namespace: bool,
+    ) -> Result<Self, NodeError> {
         precondition()?;
         // sysfs too: UCX checks `/sys/class/net/<if>` before it uses an
         // interface, and the host's sysfs does not list the node's veth (UCX
@@ -124,13 +137,15 @@ impl NamespaceNode {
             "unshare",
             logs_dir.join(format!("node1-{tag}.log")),
         )
+        .args(["--net", "--mount"])
+        .args(if pid_namespace {
+            vec!["--pid", "--mount-proc"]
+        } else {
+            Vec::new()
+        })
         .args([
-            "--net",
-            "--pid",
-            "--mount",
             "--fork",
             "--kill-child",
-            "--mount-proc",
             "--propagation",
             "private",
             "sh",
@@ -265,6 +280,54 @@ impl NamespaceNode {
         }
     }
 
+    /// Takes the host end of the veth down (`up = false`: node 1 is cut off
+    /// the network, as a pulled cable) or up again; then waits (within
+    /// `budget`) until both ends report that state, and after `up`, until
+    /// the node's address is routed through the veth again.
+    pub fn set_link(&self, up: bool, budget: Duration) -> Result<(), NodeError> {
+        let state = if up { "up" } else { "down" };
+        run("ip", &["link", "set", &self.host_if, state])?;
+        wait::until(
+            format!("node 1's veth {} to be {state}", self.host_if),
+            budget,
+            Duration::from_millis(20),
+            || {
+                let now = self.link_state();
+                let done = if up {
+                    now.is_up() && self.expect_route().is_ok()
+                } else {
+                    !now.host_end_up() && !now.node_end_up()
+                };
+                if done {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending(now.to_string())
+                }
+            },
+        )
+        .map_err(|e| NodeError::Setup(e.to_string()))
+    }
+
+    /// The operational state of both ends of the veth, as the kernel reports
+    /// it (`/sys/class/net/<if>/operstate`, node 1's through its own sysfs).
+    pub fn link_state(&self) -> LinkState {
+        let read = |path: String| {
+            std::fs::read_to_string(&path)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|e| format!("unknown ({path}: {e})"))
+        };
+        LinkState {
+            host_if: self.host_if.clone(),
+            host_end: read(format!("/sys/class/net/{}/operstate", self.host_if)),
+            node_if: self.node_interface(),
+            node_end: read(format!(
+                "/proc/{}/root/sys/class/net/{}/operstate",
+                self.init_pid,
+                self.node_interface()
+            )),
+        }
+    }
+
     /// Ends the node: SIGKILL of `unshare` takes its namespaces, their
     /// processes and the veth pair with it. Waits until the namespace's first
     /// process is gone.
@@ -288,6 +351,40 @@ impl NamespaceNode {
 impl Drop for NamespaceNode {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Both ends of a node's veth, as the kernel reports them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LinkState {
+    pub host_if: String,
+    /// `operstate` of the host end: `up`, `down`, `lowerlayerdown`, ...
+    pub host_end: String,
+    pub node_if: String,
+    pub node_end: String,
+}
+
+impl LinkState {
+    pub fn host_end_up(&self) -> bool {
+        self.host_end == "up"
+    }
+
+    pub fn node_end_up(&self) -> bool {
+        self.node_end == "up"
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.host_end_up() && self.node_end_up()
+    }
+}
+
+impl std::fmt::Display for LinkState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (this host) is {}, {} (node 1) is {}",
+            self.host_if, self.host_end, self.node_if, self.node_end
+        )
     }
 }
 

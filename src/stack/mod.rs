@@ -32,7 +32,10 @@ pub use attach::{attach, attach_to_repair, AttachError};
 pub use hooks::{described_pid, hooks, run_hook, HookRun, Hooks};
 pub use layout::Layout;
 pub use nodes::{Crossing, Placement, Side};
-pub use provision::{provision, ProvisionError, StackOptions, StartupTimings, DIGEST_MISMATCH};
+pub use provision::{
+    provision, ProvisionError, StackOptions, StartupTimings, DIGEST_MISMATCH,
+    NODE_WITHOUT_PID_NAMESPACE,
+};
 pub use registration::Registration;
 pub use worker::Worker;
 
@@ -162,6 +165,29 @@ impl Stack {
             host: self.placement.address_of(node, &self.ctx.host),
             ..self.ctx.clone()
         }
+    }
+
+    /// The namespace node (node 1) of a two-node stack, when there is one.
+    pub fn namespace_node(&self) -> Option<&crate::proc::netns::NamespaceNode> {
+        self.placement.namespace_node()
+    }
+
+    /// Why `worker` cannot be reached, when it runs on node 1 and node 1's
+    /// link is not up (both ends of its veth as the kernel reports them);
+    /// `None` otherwise. Appended to errors of requests and scrapes, so a
+    /// timeout towards a cut-off node says so.
+    pub fn unreachable_node(&self, worker: &Worker) -> Option<String> {
+        let node = self.placement.namespace_node()?;
+        if self.node_of(worker.name()) != 1 {
+            return None;
+        }
+        let link = node.link_state();
+        (!link.is_up()).then(|| {
+            format!(
+                "worker {} runs on node 1, which is cut off the network: {link}",
+                worker.name()
+            )
+        })
     }
 
     /// When `source` and `reader` run on different nodes: the interface

@@ -45,10 +45,22 @@ impl Placement {
         logs_dir: &Path,
         budget: Duration,
     ) -> Result<Self, NodeError> {
+        Self::create_with(node_count, run_id, logs_dir, budget, true)
+    }
+
+    /// As [`Placement::create`]; `pid_namespace` false gives node 1 no PID
+    /// namespace of its own (the launch fault [`super::provision::NODE_WITHOUT_PID_NAMESPACE`]).
+    pub fn create_with(
+        node_count: usize,
+        run_id: &str,
+        logs_dir: &Path,
+        budget: Duration,
+        pid_namespace: bool,
+    ) -> Result<Self, NodeError> {
         if node_count < 2 {
             return Ok(Self::local());
         }
-        let node = NamespaceNode::create(run_id, logs_dir, budget)?;
+        let node = NamespaceNode::create_with(run_id, logs_dir, budget, pid_namespace)?;
         let shared = std::env::temp_dir().join(format!("kvcr-e2e-{run_id}-shared"));
         reaper::track_path(&shared);
         let node_scratch = PathBuf::from(format!("/dev/shm/kvcr-e2e-{run_id}-node1"));

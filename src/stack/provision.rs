@@ -120,11 +120,15 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     // Node placement: node 1 (a namespace node) when the plans use one; node
     // 0's components listen on and advertise the address node 1 reaches.
     let node_count = plans.iter().map(|p| p.node + 1).max().unwrap_or(1);
-    let placement = Placement::create(
+    let placement = Placement::create_with(
         node_count,
         &options.run_id,
         &layout.logs_dir,
         options.startup_timeout,
+        !options
+            .worker_faults
+            .iter()
+            .any(|f| f == NODE_WITHOUT_PID_NAMESPACE),
     )?;
     let host = placement.host_address(&options.host);
     // Per worker: control, metrics, KV events, side channel; plus the
@@ -505,8 +509,10 @@ fn await_guards(
 fn placed_worker(stack: &Stack, slot: &WorkerSlot, faults: &[String]) -> ProcessSpec {
     let node = stack.node_of(&slot.name);
     let mut ctx = stack.ctx_on(node);
-    let (launch, engine): (Vec<&String>, Vec<&String>) =
-        faults.iter().partition(|f| f.as_str() == DIGEST_MISMATCH);
+    let (launch, engine): (Vec<&String>, Vec<&String>) = faults
+        .iter()
+        .filter(|f| f.as_str() != NODE_WITHOUT_PID_NAMESPACE)
+        .partition(|f| f.as_str() == DIGEST_MISMATCH);
     if !launch.is_empty() {
         ctx.compatibility_digest.push_str("-mismatch");
     }
@@ -518,6 +524,12 @@ fn placed_worker(stack: &Stack, slot: &WorkerSlot, faults: &[String]) -> Process
 /// presents a KVCR compatibility digest its Guard service was not started
 /// with (an engine build or config that differs from its peer's).
 pub const DIGEST_MISMATCH: &str = "compatibility_digest_mismatch";
+
+/// A launch fault the harness applies itself, on two nodes: node 1 gets
+/// its own network and mount namespaces but shares this host's PID
+/// namespace, so UCX sees its peers as same-host processes and reads them
+/// through `cma` (shared memory), not the veth.
+pub const NODE_WITHOUT_PID_NAMESPACE: &str = "node_without_pid_namespace";
 
 /// `spec` with `--fault` switches (the CPU engine's) appended.
 fn with_faults(spec: ProcessSpec, faults: &[&String]) -> ProcessSpec {
@@ -835,12 +847,20 @@ fn await_deposit(
     let seed = worker
         .instance_id()
         .wrapping_add(salt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    // Every token mixes the whole seed (splitmix64): with `seed × 31 + i ×
+    // 7919 mod span` all of a prompt followed from `seed × 31 mod span`, so
+    // two workers' deposit prompts were the same one time in `span` (426
+    // tokens on the CPU stack), and a replacement whose prompt the router
+    // hinted from a peer took it over the network: no local_fill, "never
+    // deposited" (seen on two nodes at load 34).
+    let mix = |i: u32| {
+        let mut z = seed ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
     let tokens: Vec<u32> = (0..block + 3)
-        .map(|i| {
-            vocab.start
-                + ((seed.wrapping_mul(31).wrapping_add(u64::from(i) * 7919)) % u64::from(span))
-                    as u32
-        })
+        .map(|i| vocab.start + (mix(i) % u64::from(span)) as u32)
         .collect();
     let url = worker.admin_url().to_string();
     let what = format!("worker {} to make {KVCR_DEPOSIT}", worker.name());

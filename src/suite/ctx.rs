@@ -117,6 +117,39 @@ impl<'a> CaseCtx<'a> {
         }
     }
 
+    /// Runs `case` against `stack` (another stack than the suite's) with
+    /// this case's settings, references, prompts and run directory; its
+    /// evidence goes to `<this case's directory>-<name>`, and the suite's
+    /// timeout cancels it as it cancels this case.
+    pub fn on_stack(
+        &self,
+        stack: &Stack,
+        name: &str,
+        case: fn(&CaseCtx) -> CaseResult,
+    ) -> CaseResult {
+        let nested = CaseCtx {
+            id: self.id,
+            slug: format!("{}-{name}", self.slug),
+            settings: self.settings,
+            stack,
+            references: self.references,
+            prompts: self.prompts,
+            client: Client::new(stack.frontend_url())
+                .map_err(|e| CaseError::new(format!("an HTTP client for {name}: {e}")))?
+                .with_request_timeout(Duration::from_secs(self.settings.request_timeout_s)),
+            run: self.run,
+            evidence: RefCell::new(Vec::new()),
+            unwritten: RefCell::new(Vec::new()),
+            measurements: RefCell::new(Map::new()),
+            comparisons: RefCell::new(Vec::new()),
+            requests: RefCell::new(Vec::new()),
+            activity: self.activity.clone(),
+        };
+        let result = case(&nested);
+        nested.flush_comparisons();
+        result
+    }
+
     /// Names what the case does from now on (the timeout message quotes
     /// it); fails once the case was cancelled.
     /// The case as its trial is named: `TC-05::cold` (from the evidence
@@ -260,9 +293,15 @@ impl<'a> CaseCtx<'a> {
         self.doing(format!("requesting {}{}", prompt.key(), on_worker(pin)))?;
         let started = Instant::now();
         let request = self.request(prompt, pin);
-        let outcome: CompletionOutcome = self
-            .block_on(self.client.complete(&request))?
-            .map_err(|e| CaseError::new(format!("request {} failed: {e}", prompt.key())))?;
+        let outcome: CompletionOutcome =
+            self.block_on(self.client.complete(&request))?
+                .map_err(|e| {
+                    CaseError::new(format!(
+                        "request {} failed: {e}{}",
+                        prompt.key(),
+                        self.unreachable_node(pin)
+                    ))
+                })?;
         answer(prompt, request, outcome, started)
     }
 
@@ -438,7 +477,13 @@ impl<'a> CaseCtx<'a> {
     pub fn snapshot(&self, worker: &Worker) -> Result<Snapshot, CaseError> {
         self.block_on(telemetry::scrape(&worker.metrics_url()))?
             .map(|s| s.with_worker(worker.name()))
-            .map_err(|e| CaseError::new(format!("telemetry of worker {}: {e}", worker.name())))
+            .map_err(|e| {
+                CaseError::new(format!(
+                    "telemetry of worker {}: {e}{}",
+                    worker.name(),
+                    self.unreachable_node(Some(worker))
+                ))
+            })
     }
 
     /// `after − before` for `worker`, scraped now.
@@ -655,6 +700,15 @@ impl<'a> CaseCtx<'a> {
             &json!({ "crossing": crossing, "at_source": at_source, "at_reader": at_reader }),
             verdict,
         )
+    }
+
+    /// `; <why>` when `worker` runs on a node that is cut off the network
+    /// (two nodes only), else empty.
+    fn unreachable_node(&self, worker: Option<&Worker>) -> String {
+        worker
+            .and_then(|w| self.stack.unreachable_node(w))
+            .map(|why| format!("; {why}"))
+            .unwrap_or_default()
     }
 
     /// Adds a measurement to the case's record in results.json.

@@ -132,6 +132,70 @@ impl CaseCtx<'_> {
     }
 }
 
+/// Node 1 of a two-node stack cut off the network (the host end of its
+/// veth down, both ends verified); its link is brought up again, and
+/// checked, on drop.
+pub struct LinkCut<'a> {
+    stack: &'a Stack,
+    /// Both ends of the veth once the cut was verified.
+    pub state: crate::proc::netns::LinkState,
+}
+
+impl<'a> LinkCut<'a> {
+    /// Takes node 1's veth down now and verifies both ends report it.
+    pub fn now(stack: &'a Stack) -> Result<Self, CaseError> {
+        let node = stack.namespace_node().ok_or_else(|| {
+            CaseError::new("this fault needs a two-node stack (--topology two-node)")
+        })?;
+        node.set_link(false, Duration::from_secs(5))
+            .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+        Ok(Self {
+            stack,
+            state: node.link_state(),
+        })
+    }
+}
+
+impl Drop for LinkCut<'_> {
+    fn drop(&mut self) {
+        if let Some(node) = self.stack.namespace_node() {
+            if let Err(e) = node.set_link(true, Duration::from_secs(10)) {
+                tracing::warn!("could not bring node 1's link up again: {e}");
+            }
+        }
+    }
+}
+
+impl CaseCtx<'_> {
+    /// Provisions a second stack like this one with launch-time faults
+    /// (`worker_faults`, as [`CaseCtx::provision_faulty`]), runs `case` on
+    /// it with this case's references, prompts and run directory, and tears
+    /// it down. `Err` when the stack did not come up.
+    pub fn on_faulty_stack(
+        &self,
+        name: &str,
+        worker_faults: &[&str],
+        case: fn(&CaseCtx) -> super::CaseResult,
+    ) -> Result<super::CaseResult, CaseError> {
+        let base = self.stack.options();
+        let options = StackOptions {
+            logs_dir: self.case_dir().join(name),
+            run_id: format!("{}-{name}", base.run_id),
+            with_reference: false,
+            worker_faults: worker_faults.iter().map(|f| f.to_string()).collect(),
+            ..base.clone()
+        };
+        let stack = crate::stack::provision(self.stack.engine.clone(), options).map_err(|e| {
+            CaseError::new(format!(
+                "the stack with {worker_faults:?} did not come up: {e}"
+            ))
+        })?;
+        let result = self.on_stack(&stack, name, case);
+        stack.teardown();
+        Ok(result)
+    }
+}
+
 fn stop(process: Arc<Supervised>) -> Result<Stopped, CaseError> {
     process
         .signal(Signal::SIGSTOP)

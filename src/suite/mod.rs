@@ -29,5 +29,5 @@ mod signals;
 
 pub use case::{Case, CaseError, CaseResult};
 pub use ctx::{Answer, CaseCtx};
-pub use faults::{EngineFaults, Stopped};
+pub use faults::{EngineFaults, LinkCut, Stopped};
 pub use lifecycle::Suite;
