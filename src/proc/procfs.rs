@@ -206,6 +206,18 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
+/// Summed resident set size of every process in group `pgid`: what a
+/// component costs when it is more than one process (vLLM's engine core, a
+/// worker on a namespace node behind its `nsenter`). Pages the members
+/// share are counted once per member.
+pub fn group_rss_kib(pgid: u32) -> Option<u64> {
+    let members = group_members(pgid);
+    if members.is_empty() {
+        return None;
+    }
+    Some(members.into_iter().filter_map(rss_kib).sum())
+}
+
 /// Pids of every live process whose process group is `pgid`.
 pub fn group_members(pgid: u32) -> Vec<u32> {
     let Ok(entries) = fs::read_dir("/proc") else {
@@ -263,6 +275,8 @@ mod tests {
         let me = std::process::id();
         assert!(is_alive(me));
         assert!(rss_kib(me).unwrap_or(0) > 0);
+        let group = nix::unistd::getpgrp().as_raw() as u32;
+        assert!(group_rss_kib(group).unwrap_or(0) >= rss_kib(me).unwrap_or(0));
         assert!(!is_alive(u32::MAX - 1));
     }
 

@@ -737,7 +737,7 @@ impl Stack {
     }
 
     pub fn describe(&self) -> serde_json::Value {
-        let proc = |p: &Supervised| serde_json::json!({"name": p.name(), "pid": p.pid(), "log": p.log_path(), "rss_kib": procfs::rss_kib(p.pid())});
+        let proc = |p: &Supervised| serde_json::json!({"name": p.name(), "pid": p.pid(), "log": p.log_path(), "rss_kib": procfs::rss_kib(p.pid()), "group_rss_kib": procfs::group_rss_kib(p.pid())});
         serde_json::json!({
             "owner_pid": self.owner_pid,
             "pid_namespace": procfs::pid_namespace(),

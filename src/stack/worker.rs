@@ -72,6 +72,7 @@ impl Worker {
             "pid": self.process.pid(),
             "log": self.process.log_path(),
             "rss_kib": crate::proc::procfs::rss_kib(self.process.pid()),
+            "group_rss_kib": crate::proc::procfs::group_rss_kib(self.process.pid()),
             "ready": self.ready,
         })
     }
