@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use kvcr_e2e::client::{ClientError, Completion};
-use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
+use kvcr_e2e::suite::{caught, expect_red, Case, CaseCtx, CaseError, CaseResult};
 
 use crate::cases::{
     tc01_generation_correctness as tc01, tc02_local_dram_flow as tc02,
@@ -14,15 +14,8 @@ use crate::cases::{
     tc06_guard_recovery_timing as tc06,
 };
 
-/// A row: the case it targets (`id`), what it injects (`name`), how.
 const fn row(id: &'static str, name: &'static str, run: fn(&CaseCtx) -> CaseResult) -> Case {
-    // Every row is destructive: the suite restores the stack after it.
-    Case {
-        id,
-        name,
-        destructive: true,
-        run,
-    }
+    Case::fault_row(id, name, run)
 }
 
 /// The rows whose fault comes from outside the engine (a kill, a stop, a
@@ -149,31 +142,6 @@ pub fn all() -> Vec<Case> {
             replacement_with_another_digest,
         ),
     ]
-}
-
-/// Runs `case` and passes only if it fails with a message containing `claim`.
-fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> CaseResult {
-    caught(ctx, case, claim).map(drop)
-}
-
-/// The failure of `case`, when it names `claim`.
-fn caught(
-    ctx: &CaseCtx,
-    case: fn(&CaseCtx) -> CaseResult,
-    claim: &str,
-) -> Result<CaseError, CaseError> {
-    match case(ctx) {
-        Ok(()) => Err(CaseError::new(format!(
-            "the case PASSED with the fault on: its verdict cannot catch this fault (expected a failure naming `{claim}`)"
-        ))),
-        Err(e) if e.message.contains(claim) => {
-            ctx.record("caught.json", &json!({"expected_claim": claim, "message": e.to_string()}));
-            Ok(e)
-        }
-        Err(e) => Err(CaseError::new(format!(
-            "the case failed, but not with the expected claim `{claim}`: {e}"
-        ))),
-    }
 }
 
 /// Like [`expect_red`], and the failure is traceable: it names the

@@ -2,19 +2,12 @@
 
 use serde_json::json;
 
-use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
+use kvcr_e2e::suite::{expect_red, Case, CaseCtx, CaseError, CaseResult};
 
 use crate::cases::tc01_generation_correctness as tc01;
 
-/// A row: the case it targets (`id`), what it injects (`name`), how.
 const fn row(id: &'static str, name: &'static str, run: fn(&CaseCtx) -> CaseResult) -> Case {
-    // Every row is destructive: the suite restores the stack after it.
-    Case {
-        id,
-        name,
-        destructive: true,
-        run,
-    }
+    Case::fault_row(id, name, run)
 }
 
 pub fn all() -> Vec<Case> {
@@ -27,22 +20,6 @@ pub fn all() -> Vec<Case> {
             prefill_killed_before_pull,
         ),
     ]
-}
-
-/// Runs `case` and passes only if it fails with a message containing `claim`.
-fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> CaseResult {
-    match case(ctx) {
-        Ok(()) => Err(CaseError::new(format!(
-            "the case PASSED with the fault on: its verdict cannot catch this fault (expected a failure naming `{claim}`)"
-        ))),
-        Err(e) if e.message.contains(claim) => {
-            ctx.record("caught.json", &json!({"expected_claim": claim, "message": e.to_string()}));
-            Ok(())
-        }
-        Err(e) => Err(CaseError::new(format!(
-            "the case failed, but not with the expected claim `{claim}`: {e}"
-        ))),
-    }
 }
 
 /// The decode worker, or a row error saying the stack has none.

@@ -8,20 +8,13 @@ use std::time::Duration;
 use serde_json::json;
 
 use kvcr_e2e::stack::NODE_WITHOUT_PID_NAMESPACE;
-use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult, LinkCut};
+use kvcr_e2e::suite::{expect_red, Case, CaseCtx, CaseError, CaseResult, LinkCut};
 use kvcr_e2e::wait::{self, Poll};
 
 use crate::cases::tc03_hinted_peer_transfer as tc03;
 
-/// A row: the case it targets (`id`), what it injects (`name`), how.
 const fn row(id: &'static str, name: &'static str, run: fn(&CaseCtx) -> CaseResult) -> Case {
-    // Every row is destructive: the suite restores the stack after it.
-    Case {
-        id,
-        name,
-        destructive: true,
-        run,
-    }
+    Case::fault_row(id, name, run)
 }
 
 pub fn all() -> Vec<Case> {
@@ -37,22 +30,6 @@ pub fn all() -> Vec<Case> {
             shared_memory_transfer,
         ),
     ]
-}
-
-/// Runs `case` and passes only if it fails with a message containing `claim`.
-fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> CaseResult {
-    match case(ctx) {
-        Ok(()) => Err(CaseError::new(format!(
-            "the case PASSED with the fault on: its verdict cannot catch this fault (expected a failure naming `{claim}`)"
-        ))),
-        Err(e) if e.message.contains(claim) => {
-            ctx.record("caught.json", &json!({"expected_claim": claim, "message": e.to_string()}));
-            Ok(())
-        }
-        Err(e) => Err(CaseError::new(format!(
-            "the case failed, but not with the expected claim `{claim}`: {e}"
-        ))),
-    }
 }
 
 /// What Dynamo's runtime logs in a worker when a request reaches it.

@@ -16,6 +16,7 @@ pub mod commands;
 mod ctx;
 mod deadline;
 mod disagg;
+mod fault_row;
 mod faults;
 pub mod guard;
 mod interval;
@@ -29,5 +30,6 @@ mod signals;
 
 pub use case::{Case, CaseError, CaseResult};
 pub use ctx::{Answer, CaseCtx};
+pub use fault_row::{caught, expect_red};
 pub use faults::{EngineFaults, LinkCut, Stopped};
 pub use lifecycle::Suite;
