@@ -348,11 +348,12 @@ impl Stack {
             }
         };
         crate::gpu::run::after_kill(worker.process.name(), gpu_pids, sent_at);
+        // One budget for the process and the rest of its group.
         let budget = self.options.kill_timeout;
         let gone = worker.process.wait_exit(budget);
         let group_gone = crate::wait::until(
             format!("every process of worker {name}'s group (pgid {pid}) to exit"),
-            budget,
+            budget.saturating_sub(sent_at.elapsed()),
             Duration::from_millis(20),
             || match procfs::group_members(pid).as_slice() {
                 [] => crate::wait::Poll::Ready(()),
