@@ -245,6 +245,13 @@ impl Stack {
         Ok(())
     }
 
+    /// How long a kill may take to show, from now on (an attached run
+    /// follows its own request timeout, not the owner's).
+    pub fn with_kill_timeout(mut self, timeout: Duration) -> Self {
+        self.options.kill_timeout = timeout;
+        self
+    }
+
     /// SIGKILLs the frontend's whole process group and waits, up to the
     /// kill timeout, until it is gone. The restore step
     /// ([`Stack::ensure_whole`]) starts a new one.

@@ -364,7 +364,9 @@ impl Suite {
                 if let Some(path) = &self.settings.attach {
                     let mirror = run.logs_dir().join("attached");
                     let stack = stack::attach(self.engine.clone(), path, &mirror)
-                        .map_err(|e| format!("attach failed: {e}"))?;
+                        .map_err(|e| format!("attach failed: {e}"))?
+                        // This run's timeout, not the owner's.
+                        .with_kill_timeout(Duration::from_secs(self.settings.request_timeout_s));
                     eprintln!(
                         "[kvcr-e2e] attached to the stack of {}{} (no provisioning, no teardown)",
                         path.display(),
