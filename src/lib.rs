@@ -4,6 +4,7 @@ pub mod config;
 pub mod engine;
 pub mod evidence;
 pub mod gpu;
+pub mod mutants;
 pub mod peer_bench;
 pub mod proc;
 pub mod prompts;
