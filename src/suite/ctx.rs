@@ -86,6 +86,11 @@ pub struct CaseCtx<'a> {
     requests: RefCell<Vec<super::requests::SentRequest>>,
     /// What the case is doing now; the suite cancels it past its timeout.
     pub(super) activity: super::activity::Activity,
+    /// Processes the case's own fault makes exit (`exit_after_prefill`):
+    /// their exit is not a crash.
+    expected_exits: RefCell<Vec<String>>,
+    /// Components seen crashed during the case (each reported once).
+    crashes: RefCell<Vec<crate::stack::Crash>>,
 }
 
 impl<'a> CaseCtx<'a> {
@@ -114,6 +119,8 @@ impl<'a> CaseCtx<'a> {
             comparisons: RefCell::new(Vec::new()),
             requests: RefCell::new(Vec::new()),
             activity: super::activity::Activity::new(),
+            expected_exits: RefCell::new(Vec::new()),
+            crashes: RefCell::new(Vec::new()),
         }
     }
 
@@ -144,6 +151,8 @@ impl<'a> CaseCtx<'a> {
             comparisons: RefCell::new(Vec::new()),
             requests: RefCell::new(Vec::new()),
             activity: self.activity.clone(),
+            expected_exits: RefCell::new(Vec::new()),
+            crashes: RefCell::new(Vec::new()),
         };
         let result = case(&nested);
         nested.flush_comparisons();
@@ -783,6 +792,45 @@ impl<'a> CaseCtx<'a> {
     /// The files written and the measurements taken, for the case record,
     /// and the case's result with any evidence that could not be written
     /// added as its own failure.
+    /// The process `name` may exit during this case: the case's fault makes it.
+    pub(super) fn expect_exit(&self, name: &str) {
+        self.expected_exits.borrow_mut().push(name.to_string());
+    }
+
+    /// `result`, failed first by every component that crashed (exited on
+    /// its own, not by this case's fault) since the last look, with the
+    /// cause its log gives: the case's own failure most likely follows from
+    /// the crash, and a crash must never pass unseen.
+    pub(super) fn with_crashes(&self, result: CaseResult) -> CaseResult {
+        let new: Vec<crate::stack::Crash> = self
+            .stack
+            .crashed_components()
+            .into_iter()
+            .filter(|c| !self.expected_exits.borrow().contains(&c.name))
+            .filter(|c| !self.crashes.borrow().iter().any(|seen| seen.name == c.name))
+            .collect();
+        if new.is_empty() {
+            return result;
+        }
+        self.crashes.borrow_mut().extend(new.iter().cloned());
+        let path = self.record("crashes.json", &*self.crashes.borrow());
+        let list = new
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        let then = match result {
+            Ok(()) => String::new(),
+            Err(case_failure) => format!("; the case then failed: {case_failure}"),
+        };
+        Err(CaseError::new(format!("crashed during the case: {list}{then}")).with_evidence(path))
+    }
+
+    /// Whether a component crashed during the case.
+    pub(super) fn saw_crashes(&self) -> bool {
+        !self.crashes.borrow().is_empty()
+    }
+
     pub fn into_evidence(
         self,
         result: Result<(), String>,

@@ -276,7 +276,7 @@ impl Suite {
             move || ((case.run)(&ctx), ctx),
         );
         let result = match &timed_out {
-            None => result.map_err(|e| e.to_string()),
+            None => ctx.with_crashes(result).map_err(|e| e.to_string()),
             Some(timed_out) => {
                 // The case's own late error ("cancelled") says less than this.
                 activity.resume();
@@ -284,8 +284,10 @@ impl Suite {
                 Err(format!("{timed_out} (evidence: {})", path.display()))
             }
         };
-        // A timed-out case may have left a worker dead or a fault half-done.
-        let result = if case.destructive || timed_out.is_some() {
+        // A timed-out case may have left a worker dead or a fault half-done;
+        // after a crash the stack is restored, so the next case starts on a
+        // whole stack instead of failing on the same dead process.
+        let result = if case.destructive || timed_out.is_some() || ctx.saw_crashes() {
             result.and(restore(&stack, &ctx, &pids_before))
         } else {
             result
