@@ -1,5 +1,6 @@
 //! kvcr-e2e: an end-to-end test harness for KVCR stacks.
 pub mod client;
+pub mod compare;
 pub mod config;
 pub mod engine;
 pub mod evidence;

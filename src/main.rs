@@ -8,6 +8,7 @@
 //! kvcr-e2e runner KIND       write the Slurm, container or Kubernetes artifacts
 //! kvcr-e2e gpu-check         NVML telemetry against a PyTorch allocation
 //! kvcr-e2e bench-client      our streaming client as a benchmark peer
+//! kvcr-e2e compare-results   compare phase1 runs of two builds
 //! ```
 
 use std::path::PathBuf;
@@ -60,6 +61,21 @@ commands:
                                our streaming client as a peer in the client
                                benchmark (benches/client_peers.rs): streams N
                                completions, writes each one's stamps to PATH
+  compare-results BASE_RUN... --head HEAD_RUN... [--out DIR] [--resamples N]
+                    [--seed S] [--confidence C] [--min-change F]
+                               compare phase1 runs of two builds (run directories or
+                               their results.json): BASE_RUN i and HEAD_RUN i form round
+                               pair i. Per figure (TC-05 arms' TTFT p50/p90, TPOT and
+                               ITL p50, the sweep's throughput and TTFT p50 per level,
+                               TC-06's t1, t2 and Guard promotion) the head - base
+                               difference, its bootstrap interval (C, default 0.95;
+                               N resamples, default 2000, seeded by S) and a verdict:
+                               a regression when the interval excludes 0 and the
+                               change is at least F of base (default 0.10). Writes
+                               compare.json, junit.xml and compare.html into DIR
+                               (default target/compare) and prints a summary.
+                               Exit 0 = no regression, 1 = a regression, a figure
+                               missing from one build, or unreadable runs
   help                         this text
 
 Attach test runs to a running stack with
@@ -76,6 +92,7 @@ fn main() -> ExitCode {
         Some("runner") => runner(&repo_root, &args[1..]),
         Some("gpu-check") => gpu_check(&args[1..]),
         Some("bench-client") => bench_client(&args[1..]),
+        Some("compare-results") => compare_results(&repo_root, &args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             ExitCode::SUCCESS
@@ -83,6 +100,37 @@ fn main() -> ExitCode {
         Some(other) => {
             eprintln!("error: unknown command `{other}`\n\n{USAGE}");
             ExitCode::from(2)
+        }
+    }
+}
+
+fn compare_results(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
+    use kvcr_e2e::compare;
+    let parsed = match compare::CompareArgs::parse(args, repo_root.join("target/compare")) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            eprintln!("error: compare-results: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let compared =
+        compare::compare_runs(&parsed.base, &parsed.head, &parsed.rule, &parsed.bootstrap)
+            .and_then(|c| compare::write_outputs(&c, &parsed.out).map(|w| (c, w)));
+    match compared {
+        Ok((comparison, written)) => {
+            print!("{}", compare::render_summary(&comparison));
+            for path in [&written.json, &written.junit, &written.page] {
+                println!("{}", path.display());
+            }
+            if comparison.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("error: compare-results: {e}");
+            ExitCode::FAILURE
         }
     }
 }

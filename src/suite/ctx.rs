@@ -826,9 +826,9 @@ impl<'a> CaseCtx<'a> {
         Err(CaseError::new(format!("crashed during the case: {list}{then}")).with_evidence(path))
     }
 
-    /// Whether a component crashed during the case.
-    pub(super) fn saw_crashes(&self) -> bool {
-        !self.crashes.borrow().is_empty()
+    /// How many components were seen crashed during the case.
+    pub(super) fn crash_count(&self) -> usize {
+        self.crashes.borrow().len()
     }
 
     pub fn into_evidence(

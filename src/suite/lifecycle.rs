@@ -17,7 +17,7 @@ use crate::pyenv::{self, PythonEnv};
 use crate::reference::{self, References};
 use crate::stack::{self, Stack, StackOptions};
 
-use super::{signals, Case, CaseCtx};
+use super::{signals, Case, CaseCtx, CaseError};
 
 /// The file in a stack's scratch directory that hands out prompt families
 /// to every run on that stack.
@@ -287,8 +287,18 @@ impl Suite {
         // A timed-out case may have left a worker dead or a fault half-done;
         // after a crash the stack is restored, so the next case starts on a
         // whole stack instead of failing on the same dead process.
-        let result = if case.destructive || timed_out.is_some() || ctx.saw_crashes() {
-            result.and(restore(&stack, &ctx, &pids_before))
+        let result = if case.destructive || timed_out.is_some() || ctx.crash_count() > 0 {
+            let seen = ctx.crash_count();
+            let restored = result.and(restore(&stack, &ctx, &pids_before));
+            // A crash during the restore is this case's too, and the next
+            // case must still start on a whole stack.
+            let restored = ctx
+                .with_crashes(restored.map_err(CaseError::new))
+                .map_err(|e| e.to_string());
+            match ctx.crash_count() > seen {
+                true => restored.and(restore(&stack, &ctx, &pids_before)),
+                false => restored,
+            }
         } else {
             result
         };
