@@ -30,9 +30,20 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
             let mut components: Vec<&str> =
                 kvcr.imports.iter().map(|i| i.component.as_str()).collect();
             components.dedup();
+            let odd: Vec<&str> = kvcr
+                .imports
+                .iter()
+                .filter(|i| !kvcr.build.is_imported_by(i))
+                .map(|i| i.component.as_str())
+                .collect();
+            let verdict = if odd.is_empty() {
+                "all the same build".to_string()
+            } else {
+                format!("ANOTHER BUILD in {}", odd.join(", "))
+            };
             let _ = writeln!(
                 o,
-                "      imported by {} processes ({}), all the same build",
+                "      imported by {} processes ({}): {verdict}",
                 kvcr.imports.len(),
                 components.join(", ")
             );

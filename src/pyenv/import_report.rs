@@ -177,6 +177,47 @@ pub fn parse_line(line: &str) -> Option<Report> {
     })
 }
 
+/// Every report in the logs directly under `logs_dir` (a run's `logs/`):
+/// each log's stem is the component (`worker-A.1` is A's first replacement).
+pub fn scan(logs_dir: &Path) -> Vec<ComponentImport> {
+    let Ok(entries) = std::fs::read_dir(logs_dir) else {
+        return Vec::new();
+    };
+    let mut logs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort_by_key(|p| p.file_stem().map(|s| s.to_os_string()));
+    let mut out = Vec::new();
+    for log in logs {
+        let Ok(text) = std::fs::read_to_string(&log) else {
+            continue;
+        };
+        let component = log
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for (_, report) in parse(&text) {
+            if let Report::Imported {
+                version,
+                location,
+                digest,
+                pid,
+            } = report
+            {
+                out.push(ComponentImport {
+                    component: component.clone(),
+                    pid,
+                    version,
+                    location,
+                    files_sha256: digest,
+                });
+            }
+        }
+    }
+    out
+}
+
 /// A KVCR component of the stack and its log.
 #[derive(Debug, Clone)]
 pub struct Component {
@@ -224,24 +265,23 @@ pub fn check(build: &KvcrBuild, components: &[Component]) -> Result<Vec<Componen
                     digest,
                     pid,
                 } => {
-                    let same = version == build.version
-                        && same_dir(&location, &build.location)
-                        && digest == build.files_sha256;
-                    if !same {
-                        problems.push(format!(
-                            "{} (pid {pid}) imports kvcr {version} from {} (files {}) ({at})",
-                            component.name,
-                            location.display(),
-                            short(&digest)
-                        ));
-                    }
-                    imports.push(ComponentImport {
+                    let import = ComponentImport {
                         component: component.name.clone(),
                         pid,
                         version,
                         location,
                         files_sha256: digest,
-                    });
+                    };
+                    if !build.is_imported_by(&import) {
+                        problems.push(format!(
+                            "{} (pid {pid}) imports kvcr {} from {} (files {}) ({at})",
+                            component.name,
+                            import.version,
+                            import.location.display(),
+                            short(&import.files_sha256)
+                        ));
+                    }
+                    imports.push(import);
                 }
             }
         }
@@ -284,11 +324,6 @@ pub fn check_none(components: &[Component]) -> Result<(), String> {
             seen.join(", ")
         ))
     }
-}
-
-fn same_dir(a: &Path, b: &Path) -> bool {
-    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    a == b || canon(a) == canon(b)
 }
 
 fn short(digest: &str) -> &str {
@@ -421,6 +456,28 @@ mod tests {
         assert!(
             err.contains("worker-A could not report its kvcr: kvcr has 2 package paths"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_scan_finds_every_log_replacements_included() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let line =
+            |pid: u32| format!("kvcr-e2e: kvcr 0.1.1 from /env/site/kvcr digest={D} pid={pid}\n");
+        log(dir.path(), "guard", &line(1));
+        log(dir.path(), "worker-A", &line(2));
+        log(dir.path(), "worker-A.1", &format!("{}{}", line(3), line(4)));
+        log(dir.path(), "frontend", "no kvcr here\n");
+        let seen = scan(dir.path());
+        let names: Vec<(&str, u32)> = seen.iter().map(|i| (i.component.as_str(), i.pid)).collect();
+        assert_eq!(
+            names,
+            [
+                ("guard", 1),
+                ("worker-A", 2),
+                ("worker-A.1", 3),
+                ("worker-A.1", 4)
+            ]
         );
     }
 

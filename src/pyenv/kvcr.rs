@@ -211,8 +211,11 @@ fn probe_base(env: &EnvDir, python: &Path) -> Result<KvcrBuild, String> {
         print('location=' + (os.path.realpath(locs[0]) if len(locs) == 1 else ''))\n\
         print('version=' + importlib.metadata.version('kvcr'))\n";
     let result = (|| {
+        // The base env's own kvcr: a PYTHONPATH of the harness's caller
+        // would shadow it for this probe, not for what the run records.
         let out = Command::new(env.python())
             .args(["-c", PROBE])
+            .env_remove("PYTHONPATH")
             .output()
             .map_err(|e| format!("cannot run {}: {e}", env.python().display()))?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -226,8 +229,15 @@ fn probe_base(env: &EnvDir, python: &Path) -> Result<KvcrBuild, String> {
                 .unwrap_or_default()
                 .to_string()
         };
-        if field("locations") != "1" {
-            return Err(format!("kvcr has {} package paths", field("locations")));
+        match field("locations").as_str() {
+            "1" => {}
+            "0" => return Err("it has no kvcr package".into()),
+            "" => return Err(format!("the probe printed nothing: {}", stdout.trim())),
+            n => {
+                return Err(format!(
+                    "its kvcr has {n} package paths (a namespace package)"
+                ))
+            }
         }
         let location = PathBuf::from(field("location"));
         let files_sha256 = kvcr_files::package_digest(&location)

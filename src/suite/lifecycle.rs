@@ -611,6 +611,13 @@ impl Suite {
         let Some(Ok(run)) = self.run_dir.get() else {
             return;
         };
+        // Replacements started during the cases report their kvcr too.
+        let seen = crate::pyenv::import_report::scan(&run.logs_dir());
+        if !seen.is_empty() {
+            if let Ok(mut imports) = self.kvcr_imports.lock() {
+                *imports = seen;
+            }
+        }
         let stack = self.stack.get().and_then(|s| s.as_ref().ok()).cloned();
         if let Some(stack) = &stack {
             if self.settings.keep_stack {
