@@ -61,7 +61,7 @@ impl Kind {
             Kind::Path => "PATH".to_string(),
             Kind::Bool => String::new(),
             Kind::Text => "NAME|PATH".to_string(),
-            Kind::Kvcr => "pypi:VERSION|WHEEL|DIR".to_string(),
+            Kind::Kvcr => "pypi:VERSION|WHEEL|DIR|SPEC+DIFF".to_string(),
         }
     }
 }
@@ -248,7 +248,7 @@ pub const KEYS: &[KeySpec] = &[
         "PHASE1_KVCR",
         Kind::Kvcr,
         true,
-        "the KVCR build under test: pypi:<version> (default pypi:0.1.1, the locks' pin), a wheel, or a source directory (docs/kvcr-under-test.md)",
+        "the KVCR build under test: pypi:<version> (default pypi:0.1.1, the locks' pin), a wheel, a source directory, or SPEC+FILE.diff (that build patched; docs/kvcr-under-test.md)",
     ),
     k(
         "engine_profile",

@@ -5,7 +5,10 @@
 //!   the locks' pin, is the default and uses the base env as it is);
 //! - a wheel file (`*.whl`);
 //! - a source directory: a git checkout or an unpacked sdist (it holds
-//!   `pyproject.toml`, `setup.py` or `setup.cfg`).
+//!   `pyproject.toml`, `setup.py` or `setup.cfg`);
+//! - `<spec>+<file.diff>`: that build with a unified diff applied to its
+//!   installed sources (a bare `<file.diff>` is the default build with it);
+//!   the mutation lane's builds.
 //!
 //! Paths are made absolute when parsed (relative to the current directory,
 //! which `cargo test` sets to the repository root), so the spec means the
@@ -24,7 +27,8 @@ pub const DEFAULT_VERSION: &str = "0.1.1";
 pub const ACCEPTED: &str =
     "pypi:<version> (a release on PyPI; pypi:0.1.1 is the default, the locks' pin), \
      a wheel file (*.whl), or a KVCR source directory (a git checkout or an unpacked sdist, \
-     holding pyproject.toml, setup.py or setup.cfg)";
+     holding pyproject.toml, setup.py or setup.cfg), or SPEC+FILE.diff (that build with a diff applied; \
+     a bare FILE.diff applies it to the default)";
 
 /// The KVCR build under test, as the user named it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -36,7 +40,7 @@ pub enum KvcrSpec {
     /// A source tree pip can build (a checkout or an unpacked sdist).
     SourceDir { path: PathBuf },
     /// `base` with a unified diff applied to its installed sources: the
-    /// mutation driver's builds. Not a flag value; built through the library.
+    /// mutation driver's builds (`<base>+<file.diff>`).
     Patched { base: Box<KvcrSpec>, diff: PathBuf },
 }
 
@@ -55,6 +59,13 @@ impl KvcrSpec {
         let text = text.trim();
         if text.is_empty() {
             return Err("the value is empty".into());
+        }
+        let is_diff = |p: &str| p.ends_with(".diff") || p.ends_with(".patch");
+        if let Some((base, diff)) = text.rsplit_once('+').filter(|(_, d)| is_diff(d)) {
+            return Ok(KvcrSpec::patched(Self::parse(base)?, diff_file(diff)?));
+        }
+        if is_diff(text) {
+            return Ok(KvcrSpec::patched(KvcrSpec::default(), diff_file(text)?));
         }
         if let Some(version) = text.strip_prefix("pypi:") {
             return parse_version(version).map(|version| KvcrSpec::Pypi { version });
@@ -163,6 +174,15 @@ fn parse_version(version: &str) -> Result<String, String> {
     }
 }
 
+fn diff_file(text: &str) -> Result<PathBuf, String> {
+    let path = absolute(Path::new(text.trim()));
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!("the diff {} does not exist", path.display()))
+    }
+}
+
 fn absolute(path: &Path) -> PathBuf {
     let joined = if path.is_absolute() {
         path.to_path_buf()
@@ -242,6 +262,26 @@ mod tests {
         let err = KvcrSpec::parse("0.1.1").expect_err("bare");
         assert!(err.contains("pypi:0.1.1"), "{err}");
         assert!(KvcrSpec::parse("  ").is_err());
+    }
+
+    #[test]
+    fn a_diff_after_a_spec_is_a_patched_build_and_round_trips() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let diff = dir.path().join("m01.diff");
+        std::fs::write(&diff, "--- a/kvcr/x.py\n").expect("write");
+        let diff = diff.canonicalize().expect("canonical");
+        let spec = KvcrSpec::parse(&format!("pypi:0.3.0+local+{}", diff.display())).expect("patched");
+        assert_eq!(
+            spec,
+            KvcrSpec::patched(KvcrSpec::Pypi { version: "0.3.0+local".into() }, &diff)
+        );
+        assert_eq!(KvcrSpec::parse(&spec.to_string()), Ok(spec));
+        let bare = KvcrSpec::parse(&diff.display().to_string()).expect("bare diff");
+        assert_eq!(bare, KvcrSpec::patched(KvcrSpec::default(), &diff));
+        let err = KvcrSpec::parse("pypi:0.1.1+/no/such.diff").expect_err("missing");
+        assert!(err.contains("the diff /no/such.diff does not exist"), "{err}");
+        let err = KvcrSpec::parse(&format!("pypi:x+{}", diff.display())).expect_err("bad base");
+        assert!(err.contains("is not a version"), "{err}");
     }
 
     #[test]
