@@ -17,9 +17,12 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: kvcr-e2e <command>
 
 commands:
-  python-env [--env cpu|vllm|aiperf] [--python PATH]
+  python-env [--env cpu|vllm|aiperf] [--python PATH] [--kvcr SPEC]
                                create (or reuse) a pinned Python env, or check an
-                               existing interpreter (never modified) with --python:
+                               existing interpreter (never modified) with --python;
+                               with --kvcr, also the KVCR env of that build over it
+                               (pypi:VERSION, a wheel or a source directory; prints
+                               the interpreter a stack runs; docs/kvcr-under-test.md):
                                  cpu   (default) the CPU stack: the stand-in engine with
                                        real Dynamo, KVCR and NIXL; .venv from
                                        fixtures/python/requirements.lock (~30 s, ~620 MB)
@@ -35,7 +38,7 @@ commands:
                                bring the stack up (and the reference cache warm), write
                                its description (default target/phase1/stack.json), and
                                keep it running until `stack down` or Ctrl-C; takes the
-                               same flags as the suite (--profile, --geometry, ...)
+                               same flags as the suite (--profile, --geometry, --kvcr, ...)
   stack down [--manifest PATH] tear that stack down
   stack replace-worker [--manifest PATH] --worker SLOT [HARNESS FLAGS]
                                start a replacement for that stack's dead worker SLOT
@@ -45,8 +48,8 @@ commands:
                                from Debian packages (mmdebstrap + podman import; no
                                registry), unless podman has it; prints its name
   runner {slurm|container|k8s|all} [--out DIR] [--apply] [HARNESS FLAGS]
-                               write the runner's artifacts for the resolved settings
-                               (sbatch script; Containerfile + run.sh; Kubernetes Job,
+                               write the runner's artifacts for the resolved settings,
+                               --kvcr included (sbatch script; Containerfile + run.sh; Kubernetes Job,
                                stack pod and service) into DIR (default
                                target/runners/<kind>); see docs/ci.md. With k8s,
                                --apply then runs `kubectl apply` on the objects after
@@ -274,10 +277,21 @@ fn python_env(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
     use kvcr_e2e::pyenv::{self, spec};
     let mut env = &pyenv::CPU_STACK;
     let mut user_python = None;
+    let mut kvcr = None;
     let mut rest = args.iter();
     while let Some(flag) = rest.next() {
         match (flag.as_str(), rest.next()) {
             ("--python", Some(path)) => user_python = Some(PathBuf::from(path)),
+            ("--kvcr", Some(text)) => match kvcr_e2e::config::KvcrSpec::parse(text) {
+                Ok(spec) => kvcr = Some(spec),
+                Err(why) => {
+                    eprintln!(
+                        "error: invalid value `{text}` for --kvcr: expected {} ({why})",
+                        kvcr_e2e::config::kvcr_spec::ACCEPTED
+                    );
+                    return ExitCode::from(2);
+                }
+            },
             ("--env", Some(name)) => match spec::by_name(name) {
                 Some(found) => env = found,
                 None => {
@@ -291,15 +305,25 @@ fn python_env(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
             },
             _ => {
                 eprintln!(
-                    "error: python-env takes only --env cpu|vllm|aiperf and --python PATH, saw `{flag}`\n\n{USAGE}"
+                    "error: python-env takes only --env cpu|vllm|aiperf, --python PATH and --kvcr SPEC, saw `{flag}`\n\n{USAGE}"
                 );
                 return ExitCode::from(2);
             }
         }
     }
-    match pyenv::ensure_env(repo_root, env, user_python.as_deref()) {
+    let ensured = pyenv::ensure_env(repo_root, env, user_python.as_deref())
+        .map_err(|e| e.to_string())
+        .and_then(|env| match &kvcr {
+            Some(spec) => pyenv::layer(repo_root, env, spec).map_err(|e| e.to_string()),
+            None => Ok(env),
+        });
+    match ensured {
         Ok(env) => {
             println!("{} ({}, env {})", env.python.display(), env.source, env.env);
+            if let Some(build) = &env.kvcr {
+                println!("{}", build.one_line());
+                println!("kvcr imported from {}", build.location.display());
+            }
             for patch in &env.patches {
                 println!(
                     "patch {} on {} (sha256 {})",

@@ -24,6 +24,8 @@ pub enum Kind {
     Bool,
     /// Free text (a profile name or path).
     Text,
+    /// A KVCR build (`pypi:<version>`, a wheel, a source directory).
+    Kvcr,
 }
 
 impl Kind {
@@ -44,6 +46,7 @@ impl Kind {
             Kind::Path => "a path".to_string(),
             Kind::Bool => "true or false (1/0, yes/no, on/off)".to_string(),
             Kind::Text => "a name or a path".to_string(),
+            Kind::Kvcr => super::kvcr_spec::ACCEPTED.to_string(),
         }
     }
 
@@ -58,6 +61,7 @@ impl Kind {
             Kind::Path => "PATH".to_string(),
             Kind::Bool => String::new(),
             Kind::Text => "NAME|PATH".to_string(),
+            Kind::Kvcr => "pypi:VERSION|WHEEL|DIR|SPEC+DIFF".to_string(),
         }
     }
 }
@@ -237,6 +241,14 @@ pub const KEYS: &[KeySpec] = &[
         Kind::Path,
         false,
         "use this Python interpreter instead of the project virtualenv",
+    ),
+    k(
+        "kvcr",
+        Some("--kvcr"),
+        "PHASE1_KVCR",
+        Kind::Kvcr,
+        true,
+        "the KVCR build under test: pypi:<version> (default pypi:0.1.1, the locks' pin), a wheel, a source directory, or SPEC+FILE.diff (that build patched; docs/kvcr-under-test.md)",
     ),
     k(
         "engine_profile",

@@ -223,6 +223,8 @@ pub struct Settings {
     pub attach: Option<PathBuf>,
     /// A Python interpreter to use instead of the project virtualenv.
     pub python: Option<PathBuf>,
+    /// The KVCR build under test (`--kvcr`).
+    pub kvcr: super::KvcrSpec,
     /// GPU engine settings file (`fixtures/engines/<engine>.toml` when unset).
     pub engine_profile: Option<PathBuf>,
     /// Leave the stack running after the run.
@@ -292,6 +294,7 @@ impl Settings {
             junit: None,
             attach: None,
             python: None,
+            kvcr: super::KvcrSpec::default(),
             engine_profile: None,
             keep_stack: false,
             recompute_reference: false,
@@ -363,6 +366,7 @@ impl Settings {
             "junit" => self.junit = Some(v.path()?),
             "attach" => self.attach = Some(v.path()?),
             "python" => self.python = Some(v.path()?),
+            "kvcr" => self.kvcr = v.kvcr()?,
             "engine_profile" => self.engine_profile = Some(v.path()?),
             "keep_stack" => self.keep_stack = v.boolean()?,
             "recompute_reference" => self.recompute_reference = v.boolean()?,
@@ -474,6 +478,14 @@ impl Value<'_> {
             return Err(self.bad());
         }
         Ok(PathBuf::from(self.text))
+    }
+
+    fn kvcr(&self) -> Result<super::KvcrSpec, ConfigError> {
+        super::KvcrSpec::parse(self.text).map_err(|why| ConfigError::InvalidValue {
+            origin: self.origin.clone(),
+            value: self.text.to_string(),
+            expected: format!("{} ({why})", self.kind.expected()),
+        })
     }
 
     fn boolean(&self) -> Result<bool, ConfigError> {

@@ -22,6 +22,7 @@ mod errors;
 mod gpu;
 mod junit;
 mod perf;
+pub mod provenance;
 mod record;
 mod report;
 mod results;
@@ -40,6 +41,7 @@ pub use perf::{
     OffsetStats, Percentiles, PerfSummary, RecoveryAttempt, RecoveryTimeline, RequestRecord,
     SweepLevel, TtftAccuracy,
 };
+pub use provenance::{ComponentImport, GitState, KvcrBuild, KvcrProvenance, PatchState};
 pub use record::{
     duration_ms, settings_digest, CaseRecord, Outcome, ReferenceSummary, RunRecord, StackSummary,
     StartupTiming, UtcTime,

@@ -212,6 +212,9 @@ pub struct RunRecord {
     /// applied to third-party packages); JUnit carries them as properties.
     #[serde(default)]
     pub environment: std::collections::BTreeMap<String, String>,
+    /// The KVCR build under test and what each KVCR process imported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kvcr: Option<super::provenance::KvcrProvenance>,
 }
 
 impl RunRecord {

@@ -94,6 +94,7 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
          <span class=\"pill failed\">{f} failed</span><span class=\"pill ignored\">{i} ignored</span></p>\n{}</section>\n",
         cases_table(run)
     );
+    o.push_str(&kvcr_section(run));
     o.push_str(&stack_section(run));
     o.push_str(&arms_section(perf)?);
     o.push_str(&sweep_section(perf)?);
@@ -160,6 +161,69 @@ fn cases_table(run: &RunRecord) -> String {
         );
     }
     o.push_str("</tbody></table>");
+    o
+}
+
+/// Which KVCR ran, and what each KVCR process imported.
+fn kvcr_section(run: &RunRecord) -> String {
+    let Some(kvcr) = &run.kvcr else {
+        return String::new();
+    };
+    let b = &kvcr.build;
+    let mut o = String::from("<section><h2>KVCR under test</h2><table><tbody>");
+    let mut row = |k: &str, v: &str| {
+        let _ = write!(o, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v));
+    };
+    row("spec", &b.spec);
+    row("source", b.source_label());
+    row("version", &b.version);
+    row("files sha256", &b.files_sha256);
+    row("imported from", &b.location.display().to_string());
+    row(
+        "env",
+        &b.derived_env
+            .as_ref()
+            .map(|d| format!("derived env {d}"))
+            .unwrap_or_else(|| "the base env as is".into()),
+    );
+    if let Some(sha) = &b.artifact_sha256 {
+        row("artifact sha256", sha);
+    }
+    if let Some(git) = &b.git {
+        let state = if git.dirty { " (dirty)" } else { "" };
+        row("git commit", &format!("{}{state}", git.commit));
+    }
+    if let Some(p) = &b.patch {
+        row(
+            "patch",
+            &format!(
+                "{} (sha256 {}) over {}",
+                p.file.display(),
+                p.sha256,
+                p.base_spec
+            ),
+        );
+    }
+    o.push_str("</tbody></table>");
+    if !kvcr.imports.is_empty() {
+        o.push_str(
+            "<table><thead><tr><th>component</th><th class=\"num\">pid</th><th>version</th>\
+             <th>from</th><th>files sha256</th></tr></thead><tbody>",
+        );
+        for i in &kvcr.imports {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&i.component),
+                i.pid,
+                esc(&i.version),
+                esc(&i.location.display().to_string()),
+                esc(i.files_sha256.get(..12).unwrap_or(&i.files_sha256)),
+            );
+        }
+        o.push_str("</tbody></table>");
+    }
+    o.push_str("</section>\n");
     o
 }
 

@@ -106,6 +106,7 @@ pub(crate) fn run_record() -> RunRecord {
             },
         ],
         environment: Default::default(),
+        kvcr: None,
     }
 }
 

@@ -24,6 +24,31 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "kvcr-e2e phase1 · {} · run {}", run.label, run.run_id);
     let _ = writeln!(o, "run dir: {}", run.run_dir.display());
+    if let Some(kvcr) = &run.kvcr {
+        let _ = writeln!(o, "kvcr: {}", kvcr.build.one_line());
+        if !kvcr.imports.is_empty() {
+            let mut components: Vec<&str> =
+                kvcr.imports.iter().map(|i| i.component.as_str()).collect();
+            components.dedup();
+            let odd: Vec<&str> = kvcr
+                .imports
+                .iter()
+                .filter(|i| !kvcr.build.is_imported_by(i))
+                .map(|i| i.component.as_str())
+                .collect();
+            let verdict = if odd.is_empty() {
+                "all the same build".to_string()
+            } else {
+                format!("ANOTHER BUILD in {}", odd.join(", "))
+            };
+            let _ = writeln!(
+                o,
+                "      imported by {} processes ({}): {verdict}",
+                kvcr.imports.len(),
+                components.join(", ")
+            );
+        }
+    }
     if let Some(stack) = &run.stack {
         let how = if stack.attached {
             "attached"

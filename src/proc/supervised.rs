@@ -162,7 +162,7 @@ impl Supervised {
         }
         command
             .args(&spec.args)
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .envs(spec.env.iter().map(|(k, v)| (k, with_inherited(k, v))))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
@@ -487,6 +487,23 @@ fn accepts(address: &str) -> bool {
 }
 
 /// The last `lines` lines of a file (reading at most its last 64 KiB).
+/// A component's `PYTHONPATH` adds to the harness's own instead of
+/// replacing it: whatever the harness runs with (a KVCR build under test,
+/// a user's path) reaches every component alike, the CPU engine's workers
+/// (which set their package directory) as much as the Guard.
+fn with_inherited(key: &str, value: &str) -> String {
+    merged(key, value, std::env::var(key).ok().as_deref())
+}
+
+fn merged(key: &str, value: &str, inherited: Option<&str>) -> String {
+    match inherited {
+        Some(inherited) if key == "PYTHONPATH" && !inherited.is_empty() && !value.is_empty() => {
+            format!("{value}:{inherited}")
+        }
+        _ => value.to_string(),
+    }
+}
+
 pub fn log_tail(path: &Path, lines: usize) -> String {
     let Ok(mut file) = File::open(path) else {
         return format!("(no log at {})", path.display());
@@ -503,6 +520,17 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_components_pythonpath_is_prepended_to_the_harnesss() {
+        assert_eq!(
+            merged("PYTHONPATH", "/engine", Some("/kvcr-env/site")),
+            "/engine:/kvcr-env/site"
+        );
+        assert_eq!(merged("PYTHONPATH", "/engine", None), "/engine");
+        assert_eq!(merged("PYTHONPATH", "/engine", Some("")), "/engine");
+        assert_eq!(merged("OTHER", "x", Some("y")), "x");
+    }
 
     fn sh(dir: &Path, name: &str, script: &str) -> ProcessSpec {
         ProcessSpec::new(name, "/bin/sh", dir.join(format!("{name}.log")))

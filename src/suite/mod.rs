@@ -20,6 +20,7 @@ mod fault_row;
 mod faults;
 pub mod guard;
 mod interval;
+mod kvcr_checks;
 mod lifecycle;
 pub mod load;
 pub mod observe;
