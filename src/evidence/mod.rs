@@ -41,8 +41,8 @@ pub use perf::{
     SweepLevel, TtftAccuracy,
 };
 pub use record::{
-    duration_ms, settings_digest, CaseRecord, Outcome, ReferenceSummary, RunRecord, StackSummary,
-    StartupTiming, UtcTime,
+    duration_ms, settings_digest, CaseRecord, IgnoredBecause, Neighbourhood, Outcome,
+    ReferenceSummary, RunRecord, StackSummary, StartupTiming, UtcTime,
 };
 pub use report::{render_report, write_report, LOAD_TIMELINE};
 pub use results::{Results, RESULTS_SCHEMA_VERSION};
