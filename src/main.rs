@@ -90,6 +90,7 @@ fn main() -> ExitCode {
         Some("runner") => runner(&repo_root, &args[1..]),
         Some("gpu-check") => gpu_check(&args[1..]),
         Some("bench-client") => bench_client(&args[1..]),
+        Some("replay") => kvcr_e2e::suite::replay::replay(&repo_root, &args[1..]),
         Some("live-runs") => kvcr_e2e::suite::live_commands::live_runs(&repo_root, &args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");

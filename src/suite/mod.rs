@@ -28,7 +28,8 @@ mod neighbours;
 pub mod observe;
 mod perf;
 mod records;
-mod requests;
+pub mod replay;
+pub mod requests;
 mod signals;
 
 pub use case::{Case, CaseError, CaseResult};
