@@ -9,6 +9,8 @@
 //! kvcr-e2e gpu-check         NVML telemetry against a PyTorch allocation
 //! kvcr-e2e bench-client      our streaming client as a benchmark peer
 //! kvcr-e2e compare-results   compare phase1 runs of two builds
+//! kvcr-e2e live-runs         the machine's live runs; `exclusive -- CMD` holds the machine
+//! kvcr-e2e replay CASE_DIR ID  send a recorded request again, compare with the reference
 //! ```
 
 use std::path::PathBuf;
@@ -79,6 +81,18 @@ commands:
                                (default target/compare) and prints a summary.
                                Exit 0 = no regression, 1 = a regression, a figure
                                missing from one build, or unreadable runs
+  live-runs [list] [--json] [--live-runs-dir DIR]
+                               every live kvcr-e2e run of this machine (all checkouts and
+                               users): pid, target, start, exclusive, run dir
+  live-runs exclusive [--live-runs-dir DIR] [--exclusive-timeout-s N] -- CMD [ARGS]
+                               wait until no other kvcr-e2e run is live, then run CMD
+                               holding the machine: runs started by CMD are its session
+                               (they do not wait for it), runs from outside are warned
+  replay CASE_DIR REQUEST_ID [--stack PATH | --frontend URL]
+                               send a request a case recorded (cases/<case>/requests.json)
+                               again to a running stack (default target/phase1/stack.json),
+                               re-pinned to the same worker slot (A, B) of that stack, and
+                               compare its tokens with the reference: exit 0 = same
   help                         this text
 
 Attach test runs to a running stack with
@@ -96,6 +110,8 @@ fn main() -> ExitCode {
         Some("gpu-check") => gpu_check(&args[1..]),
         Some("bench-client") => bench_client(&args[1..]),
         Some("compare-results") => compare_results(&repo_root, &args[1..]),
+        Some("replay") => kvcr_e2e::suite::replay::replay(&repo_root, &args[1..]),
+        Some("live-runs") => kvcr_e2e::suite::live_commands::live_runs(&repo_root, &args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             ExitCode::SUCCESS

@@ -96,6 +96,7 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
     );
     o.push_str(&kvcr_section(run));
     o.push_str(&stack_section(run));
+    o.push_str(&neighbours_section(run));
     o.push_str(&arms_section(perf)?);
     o.push_str(&sweep_section(perf)?);
     o.push_str(&ttft_accuracy_section(perf));
@@ -131,7 +132,9 @@ fn cases_table(run: &RunRecord) -> String {
         let (class, msg) = match &c.outcome {
             Outcome::Passed => ("passed", String::new()),
             Outcome::Failed { message } => ("failed", message.clone()),
-            Outcome::Ignored { reason } => ("ignored", reason.clone()),
+            Outcome::Ignored { reason, because } => {
+                ("ignored", format!("{reason} ({})", because.words()))
+            }
         };
         let duration = match c.outcome {
             Outcome::Ignored { .. } => String::new(),
@@ -224,6 +227,50 @@ fn kvcr_section(run: &RunRecord) -> String {
         o.push_str("</tbody></table>");
     }
     o.push_str("</section>\n");
+    o
+}
+
+/// The other live runs beside this one, and the load, at start and end.
+fn neighbours_section(run: &RunRecord) -> String {
+    let mut o = String::from("<section><h2>Machine: other live runs and load</h2>");
+    let Some(n) = &run.neighbours else {
+        o.push_str(&not_run(
+            "no stack was started or attached, or no registry of live runs could be read",
+        ));
+        o.push_str("</section>\n");
+        return o;
+    };
+    let _ = write!(
+        o,
+        "<p>registry {}{}</p><table><thead><tr><th>when</th><th>at</th><th>load 1/5/15 min</th>\
+         <th>other live runs</th></tr></thead><tbody>",
+        esc(&n.registry.display().to_string()),
+        if n.exclusive {
+            format!(" · exclusive: waited {:.1} s for the others", n.waited_s)
+        } else {
+            String::new()
+        }
+    );
+    for (when, s) in [("start", Some(&n.at_start)), ("end", n.at_end.as_ref())] {
+        let Some(s) = s else { continue };
+        let runs: Vec<String> = s
+            .neighbours
+            .iter()
+            .map(|b| format!("{} ({})", esc(&b.run.describe()), b.relation.words()))
+            .collect();
+        let _ = write!(
+            o,
+            "<tr><td>{when}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&s.at),
+            esc(&s.load_words()),
+            if runs.is_empty() {
+                "none".to_string()
+            } else {
+                runs.join("<br>")
+            }
+        );
+    }
+    o.push_str("</tbody></table></section>\n");
     o
 }
 

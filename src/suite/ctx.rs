@@ -111,7 +111,8 @@ impl<'a> CaseCtx<'a> {
             prompts,
             client: Client::new(stack.frontend_url())
                 .expect("an HTTP client for the frontend")
-                .with_request_timeout(Duration::from_secs(settings.request_timeout_s)),
+                .with_request_timeout(Duration::from_secs(settings.request_timeout_s))
+                .recording(),
             run,
             evidence: RefCell::new(Vec::new()),
             unwritten: RefCell::new(Vec::new()),
@@ -143,7 +144,8 @@ impl<'a> CaseCtx<'a> {
             prompts: self.prompts,
             client: Client::new(stack.frontend_url())
                 .map_err(|e| CaseError::new(format!("an HTTP client for {name}: {e}")))?
-                .with_request_timeout(Duration::from_secs(self.settings.request_timeout_s)),
+                .with_request_timeout(Duration::from_secs(self.settings.request_timeout_s))
+                .recording(),
             run: self.run,
             evidence: RefCell::new(Vec::new()),
             unwritten: RefCell::new(Vec::new()),
@@ -211,11 +213,11 @@ impl<'a> CaseCtx<'a> {
         );
         self.requests
             .borrow_mut()
-            .push(super::requests::SentRequest {
-                request_id: request.request_id.clone(),
-                prompt: prompt.key(),
-                pinned_to: pin.map(|w| w.name().to_string()),
-            });
+            .push(super::requests::SentRequest::new(
+                request.request_id.clone(),
+                prompt.key(),
+                pin.map(|w| w.name().to_string()),
+            ));
         match pin {
             Some(worker) => worker.pin(request),
             None => request,
@@ -745,12 +747,19 @@ impl<'a> CaseCtx<'a> {
         verdict.map_err(|v| CaseError::from(v).with_evidence(path))
     }
 
-    /// `requests.json` (every request and its id) and `log-lines.txt` (the
+    /// `requests.json` (every request: its id, body and headers as sent,
+    /// a `curl` line, the reference tokens) and `log-lines.txt` (the
     /// component log lines naming them); a failure names both and the id
     /// of the case's last request.
     fn collect_request_logs(&self, result: Result<(), String>) -> Result<(), String> {
-        let requests = self.requests.borrow().clone();
-        let Some(last) = requests.last() else {
+        let built = self.requests.borrow().clone();
+        let requests = super::requests::with_wire(
+            built.clone(),
+            &self.client.sent(),
+            self.client.base_url(),
+            |prompt| self.references.tokens.get(prompt).cloned(),
+        );
+        let Some(last) = built.last().or(requests.last()) else {
             return result;
         };
         let ids: Vec<&str> = requests.iter().map(|r| r.request_id.as_str()).collect();

@@ -17,6 +17,7 @@ use crate::pyenv::{self, PythonEnv};
 use crate::reference::{self, References};
 use crate::stack::{self, Stack, StackOptions};
 
+use super::ignore::Skip;
 use super::{signals, Case, CaseCtx, CaseError};
 
 /// The file in a stack's scratch directory that hands out prompt families
@@ -48,6 +49,8 @@ pub struct Suite {
     started_utc: crate::evidence::UtcTime,
     /// Scrubs secret values of the environment from everything written.
     redactor: crate::config::Redactor,
+    /// This run in the machine's registry of live runs, once it has a stack.
+    live_run: Mutex<Option<super::neighbours::LiveRun>>,
 }
 
 impl Suite {
@@ -147,6 +150,7 @@ impl Suite {
             provisions: AtomicU32::new(0),
             started_utc: crate::evidence::UtcTime::now(),
             redactor: crate::config::Redactor::from_process_env(),
+            live_run: Mutex::new(None),
         })
     }
 
@@ -171,24 +175,21 @@ impl Suite {
     fn run_trial(&self, case: &Case) -> Result<Completion, Failed> {
         let started = Instant::now();
         let skip = if !self.settings.selects(case.id) {
-            Some(format!("{} is not selected by --cases", case.id))
+            Some(Skip::not_selected(format!(
+                "{} is not selected by --cases",
+                case.id
+            )))
         } else {
             match config::applicability(self.settings.engine, self.settings.topology, case.id) {
-                Applicability::Applies => self.nodes_unavailable(case.id),
-                Applicability::Ignored(reason) => Some(reason),
+                Applicability::Applies => self.nodes_unavailable(case.id).map(Skip::machine_cannot),
+                Applicability::Ignored(reason) => Some(Skip::not_applicable(reason)),
             }
         };
-        if let Some(reason) = skip {
-            self.record(
-                case,
-                started,
-                Outcome::Ignored {
-                    reason: reason.clone(),
-                },
-                Vec::new(),
-                Default::default(),
-            );
-            return Ok(Completion::ignored_with(reason));
+        if let Some(skip) = skip {
+            let require_all = self.settings.require_all;
+            let outcome = skip.outcome(require_all);
+            self.record(case, started, outcome, Vec::new(), Default::default());
+            return skip.completion(require_all);
         }
         crate::gpu::run::mark("case", &case.trial_name());
         let outcome = self.run_case(case);
@@ -351,6 +352,22 @@ impl Suite {
             .map_err(Clone::clone)
     }
 
+    /// Registers this run among the machine's live runs (with
+    /// `--exclusive`, once the others are gone) and says whom it runs beside.
+    fn join_live_runs(&self, run: &RunDir) -> Result<(), String> {
+        let live = super::neighbours::LiveRun::join(
+            &self.settings,
+            &self.repo_root,
+            self.target,
+            run.root(),
+            self.settings.attach.as_deref(),
+        )?;
+        if let Ok(mut slot) = self.live_run.lock() {
+            *slot = live;
+        }
+        Ok(())
+    }
+
     fn python(&self) -> Result<&PythonEnv, String> {
         self.python
             .get_or_init(|| {
@@ -380,6 +397,7 @@ impl Suite {
         self.stack
             .get_or_init(|| {
                 let run = self.run_dir()?;
+                self.join_live_runs(run)?;
                 if let Some(path) = &self.settings.attach {
                     let mirror = run.logs_dir().join("attached");
                     let stack = stack::attach(self.engine.clone(), path, &mirror)
@@ -631,6 +649,9 @@ impl Suite {
             }
         }
         let stack = self.stack.get().and_then(|s| s.as_ref().ok()).cloned();
+        if let Some(live) = self.live_run.lock().ok().as_mut().and_then(|l| l.as_mut()) {
+            live.look_at_end();
+        }
         if let Some(stack) = &stack {
             if self.settings.keep_stack {
                 eprintln!(
@@ -665,6 +686,9 @@ impl Suite {
             run.root().display(),
             junit.display()
         );
+        if let Some(live) = self.live_run.lock().ok().and_then(|mut l| l.take()) {
+            live.end();
+        }
         crate::proc::reaper::finish();
     }
 }
@@ -690,6 +714,11 @@ impl Suite {
                 .map(|s| super::records::stack_summary(s, self.provisions.load(Ordering::SeqCst))),
             reference: references.as_deref().map(super::records::reference_summary),
             cases,
+            neighbours: self
+                .live_run
+                .lock()
+                .ok()
+                .and_then(|l| l.as_ref().map(|l| l.record())),
             environment: self.environment(),
             kvcr: self
                 .kvcr_build()
