@@ -16,3 +16,4 @@ pub mod suite;
 pub mod telemetry;
 pub mod verdict;
 pub mod wait;
+mod words;

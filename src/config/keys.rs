@@ -39,7 +39,7 @@ impl Kind {
             }
             Kind::Cases => format!(
                 "a comma-separated list of case ids out of {}",
-                super::KNOWN_CASES.join(", ")
+                crate::engine::applicability::KNOWN_CASES.join(", ")
             ),
             Kind::Path => "a path".to_string(),
             Kind::Bool => "true or false (1/0, yes/no, on/off)".to_string(),
@@ -79,15 +79,6 @@ pub struct KeySpec {
     pub help: &'static str,
 }
 
-/// Accepted engines.
-pub const ENGINES: &[&str] = &["cpu", "vllm", "sglang"];
-/// Accepted topologies.
-pub const TOPOLOGIES: &[&str] = &["agg", "2p1d", "two-node"];
-/// Accepted geometries.
-pub const GEOMETRIES: &[&str] = &["dense", "hybrid"];
-/// Accepted log levels.
-pub const LOG_LEVELS: &[&str] = &["error", "warn", "info", "debug", "trace"];
-
 const fn k(
     key: &'static str,
     flag: Option<&'static str>,
@@ -122,7 +113,7 @@ pub const KEYS: &[KeySpec] = &[
         "engine",
         Some("--engine"),
         "PHASE1_ENGINE",
-        Kind::Choice(ENGINES),
+        Kind::Choice(crate::engine::Kind::WORDS),
         true,
         "engine behind the router",
     ),
@@ -130,7 +121,7 @@ pub const KEYS: &[KeySpec] = &[
         "topology",
         Some("--topology"),
         "PHASE1_TOPOLOGY",
-        Kind::Choice(TOPOLOGIES),
+        Kind::Choice(crate::engine::Topology::WORDS),
         true,
         "worker layout: aggregated, 2 prefill + 1 decode, or workers on two hosts",
     ),
@@ -138,7 +129,7 @@ pub const KEYS: &[KeySpec] = &[
         "geometry",
         Some("--geometry"),
         "PHASE1_GEOMETRY",
-        Kind::Choice(GEOMETRIES),
+        Kind::Choice(crate::engine::GeometryKind::WORDS),
         true,
         "KV page layout: attention pages only, or attention pages + SSM state parts",
     ),
@@ -306,7 +297,7 @@ pub const KEYS: &[KeySpec] = &[
         "log_level",
         Some("--log-level"),
         "PHASE1_LOG_LEVEL",
-        Kind::Choice(LOG_LEVELS),
+        Kind::Choice(super::log_level::LogLevel::WORDS),
         true,
         "harness log level",
     ),

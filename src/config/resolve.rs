@@ -10,7 +10,8 @@ use super::errors::ConfigError;
 use super::keys::{self, Kind};
 use super::origin::Origin;
 use super::profile::{Entry, Profile};
-use super::settings::{Engine, Geometry, Settings};
+use super::settings::Settings;
+use crate::engine::{self, GeometryKind};
 
 /// Resolved settings with where each value came from.
 #[derive(Debug, Clone, Serialize)]
@@ -132,7 +133,10 @@ fn validate(
                 .to_string(),
         });
     }
-    if s.geometry == Geometry::Hybrid && s.engine == Engine::Cpu && s.cpu_engine.ssm_parts == 0 {
+    if s.geometry == GeometryKind::Hybrid
+        && s.engine == engine::Kind::Cpu
+        && s.cpu_engine.ssm_parts == 0
+    {
         return Err(ConfigError::InvalidValue {
             origin: origin_of(provenance, "cpu_engine.ssm_parts"),
             value: "0".to_string(),
@@ -155,7 +159,7 @@ fn validate(
             }
         }
     }
-    if s.engine == Engine::Cpu && s.needs_eviction() {
+    if s.engine == engine::Kind::Cpu && s.needs_eviction() {
         let c = &s.cpu_engine;
         let per_prompt = u64::from(s.prompts.prefix_blocks)
             + u64::from(s.prompts.suffix_tokens).div_ceil(u64::from(c.block_size.max(1)));

@@ -1,176 +1,17 @@
 //! The resolved run settings and their parts.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::engine::cpu::CpuEngineProfile;
+use crate::engine::{self, GeometryKind, Topology};
+
 use super::errors::ConfigError;
 use super::keys::{self, Kind};
+use super::log_level::LogLevel;
 use super::origin::Origin;
-
-macro_rules! word_enum {
-    ($(#[$doc:meta])* $name:ident, $words:path { $($(#[$vdoc:meta])* $variant:ident = $word:literal),+ $(,)? }) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-        pub enum $name {
-            $($(#[$vdoc])* #[serde(rename = $word)] $variant),+
-        }
-
-        impl $name {
-            /// Every value, in the order of the accepted words.
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            /// The word used in flags, environment and profiles.
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $word),+ }
-            }
-
-            /// Parses the word (case-insensitive); `None` if it is not one of
-            #[doc = concat!("[`", stringify!($words), "`].")]
-            pub fn from_word(word: &str) -> Option<Self> {
-                let w = word.trim().to_ascii_lowercase();
-                match w.as_str() { $($word => Some($name::$variant),)+ _ => None }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
-word_enum!(
-    /// The engine behind the router.
-    Engine, keys::ENGINES {
-        /// The project's deterministic CPU engine stand-in (default).
-        Cpu = "cpu",
-        /// `dynamo.vllm` with the KVCR tier.
-        Vllm = "vllm",
-        /// `dynamo.sglang` with the KVCR tier (no Guard, no disaggregation).
-        Sglang = "sglang",
-    }
-);
-
-word_enum!(
-    /// How workers are laid out.
-    Topology, keys::TOPOLOGIES {
-        /// Router + 2 workers + Guard service (default).
-        Agg = "agg",
-        /// Two prefill workers and one decode worker.
-        TwoPrefillOneDecode = "2p1d",
-        /// Workers on two hosts.
-        TwoNode = "two-node",
-    }
-);
-
-word_enum!(
-    /// The KV page layout of a block.
-    Geometry, keys::GEOMETRIES {
-        /// Attention pages only.
-        Dense = "dense",
-        /// Attention pages plus SSM state parts.
-        Hybrid = "hybrid",
-    }
-);
-
-word_enum!(
-    /// The harness's log level.
-    LogLevel, keys::LOG_LEVELS {
-        /// Errors only.
-        Error = "error",
-        /// Warnings and errors.
-        Warn = "warn",
-        /// The default.
-        Info = "info",
-        /// Debugging detail.
-        Debug = "debug",
-        /// Everything.
-        Trace = "trace",
-    }
-);
-
-/// The CPU engine's knobs; each maps onto a flag of `python -m cpu_engine`
-/// (see docs/cpu-engine.md).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CpuEngineProfile {
-    /// `--block-size`: tokens per KV block.
-    pub block_size: u32,
-    /// `--attn-pages`: attention pages per block.
-    pub attn_pages: u32,
-    /// `--attn-page-bytes`.
-    pub attn_page_bytes: u64,
-    /// `--ssm-parts` (hybrid geometry only).
-    pub ssm_parts: u32,
-    /// `--ssm-part-bytes` (hybrid geometry only).
-    pub ssm_part_bytes: u64,
-    /// `--device-cache-blocks`: the device (HBM stand-in) prefix cache.
-    pub device_cache_blocks: u32,
-    /// `--host-tier-blocks`: the engine-owned host tier.
-    pub host_tier_blocks: u32,
-    /// `--prefill-us-per-token`.
-    pub prefill_us_per_token: u64,
-    /// `--decode-us-per-token`.
-    pub decode_us_per_token: u64,
-    /// `--local-pool-blocks`: in-process KVCR pool when no Guard is used.
-    pub local_pool_blocks: u32,
-    /// `--stats-interval-s`: KVCR stats interval.
-    pub stats_interval_s: f64,
-    /// Size of the Guard service's pool, in GB.
-    pub guard_pool_gb: f64,
-}
-
-impl CpuEngineProfile {
-    /// Pages per block for a geometry: attention pages, plus SSM parts when hybrid.
-    pub fn pages_per_block(&self, geometry: Geometry) -> u32 {
-        match geometry {
-            Geometry::Dense => self.attn_pages,
-            Geometry::Hybrid => self.attn_pages + self.ssm_parts,
-        }
-    }
-
-    /// Bytes per block for a geometry (what a block transfer should move).
-    pub fn bytes_per_block(&self, geometry: Geometry) -> u64 {
-        let attn = u64::from(self.attn_pages) * self.attn_page_bytes;
-        match geometry {
-            Geometry::Dense => attn,
-            Geometry::Hybrid => attn + u64::from(self.ssm_parts) * self.ssm_part_bytes,
-        }
-    }
-
-    /// The engine flags these knobs map onto (without geometry, ports and paths,
-    /// which the stack module adds).
-    pub fn engine_flags(&self) -> Vec<String> {
-        let pairs: [(&str, String); 11] = [
-            ("--block-size", self.block_size.to_string()),
-            ("--attn-pages", self.attn_pages.to_string()),
-            ("--attn-page-bytes", self.attn_page_bytes.to_string()),
-            ("--ssm-parts", self.ssm_parts.to_string()),
-            ("--ssm-part-bytes", self.ssm_part_bytes.to_string()),
-            (
-                "--device-cache-blocks",
-                self.device_cache_blocks.to_string(),
-            ),
-            ("--host-tier-blocks", self.host_tier_blocks.to_string()),
-            (
-                "--prefill-us-per-token",
-                self.prefill_us_per_token.to_string(),
-            ),
-            (
-                "--decode-us-per-token",
-                self.decode_us_per_token.to_string(),
-            ),
-            ("--local-pool-blocks", self.local_pool_blocks.to_string()),
-            ("--stats-interval-s", self.stats_interval_s.to_string()),
-        ];
-        pairs
-            .into_iter()
-            .flat_map(|(f, v)| [f.to_string(), v])
-            .collect()
-    }
-}
 
 /// How the prompt set is generated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -194,11 +35,11 @@ pub struct Settings {
     /// The profile layered over the default (`default` when none was chosen).
     pub profile: String,
     /// Engine behind the router.
-    pub engine: Engine,
+    pub engine: engine::Kind,
     /// Worker layout.
     pub topology: Topology,
     /// KV page layout.
-    pub geometry: Geometry,
+    pub geometry: GeometryKind,
     /// Case ids to run (in addition to libtest filters); `None` = all.
     pub cases: Option<Vec<String>>,
     /// Filler prompts sent to evict a device prefix cache.
@@ -262,10 +103,27 @@ impl Settings {
         match &self.cases {
             None => true,
             Some(ids) => {
-                let base = super::applicability::base_case_id(case_id);
+                let base = engine::applicability::base_case_id(case_id);
                 ids.iter().any(|id| id.eq_ignore_ascii_case(&base))
             }
         }
+    }
+
+    /// What building the engine takes from these settings.
+    pub fn engine_setup<'a>(&'a self, repo_root: &'a Path) -> engine::Setup<'a> {
+        engine::Setup::new(
+            self.topology,
+            self.geometry,
+            &self.cpu_engine,
+            self.engine_profile.as_deref(),
+            repo_root,
+        )
+    }
+
+    /// The engine these settings ask for, built (GPU engines read their
+    /// profile under `repo_root`).
+    pub fn build_engine(&self, repo_root: &Path) -> Result<Arc<dyn engine::Engine>, String> {
+        self.engine.build(&self.engine_setup(repo_root))
     }
 
     /// Whether any selected case needs the device cache evicted (TC-02, TC-05).
@@ -277,9 +135,9 @@ impl Settings {
     pub(crate) fn blank() -> Self {
         Settings {
             profile: "default".to_string(),
-            engine: Engine::Cpu,
+            engine: engine::Kind::Cpu,
             topology: Topology::Agg,
-            geometry: Geometry::Dense,
+            geometry: GeometryKind::Dense,
             cases: None,
             perf_evict_filler: 0,
             perf_concurrency_levels: Vec::new(),
@@ -347,9 +205,9 @@ impl Settings {
         let c = &mut self.cpu_engine;
         let p = &mut self.prompts;
         match key {
-            "engine" => self.engine = v.word(Engine::from_word)?,
+            "engine" => self.engine = v.word(engine::Kind::from_word)?,
             "topology" => self.topology = v.word(Topology::from_word)?,
-            "geometry" => self.geometry = v.word(Geometry::from_word)?,
+            "geometry" => self.geometry = v.word(GeometryKind::from_word)?,
             "log_level" => self.log_level = v.word(LogLevel::from_word)?,
             "cases" => self.cases = Some(v.cases()?),
             "perf_evict_filler" => self.perf_evict_filler = v.uint()?,
@@ -459,7 +317,7 @@ impl Value<'_> {
         let mut out: Vec<String> = Vec::new();
         for part in self.text.split(',') {
             let id = part.trim().to_ascii_uppercase();
-            if !super::KNOWN_CASES.contains(&id.as_str()) {
+            if !engine::applicability::KNOWN_CASES.contains(&id.as_str()) {
                 return Err(self.bad());
             }
             if !out.contains(&id) {

@@ -1,11 +1,12 @@
-//! Tests of the config module: splitting, layering, errors, applicability,
-//! redaction.
+//! Tests of the config module: splitting, layering, errors, the engine the
+//! settings build, redaction.
 
 use std::io::Write;
 
 use proptest::prelude::*;
 
 use super::*;
+use crate::engine::{GeometryKind as Geometry, Kind as Engine, Topology};
 
 fn argv(args: &[&str]) -> Vec<String> {
     std::iter::once("phase1")
@@ -327,7 +328,7 @@ fn every_env_twin_sets_its_key() {
     let r = resolve_with(&[], &env).unwrap();
     let s = &r.settings;
     assert_eq!(s.engine, Engine::Vllm);
-    assert_eq!(s.topology, Topology::TwoPrefillOneDecode);
+    assert_eq!(s.topology, Topology::TwoP1D);
     assert_eq!(s.geometry, Geometry::Hybrid);
     assert_eq!(
         s.cases,
@@ -557,59 +558,29 @@ fn profile_value_of_the_wrong_shape() {
     assert!(e.contains(":2)"), "{e}");
 }
 
-// ---- applicability ---------------------------------------------------------
+// ---- the engine the settings build ---------------------------------------
 
 #[test]
-fn applicability_table() {
-    use Applicability::*;
-    let applies = |e, t, c| applicability(e, t, c).applies();
-    for c in KNOWN_CASES {
-        assert!(applies(Engine::Cpu, Topology::Agg, c));
-        assert!(applies(Engine::Vllm, Topology::Agg, c));
-        assert!(applies(Engine::Cpu, Topology::TwoPrefillOneDecode, c));
+fn settings_build_the_engine_they_name() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (flags, name, workers) in [
+        (&[][..], "cpu", 2),
+        (&["--topology", "2p1d"][..], "cpu", 3),
+        (&["--profile", "vllm-cpu"][..], "vllm", 2),
+        (&["--engine", "sglang"][..], "sglang", 2),
+    ] {
+        let s = resolve_with(flags, &[])
+            .unwrap_or_else(|e| panic!("{e}"))
+            .settings;
+        let e = s
+            .build_engine(root)
+            .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
         assert_eq!(
-            applies(Engine::Cpu, Topology::TwoNode, c),
-            !c.starts_with("TC-05"),
-            "{c}"
-        );
-        assert!(!applies(Engine::Sglang, Topology::TwoPrefillOneDecode, c));
-    }
-    for c in ["TC-01", "TC-02", "TC-05/cold"] {
-        assert!(applies(Engine::Sglang, Topology::Agg, c), "{c}");
-    }
-    for t in [Topology::Agg, Topology::TwoNode] {
-        match applicability(Engine::Sglang, t, "TC-03") {
-            Ignored(r) => assert!(
-                r.contains("no router_hint in Dynamo 1.6.1's SGLang worker"),
-                "{r}"
-            ),
-            Applies => panic!(
-                "TC-03 on sglang/{t} must be ignored until dynamo.sglang publishes router_hint"
-            ),
-        }
-    }
-    for c in ["TC-04", "TC-06"] {
-        assert_eq!(
-            applicability(Engine::Sglang, Topology::Agg, c),
-            Ignored(format!(
-                "{c} on sglang/agg: SGLang has no Guard and no disaggregation in KVCR 0.1.1"
-            ))
+            (e.name(), e.worker_plans().len()),
+            (name, workers),
+            "{flags:?}"
         );
     }
-    for t in [Topology::TwoPrefillOneDecode, Topology::TwoNode] {
-        for c in ["TC-01", "TC-02", "TC-03", "TC-04", "TC-06"] {
-            assert!(applies(Engine::Vllm, t, c), "{c} {t}");
-        }
-        assert!(!applies(Engine::Vllm, t, "TC-05"));
-    }
-    assert!(applies(Engine::Sglang, Topology::TwoNode, "TC-02"));
-    assert!(!applies(Engine::Sglang, Topology::TwoNode, "TC-05"));
-    assert!(applies(Engine::Cpu, Topology::TwoNode, "tc-02"));
-    match applicability(Engine::Cpu, Topology::TwoNode, "TC-05/cold") {
-        Ignored(r) => assert!(r.contains("defined on the agg topology"), "{r}"),
-        Applies => panic!("TC-05 is defined on agg only"),
-    }
-    assert!(!applies(Engine::Cpu, Topology::Agg, "TC-09"));
 }
 
 // ---- redaction -------------------------------------------------------------

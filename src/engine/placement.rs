@@ -155,10 +155,7 @@ pub fn preflight_need(
     host: &str,
     with_reference: bool,
 ) -> Result<GpuNeed, String> {
-    let ctx = LaunchContext {
-        host: host.into(),
-        ..super::vllm::example_context()
-    };
+    let ctx = LaunchContext::unlaunched(host);
     let phases: Vec<Phase> = if with_reference {
         phases(engine, &ctx, PROVISIONING_SCHEDULE)
     } else {
@@ -284,6 +281,7 @@ mod tests {
     use super::super::sglang::{SglangEngine, SglangProfile};
     use super::super::topology::{Node, Topology};
     use super::super::vllm::{example_context, VllmEngine, VllmProfile};
+    use super::super::{GeometryKind, Kind, Setup};
     use super::*;
 
     fn two_nodes() -> Vec<Node> {
@@ -402,16 +400,10 @@ mod tests {
                 && err.contains("GPU 0 on 127.0.0.1 in phase `stack`: worker-A 0.96 = 0.96 > 0.95"),
             "{err}"
         );
-        let args = crate::config::split_args(["phase1"]).expect("no flags").0;
-        let settings = crate::config::resolve(
-            &args,
-            &crate::config::Env::from_pairs(Vec::<(String, String)>::new()),
-        )
-        .expect("defaults resolve")
-        .settings;
-        let cpu =
-            super::super::for_settings(&settings, std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
-                .expect("the CPU engine");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let knobs = super::super::cpu::CpuEngineProfile::shipped();
+        let setup = Setup::new(Topology::Agg, GeometryKind::Dense, &knobs, None, root);
+        let cpu = Kind::Cpu.build(&setup).expect("the CPU engine");
         let need =
             preflight_need(cpu.as_ref(), "127.0.0.1", true).unwrap_or_else(|e| panic!("{e}"));
         assert!(
@@ -432,16 +424,10 @@ mod tests {
     #[test]
     fn the_vllm_cpu_lane_claims_no_gpu() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let args = crate::config::split_args(["phase1", "--profile", "vllm-cpu"])
-            .expect("flags")
-            .0;
-        let settings = crate::config::resolve(
-            &args,
-            &crate::config::Env::from_pairs(Vec::<(String, String)>::new()),
-        )
-        .unwrap_or_else(|e| panic!("{e}"))
-        .settings;
-        let e = super::super::for_settings(&settings, root).unwrap_or_else(|e| panic!("{e}"));
+        let knobs = super::super::cpu::CpuEngineProfile::shipped();
+        let lane = std::path::Path::new("fixtures/engines/vllm-cpu.toml");
+        let setup = Setup::new(Topology::Agg, GeometryKind::Dense, &knobs, Some(lane), root);
+        let e = Kind::Vllm.build(&setup).unwrap_or_else(|e| panic!("{e}"));
         let need = preflight_need(e.as_ref(), "127.0.0.1", true).unwrap_or_else(|e| panic!("{e}"));
         assert!(need.shares.is_empty(), "{need:?}");
     }

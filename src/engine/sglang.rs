@@ -18,10 +18,18 @@ use serde_json::{json, Value};
 
 use crate::proc::ProcessSpec;
 
+use super::applicability::{self, Applicability, Case};
 use super::topology;
 use super::topology::{plan_workers, Node, Topology, WorkerPlan};
-use super::vllm::{bind_host, check_nodes, dense_geometry, gpu_worker_env, kv_events_config};
-use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, WorkerSlot};
+use super::vllm::{dense_geometry, gpu_worker_env, kv_events_config};
+use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, Setup, WorkerSlot};
+
+/// Why TC-04, TC-06 and the 2p1d topology do not run on SGLang.
+const NO_GUARD_NO_DISAGGREGATION: &str = "SGLang has no Guard and no disaggregation in KVCR 0.1.1";
+
+/// Why TC-03 does not run on SGLang (yet).
+pub const NO_ROUTER_HINT: &str =
+    "no router_hint in Dynamo 1.6.1's SGLang worker (dynamo.sglang publishes no router_hint capability, so no hinted peer transfer can happen)";
 
 /// Model and GPU settings of an SGLang stack (a profile file's `[sglang]` table).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -228,7 +236,7 @@ impl SglangEngine {
         }
         profile.pins.check()?;
         let plans = plan_workers(topology, &profile.gpu_ids, profile.gpus_per_worker)?;
-        check_nodes(topology, &profile.nodes)?;
+        topology.check_nodes(&profile.nodes)?;
         Ok(Self {
             profile,
             topology,
@@ -304,7 +312,7 @@ impl SglangEngine {
     fn kvcr_extra_config(&self, node: &Node, slot: &WorkerSlot) -> Value {
         let p = &self.profile;
         json!({
-            "control_host": bind_host(self.topology, node),
+            "control_host": self.topology.bind_host(node),
             "control_port": slot.control_port,
             "control_advertise_host": node.address,
             "enable_remote_hint": true,
@@ -319,6 +327,25 @@ impl SglangEngine {
 }
 
 impl Engine for SglangEngine {
+    fn build(setup: &Setup) -> Result<Self, String> {
+        SglangEngine::new(setup.profile()?, setup.topology)
+    }
+
+    fn applies(case: Case, topology: Topology) -> Applicability {
+        match (topology, case.number()) {
+            (Topology::TwoP1D, _) | (_, 4 | 6) => {
+                Applicability::ignored(NO_GUARD_NO_DISAGGREGATION)
+            }
+            (_, 3) => Applicability::ignored(NO_ROUTER_HINT),
+            (Topology::TwoNode, _) => applicability::off_agg(case),
+            (Topology::Agg, _) => Applicability::Applies,
+        }
+    }
+
+    fn hosts(&self) -> &[Node] {
+        &self.profile.nodes
+    }
+
     fn first_token_stamp(&self) -> crate::engine::FirstTokenStamp {
         crate::engine::FirstTokenStamp::Unavailable(
             "SGLang records TTFT only as its Prometheus histogram sglang:time_to_first_token_seconds \

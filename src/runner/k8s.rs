@@ -474,7 +474,7 @@ pub fn objects(
     repo_root: &Path,
 ) -> Result<Vec<K8sObject>, String> {
     let spec = &RunnerSpec::from_settings(settings);
-    let engine = engine::for_settings(settings, repo_root)?;
+    let engine = settings.build_engine(repo_root)?;
     Ok(vec![
         suite_job(spec),
         stack_pod(spec, engine.as_ref()),

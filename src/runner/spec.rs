@@ -1,14 +1,15 @@
 //! What a runner needs to know, taken from the resolved settings.
 
-use crate::config::{Engine, Geometry, Settings, Topology};
+use crate::config::Settings;
+use crate::engine::{GeometryKind, Kind, Topology};
 
 /// The resolved settings a runner artifact depends on, and the resources
 /// the stack needs from the scheduler.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunnerSpec {
-    pub engine: Engine,
+    pub engine: Kind,
     pub topology: Topology,
-    pub geometry: Geometry,
+    pub geometry: GeometryKind,
     /// The profile layered over the default (`default` when none).
     pub profile: String,
     /// `--cases`: `None` runs every case.
@@ -31,10 +32,10 @@ pub struct RunnerSpec {
 
 impl RunnerSpec {
     pub fn from_settings(settings: &Settings) -> Self {
-        let gpu = settings.engine != Engine::Cpu;
+        let gpu = settings.engine != Kind::Cpu;
         let gpus = match (settings.engine, settings.topology) {
-            (Engine::Cpu, _) => 0,
-            (_, Topology::TwoPrefillOneDecode) => 3,
+            (Kind::Cpu, _) => 0,
+            (_, Topology::TwoP1D) => 3,
             (_, Topology::TwoNode) => 1,
             _ => 2,
         };
@@ -61,7 +62,7 @@ impl RunnerSpec {
     }
 
     pub fn is_gpu(&self) -> bool {
-        self.engine != Engine::Cpu
+        self.engine != Kind::Cpu
     }
 
     /// A short name for jobs and objects, e.g. `kvcr-e2e-cpu-agg`.

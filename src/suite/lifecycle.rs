@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use once_cell::sync::{Lazy, OnceCell};
 
-use crate::config::{self, Applicability, Env, Settings};
+use crate::config::{self, Env, Settings};
+use crate::engine::Applicability;
 use crate::engine::Engine;
 use crate::evidence::{CaseRecord, Outcome, RunDir};
 use crate::prompts::PromptBook;
@@ -126,7 +127,7 @@ impl Suite {
 
     fn new(target: &'static str, settings: Settings) -> Result<Self, String> {
         let repo_root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let engine = crate::engine::for_settings(&settings, &repo_root)?;
+        let engine = settings.build_engine(&repo_root)?;
         let prompts = PromptBook::new(reference::prompt_shape(&settings, engine.as_ref()));
         Ok(Self {
             target,
@@ -154,14 +155,10 @@ impl Suite {
     /// Why the stack's second node cannot be made here (a topology over
     /// several nodes needs root, or CAP_SYS_ADMIN and CAP_NET_ADMIN).
     fn nodes_unavailable(&self, case_id: &str) -> Option<String> {
-        let topology =
-            crate::engine::topology::Topology::parse(self.settings.topology.as_str()).ok()?;
-        if topology.node_count() < 2 || self.settings.engine != config::Engine::Cpu {
-            return None;
-        }
-        crate::proc::netns::precondition()
-            .err()
-            .map(|e| format!("{case_id} on {}: {e}", self.settings.topology))
+        let topology = self.settings.topology;
+        topology
+            .unavailable_here(self.engine.hosts())
+            .map(|e| format!("{case_id} on {topology}: {e}"))
     }
 
     fn run_trial(&self, case: &Case) -> Result<Completion, Failed> {
@@ -169,7 +166,11 @@ impl Suite {
         let skip = if !self.settings.selects(case.id) {
             Some(format!("{} is not selected by --cases", case.id))
         } else {
-            match config::applicability(self.settings.engine, self.settings.topology, case.id) {
+            match self
+                .settings
+                .engine
+                .applies(case.id, self.settings.topology)
+            {
                 Applicability::Applies => self.nodes_unavailable(case.id),
                 Applicability::Ignored(reason) => Some(reason),
             }

@@ -22,11 +22,12 @@ use serde_json::{json, Value};
 
 use crate::proc::ProcessSpec;
 
+use super::applicability::{self, Applicability, Case};
 use super::topology;
 use super::topology::{
     nodes_or_local, plan_workers, set_env, Node, Topology, WorkerPlan, WorkerRole,
 };
-use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, WorkerSlot};
+use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, Setup, WorkerSlot};
 
 pub mod platform;
 
@@ -123,7 +124,7 @@ impl VllmEngine {
     /// Checks that the profile's GPUs and nodes fit the topology.
     pub fn new(profile: VllmProfile, topology: Topology) -> Result<Self, String> {
         let plans = plan_workers(topology, &profile.gpu_ids, profile.gpus_per_worker)?;
-        check_nodes(topology, &profile.nodes)?;
+        topology.check_nodes(&profile.nodes)?;
         if profile.platform == Platform::Cpu && profile.block_size % 32 != 0 {
             return Err(format!(
                 "vLLM's CPU attention needs a block size that is a multiple of 32; the profile has {}",
@@ -222,7 +223,7 @@ impl VllmEngine {
         json!({
             "type": "kvcr",
             "router_capabilities": ["router_hint"],
-            "control_host": bind_host(self.topology, node),
+            "control_host": self.topology.bind_host(node),
             "control_ports": [slot.control_port],
             "control_advertise_host": node.address,
             "operation_timeout_ms": p.operation_timeout_ms,
@@ -284,6 +285,21 @@ impl VllmEngine {
 }
 
 impl Engine for VllmEngine {
+    fn build(setup: &Setup) -> Result<Self, String> {
+        VllmEngine::new(setup.profile()?, setup.topology)
+    }
+
+    fn applies(case: Case, topology: Topology) -> Applicability {
+        match topology {
+            Topology::Agg => Applicability::Applies,
+            Topology::TwoP1D | Topology::TwoNode => applicability::off_agg(case),
+        }
+    }
+
+    fn hosts(&self) -> &[Node] {
+        &self.profile.nodes
+    }
+
     fn first_token_stamp(&self) -> crate::engine::FirstTokenStamp {
         crate::engine::FirstTokenStamp::Unavailable(
             "vLLM records TTFT only as its Prometheus histogram vllm:time_to_first_token_seconds: \
@@ -505,46 +521,6 @@ pub(crate) fn worker_env(
     spec
 }
 
-/// Where a control listener binds: the node's own address on one host; every
-/// interface when peers on other hosts must reach it.
-pub(crate) fn bind_host(topology: Topology, node: &Node) -> String {
-    if topology.node_count() > 1 {
-        "0.0.0.0".into()
-    } else {
-        node.address.clone()
-    }
-}
-
-/// The profile's nodes, or the harness's host alone.
-/// A multi-node topology needs as many nodes, each with an address its
-/// peers can dial (never loopback).
-pub(crate) fn check_nodes(topology: Topology, nodes: &[Node]) -> Result<(), String> {
-    let need = topology.node_count();
-    if need == 1 {
-        return Ok(());
-    }
-    if nodes.len() < need {
-        return Err(format!(
-            "topology {topology} needs {need} nodes in the profile (`nodes = [{{ name, address, launcher }}, ...]`), it lists {}",
-            nodes.len()
-        ));
-    }
-    match nodes.iter().find(|n| is_loopback(&n.address)) {
-        Some(node) => Err(format!(
-            "topology {topology}: node {} advertises {}, which peers on other hosts cannot reach; use the node's network address",
-            node.name, node.address
-        )),
-        None => Ok(()),
-    }
-}
-
-fn is_loopback(address: &str) -> bool {
-    address == "localhost"
-        || address == "::1"
-        || address.starts_with("127.")
-        || address == "0.0.0.0"
-}
-
 /// One Guard service per node (the first as planned, the others wrapped in
 /// their node's launcher and named `guard-<node>`).
 pub(crate) fn guards_per_node(
@@ -588,18 +564,7 @@ pub fn flag_value<'a>(spec: &'a ProcessSpec, flag: &str) -> Option<&'a str> {
 /// A fixed launch context for plan tests and docs: nothing in it exists.
 #[doc(hidden)]
 pub fn example_context() -> LaunchContext {
-    LaunchContext {
-        python: PathBuf::from("/opt/kvcr-e2e/.venv/bin/python"),
-        repo_root: PathBuf::from("/src/kvcr-e2e"),
-        logs_dir: PathBuf::from("/src/kvcr-e2e/target/phase1/runs/example/logs"),
-        work_dir: PathBuf::from("/dev/shm/kvcr-e2e-example"),
-        host: "127.0.0.1".into(),
-        frontend_port: 18000,
-        guard_socket: PathBuf::from("/dev/shm/kvcr-e2e-example/guard.sock"),
-        pool_dir: PathBuf::from("/dev/shm/kvcr-e2e-example/pools"),
-        compatibility_digest: "example-digest".into(),
-        guard_count: 3,
-    }
+    LaunchContext::unlaunched("127.0.0.1")
 }
 
 /// Fixed worker slots for plan tests and docs: `A`, `B`, `C` with guard
