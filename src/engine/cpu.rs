@@ -288,6 +288,13 @@ impl Engine for CpuEngine {
             .args(["--compatibility-digest", &ctx.compatibility_digest])
     }
 
+    /// `--fault NAME[=ARG]` each (docs/cpu-engine.md).
+    fn with_faults(&self, worker: ProcessSpec, faults: &[&str]) -> Result<ProcessSpec, String> {
+        Ok(faults
+            .iter()
+            .fold(worker, |spec, fault| spec.args(["--fault", fault])))
+    }
+
     fn reference_worker(
         &self,
         ctx: &LaunchContext,

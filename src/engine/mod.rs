@@ -26,11 +26,13 @@ pub mod dynamo;
 pub mod geometry;
 pub mod placement;
 pub mod sglang;
+pub mod slots;
 pub mod topology;
 pub mod vllm;
 
 pub use applicability::{Applicability, Case};
 pub use geometry::{Geometry, GeometryKind};
+pub use slots::WorkerSlot;
 pub use topology::Topology;
 
 /// The engine registry: one line per engine, its `--engine` word and the
@@ -76,6 +78,10 @@ engines! {
     /// `dynamo.sglang` with the KVCR tier (no Guard, no disaggregation).
     Sglang = "sglang" => sglang::SglangEngine,
 }
+
+// After the registry's macro: the toy engine's test registers its own.
+#[cfg(test)]
+pub(crate) mod testing;
 
 /// What building an engine takes from the run's settings.
 #[derive(Debug, Clone, Copy)]
@@ -182,40 +188,6 @@ impl LaunchContext {
     }
 }
 
-/// One worker's seat in the stack. A replacement takes the same slot: the
-/// same Guard index and control port, so it can claim the dead worker's pool.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct WorkerSlot {
-    /// `A`, `B`, ...
-    pub name: String,
-    /// The slot's group in its Guard service.
-    pub guard_index: u32,
-    /// The process name of the Guard service holding the slot's pool
-    /// (`guard`, or `guard-A` where each slot has its own).
-    pub guard_service: String,
-    /// That service's socket, which the worker's KVCR tier connects to.
-    pub guard_socket: PathBuf,
-    pub control_port: u16,
-    pub metrics_port: u16,
-    pub ready_file: PathBuf,
-    /// 0 for the first start, 1 for the first replacement, ...
-    pub generation: u32,
-    /// ZMQ port the engine publishes its KV events on (GPU engines).
-    pub kv_events_port: u16,
-    /// NIXL side-channel port of a disaggregated vLLM worker (GPU engines).
-    pub side_channel_port: u16,
-}
-
-impl WorkerSlot {
-    /// The name a process of this slot is logged under (`worker-A`, `worker-A.1`).
-    pub fn process_name(&self) -> String {
-        match self.generation {
-            0 => format!("worker-{}", self.name),
-            n => format!("worker-{}.{n}", self.name),
-        }
-    }
-}
-
 /// The KVCR-disabled engines of the reference phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum ReferenceVariant {
@@ -266,6 +238,18 @@ pub trait Engine: Send + Sync {
     }
     fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec>;
     fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec;
+    /// `worker` (one of this engine's workers) with launch-time fault
+    /// switches (the fault matrix's); an engine without any refuses them.
+    fn with_faults(&self, worker: ProcessSpec, faults: &[&str]) -> Result<ProcessSpec, String> {
+        if faults.is_empty() {
+            Ok(worker)
+        } else {
+            Err(format!(
+                "the {} engine has no launch-time fault switches (asked for {faults:?})",
+                self.name()
+            ))
+        }
+    }
     fn reference_worker(
         &self,
         ctx: &LaunchContext,

@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::{Engine, LaunchContext, ReferenceVariant, WorkerSlot};
+use super::{slots, Engine, LaunchContext, WorkerSlot};
 use crate::gpu::preflight::{GpuNeed, GpuShare};
 use crate::proc::ProcessSpec;
 
@@ -50,25 +50,20 @@ pub enum ReferenceSchedule {
     WithStack,
 }
 
-fn env<'a>(spec: &'a ProcessSpec, key: &str) -> Option<&'a str> {
-    spec.env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-}
-
 /// The GPU claims of one process spec (none for a process without
 /// `CUDA_VISIBLE_DEVICES`: frontend, Guard).
 pub fn claims(spec: &ProcessSpec) -> Vec<GpuClaim> {
-    let Some(devices) = env(spec, "CUDA_VISIBLE_DEVICES") else {
+    let Some(devices) = spec.env_var("CUDA_VISIBLE_DEVICES") else {
         return Vec::new();
     };
     let fraction = FRACTION_FLAGS
         .iter()
-        .find_map(|flag| super::vllm::flag_value(spec, flag))
+        .find_map(|flag| spec.flag_value(flag))
         .and_then(|v| v.parse::<f64>().ok());
-    let node = env(spec, "DYN_SYSTEM_HOST").unwrap_or("local").to_string();
+    let node = spec
+        .env_var("DYN_SYSTEM_HOST")
+        .unwrap_or("local")
+        .to_string();
     devices
         .split(',')
         .filter_map(|d| d.trim().parse::<u32>().ok())
@@ -89,29 +84,21 @@ fn phase(name: &str, specs: &[ProcessSpec]) -> Phase {
     }
 }
 
-/// The slot provisioning gives a reference worker: named after its variant
-/// (ports do not matter here).
-fn reference_slot(variant: ReferenceVariant) -> WorkerSlot {
-    super::vllm::example_slot(variant.label(), 0)
-}
-
-fn worker_slot(name: &str, generation: u32) -> WorkerSlot {
-    super::vllm::example_slot(name, generation)
-}
-
 /// The phases of a run of `engine`: reference workers, the stack, and (with
 /// a Guard) the stack after TC-04 replaced worker A.
 pub fn phases(engine: &dyn Engine, ctx: &LaunchContext, schedule: ReferenceSchedule) -> Vec<Phase> {
+    // Slots as provisioning allots them; their ports do not matter here.
     let references: Vec<ProcessSpec> = engine
         .reference_variants()
         .into_iter()
-        .map(|v| engine.reference_worker(ctx, v, &reference_slot(v)))
+        .map(|v| {
+            let slot = slots::reference_slot(v, &ctx.work_dir, |_| 0);
+            engine.reference_worker(ctx, v, &slot)
+        })
         .collect();
     let plans = engine.worker_plans();
-    let workers: Vec<ProcessSpec> = plans
-        .iter()
-        .map(|p| engine.worker(ctx, &worker_slot(&p.slot, 0)))
-        .collect();
+    let slots = slots::allot(&plans, engine.guard_per_slot(), &ctx.work_dir, |_, _| 0);
+    let workers: Vec<ProcessSpec> = slots.iter().map(|s| engine.worker(ctx, s)).collect();
     let mut out = Vec::new();
     match schedule {
         ReferenceSchedule::Alone => {
@@ -129,9 +116,13 @@ pub fn phases(engine: &dyn Engine, ctx: &LaunchContext, schedule: ReferenceSched
         }
     }
     if engine.has_guard() {
-        if let Some(first) = plans.first() {
+        if let Some(first) = slots.first() {
             let mut replaced: Vec<ProcessSpec> = workers.into_iter().skip(1).collect();
-            replaced.push(engine.worker(ctx, &worker_slot(&first.slot, 1)));
+            let replacement = WorkerSlot {
+                generation: 1,
+                ..first.clone()
+            };
+            replaced.push(engine.worker(ctx, &replacement));
             if schedule == ReferenceSchedule::WithStack {
                 replaced.extend(references);
             }
@@ -279,25 +270,11 @@ pub fn need_on(phases: &[Phase], node: &str, plan: &str) -> GpuNeed {
 #[cfg(test)]
 mod tests {
     use super::super::sglang::{SglangEngine, SglangProfile};
-    use super::super::topology::{Node, Topology};
-    use super::super::vllm::{example_context, VllmEngine, VllmProfile};
+    use super::super::testing::{example_context, two_nodes};
+    use super::super::topology::Topology;
+    use super::super::vllm::{VllmEngine, VllmProfile};
     use super::super::{GeometryKind, Kind, Setup};
     use super::*;
-
-    fn two_nodes() -> Vec<Node> {
-        vec![
-            Node {
-                name: "gpu-a".into(),
-                address: "10.0.0.1".into(),
-                launcher: Vec::new(),
-            },
-            Node {
-                name: "gpu-b".into(),
-                address: "10.0.0.2".into(),
-                launcher: vec!["srun".into(), "--nodelist={node}".into()],
-            },
-        ]
-    }
 
     fn context(topology: Topology) -> LaunchContext {
         match topology {

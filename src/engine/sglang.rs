@@ -21,7 +21,6 @@ use crate::proc::ProcessSpec;
 use super::applicability::{self, Applicability, Case};
 use super::topology;
 use super::topology::{plan_workers, Node, Topology, WorkerPlan};
-use super::vllm::{dense_geometry, gpu_worker_env, kv_events_config};
 use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, Setup, WorkerSlot};
 
 /// Why TC-04, TC-06 and the 2p1d topology do not run on SGLang.
@@ -305,7 +304,7 @@ impl SglangEngine {
         ])
         .cwd(&ctx.repo_root);
         let node = self.node_of(ctx, plan);
-        gpu_worker_env(dynamo::apply_env(spec, ctx), &node, plan, slot)
+        dynamo::gpu_worker_env(dynamo::apply_env(spec, ctx), &node, plan, slot)
     }
 
     /// `--hicache-storage-backend-extra-config` of the KVCR backend.
@@ -367,7 +366,7 @@ impl Engine for SglangEngine {
     }
 
     fn geometry(&self) -> Geometry {
-        dense_geometry(self.profile.page_size, self.profile.block_bytes)
+        Geometry::dense(self.profile.page_size, self.profile.block_bytes)
     }
 
     fn prompt_vocab(&self) -> std::ops::Range<u32> {
@@ -396,7 +395,7 @@ impl Engine for SglangEngine {
         let spec = self
             .base_worker(ctx, &slot.process_name(), &self.model(), &plan, slot)
             .arg("--kv-events-config")
-            .arg(kv_events_config(slot.kv_events_port).to_string())
+            .arg(dynamo::kv_events_config(slot.kv_events_port).to_string())
             .args([
                 "--enable-hierarchical-cache",
                 "--hicache-ratio",
@@ -431,7 +430,7 @@ impl Engine for SglangEngine {
         let spec = match variant {
             ReferenceVariant::Cached => spec
                 .arg("--kv-events-config")
-                .arg(kv_events_config(slot.kv_events_port).to_string()),
+                .arg(dynamo::kv_events_config(slot.kv_events_port).to_string()),
             ReferenceVariant::Uncached => spec.arg("--disable-radix-cache"),
         };
         node.wrap(spec)
@@ -462,38 +461,21 @@ impl Engine for SglangEngine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::vllm::{example_context, example_slot, flag_value};
+    use super::super::testing::{example_context, example_slot, stack_plan, two_nodes};
     use super::*;
 
     fn engine(topology: Topology) -> SglangEngine {
         let mut profile = SglangProfile::default();
         if topology == Topology::TwoNode {
-            profile.nodes = vec![
-                Node {
-                    name: "gpu-a".into(),
-                    address: "10.0.0.1".into(),
-                    launcher: Vec::new(),
-                },
-                Node {
-                    name: "gpu-b".into(),
-                    address: "10.0.0.2".into(),
-                    launcher: [
-                        "srun",
-                        "--nodes=1",
-                        "--ntasks=1",
-                        "--nodelist={node}",
-                        "--export=ALL",
-                    ]
-                    .map(String::from)
-                    .to_vec(),
-                },
-            ];
+            profile.nodes = two_nodes();
         }
         SglangEngine::new(profile, topology).expect("the default profile fits agg and two-node")
     }
 
     fn extra_config(spec: &ProcessSpec) -> Value {
-        let text = flag_value(spec, "--hicache-storage-backend-extra-config").unwrap_or_default();
+        let text = spec
+            .flag_value("--hicache-storage-backend-extra-config")
+            .unwrap_or_default();
         serde_json::from_str(text).unwrap_or(Value::Null)
     }
 
@@ -633,13 +615,13 @@ mod tests {
         let ctx = example_context();
         let slot = example_slot("B", 0);
         let spec = engine(Topology::Agg).worker(&ctx, &slot);
-        assert_eq!(flag_value(&spec, "--hicache-storage-backend"), Some("kvcr"));
+        assert_eq!(spec.flag_value("--hicache-storage-backend"), Some("kvcr"));
         assert!(spec.args.iter().any(|a| a == "--enable-hierarchical-cache"));
         assert!(spec
             .args
             .iter()
             .any(|a| a == "--enable-deterministic-inference"));
-        assert_eq!(flag_value(&spec, "--random-seed"), Some("0"));
+        assert_eq!(spec.flag_value("--random-seed"), Some("0"));
         let config = extra_config(&spec);
         assert_eq!(config["control_port"], slot.control_port);
         assert_eq!(config["control_advertise_host"], "127.0.0.1");
@@ -700,10 +682,7 @@ mod tests {
                 _ => example_context(),
             };
             let e = engine(topology);
-            insta::assert_json_snapshot!(
-                format!("sglang-{topology}"),
-                super::super::vllm::tests::stack_plan(&e, &ctx)
-            );
+            insta::assert_json_snapshot!(format!("sglang-{topology}"), stack_plan(&e, &ctx));
         }
     }
 }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::engine::slots::{self, Port};
 use crate::engine::{Engine, LaunchContext, ReferenceVariant, WorkerSlot};
 use crate::proc::{procfs, ProcError, ProcessSpec, Supervised};
 use crate::wait::{self, Poll, WaitError};
@@ -88,6 +89,9 @@ pub enum ProvisionError {
     NotReady(Box<NotReady>),
     #[error(transparent)]
     Node(#[from] crate::proc::netns::NodeError),
+    /// A plan the engine cannot make (e.g. a fault switch it does not have).
+    #[error("cannot plan the stack: {0}")]
+    Plan(String),
     /// A KVCR worker that serves but never deposits (see [`KVCR_DEPOSIT`]).
     #[error("{} is not ready: {}", .0.process.name(), .0.wait)]
     NoDeposit(Box<NoDeposit>),
@@ -161,49 +165,31 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
         guard_count,
     };
     let bare_port = next_port();
-    let slots: Vec<WorkerSlot> = plans
-        .iter()
-        .enumerate()
-        .map(|(i, plan)| {
-            let (guard_service, guard_socket, guard_index) = if engine.guard_per_slot() {
-                let service = format!("guard-{}", plan.slot);
-                (service.clone(), layout.guard_socket_of(&service), 0)
-            } else {
-                ("guard".to_string(), layout.guard_socket(), i as u32)
-            };
-            let mut slot = WorkerSlot {
-                ready_file: layout.ready_file(&format!("worker-{}", plan.slot)),
-                name: plan.slot.clone(),
-                guard_index,
-                guard_service,
-                guard_socket,
-                control_port: next_port(),
-                metrics_port: next_system_port(),
-                kv_events_port: next_port(),
-                side_channel_port: next_port(),
-                generation: 0,
-            };
-            placement.place_slot(&mut slot, plan.node);
-            slot
-        })
-        .collect();
+    let slots: Vec<WorkerSlot> = slots::allot(
+        &plans,
+        engine.guard_per_slot(),
+        &layout.scratch_dir,
+        |port, _| match port {
+            Port::Metrics => next_system_port(),
+            _ => next_port(),
+        },
+    )
+    .into_iter()
+    .zip(&plans)
+    .map(|(mut slot, plan)| {
+        placement.place_slot(&mut slot, plan.node);
+        slot
+    })
+    .collect();
     let reference_slots: Vec<(ReferenceVariant, WorkerSlot)> = if options.with_reference {
         engine
             .reference_variants()
             .into_iter()
             .map(|v| {
-                let slot = WorkerSlot {
-                    name: v.label().into(),
-                    guard_index: 0,
-                    guard_service: String::new(),
-                    guard_socket: PathBuf::new(),
-                    control_port: 0,
-                    metrics_port: next_system_port(),
-                    kv_events_port: next_port(),
-                    side_channel_port: next_port(),
-                    ready_file: layout.ready_file(v.label()),
-                    generation: 0,
-                };
+                let slot = slots::reference_slot(v, &layout.scratch_dir, |port| match port {
+                    Port::Metrics => next_system_port(),
+                    _ => next_port(),
+                });
                 (v, slot)
             })
             .collect()
@@ -306,16 +292,14 @@ pub(super) fn start_workers(stack: &Stack) -> Result<(), ProvisionError> {
 }
 
 fn start_workers_of(stack: &Stack, started_so_far: &Partial) -> Result<(), ProvisionError> {
-    let specs: Vec<(ProcessSpec, WorkerSlot)> = stack
+    let specs = stack
         .slots
         .iter()
         .map(|slot| {
-            (
-                placed_worker(stack, slot, &stack.options.worker_faults),
-                slot.clone(),
-            )
+            let spec = placed_worker(stack, slot, &stack.options.worker_faults)?;
+            Ok((spec, slot.clone()))
         })
-        .collect();
+        .collect::<Result<Vec<(ProcessSpec, WorkerSlot)>, ProvisionError>>()?;
     let ready = start_ready(stack, specs, started_so_far, true)?;
     if let Ok(mut workers) = stack.workers.lock() {
         *workers = ready.into_iter().map(Arc::new).collect();
@@ -401,7 +385,7 @@ pub(super) fn start_worker(
     slot: WorkerSlot,
     faults: &[String],
 ) -> Result<Arc<Worker>, ProvisionError> {
-    let mut spec = placed_worker(stack, &slot, faults);
+    let mut spec = placed_worker(stack, &slot, faults)?;
     // On an attached stack the replacement must outlive this run.
     spec.outlive_harness = stack.attached;
     let spawned_at = Instant::now();
@@ -505,19 +489,28 @@ fn await_guards(
 }
 
 /// Node placement: `slot`'s worker as its engine plans it on its node's
-/// address, with `faults`, run on that node.
-fn placed_worker(stack: &Stack, slot: &WorkerSlot, faults: &[String]) -> ProcessSpec {
+/// address, with `faults` (the harness applies its own, the engine the
+/// rest), run on that node.
+fn placed_worker(
+    stack: &Stack,
+    slot: &WorkerSlot,
+    faults: &[String],
+) -> Result<ProcessSpec, ProvisionError> {
     let node = stack.node_of(&slot.name);
     let mut ctx = stack.ctx_on(node);
-    let (launch, engine): (Vec<&String>, Vec<&String>) = faults
+    let (launch, engine): (Vec<&str>, Vec<&str>) = faults
         .iter()
-        .filter(|f| f.as_str() != NODE_WITHOUT_PID_NAMESPACE)
-        .partition(|f| f.as_str() == DIGEST_MISMATCH);
+        .map(String::as_str)
+        .filter(|f| *f != NODE_WITHOUT_PID_NAMESPACE)
+        .partition(|f| *f == DIGEST_MISMATCH);
     if !launch.is_empty() {
         ctx.compatibility_digest.push_str("-mismatch");
     }
-    let spec = with_faults(stack.engine.worker(&ctx, slot), &engine);
-    stack.placement.wrap(node, spec)
+    let spec = stack
+        .engine
+        .with_faults(stack.engine.worker(&ctx, slot), &engine)
+        .map_err(ProvisionError::Plan)?;
+    Ok(stack.placement.wrap(node, spec))
 }
 
 /// A launch fault the harness applies itself, for every engine: the worker
@@ -530,13 +523,6 @@ pub const DIGEST_MISMATCH: &str = "compatibility_digest_mismatch";
 /// namespace, so UCX sees its peers as same-host processes and reads them
 /// through `cma` (shared memory), not the veth.
 pub const NODE_WITHOUT_PID_NAMESPACE: &str = "node_without_pid_namespace";
-
-/// `spec` with `--fault` switches (the CPU engine's) appended.
-fn with_faults(spec: ProcessSpec, faults: &[&String]) -> ProcessSpec {
-    faults
-        .iter()
-        .fold(spec, |spec, fault| spec.args(["--fault", fault.as_str()]))
-}
 
 /// Process groups started by a provisioning attempt that has not finished.
 #[derive(Default)]
