@@ -12,7 +12,8 @@ use crate::proc::ProcessSpec;
 use super::applicability::{self, Applicability, Case};
 use super::topology::{self, Topology, WorkerPlan, WorkerRole};
 use super::{
-    dynamo, Engine, Geometry, GeometryKind, LaunchContext, ReferenceVariant, Setup, WorkerSlot,
+    dynamo, Engine, FirstTokenStamp, Geometry, GeometryKind, LaunchContext, ReferenceVariant,
+    ServedModel, Setup, WorkerSlot,
 };
 
 const MODEL_DIR: &str = "fixtures/models/tiny";
@@ -126,8 +127,9 @@ pub struct CpuEngine {
     pub profile: CpuEngineProfile,
     pub geometry: GeometryKind,
     pub topology: Topology,
-    /// `vocab_size` of the model's config.json.
-    vocab_size: u32,
+    /// `tiny`, prompts from its ordinary tokens (`vocab_size` of the
+    /// model's config.json).
+    served: ServedModel,
     /// Digest of the engine's sources and model files: a change to either
     /// may change tokens, so it is part of the reference cache key.
     sources_digest: String,
@@ -140,7 +142,10 @@ impl CpuEngine {
             geometry,
             topology: Topology::Agg,
             sources_digest: sources_digest(repo_root),
-            vocab_size: vocab_size(&repo_root.join(MODEL_DIR)),
+            served: ServedModel {
+                name: "tiny".into(),
+                prompt_vocab: FIRST_ORDINARY_TOKEN..vocab_size(&repo_root.join(MODEL_DIR)),
+            },
         }
     }
 
@@ -203,16 +208,20 @@ impl Engine for CpuEngine {
         }
     }
 
-    fn first_token_stamp(&self) -> super::FirstTokenStamp {
-        super::FirstTokenStamp::WorkerLog
-    }
-
     fn name(&self) -> &'static str {
         "cpu"
     }
 
-    fn model(&self) -> String {
-        "tiny".into()
+    fn served(&self) -> &ServedModel {
+        &self.served
+    }
+
+    fn guard_pool_gb(&self) -> Option<f64> {
+        Some(self.profile.guard_pool_gb)
+    }
+
+    fn first_token_stamp(&self) -> FirstTokenStamp {
+        FirstTokenStamp::WorkerLog
     }
 
     fn geometry(&self) -> Geometry {
@@ -235,22 +244,6 @@ impl Engine for CpuEngine {
             block_size_tokens: p.block_size,
             pages,
         }
-    }
-
-    fn prompt_vocab(&self) -> std::ops::Range<u32> {
-        FIRST_ORDINARY_TOKEN..self.vocab_size
-    }
-
-    fn has_guard(&self) -> bool {
-        true
-    }
-
-    fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
-        Some(dynamo::guard_service(
-            ctx,
-            &self.geometry(),
-            self.profile.guard_pool_gb,
-        ))
     }
 
     fn worker_plans(&self) -> Vec<WorkerPlan> {

@@ -218,10 +218,14 @@ pub trait Engine: Send + Sync {
     fn applies(case: Case, topology: Topology) -> Applicability
     where
         Self: Sized;
-    /// `cpu`, `vllm`, `sglang`.
+    /// `cpu`, `vllm`, `sglang`: the engine's word in the registry.
     fn name(&self) -> &'static str;
+    /// The model the KVCR workers serve.
+    fn served(&self) -> &ServedModel;
     /// The served model name of the KVCR workers.
-    fn model(&self) -> String;
+    fn model(&self) -> String {
+        self.served().name.clone()
+    }
     /// The served model name of a reference worker.
     fn reference_model(&self, variant: ReferenceVariant) -> String {
         format!("{}-{}", self.model(), variant.label())
@@ -229,14 +233,27 @@ pub trait Engine: Send + Sync {
     fn geometry(&self) -> Geometry;
     /// Token ids prompts may use: the model's vocabulary without its special
     /// tokens.
-    fn prompt_vocab(&self) -> std::ops::Range<u32>;
+    fn prompt_vocab(&self) -> std::ops::Range<u32> {
+        self.served().prompt_vocab.clone()
+    }
+    /// The size of each pool of the engine's KVCR Guard service, in GB;
+    /// `None` for an engine without the Guard (default).
+    fn guard_pool_gb(&self) -> Option<f64> {
+        None
+    }
     /// Whether this engine runs the KVCR Guard service.
-    fn has_guard(&self) -> bool;
+    fn has_guard(&self) -> bool {
+        self.guard_pool_gb().is_some()
+    }
     /// The Dynamo frontend with its KV router (the same for every engine).
     fn frontend(&self, ctx: &LaunchContext) -> ProcessSpec {
         dynamo::frontend(ctx)
     }
-    fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec>;
+    /// The Guard service of `ctx`, one pool per page kind of the geometry.
+    fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
+        let pool_gb = self.guard_pool_gb()?;
+        Some(dynamo::guard_service(ctx, &self.geometry(), pool_gb))
+    }
     fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec;
     /// `worker` (one of this engine's workers) with launch-time fault
     /// switches (the fault matrix's); an engine without any refuses them.
@@ -327,6 +344,30 @@ pub trait Engine: Send + Sync {
             "{} records no per-request first-token instant the harness can read",
             self.name()
         ))
+    }
+}
+
+/// The model an engine's KVCR workers serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedModel {
+    /// `--served-model-name`.
+    pub name: String,
+    /// Token ids prompts may use: the vocabulary without special tokens.
+    pub prompt_vocab: std::ops::Range<u32>,
+}
+
+impl ServedModel {
+    /// As a Dynamo engine's profile writes it: `served_model_name`, else
+    /// the model id; `prompt_tokens = [first, end]`.
+    pub fn from_profile(
+        model: &str,
+        served_model_name: Option<&str>,
+        prompt_tokens: [u32; 2],
+    ) -> Self {
+        Self {
+            name: served_model_name.unwrap_or(model).to_string(),
+            prompt_vocab: prompt_tokens[0]..prompt_tokens[1],
+        }
     }
 }
 

@@ -21,7 +21,10 @@ use crate::proc::ProcessSpec;
 use super::applicability::{self, Applicability, Case};
 use super::topology;
 use super::topology::{plan_workers, Node, Topology, WorkerPlan};
-use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, Setup, WorkerSlot};
+use super::{
+    dynamo, Engine, FirstTokenStamp, Geometry, LaunchContext, ReferenceVariant, ServedModel, Setup,
+    WorkerSlot,
+};
 
 /// Why TC-04, TC-06 and the 2p1d topology do not run on SGLang.
 const NO_GUARD_NO_DISAGGREGATION: &str = "SGLang has no Guard and no disaggregation in KVCR 0.1.1";
@@ -218,6 +221,7 @@ pub struct SglangEngine {
     pub profile: SglangProfile,
     pub topology: Topology,
     plans: Vec<WorkerPlan>,
+    served: ServedModel,
 }
 
 impl SglangEngine {
@@ -237,6 +241,11 @@ impl SglangEngine {
         let plans = plan_workers(topology, &profile.gpu_ids, profile.gpus_per_worker)?;
         topology.check_nodes(&profile.nodes)?;
         Ok(Self {
+            served: ServedModel::from_profile(
+                &profile.model,
+                profile.served_model_name.as_deref(),
+                profile.prompt_tokens,
+            ),
             profile,
             topology,
             plans,
@@ -325,6 +334,13 @@ impl SglangEngine {
     }
 }
 
+/// Why TC-05's TTFT accuracy finds no per-request first-token instant
+/// on SGLang ([`Engine::first_token_stamp`]).
+const NO_FIRST_TOKEN_STAMP: &str =
+    "SGLang records TTFT only as its Prometheus histogram sglang:time_to_first_token_seconds \
+     (bucketed, all requests together, from its own arrival); dynamo.sglang logs no \
+     per-request first-token time";
+
 impl Engine for SglangEngine {
     fn build(setup: &Setup) -> Result<Self, String> {
         SglangEngine::new(setup.profile()?, setup.topology)
@@ -345,36 +361,20 @@ impl Engine for SglangEngine {
         &self.profile.nodes
     }
 
-    fn first_token_stamp(&self) -> crate::engine::FirstTokenStamp {
-        crate::engine::FirstTokenStamp::Unavailable(
-            "SGLang records TTFT only as its Prometheus histogram sglang:time_to_first_token_seconds \
-             (bucketed, all requests together, from its own arrival); dynamo.sglang logs no \
-             per-request first-token time"
-                .into(),
-        )
-    }
-
     fn name(&self) -> &'static str {
         "sglang"
     }
 
-    fn model(&self) -> String {
-        self.profile
-            .served_model_name
-            .clone()
-            .unwrap_or_else(|| self.profile.model.clone())
+    fn served(&self) -> &ServedModel {
+        &self.served
+    }
+
+    fn first_token_stamp(&self) -> FirstTokenStamp {
+        FirstTokenStamp::Unavailable(NO_FIRST_TOKEN_STAMP.into())
     }
 
     fn geometry(&self) -> Geometry {
         Geometry::dense(self.profile.page_size, self.profile.block_bytes)
-    }
-
-    fn prompt_vocab(&self) -> std::ops::Range<u32> {
-        self.profile.prompt_tokens[0]..self.profile.prompt_tokens[1]
-    }
-
-    fn has_guard(&self) -> bool {
-        false
     }
 
     fn device_cache_blocks(&self) -> u64 {
@@ -382,10 +382,6 @@ impl Engine for SglangEngine {
     }
 
     fn python_env(&self) -> Option<&'static crate::pyenv::EnvSpec> {
-        None
-    }
-
-    fn guard(&self, _ctx: &LaunchContext) -> Option<ProcessSpec> {
         None
     }
 

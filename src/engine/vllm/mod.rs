@@ -23,7 +23,10 @@ use crate::proc::ProcessSpec;
 use super::applicability::{self, Applicability, Case};
 use super::topology;
 use super::topology::{nodes_or_local, plan_workers, Node, Topology, WorkerPlan, WorkerRole};
-use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, Setup, WorkerSlot};
+use super::{
+    dynamo, Engine, FirstTokenStamp, Geometry, LaunchContext, ReferenceVariant, ServedModel, Setup,
+    WorkerSlot,
+};
 
 pub mod platform;
 
@@ -114,6 +117,7 @@ pub struct VllmEngine {
     pub profile: VllmProfile,
     pub topology: Topology,
     plans: Vec<WorkerPlan>,
+    served: ServedModel,
 }
 
 impl VllmEngine {
@@ -128,6 +132,11 @@ impl VllmEngine {
             ));
         }
         Ok(Self {
+            served: ServedModel::from_profile(
+                &profile.model,
+                profile.served_model_name.as_deref(),
+                profile.prompt_tokens,
+            ),
             profile,
             topology,
             plans,
@@ -280,6 +289,15 @@ impl VllmEngine {
     }
 }
 
+/// Why TC-05's TTFT accuracy finds no per-request first-token instant
+/// on vLLM ([`Engine::first_token_stamp`]).
+const NO_FIRST_TOKEN_STAMP: &str =
+    "vLLM records TTFT only as its Prometheus histogram vllm:time_to_first_token_seconds: \
+     bucketed, summed over all requests, and timed from vLLM's own arrival of the request \
+     (after the frontend and the worker's preprocessing), not a per-request send instant \
+     on a clock the harness shares; dynamo.vllm logs no per-request first-token time. \
+     No per-request offset can be computed";
+
 impl Engine for VllmEngine {
     fn build(setup: &Setup) -> Result<Self, String> {
         VllmEngine::new(setup.profile()?, setup.topology)
@@ -296,46 +314,24 @@ impl Engine for VllmEngine {
         &self.profile.nodes
     }
 
-    fn first_token_stamp(&self) -> crate::engine::FirstTokenStamp {
-        crate::engine::FirstTokenStamp::Unavailable(
-            "vLLM records TTFT only as its Prometheus histogram vllm:time_to_first_token_seconds: \
-             bucketed, summed over all requests, and timed from vLLM's own arrival of the request \
-             (after the frontend and the worker's preprocessing), not a per-request send instant \
-             on a clock the harness shares; dynamo.vllm logs no per-request first-token time. \
-             No per-request offset can be computed"
-                .into(),
-        )
-    }
-
     fn name(&self) -> &'static str {
         "vllm"
     }
 
-    fn model(&self) -> String {
-        self.profile
-            .served_model_name
-            .clone()
-            .unwrap_or_else(|| self.profile.model.clone())
+    fn served(&self) -> &ServedModel {
+        &self.served
+    }
+
+    fn first_token_stamp(&self) -> FirstTokenStamp {
+        FirstTokenStamp::Unavailable(NO_FIRST_TOKEN_STAMP.into())
+    }
+
+    fn guard_pool_gb(&self) -> Option<f64> {
+        Some(self.profile.guard_pool_gb)
     }
 
     fn geometry(&self) -> Geometry {
         Geometry::dense(self.profile.block_size, self.profile.block_bytes)
-    }
-
-    fn prompt_vocab(&self) -> std::ops::Range<u32> {
-        self.profile.prompt_tokens[0]..self.profile.prompt_tokens[1]
-    }
-
-    fn has_guard(&self) -> bool {
-        true
-    }
-
-    fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
-        Some(dynamo::guard_service(
-            ctx,
-            &self.geometry(),
-            self.profile.guard_pool_gb,
-        ))
     }
 
     fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec {
