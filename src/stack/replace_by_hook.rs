@@ -11,7 +11,7 @@ use crate::proc::Supervised;
 use crate::wait::{self, Poll};
 
 use super::hooks::{run_hook, HookRun};
-use super::provision::{finish_worker, Found};
+use super::readiness::{finish_worker, Found};
 use super::{probe, Stack, StackError, Worker};
 
 /// Runs `template` for `slot` (a fresh generation of a dead worker's slot)

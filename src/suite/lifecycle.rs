@@ -371,7 +371,7 @@ impl Suite {
                     eprintln!(
                         "[kvcr-e2e] attached to the stack of {}{} (no provisioning, no teardown)",
                         path.display(),
-                        if stack.by_urls {
+                        if !stack.mode().sees_processes() {
                             " through its URLs (it runs in another PID namespace)"
                         } else {
                             ""
@@ -379,7 +379,7 @@ impl Suite {
                     );
                     // Through URLs, no file of the stack is shared: this
                     // run's prompt families are its own.
-                    if !stack.by_urls {
+                    if stack.mode().sees_processes() {
                         self.prompts
                             .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
                     }
