@@ -278,6 +278,22 @@ pub const KEYS: &[KeySpec] = &[
         "seconds one request may take",
     ),
     k(
+        "kill_timeout_s",
+        Some("--kill-timeout-s"),
+        "PHASE1_KILL_TIMEOUT_S",
+        Kind::Uint { min: 1 },
+        false,
+        "seconds a SIGKILLed worker or frontend may take to be gone before the kill counts as not applied (default: the request timeout)",
+    ),
+    k(
+        "probe_timeout_s",
+        Some("--probe-timeout-s"),
+        "PHASE1_PROBE_TIMEOUT_S",
+        Kind::Uint { min: 1 },
+        true,
+        "seconds one readiness or health probe of a starting stack may take (each is retried until the startup timeout)",
+    ),
+    k(
         "case_timeout_s",
         Some("--case-timeout-s"),
         "PHASE1_CASE_TIMEOUT_S",

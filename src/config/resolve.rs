@@ -87,6 +87,7 @@ pub fn resolve(args: &HarnessArgs, env: &Env) -> Result<Resolved, ConfigError> {
         })
         .collect();
     apply_all(&mut settings, &mut provenance, &flag_entries)?;
+    derive_unset(&mut settings, &provenance);
 
     validate(&settings, &provenance, &mut warnings)?;
     Ok(Resolved {
@@ -106,6 +107,14 @@ fn apply_all(
         provenance.insert(e.key.clone(), e.origin.clone());
     }
     Ok(())
+}
+
+/// Settings whose default is another setting's value, when no layer set
+/// them: the kill timeout follows the request timeout.
+fn derive_unset(settings: &mut Settings, provenance: &BTreeMap<String, Origin>) {
+    if !provenance.contains_key("kill_timeout_s") {
+        settings.kill_timeout = settings.request_timeout;
+    }
 }
 
 fn origin_of(provenance: &BTreeMap<String, Origin>, key: &str) -> Origin {

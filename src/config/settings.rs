@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -54,8 +55,9 @@ pub struct Settings {
     pub load_requests_per_client: u32,
     /// Fault under load: failed requests allowed (wrong tokens never are).
     pub load_max_failed_requests: u32,
-    /// TC-06 attempt cadence.
-    pub tc06_cadence_ms: u64,
+    /// TC-06: the time between recovery attempts (`tc06_cadence_ms`).
+    #[serde(rename = "tc06_cadence_ms", serialize_with = "as_millis")]
+    pub tc06_cadence: Duration,
     /// Base directory of run directories.
     pub run_dir: PathBuf,
     /// JUnit output; `None` = `<run dir>/junit.xml` (see [`Settings::junit_path`]).
@@ -74,12 +76,24 @@ pub struct Settings {
     /// Prompt families in flight in the reference phase and TC-01, when the
     /// batch probe shows batching does not change tokens (else 1).
     pub reference_concurrency: u32,
-    /// Seconds the stack may take to become ready.
-    pub startup_timeout_s: u64,
-    /// Seconds one request may take.
-    pub request_timeout_s: u64,
-    /// Seconds one case may take before it is cancelled and fails.
-    pub case_timeout_s: u64,
+    /// How long the stack may take to become ready (`startup_timeout_s`).
+    #[serde(rename = "startup_timeout_s", serialize_with = "as_secs")]
+    pub startup_timeout: Duration,
+    /// How long one request may take (`request_timeout_s`).
+    #[serde(rename = "request_timeout_s", serialize_with = "as_secs")]
+    pub request_timeout: Duration,
+    /// How long a SIGKILLed component may take to be gone before the kill
+    /// counts as not applied (`kill_timeout_s`; unset, the request timeout).
+    #[serde(rename = "kill_timeout_s", serialize_with = "as_secs")]
+    pub kill_timeout: Duration,
+    /// How long one readiness or health probe of a starting stack may take
+    /// (`probe_timeout_s`).
+    #[serde(rename = "probe_timeout_s", serialize_with = "as_secs")]
+    pub probe_timeout: Duration,
+    /// How long one case may take before it is cancelled and fails
+    /// (`case_timeout_s`).
+    #[serde(rename = "case_timeout_s", serialize_with = "as_secs")]
+    pub case_timeout: Duration,
     /// Directory of digest-keyed reference-phase results.
     pub reference_cache: PathBuf,
     /// Harness log level.
@@ -145,7 +159,7 @@ impl Settings {
             load_clients: 0,
             load_requests_per_client: 0,
             load_max_failed_requests: 0,
-            tc06_cadence_ms: 0,
+            tc06_cadence: Duration::ZERO,
             run_dir: PathBuf::new(),
             junit: None,
             attach: None,
@@ -154,9 +168,11 @@ impl Settings {
             keep_stack: false,
             recompute_reference: false,
             reference_concurrency: 0,
-            startup_timeout_s: 0,
-            request_timeout_s: 0,
-            case_timeout_s: 0,
+            startup_timeout: Duration::ZERO,
+            request_timeout: Duration::ZERO,
+            kill_timeout: Duration::ZERO,
+            probe_timeout: Duration::ZERO,
+            case_timeout: Duration::ZERO,
             reference_cache: PathBuf::new(),
             log_level: LogLevel::Info,
             cpu_engine: CpuEngineProfile {
@@ -216,7 +232,7 @@ impl Settings {
             "load_clients" => self.load_clients = v.uint()?,
             "load_requests_per_client" => self.load_requests_per_client = v.uint()?,
             "load_max_failed_requests" => self.load_max_failed_requests = v.uint()?,
-            "tc06_cadence_ms" => self.tc06_cadence_ms = v.uint()?,
+            "tc06_cadence_ms" => self.tc06_cadence = Duration::from_millis(v.uint()?),
             "run_dir" => self.run_dir = v.path()?,
             "junit" => self.junit = Some(v.path()?),
             "attach" => self.attach = Some(v.path()?),
@@ -225,9 +241,11 @@ impl Settings {
             "keep_stack" => self.keep_stack = v.boolean()?,
             "recompute_reference" => self.recompute_reference = v.boolean()?,
             "reference_concurrency" => self.reference_concurrency = v.uint()?,
-            "startup_timeout_s" => self.startup_timeout_s = v.uint()?,
-            "request_timeout_s" => self.request_timeout_s = v.uint()?,
-            "case_timeout_s" => self.case_timeout_s = v.uint()?,
+            "startup_timeout_s" => self.startup_timeout = Duration::from_secs(v.uint()?),
+            "request_timeout_s" => self.request_timeout = Duration::from_secs(v.uint()?),
+            "kill_timeout_s" => self.kill_timeout = Duration::from_secs(v.uint()?),
+            "probe_timeout_s" => self.probe_timeout = Duration::from_secs(v.uint()?),
+            "case_timeout_s" => self.case_timeout = Duration::from_secs(v.uint()?),
             "reference_cache" => self.reference_cache = v.path()?,
             "cpu_engine.block_size" => c.block_size = v.uint()?,
             "cpu_engine.attn_pages" => c.attn_pages = v.uint()?,
@@ -250,6 +268,16 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// A duration as the whole seconds of its `_s` key.
+fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_secs())
+}
+
+/// A duration as the whole milliseconds of its `_ms` key.
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A textual value being checked against its key's kind.

@@ -2,6 +2,7 @@
 //! settings build, redaction.
 
 use std::io::Write;
+use std::time::Duration;
 
 use proptest::prelude::*;
 
@@ -199,7 +200,11 @@ fn defaults_come_from_the_default_profile() {
     assert_eq!(s.geometry, Geometry::Dense);
     assert_eq!(s.perf_concurrency_levels, vec![1, 2, 4, 8]);
     assert_eq!(s.perf_repeats, 3);
-    assert_eq!(s.tc06_cadence_ms, 100);
+    assert_eq!(s.tc06_cadence, Duration::from_millis(100));
+    assert_eq!(s.startup_timeout, Duration::from_secs(180));
+    assert_eq!(s.request_timeout, Duration::from_secs(60));
+    assert_eq!(s.probe_timeout, Duration::from_secs(10));
+    assert_eq!(s.case_timeout, Duration::from_secs(600));
     assert_eq!(s.run_dir, std::path::PathBuf::from("target/phase1/runs"));
     assert_eq!(
         s.reference_cache,
@@ -337,7 +342,7 @@ fn every_env_twin_sets_its_key() {
     assert_eq!(s.perf_evict_filler, 40);
     assert_eq!(s.perf_concurrency_levels, vec![1, 16]);
     assert_eq!(s.perf_repeats, 4);
-    assert_eq!(s.tc06_cadence_ms, 50);
+    assert_eq!(s.tc06_cadence, Duration::from_millis(50));
     assert_eq!(s.run_dir.to_str(), Some("/tmp/runs"));
     assert_eq!(
         s.junit.as_deref().and_then(|p| p.to_str()),
@@ -346,14 +351,53 @@ fn every_env_twin_sets_its_key() {
     assert_eq!(s.attach.as_deref(), Some(file.as_path()));
     assert_eq!(s.python.as_deref(), Some(file.as_path()));
     assert!(s.keep_stack);
-    assert_eq!(s.startup_timeout_s, 9);
-    assert_eq!(s.request_timeout_s, 8);
+    assert_eq!(s.startup_timeout, Duration::from_secs(9));
+    assert_eq!(s.request_timeout, Duration::from_secs(8));
     assert_eq!(s.reference_cache.to_str(), Some("/tmp/ref"));
     assert_eq!(s.log_level, LogLevel::Debug);
     assert_eq!(s.cpu_engine.block_size, 32);
     assert_eq!(s.prompts.seed, 7);
     assert!(s.selects("TC-03/remote"));
     assert!(!s.selects("TC-02"));
+}
+
+#[test]
+fn the_kill_timeout_follows_the_request_timeout_unless_set() {
+    let s = resolve_with(&["--request-timeout-s", "15"], &[])
+        .unwrap()
+        .settings;
+    assert_eq!(s.kill_timeout, Duration::from_secs(15));
+    let r = resolve_with(
+        &["--request-timeout-s", "15"],
+        &[("PHASE1_KILL_TIMEOUT_S", "40")],
+    )
+    .unwrap();
+    assert_eq!(r.settings.kill_timeout, Duration::from_secs(40));
+    assert!(matches!(
+        r.origin("kill_timeout_s"),
+        Some(Origin::Env { .. })
+    ));
+    let s = resolve_with(&["--kill-timeout-s=5"], &[]).unwrap().settings;
+    assert_eq!(
+        (s.kill_timeout, s.request_timeout),
+        (Duration::from_secs(5), Duration::from_secs(60))
+    );
+    let e = err(&["--kill-timeout-s", "0"], &[]);
+    assert!(
+        e.contains("for flag --kill-timeout-s: expected an integer ≥ 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn durations_keep_their_keys_and_units_in_config_json() {
+    let s = resolve_with(&[], &[]).unwrap().settings;
+    let json = serde_json::to_value(&s).unwrap_or_default();
+    assert_eq!(json["request_timeout_s"], 60);
+    assert_eq!(json["kill_timeout_s"], 60);
+    assert_eq!(json["probe_timeout_s"], 10);
+    assert_eq!(json["tc06_cadence_ms"], 100);
+    assert_eq!(json["engine"], "cpu");
 }
 
 #[test]

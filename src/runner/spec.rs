@@ -1,5 +1,7 @@
 //! What a runner needs to know, taken from the resolved settings.
 
+use std::time::Duration;
+
 use crate::config::Settings;
 use crate::engine::{GeometryKind, Kind, Topology};
 
@@ -14,8 +16,8 @@ pub struct RunnerSpec {
     pub profile: String,
     /// `--cases`: `None` runs every case.
     pub cases: Option<Vec<String>>,
-    /// Seconds the stack may take to start (the user's setting, kept).
-    pub startup_timeout_s: u64,
+    /// How long the stack may take to start (the user's setting, kept).
+    pub startup_timeout: Duration,
     /// GPUs the stack needs on its node (0 for the CPU engine).
     pub gpus: u32,
     /// CPU cores to ask for.
@@ -47,7 +49,7 @@ impl RunnerSpec {
             geometry: settings.geometry,
             profile: settings.profile.clone(),
             cases: settings.cases.clone(),
-            startup_timeout_s: settings.startup_timeout_s,
+            startup_timeout: settings.startup_timeout,
             gpus,
             cpus: if gpu { 16 } else { 2 },
             memory_gib: if gpu { 64 } else { 8 },
@@ -93,7 +95,7 @@ impl RunnerSpec {
         }
         env.push((
             "PHASE1_STARTUP_TIMEOUT_S".into(),
-            self.startup_timeout_s.to_string(),
+            self.startup_timeout.as_secs().to_string(),
         ));
         env
     }

@@ -51,10 +51,12 @@ impl Stack {
         Ok(())
     }
 
-    /// How long a kill may take to show, from now on (an attached run
-    /// follows its own request timeout, not the owner's).
-    pub fn with_kill_timeout(mut self, timeout: Duration) -> Self {
-        self.options.kill_timeout = timeout;
+    /// How long a kill may take to show and a probe to answer, from now
+    /// on: a run attached to a stack follows its own settings, not the
+    /// owner's.
+    pub fn with_run_budgets(mut self, kill_timeout: Duration, probe_timeout: Duration) -> Self {
+        self.options.kill_timeout = kill_timeout;
+        self.options.probe_timeout = probe_timeout;
         self
     }
 

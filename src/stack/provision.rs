@@ -30,23 +30,28 @@ pub struct StackOptions {
     pub logs_dir: PathBuf,
     pub run_id: String,
     pub host: String,
+    /// How long the stack, and each of its components, may take to become
+    /// ready (`startup_timeout_s`).
     pub startup_timeout: Duration,
     /// Start the KVCR-disabled reference workers first and leave the KVCR
     /// workers to [`Stack::start_workers`], once the reference phase is done
     /// and the references are stopped: references always run alone.
     pub with_reference: bool,
-    /// Launch-time fault switches (`--fault NAME[=ARG]`) for every KVCR
-    /// worker; empty for a healthy stack. Used by the fault matrix.
+    /// Launch-time fault switches for every KVCR worker (the engine's, see
+    /// [`crate::engine::Engine::with_faults`], and the harness's own:
+    /// [`DIGEST_MISMATCH`], [`NODE_WITHOUT_PID_NAMESPACE`]); empty for a
+    /// healthy stack. Used by the fault matrix.
     pub worker_faults: Vec<String>,
     /// How long a SIGKILLed component may take to be gone before the kill
-    /// counts as not applied: the run's request timeout. A process of
-    /// several GB on a busy machine takes seconds to exit.
-    #[serde(default = "default_kill_timeout")]
+    /// counts as not applied (`kill_timeout_s`). A process of several GB
+    /// on a busy machine takes seconds to exit. A run attached to the
+    /// stack follows its own ([`Stack::with_run_budgets`]).
+    #[serde(default)]
     pub kill_timeout: Duration,
-}
-
-fn default_kill_timeout() -> Duration {
-    Duration::from_secs(30)
+    /// How long one readiness or health probe may take (`probe_timeout_s`);
+    /// an attached run's own, as the kill timeout.
+    #[serde(default)]
+    pub probe_timeout: Duration,
 }
 
 /// How long each part of startup took, recorded in the evidence.
@@ -421,9 +426,9 @@ pub(super) fn start_frontend(stack: &Stack) -> Result<Supervised, ProvisionError
         let mut workers = stack.workers();
         workers.retain(|w| w.process.is_running());
         let ids: Vec<u64> = workers.iter().map(|w| w.instance_id()).collect();
-        await_health_lists(&frontend, &stack.ctx, &ids, timeout)?;
+        await_health_lists(stack, &frontend, &ids, timeout)?;
         for worker in &workers {
-            await_completion(&frontend, &stack.ctx, &worker.ready.model, worker, timeout)?;
+            await_completion(stack, &frontend, &worker.ready.model, worker, timeout)?;
         }
         Ok(())
     })();

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::engine::{LaunchContext, WorkerSlot};
+use crate::engine::WorkerSlot;
 use crate::proc::{procfs, Supervised};
 use crate::wait::{self, Poll, WaitError};
 
@@ -157,7 +157,7 @@ pub(super) fn await_worker(
         }
     })
     .map_err(|e| not_ready(&process, e))?;
-    await_health_lists(&frontend, ctx, &[instance.instance_id], timeout)?;
+    await_health_lists(stack, &frontend, &[instance.instance_id], timeout)?;
     let found = Found {
         instance_id: instance.instance_id,
         metrics_url,
@@ -192,7 +192,6 @@ pub(super) fn finish_worker(
 ) -> Result<Worker, ProvisionError> {
     let timeout = stack.options.startup_timeout;
     let frontend = stack.frontend();
-    let ctx = &stack.ctx;
     let Found {
         instance_id,
         metrics_url,
@@ -233,7 +232,7 @@ pub(super) fn finish_worker(
         process,
         ready,
     };
-    await_completion(&frontend, ctx, &model, &worker, timeout)?;
+    await_completion(stack, &frontend, &model, &worker, timeout)?;
     if kvcr && worker.role() == crate::engine::topology::WorkerRole::Aggregated {
         if let Err(wait) = await_deposit(stack, &worker, probe_salt, timeout) {
             return Err(ProvisionError::NoDeposit(Box::new(NoDeposit {
@@ -252,13 +251,13 @@ pub(super) fn finish_worker(
 }
 
 pub(super) fn await_health_lists(
+    stack: &Stack,
     frontend: &Supervised,
-    ctx: &LaunchContext,
     ids: &[u64],
     timeout: Duration,
 ) -> Result<(), ProvisionError> {
-    let what = format!("{}/health to list instances {ids:?}", ctx.frontend_url());
-    await_health(frontend, ctx, what, timeout, |seen| {
+    let what = format!("{}/health to list instances {ids:?}", stack.frontend_url());
+    await_health(stack, frontend, what, timeout, |seen| {
         ids.iter().all(|id| seen.contains(id))
     })
 }
@@ -273,26 +272,25 @@ pub(super) fn await_instance_gone(stack: &Stack, id: u64) -> Result<(), Provisio
         stack.ctx.frontend_url()
     );
     let timeout = stack.options.startup_timeout;
-    await_health(&frontend, &stack.ctx, what, timeout, |seen| {
-        !seen.contains(&id)
-    })
+    await_health(stack, &frontend, what, timeout, |seen| !seen.contains(&id))
 }
 
-/// Polls the frontend's `/health` until the instance ids it lists satisfy
+/// Polls `frontend`'s `/health` until the instance ids it lists satisfy
 /// `wanted`, failing at once if the frontend dies.
 fn await_health(
+    stack: &Stack,
     frontend: &Supervised,
-    ctx: &LaunchContext,
     what: String,
     timeout: Duration,
     wanted: impl Fn(&[u64]) -> bool,
 ) -> Result<(), ProvisionError> {
-    let url = ctx.frontend_url();
+    let url = stack.frontend_url();
+    let probe_timeout = stack.options.probe_timeout;
     wait::until(what, timeout, POLL_EVERY, || {
         if let Some(dead) = died(frontend) {
             return dead;
         }
-        match probe::health_instance_ids(&url) {
+        match probe::health_instance_ids(&url, probe_timeout) {
             Ok(seen) if wanted(&seen) => Poll::Ready(()),
             Ok(seen) => Poll::Pending(format!("instances {seen:?}")),
             Err(e) => Poll::Pending(e),
@@ -302,13 +300,14 @@ fn await_health(
 }
 
 pub(super) fn await_completion(
+    stack: &Stack,
     frontend: &Supervised,
-    ctx: &LaunchContext,
     model: &str,
     worker: &Worker,
     timeout: Duration,
 ) -> Result<(), ProvisionError> {
-    let url = ctx.frontend_url();
+    let url = stack.frontend_url();
+    let probe_timeout = stack.options.probe_timeout;
     let what = format!(
         "a completion of model {model} through the router from worker {}",
         worker.name()
@@ -317,7 +316,7 @@ pub(super) fn await_completion(
         if let Some(dead) = died(frontend).or_else(|| died(&worker.process)) {
             return dead;
         }
-        match probe::completion(&url, model, worker) {
+        match probe::completion(&url, model, worker, probe_timeout) {
             Ok(()) => Poll::Ready(()),
             Err(e) => Poll::Pending(e),
         }
@@ -374,6 +373,7 @@ fn await_deposit(
                 &worker.ready.model,
                 worker,
                 tokens.clone(),
+                stack.options.probe_timeout,
             ) {
                 Ok(()) => sent = true,
                 Err(e) => return Poll::Pending(format!("the deposit prompt: {e}")),

@@ -29,7 +29,8 @@ pub(super) fn replace(
         StackError::ReplacementNotStarted(format!("worker {}: {detail}", slot.name))
     };
     // Every instance the router lists now, or this stack ever had, is old.
-    let mut known = probe::health_instance_ids(&url)
+    let probe_timeout = stack.options.probe_timeout;
+    let mut known = probe::health_instance_ids(&url, probe_timeout)
         .map_err(|e| not_started(format!("the frontend's {url}/health: {e}")))?;
     known.extend(stack.known_instance_ids());
     let name = slot.process_name();
@@ -49,7 +50,7 @@ pub(super) fn replace(
     let what =
         format!("one new instance listed by {url}/health with /metrics answering at {metrics_url}");
     let instance_id = wait::until(what, timeout, Duration::from_millis(200), || {
-        let seen = match probe::health_instance_ids(&url) {
+        let seen = match probe::health_instance_ids(&url, probe_timeout) {
             Ok(seen) => seen,
             Err(e) => return Poll::Pending(e),
         };

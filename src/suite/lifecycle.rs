@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use once_cell::sync::{Lazy, OnceCell};
@@ -272,7 +272,7 @@ impl Suite {
         let activity = ctx.activity.clone();
         let ((result, ctx), timed_out) = super::deadline::run_bounded(
             &case.trial_name(),
-            Duration::from_secs(self.settings.case_timeout_s),
+            self.settings.case_timeout,
             &activity,
             move || ((case.run)(&ctx), ctx),
         );
@@ -366,8 +366,8 @@ impl Suite {
                     let mirror = run.logs_dir().join("attached");
                     let stack = stack::attach(self.engine.clone(), path, &mirror)
                         .map_err(|e| format!("attach failed: {e}"))?
-                        // This run's timeout, not the owner's.
-                        .with_kill_timeout(Duration::from_secs(self.settings.request_timeout_s));
+                        // This run's budgets, not the owner's.
+                        .with_run_budgets(self.settings.kill_timeout, self.settings.probe_timeout);
                     eprintln!(
                         "[kvcr-e2e] attached to the stack of {}{} (no provisioning, no teardown)",
                         path.display(),
@@ -406,10 +406,7 @@ impl Suite {
                     "127.0.0.1",
                     with_reference,
                 )?;
-                crate::gpu::run::begin(
-                    &gpu_need,
-                    Duration::from_secs(self.settings.startup_timeout_s),
-                )?;
+                crate::gpu::run::begin(&gpu_need, self.settings.startup_timeout)?;
                 self.provisions.fetch_add(1, Ordering::SeqCst);
                 let options = StackOptions {
                     python,
@@ -417,10 +414,11 @@ impl Suite {
                     logs_dir: run.logs_dir(),
                     run_id: run.run_id().to_string(),
                     host: "127.0.0.1".into(),
-                    startup_timeout: Duration::from_secs(self.settings.startup_timeout_s),
+                    startup_timeout: self.settings.startup_timeout,
                     worker_faults: Vec::new(),
                     with_reference,
-                    kill_timeout: Duration::from_secs(self.settings.request_timeout_s),
+                    kill_timeout: self.settings.kill_timeout,
+                    probe_timeout: self.settings.probe_timeout,
                 };
                 eprintln!(
                     "[kvcr-e2e] starting the {} stack (logs: {})",
