@@ -5,14 +5,18 @@
 //! with one line in the registry below ([`Kind`], the `--engine` words) and
 //! a fixture (`fixtures/engines/<engine>.toml`, the GPU engines' model and
 //! devices; the CPU engine's knobs are the harness profile's `[cpu_engine]`).
+//! Nothing else names an engine: adding one is its file (and its `mod`
+//! line), its fixture and its registry line, as the toy engine's test
+//! shows (`engine/toy.rs`, `fixtures/engines/toy.toml`).
 //! Its [`Engine`] impl builds it from the run's settings ([`Setup`]), says
 //! which cases apply ([`Engine::applies`]) and turns a [`LaunchContext`]
 //! into process specs: the Dynamo frontend with its KV router, the KVCR
 //! Guard service, the workers, and the KVCR-disabled reference workers. The
 //! stack runner starts whatever the engine plans; it does not know which
 //! engine it runs. The CPU engine and vLLM's CPU platform are launched for
-//! real on every machine; the GPU platforms' plans are checked as data and
-//! run on GPU runners (their command lines are those of KVCR's quick start).
+//! real on every machine; vLLM's and SGLang's GPU platforms are launched on
+//! GPU runners (their command lines are those of KVCR's quick start), and
+//! every engine's plans are snapshot-tested everywhere.
 
 use std::path::{Path, PathBuf};
 
@@ -36,7 +40,25 @@ pub use slots::WorkerSlot;
 pub use topology::Topology;
 
 /// The engine registry: one line per engine, its `--engine` word and the
-/// room that builds and plans it. Generates [`Kind`].
+/// room that builds and plans it. `registry!(engines)` below makes
+/// [`Kind`]; the toy engine's test (`engine/testing.rs`) makes the same
+/// registry with one line more.
+macro_rules! registry {
+    ($make:ident $(, $($more:tt)+)?) => {
+        $make! {
+            /// The project's deterministic CPU engine stand-in (default).
+            Cpu = "cpu" => $crate::engine::cpu::CpuEngine,
+            /// `dynamo.vllm` with the KVCR tier.
+            Vllm = "vllm" => $crate::engine::vllm::VllmEngine,
+            /// `dynamo.sglang` with the KVCR tier (no Guard, no disaggregation).
+            Sglang = "sglang" => $crate::engine::sglang::SglangEngine,
+            $($($more)+)?
+        }
+    };
+}
+
+/// [`Kind`] from the registry's lines: the `--engine` words (help, errors,
+/// profiles), how each engine is built, and which cases it runs.
 macro_rules! engines {
     ($($(#[$doc:meta])* $variant:ident = $word:literal => $room:ty),+ $(,)?) => {
         crate::words::word_enum!(
@@ -70,18 +92,14 @@ macro_rules! engines {
     };
 }
 
-engines! {
-    /// The project's deterministic CPU engine stand-in (default).
-    Cpu = "cpu" => cpu::CpuEngine,
-    /// `dynamo.vllm` with the KVCR tier.
-    Vllm = "vllm" => vllm::VllmEngine,
-    /// `dynamo.sglang` with the KVCR tier (no Guard, no disaggregation).
-    Sglang = "sglang" => sglang::SglangEngine,
-}
+registry!(engines);
 
-// After the registry's macro: the toy engine's test registers its own.
+// After the registry's macros: the toy engine's test invokes them, with
+// the toy engine's room beside the others.
 #[cfg(test)]
 pub(crate) mod testing;
+#[cfg(test)]
+mod toy;
 
 /// What building an engine takes from the run's settings.
 #[derive(Debug, Clone, Copy)]

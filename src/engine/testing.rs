@@ -72,3 +72,72 @@ pub fn stack_plan(e: &dyn Engine, ctx: &LaunchContext) -> Vec<ProcessSpec> {
     specs.extend(e.bare_engine(ctx, 19999));
     specs
 }
+
+/// The registry with one line more: what adding an engine takes.
+mod with_toy {
+    registry!(engines,
+        /// The toy engine (`engine/toy.rs`, `fixtures/engines/toy.toml`).
+        Toy = "toy" => crate::engine::toy::ToyEngine,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::cpu::CpuEngineProfile;
+    use super::super::{placement, slots, Applicability, GeometryKind, Setup, Topology};
+    use super::example_context;
+    use super::with_toy::Kind;
+
+    #[test]
+    fn an_engine_is_one_room_one_fixture_and_one_registry_line() {
+        // Listed and parsed: the `--engine` words, help and errors are the
+        // registry's.
+        assert_eq!(Kind::WORDS, ["cpu", "vllm", "sglang", "toy"]);
+        assert_eq!(super::super::Kind::WORDS, &Kind::WORDS[..3]);
+        assert_eq!("Toy".parse::<Kind>(), Ok(Kind::Toy));
+        assert_eq!(
+            "tiny".parse::<Kind>().err().as_deref(),
+            Some("unknown engine `tiny`: expected one of cpu, vllm, sglang, toy")
+        );
+        // Asked which cases apply: its own answer, in context.
+        assert!(Kind::Toy.applies("TC-02/evicted", Topology::Agg).applies());
+        assert_eq!(
+            Kind::Toy.applies("TC-04", Topology::Agg),
+            Applicability::Ignored("TC-04 on toy/agg: the toy engine has no KVCR tier".into())
+        );
+        assert_eq!(
+            Kind::Toy.applies("TC-01", Topology::TwoNode),
+            Applicability::Ignored("TC-01 on toy/two-node: the toy engine runs on agg only".into())
+        );
+        // Built from its fixture, fixtures/engines/toy.toml.
+        let knobs = CpuEngineProfile::shipped();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let setup = Setup::new(Topology::Agg, GeometryKind::Dense, &knobs, None, root);
+        let toy = Kind::Toy.build(&setup).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((toy.name(), toy.model()), ("toy", "toy-model".to_string()));
+        assert_eq!(toy.prompt_vocab(), 3..256);
+        // Planned by the stack runner as any engine: slots from the one
+        // allocator, its workers, no Guard, GPU placement satisfied.
+        let ctx = example_context();
+        let plans = toy.worker_plans();
+        let seats = slots::allot(&plans, toy.guard_per_slot(), &ctx.work_dir, |_, i| {
+            20_000 + i as u16
+        });
+        let workers: Vec<_> = seats.iter().map(|s| toy.worker(&ctx, s)).collect();
+        assert_eq!(
+            workers.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(),
+            ["worker-A", "worker-B"]
+        );
+        assert_eq!(workers[1].flag_value("--metrics-port"), Some("20001"));
+        assert!(!toy.has_guard() && toy.guards(&ctx).is_empty());
+        placement::preflight_need(toy.as_ref(), "127.0.0.1", true)
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Every engine of the registry builds, each named by its word.
+        for kind in Kind::ALL {
+            let engine = kind.build(&setup).unwrap_or_else(|e| panic!("{kind}: {e}"));
+            assert_eq!(engine.name(), kind.as_str());
+        }
+    }
+}
