@@ -236,5 +236,8 @@ fn expected_value(kind: Kind) -> String {
         Kind::Path => "a path".into(),
         Kind::Bool => "true|false".into(),
         Kind::Text => "a profile name or path".into(),
+        Kind::Kvcr => {
+            "pypi:<version>, a wheel (*.whl), a KVCR source directory, or SPEC+FILE.diff".into()
+        }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::config::Settings;
+use crate::config::{KvcrSpec, Settings};
 use crate::engine::{GeometryKind, Kind, Topology};
 
 /// The resolved settings a runner artifact depends on, and the resources
@@ -30,6 +30,9 @@ pub struct RunnerSpec {
     pub time_limit_min: u32,
     /// Image name the container and Kubernetes runners use.
     pub image: String,
+    /// The KVCR build under test (`--kvcr`): the suite wherever it runs
+    /// builds its KVCR env from it (a path must be visible there).
+    pub kvcr: KvcrSpec,
 }
 
 impl RunnerSpec {
@@ -60,6 +63,7 @@ impl RunnerSpec {
             } else {
                 "localhost/kvcr-e2e-cpu:local".into()
             },
+            kvcr: settings.kvcr.clone(),
         }
     }
 
@@ -97,6 +101,9 @@ impl RunnerSpec {
             "PHASE1_STARTUP_TIMEOUT_S".into(),
             self.startup_timeout.as_secs().to_string(),
         ));
+        if !self.kvcr.is_default() {
+            env.push(("PHASE1_KVCR".into(), self.kvcr.to_string()));
+        }
         env
     }
 }

@@ -18,6 +18,7 @@
 //! ```
 
 mod attach;
+mod crash;
 mod description;
 mod discovery;
 mod exit_cause;
@@ -37,6 +38,7 @@ mod replace_by_hook;
 mod worker;
 
 pub use attach::{attach, attach_to_repair, AttachError};
+pub use crash::Crash;
 pub use hooks::{described_pid, hooks, run_hook, HookRun, Hooks};
 pub use kill::KillReport;
 pub use layout::Layout;

@@ -52,6 +52,10 @@ pub struct StackOptions {
     /// an attached run's own, as the kill timeout.
     #[serde(default)]
     pub probe_timeout: Duration,
+    /// The KVCR build every KVCR process of the stack imports (`python`
+    /// runs it); recorded in `stack.json` for runs that attach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kvcr: Option<crate::evidence::KvcrBuild>,
 }
 
 /// How long each part of startup took, recorded in the evidence.
