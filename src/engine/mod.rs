@@ -28,6 +28,7 @@ pub mod applicability;
 pub mod cpu;
 pub mod dynamo;
 pub mod geometry;
+pub mod model_files;
 pub mod placement;
 pub mod sglang;
 pub mod slots;

@@ -440,8 +440,9 @@ impl Engine for SglangEngine {
     fn token_identity(&self) -> String {
         let p = &self.profile;
         format!(
-            "sglang model={} page={} block_bytes={} context={} tp={} seed={} deterministic {}",
+            "sglang model={} ({}) page={} block_bytes={} context={} tp={} seed={} deterministic {}",
             p.model,
+            super::model_files::digest(&p.model),
             p.page_size,
             p.block_bytes,
             p.context_length,

@@ -13,6 +13,7 @@
 
 pub mod derived;
 pub mod guard_cli;
+pub mod identity;
 pub mod import_report;
 pub mod kvcr;
 pub mod kvcr_files;

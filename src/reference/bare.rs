@@ -109,44 +109,140 @@ impl BareEngine {
         let first = self.complete(prompt, max_tokens, None)?;
         let again = self.complete(prompt, max_tokens, None)?;
         let salted = self.complete(prompt, max_tokens, Some(&format!("probe-{}", prompt.key())))?;
-        let (first_ids, again_ids, salted_ids) = (ids(&first)?, ids(&again)?, ids(&salted)?);
-        let not_deterministic = |what: String| Err(ReferenceError::NotDeterministic(what));
-        if first_ids != again_ids {
-            return not_deterministic(format!(
-                "bare engine, prompt {}: {first_ids:?}, then {again_ids:?}",
-                prompt.key()
-            ));
-        }
-        if !cached(&again).is_some_and(|c| c > 0) {
+        judge(
+            &prompt.key(),
+            (ids(&first)?, cached(&first)),
+            (ids(&again)?, cached(&again)),
+            (ids(&salted)?, cached(&salted)),
+            reference,
+        )
+    }
+}
+
+/// One answer of the bare engine: its token ids and `cached_tokens` (absent
+/// when the server did not report it).
+type Answer = (Vec<u32>, Option<u32>);
+
+/// The probes' verdict on one prompt's three answers (first, repeat, salted).
+fn judge(
+    key: &str,
+    (first_ids, _): Answer,
+    (again_ids, again_cached): Answer,
+    (salted_ids, salted_cached): Answer,
+    reference: &[u32],
+) -> Result<String, ReferenceError> {
+    let not_deterministic = |what: String| Err(ReferenceError::NotDeterministic(what));
+    if first_ids != again_ids {
+        return not_deterministic(format!(
+            "bare engine, prompt {key}: {first_ids:?}, then {again_ids:?}"
+        ));
+    }
+    if !again_cached.is_some_and(|c| c > 0) {
+        return Err(ReferenceError::Bare(format!(
+            "the repeat of prompt {key} reported cached_tokens {again_cached:?}: the probe did not exercise the prefix cache"
+        )));
+    }
+    if salted_ids != first_ids {
+        return not_deterministic(format!(
+            "bare engine, prompt {key}: {first_ids:?} from cached KV, {salted_ids:?} computed afresh (cache_salt)"
+        ));
+    }
+    // Absent is not zero: the repeat reported the field, so a salted answer
+    // without it says nothing about a fresh computation.
+    match salted_cached {
+        Some(0) => {}
+        None => {
             return Err(ReferenceError::Bare(format!(
-                "the repeat of prompt {} reported cached_tokens {:?}: the probe did not exercise the prefix cache",
-                prompt.key(),
-                cached(&again)
-            )));
+                "the salted request for prompt {key} reported no cached_tokens: whether it was computed afresh is unknown"
+            )))
         }
-        if salted_ids != first_ids {
-            return not_deterministic(format!(
-                "bare engine, prompt {}: {first_ids:?} from cached KV, {salted_ids:?} computed afresh (cache_salt)",
-                prompt.key()
-            ));
-        }
-        if cached(&salted).unwrap_or(0) != 0 {
+        Some(c) => {
             return Err(ReferenceError::Bare(format!(
-                "the salted request for prompt {} reported cached_tokens {:?}: it was not computed afresh",
-                prompt.key(),
-                cached(&salted)
-            )));
+                "the salted request for prompt {key} reported cached_tokens {c}: it was not computed afresh"
+            )))
         }
-        if first_ids != reference {
-            return not_deterministic(format!(
-                "prompt {}: the bare engine gave {first_ids:?}, the reference worker behind Dynamo {reference:?}",
-                prompt.key()
-            ));
-        }
-        Ok(format!(
-            "{}: bare engine repeat (cached_tokens {:?}), fresh (cache_salt) and reference worker agree",
-            prompt.key(),
-            cached(&again)
-        ))
+    }
+    if first_ids != reference {
+        return not_deterministic(format!(
+            "prompt {key}: the bare engine gave {first_ids:?}, the reference worker behind Dynamo {reference:?}"
+        ));
+    }
+    Ok(format!(
+        "{key}: bare engine repeat (cached_tokens {again_cached:?}), fresh (cache_salt) and reference worker agree"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(ids: &[u32], cached: Option<u32>) -> Answer {
+        (ids.to_vec(), cached)
+    }
+
+    #[test]
+    fn agreeing_answers_pass() {
+        let ok = judge(
+            "f1",
+            a(&[1, 2], Some(0)),
+            a(&[1, 2], Some(64)),
+            a(&[1, 2], Some(0)),
+            &[1, 2],
+        );
+        assert!(ok.expect("pass").contains("agree"));
+    }
+
+    #[test]
+    fn a_salted_answer_without_cached_tokens_is_not_a_fresh_computation() {
+        let err = judge("f1", a(&[1], None), a(&[1], Some(64)), a(&[1], None), &[1]).unwrap_err();
+        assert!(
+            err.to_string().contains("reported no cached_tokens"),
+            "{err}"
+        );
+        let err = judge(
+            "f1",
+            a(&[1], None),
+            a(&[1], Some(64)),
+            a(&[1], Some(64)),
+            &[1],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("cached_tokens 64: it was not computed afresh"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_repeat_without_a_cache_hit_or_other_tokens_fails() {
+        let err = judge("f1", a(&[1], None), a(&[1], None), a(&[1], Some(0)), &[1]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("did not exercise the prefix cache"),
+            "{err}"
+        );
+        let err = judge(
+            "f1",
+            a(&[1], None),
+            a(&[2], Some(64)),
+            a(&[1], Some(0)),
+            &[1],
+        )
+        .unwrap_err();
+        assert!(matches!(err, ReferenceError::NotDeterministic(_)), "{err}");
+        let err = judge(
+            "f1",
+            a(&[1], None),
+            a(&[1], Some(64)),
+            a(&[1], Some(0)),
+            &[3],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("the reference worker behind Dynamo"),
+            "{err}"
+        );
     }
 }

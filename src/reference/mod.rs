@@ -2,8 +2,10 @@
 //! KVCR disabled, after checking the bare engine is deterministic.
 //!
 //! Results are cached under a digest of everything that determines them
-//! (engine identity and sources, model, geometry, prompt set, generation
-//! settings); a cache entry is used only when its digest matches exactly.
+//! (engine identity and settings, the engine's sources and model files, the
+//! packages installed in the Python env and the patches applied to it, the
+//! geometry, prompt set, generation settings); a cache entry is used only
+//! when its digest matches exactly.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,6 +49,8 @@ pub enum ReferenceError {
     Cache { path: PathBuf, error: String },
     #[error("bare-engine probe: {0}")]
     Bare(String),
+    #[error("the reference cache key: {0}")]
+    Key(String),
 }
 
 /// Recorded reference results.
@@ -124,18 +128,22 @@ pub fn prompt_shape(settings: &Settings, engine: &dyn Engine) -> PromptShape {
     }
 }
 
-/// The cache key of a reference run. The KVCR build under test is part of
-/// it only when the engine's references import KVCR
-/// ([`Engine::reference_imports_kvcr`]; a run checks that claim): KVCR-off
-/// references of another build are still valid.
+/// The cache key of a reference run. `env` is what the reference run's
+/// Python env holds ([`crate::pyenv::identity::env_identity`] of the base
+/// interpreter). The KVCR build under test is part of it only when the
+/// engine's references import KVCR ([`Engine::reference_imports_kvcr`]; a
+/// run checks that claim): KVCR-off references of another build are still
+/// valid.
 pub fn digest(
     settings: &Settings,
     engine: &dyn Engine,
+    env: &str,
     kvcr: Option<&crate::evidence::KvcrBuild>,
 ) -> String {
     let mut h = Sha256::new();
     h.update(CACHE_FORMAT);
     h.update(engine.token_identity());
+    h.update(format!("env {env}"));
     h.update(prompts::digest(&prompt_shape(settings, engine)));
     h.update(format!("max_tokens={}", settings.prompts.max_tokens));
     if engine.reference_imports_kvcr() {
@@ -147,21 +155,37 @@ pub fn digest(
     hex::encode(h.finalize())
 }
 
+/// The interpreter whose packages key the references: the base env's when a
+/// KVCR build is layered over it (the layer holds only KVCR).
+fn reference_python<'a>(
+    python: &'a Path,
+    kvcr: Option<&'a crate::evidence::KvcrBuild>,
+) -> &'a Path {
+    kvcr.map_or(python, |b| b.base_python.as_path())
+}
+
 fn cache_path(dir: &Path, digest: &str) -> PathBuf {
     dir.join(format!("{digest}.json"))
 }
 
 /// Whether a valid cache entry exists (then no reference workers are needed).
+/// An env whose packages cannot be listed has no valid entry (the
+/// reference phase then fails with the reason).
 pub fn cached(
     settings: &Settings,
     engine: &dyn Engine,
     dir: &Path,
-    kvcr: Option<&crate::evidence::KvcrBuild>,
+    python_env: &crate::pyenv::PythonEnv,
 ) -> bool {
     if settings.recompute_reference {
         return false;
     }
-    let digest = digest(settings, engine, kvcr);
+    let kvcr = python_env.kvcr.as_ref();
+    let python = reference_python(&python_env.python, kvcr);
+    let Ok(env) = crate::pyenv::identity::env_identity(python) else {
+        return false;
+    };
+    let digest = digest(settings, engine, &env, kvcr);
     read_cache(&cache_path(dir, &digest), &digest).is_some()
 }
 
@@ -178,11 +202,10 @@ pub fn load_or_run(
     book: &PromptBook,
     dir: &Path,
 ) -> Result<References, ReferenceError> {
-    let digest = digest(
-        settings,
-        stack.engine.as_ref(),
-        stack.options().kvcr.as_ref(),
-    );
+    let kvcr = stack.options().kvcr.as_ref();
+    let env = crate::pyenv::identity::env_identity(reference_python(&stack.options().python, kvcr))
+        .map_err(ReferenceError::Key)?;
+    let digest = digest(settings, stack.engine.as_ref(), &env, kvcr);
     let path = cache_path(dir, &digest);
     let cache = match settings.recompute_reference {
         true => None,

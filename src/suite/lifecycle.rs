@@ -445,7 +445,7 @@ impl Suite {
                     &self.settings,
                     self.engine.as_ref(),
                     &self.reference_cache_dir(),
-                    python_env.kvcr.as_ref(),
+                    python_env,
                 );
                 // GPUs before any process starts: placement, then NVML (off,
                 // with one line, on a machine without a driver).

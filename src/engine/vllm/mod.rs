@@ -438,8 +438,8 @@ impl Engine for VllmEngine {
     fn token_identity(&self) -> String {
         let p = &self.profile;
         format!(
-            "vllm platform={} model={} dtype={:?} block={} block_bytes={} max_len={} tp={} seed={} hash=sha256 batch_invariant={} enforce_eager version={}",
-            p.platform.as_str(), p.model, p.dtype, p.block_size, p.block_bytes, p.max_model_len, p.gpus_per_worker, p.seed,
+            "vllm platform={} model={} ({}) dtype={:?} block={} block_bytes={} max_len={} tp={} seed={} hash=sha256 batch_invariant={} enforce_eager version={}",
+            p.platform.as_str(), p.model, super::model_files::digest(&p.model), p.dtype, p.block_size, p.block_bytes, p.max_model_len, p.gpus_per_worker, p.seed,
             p.platform.batch_invariant(), p.engine_version
         )
     }
