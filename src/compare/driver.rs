@@ -175,13 +175,23 @@ pub fn run_compare(
     args: &CompareDriveArgs,
     out: &Path,
 ) -> Result<(Comparison, Written), String> {
-    let runs = round_runs(args, out)?;
     let binary = drive::test_binary(repo_root, TARGET).map_err(|e| e.to_string())?;
+    run_rounds_with(&binary, repo_root, args, out)
+}
+
+/// [`run_compare`] with the test binary given.
+fn run_rounds_with(
+    binary: &Path,
+    repo_root: &Path,
+    args: &CompareDriveArgs,
+    out: &Path,
+) -> Result<(Comparison, Written), String> {
+    let runs = round_runs(args, out)?;
     let (mut base_dirs, mut head_dirs) = (Vec::new(), Vec::new());
     let total = runs.len();
     for run in &runs {
         let child = Phase1Child {
-            binary: binary.clone(),
+            binary: binary.to_path_buf(),
             repo_root: repo_root.to_path_buf(),
             flags: run.flags.clone(),
             filters: args.trials.clone(),
@@ -331,5 +341,52 @@ mod tests {
         assert_eq!(dirs[0], "/out/rounds/00-base");
         assert_eq!(dirs[2], "/out/rounds/02-head");
         assert_eq!(dirs[5], "/out/rounds/05-head");
+    }
+
+    #[test]
+    fn every_round_runs_its_build_and_the_runs_are_compared() {
+        // A stand-in phase1 that records its flags and writes the same
+        // results.json into its run directory: A against A, no change.
+        let tmp = tempfile::tempdir().unwrap();
+        let results = tmp.path().join("results.json");
+        std::fs::write(&results, include_str!("testdata/results-tc05-tc06.json")).unwrap();
+        let binary = tmp.path().join("phase1-fake");
+        let script = format!(
+            "#!/bin/sh\necho \"$@\" >> {calls}\nwhile [ \"$1\" != --run-dir ]; do shift; done\n\
+             run=\"$2/phase1/20261201T000000Z-1-abcd\"\nmkdir -p \"$run\"\ncp {results} \"$run/\"\nexit 0\n",
+            calls = tmp.path().join("calls").display(),
+            results = results.display(),
+        );
+        std::fs::write(&binary, script).unwrap();
+        let mut perms = std::fs::metadata(&binary).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&binary, perms).unwrap();
+
+        let a = CompareDriveArgs::parse(&args(
+            "--base pypi:0.1.1 --head pypi:0.1.2 --rounds 4 --resamples 200",
+        ))
+        .unwrap();
+        let out = tmp.path().join("out");
+        let (comparison, written) = run_rounds_with(&binary, tmp.path(), &a, &out).unwrap();
+        let calls = std::fs::read_to_string(tmp.path().join("calls")).unwrap();
+        let specs: Vec<&str> = calls
+            .lines()
+            .map(|l| l.split_whitespace().nth(1).unwrap())
+            .collect();
+        assert_eq!(
+            specs,
+            ["pypi:0.1.1", "pypi:0.1.2", "pypi:0.1.2", "pypi:0.1.1"]
+        );
+        assert!(
+            calls.lines().all(|l| l.ends_with(" TC-05 TC-06")),
+            "{calls}"
+        );
+        assert_eq!(comparison.letters(), "ABBA");
+        assert!(!comparison.figures.is_empty());
+        assert!(comparison.passed(), "identical runs are no regression");
+        assert!(written.json.is_file() && written.junit.is_file() && written.page.is_file());
+        assert!(out
+            .join("rounds/03-base/phase1/20261201T000000Z-1-abcd/results.json")
+            .is_file());
     }
 }
