@@ -78,12 +78,22 @@ pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, Pat
             }
         );
         rows.push(row);
+        // Rewritten after each mutant: a lane cut short keeps what it ran.
+        report(now, args, &rows).write(&out)?;
     }
-    let started = now
+    Ok((report(now, args, &rows), out))
+}
+
+fn report(started: OffsetDateTime, args: &MutantsArgs, rows: &[MutantRow]) -> LaneReport {
+    let started = started
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
-    let report = LaneReport::new(started, args.engine.as_str(), args.harness.clone(), rows);
-    Ok((report, out))
+    LaneReport::new(
+        started,
+        args.engine.as_str(),
+        args.harness.clone(),
+        rows.to_vec(),
+    )
 }
 
 fn run_one(mutant: &Mutant, run: &MutantRun, child: &Phase1Child) -> Result<MutantRow, String> {
