@@ -19,3 +19,4 @@ pub mod suite;
 pub mod telemetry;
 pub mod verdict;
 pub mod wait;
+mod words;

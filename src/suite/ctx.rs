@@ -109,9 +109,8 @@ impl<'a> CaseCtx<'a> {
             stack,
             references,
             prompts,
-            client: Client::new(stack.frontend_url())
+            client: Client::new(stack.frontend_url(), settings.request_timeout)
                 .expect("an HTTP client for the frontend")
-                .with_request_timeout(Duration::from_secs(settings.request_timeout_s))
                 .recording(),
             run,
             evidence: RefCell::new(Vec::new()),
@@ -142,9 +141,8 @@ impl<'a> CaseCtx<'a> {
             stack,
             references: self.references,
             prompts: self.prompts,
-            client: Client::new(stack.frontend_url())
+            client: Client::new(stack.frontend_url(), self.settings.request_timeout)
                 .map_err(|e| CaseError::new(format!("an HTTP client for {name}: {e}")))?
-                .with_request_timeout(Duration::from_secs(self.settings.request_timeout_s))
                 .recording(),
             run: self.run,
             evidence: RefCell::new(Vec::new()),

@@ -96,7 +96,9 @@ impl CaseCtx<'_> {
                 done
             }));
         }
-        let budget = Duration::from_secs(self.settings.request_timeout_s)
+        let budget = self
+            .settings
+            .request_timeout
             .saturating_mul(fault_after.max(1) as u32);
         let ready = wait::until(
             format!("{fault_after} load requests to finish before the fault"),

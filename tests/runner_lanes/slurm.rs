@@ -88,7 +88,7 @@ impl Cluster {
             &d.join("log/slurmd.out"),
         )?);
         let mut cluster = Cluster { dir, conf, daemons };
-        let budget = Duration::from_secs(super::lanes::settings().startup_timeout_s);
+        let budget = super::lanes::settings().startup_timeout;
         let started = std::time::Instant::now();
         loop {
             for daemon in &mut cluster.daemons {
