@@ -2,6 +2,7 @@
 pub mod client;
 pub mod compare;
 pub mod config;
+pub mod drive;
 pub mod engine;
 pub mod evidence;
 pub mod gpu;

@@ -9,6 +9,8 @@
 //! kvcr-e2e gpu-check         NVML telemetry against a PyTorch allocation
 //! kvcr-e2e bench-client      our streaming client as a benchmark peer
 //! kvcr-e2e compare-results   compare phase1 runs of two builds
+//! kvcr-e2e compare           run phase1's perf trials on two KVCR builds, ABBA, and compare
+//! kvcr-e2e mutants           the curated KVCR mutants, each on a fresh stack: killed or not
 //! kvcr-e2e live-runs         the machine's live runs; `exclusive -- CMD` holds the machine
 //! kvcr-e2e replay CASE_DIR ID  send a recorded request again, compare with the reference
 //! ```
@@ -81,6 +83,26 @@ commands:
                                (default target/compare) and prints a summary.
                                Exit 0 = no regression, 1 = a regression, a figure
                                missing from one build, or unreadable runs
+  compare --base SPEC --head SPEC [--rounds N] [--trials FILTER,...] [--out DIR]
+          [--resamples N] [--seed S] [--confidence C] [--min-change F] [HARNESS FLAGS]
+                               run phase1's perf trials (default TC-05 and TC-06: every
+                               TC-05 arm and the Guard recovery timing) N rounds (default
+                               4, even) in ABBA order, each round a fresh phase1 run with
+                               --kvcr of its build (specs as for --kvcr), then compare the
+                               runs as compare-results does; DIR (default
+                               target/compare/<timestamp>) holds rounds/ and the outputs.
+                               Exit codes as compare-results (docs/benchmarks.md)
+  mutants [--only NAME,...] [--engine cpu|vllm] [--out DIR] [HARNESS FLAGS]
+                               the mutation lane: each curated mutant of
+                               fixtures/kvcr-mutants/ (default: every one whose lanes
+                               include the engine, default cpu) built with --kvcr and run
+                               on a fresh stack of the target its header implies: TC-01
+                               plus its caught-by trials. Per mutant killed (which trial,
+                               its message), survived or broken (no stack: not scored);
+                               writes mutants.json and mutants.html into DIR (default
+                               target/mutants/<timestamp>), prints the table and the
+                               score. Exit 0 = every mutant met its header's expect
+                               (docs/kvcr-under-test.md)
   live-runs [list] [--json] [--live-runs-dir DIR]
                                every live kvcr-e2e run of this machine (all checkouts and
                                users): pid, target, start, exclusive, run dir
@@ -110,6 +132,8 @@ fn main() -> ExitCode {
         Some("gpu-check") => gpu_check(&args[1..]),
         Some("bench-client") => bench_client(&args[1..]),
         Some("compare-results") => compare_results(&repo_root, &args[1..]),
+        Some("compare") => compare(&repo_root, &args[1..]),
+        Some("mutants") => mutants(&repo_root, &args[1..]),
         Some("replay") => kvcr_e2e::suite::replay::replay(&repo_root, &args[1..]),
         Some("live-runs") => kvcr_e2e::suite::live_commands::live_runs(&repo_root, &args[1..]),
         Some("help" | "--help" | "-h") | None => {
@@ -151,6 +175,73 @@ fn compare_results(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
             eprintln!("error: compare-results: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn compare(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
+    use kvcr_e2e::compare;
+    let parsed = match compare::CompareDriveArgs::parse(args) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            eprintln!("error: compare: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let out = parsed.out.clone().unwrap_or_else(|| {
+        let stamp = kvcr_e2e::mutants::driver::stamp(time::OffsetDateTime::now_utc());
+        repo_root.join("target/compare").join(stamp)
+    });
+    match compare::run_compare(repo_root, &parsed, &out) {
+        Ok((comparison, written)) => {
+            print!("{}", compare::render_summary(&comparison));
+            for path in [&written.json, &written.junit, &written.page] {
+                println!("{}", path.display());
+            }
+            if comparison.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("error: compare: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn mutants(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
+    use kvcr_e2e::mutants;
+    let parsed = match mutants::MutantsArgs::parse(args) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            eprintln!("error: mutants: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let (report, out) = match mutants::run_lane(repo_root, &parsed) {
+        Ok(done) => done,
+        Err(e) => {
+            eprintln!("error: mutants: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!();
+    print!("{}", report.table());
+    match report.write(&out) {
+        Ok((json, html)) => {
+            println!("{}", json.display());
+            println!("{}", html.display());
+        }
+        Err(e) => {
+            eprintln!("error: mutants: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if report.all_met {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 

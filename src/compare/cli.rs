@@ -51,27 +51,14 @@ impl CompareArgs {
                 .next()
                 .ok_or_else(|| format!("{arg} needs a value"))?
                 .as_str();
-            let bad = |what: &str| format!("{arg} {value:?}: {what}");
             match arg.as_str() {
                 "--out" => parsed.out = PathBuf::from(value),
-                "--resamples" => {
-                    parsed.bootstrap.resamples = value
-                        .parse()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| bad("not a count above 0"))?
+                _ => {
+                    if !apply_statistics_flag(arg, value, &mut parsed.rule, &mut parsed.bootstrap)?
+                    {
+                        return Err(format!("unknown flag {arg}"));
+                    }
                 }
-                "--seed" => {
-                    parsed.bootstrap.seed = value.parse().map_err(|_| bad("not an integer"))?
-                }
-                "--confidence" => {
-                    parsed.rule.confidence = value.parse().map_err(|_| bad("not a number"))?
-                }
-                "--min-change" => {
-                    parsed.rule.min_relative_change =
-                        value.parse().map_err(|_| bad("not a number"))?
-                }
-                _ => return Err(format!("unknown flag {arg}")),
             }
         }
         if parsed.base.is_empty() || parsed.head.is_empty() {
@@ -80,6 +67,34 @@ impl CompareArgs {
         parsed.rule = parsed.rule.checked().map_err(|e| e.to_string())?;
         Ok(parsed)
     }
+}
+
+/// Applies one of the statistics flags shared by `compare-results` and
+/// `compare` (`--resamples`, `--seed`, `--confidence`, `--min-change`);
+/// `Ok(false)` when `arg` is none of them.
+pub fn apply_statistics_flag(
+    arg: &str,
+    value: &str,
+    rule: &mut Rule,
+    bootstrap: &mut Bootstrap,
+) -> Result<bool, String> {
+    let bad = |what: &str| format!("{arg} {value:?}: {what}");
+    match arg {
+        "--resamples" => {
+            bootstrap.resamples = value
+                .parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| bad("not a count above 0"))?
+        }
+        "--seed" => bootstrap.seed = value.parse().map_err(|_| bad("not an integer"))?,
+        "--confidence" => rule.confidence = value.parse().map_err(|_| bad("not a number"))?,
+        "--min-change" => {
+            rule.min_relative_change = value.parse().map_err(|_| bad("not a number"))?
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

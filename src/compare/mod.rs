@@ -24,6 +24,7 @@
 mod arrivals;
 mod cli;
 mod comparison;
+mod driver;
 mod errors;
 mod figures;
 mod junit;
@@ -43,6 +44,9 @@ pub use cli::CompareArgs;
 pub use comparison::{
     verdict, Collector, Comparison, FigureResult, RoundRecord, Rule, Sample, Verdict,
     COMPARE_SCHEMA_VERSION,
+};
+pub use driver::{
+    round_runs, run_compare, CompareDriveArgs, RoundRun, DEFAULT_ROUNDS, DEFAULT_TRIALS,
 };
 pub use errors::CompareError;
 pub use figures::{Better, FigureSpec, FigureValues, RunInfo, RunResults};

@@ -1,11 +1,22 @@
 //! Curated KVCR mutants: planted bugs in the KVCR under test, each a reviewed
 //! diff under `fixtures/kvcr-mutants/` whose header says what it models and
-//! which case must catch it. The `kvcr-e2e mutants` driver runs them; this
-//! module reads them.
+//! which case must catch it. `header` reads them, `curated` loads and selects
+//! the set, `plan` says what each one runs, `classify` reads its run,
+//! `report` tables the lane, and `driver` is `kvcr-e2e mutants`.
 
+pub mod args;
+pub mod classify;
+pub mod curated;
+pub mod driver;
 pub mod header;
+pub mod plan;
+pub mod report;
 
+pub use args::MutantsArgs;
+pub use classify::{classify, meets_expectation, MutantResult};
+pub use driver::run_lane;
 pub use header::{parse, Expect, HeaderError, Lane, MutantClass, MutantHeader};
+pub use report::{LaneReport, MutantRow, Score};
 
 /// Where the curated mutants live, relative to the repository root.
 pub const MUTANTS_DIR: &str = "fixtures/kvcr-mutants";

@@ -1,0 +1,392 @@
+//! `kvcr-e2e compare`: phase1's perf trials on two KVCR builds in ABBA
+//! rounds, each round a child phase1 run with `--kvcr <spec>`, then the run
+//! directories compared as `compare-results` compares them.
+
+use std::path::{Path, PathBuf};
+
+use super::cli::apply_statistics_flag;
+use super::comparison::{Comparison, Rule};
+use super::rounds::{Build, Round, RoundPlan};
+use super::stats::Bootstrap;
+use super::{compare_runs, write_outputs, Written};
+use crate::config::{kvcr_spec, KvcrSpec};
+use crate::drive::{self, Phase1Child};
+
+/// Rounds without `--rounds`: two ABBA pairs.
+pub const DEFAULT_ROUNDS: u32 = 4;
+
+/// Trial filters without `--trials`: every TC-05 arm and TC-06.
+pub const DEFAULT_TRIALS: &[&str] = &["TC-05", "TC-06"];
+
+/// The test target the rounds run.
+pub const TARGET: &str = "phase1";
+
+/// Harness settings each round sets itself (profile keys).
+pub const RESERVED_KEYS: &[&str] = &["kvcr", "run_dir", "junit", "attach", "cases"];
+
+/// Parsed `kvcr-e2e compare` arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareDriveArgs {
+    pub base: KvcrSpec,
+    pub head: KvcrSpec,
+    /// Rounds in all (even, at least 2).
+    pub rounds: u32,
+    /// Trial filters (substrings of trial names, as libtest's).
+    pub trials: Vec<String>,
+    /// `--out DIR`; `None`: `target/compare/<timestamp>/`.
+    pub out: Option<PathBuf>,
+    pub rule: Rule,
+    pub bootstrap: Bootstrap,
+    /// Harness flags for every round, in order.
+    pub harness: Vec<String>,
+}
+
+impl CompareDriveArgs {
+    /// Parses the arguments after `compare`.
+    pub fn parse(args: &[String]) -> Result<Self, String> {
+        let (mut base, mut head, mut rounds, mut trials, mut out) = (None, None, None, None, None);
+        let (mut rule, mut bootstrap) = (Rule::default(), Bootstrap::default());
+        let mut harness = Vec::new();
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let (name, inline) = match arg.split_once('=') {
+                Some((n, v)) if arg.starts_with("--") => (n, Some(v.to_string())),
+                _ => (arg.as_str(), None),
+            };
+            let ours = matches!(
+                name,
+                "--base"
+                    | "--head"
+                    | "--rounds"
+                    | "--trials"
+                    | "--out"
+                    | "--resamples"
+                    | "--seed"
+                    | "--confidence"
+                    | "--min-change"
+            );
+            if !ours {
+                harness.push(arg.clone());
+                continue;
+            }
+            let value = match inline {
+                Some(v) => v,
+                None => it
+                    .next()
+                    .cloned()
+                    .ok_or_else(|| format!("{name} needs a value"))?,
+            };
+            let spec = |value: &str| {
+                KvcrSpec::parse(value).map_err(|why| {
+                    format!("{name} {value:?}: {why}; expected {}", kvcr_spec::ACCEPTED)
+                })
+            };
+            match name {
+                "--base" => base = Some(spec(&value)?),
+                "--head" => head = Some(spec(&value)?),
+                "--rounds" => {
+                    let n: u32 = value
+                        .parse()
+                        .map_err(|_| format!("--rounds {value:?}: not a count"))?;
+                    RoundPlan::abba(n).map_err(|e| format!("--rounds {n}: {e}"))?;
+                    rounds = Some(n);
+                }
+                "--trials" => {
+                    let list: Vec<String> = value
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(String::from)
+                        .collect();
+                    if list.is_empty() {
+                        return Err("--trials needs at least one filter (e.g. TC-06)".into());
+                    }
+                    trials = Some(list);
+                }
+                "--out" => out = Some(PathBuf::from(value)),
+                other => {
+                    apply_statistics_flag(other, &value, &mut rule, &mut bootstrap)?;
+                }
+            }
+        }
+        let (Some(base), Some(head)) = (base, head) else {
+            return Err("give both builds: --base SPEC --head SPEC".into());
+        };
+        drive::check_harness_flags(&harness, RESERVED_KEYS).map_err(|e| e.to_string())?;
+        Ok(CompareDriveArgs {
+            base,
+            head,
+            rounds: rounds.unwrap_or(DEFAULT_ROUNDS),
+            trials: trials
+                .unwrap_or_else(|| DEFAULT_TRIALS.iter().map(|t| t.to_string()).collect()),
+            out,
+            rule: rule.checked().map_err(|e| e.to_string())?,
+            bootstrap,
+            harness,
+        })
+    }
+}
+
+/// One round's child run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundRun {
+    pub round: Round,
+    /// The build it runs.
+    pub spec: KvcrSpec,
+    /// Harness flags: the user's, then `--kvcr SPEC`.
+    pub flags: Vec<String>,
+    /// Its `--run-dir` base (`<out>/rounds/<NN>-<base|head>`).
+    pub run_base: PathBuf,
+}
+
+/// The rounds of `args` in running order (ABBA…), each with its build and
+/// run directory under `out`.
+pub fn round_runs(args: &CompareDriveArgs, out: &Path) -> Result<Vec<RoundRun>, String> {
+    let plan = RoundPlan::abba(args.rounds).map_err(|e| e.to_string())?;
+    Ok(plan
+        .rounds()
+        .iter()
+        .map(|round| {
+            let spec = match round.build {
+                Build::Base => args.base.clone(),
+                Build::Head => args.head.clone(),
+            };
+            let mut flags = args.harness.clone();
+            flags.push("--kvcr".into());
+            flags.push(spec.to_string());
+            RoundRun {
+                round: *round,
+                spec,
+                flags,
+                run_base: out.join("rounds").join(format!(
+                    "{:02}-{}",
+                    round.index,
+                    round.build.as_str()
+                )),
+            }
+        })
+        .collect())
+}
+
+/// Runs every round and compares them; `out` receives the rounds' run
+/// directories and compare.json, junit.xml and compare.html.
+pub fn run_compare(
+    repo_root: &Path,
+    args: &CompareDriveArgs,
+    out: &Path,
+) -> Result<(Comparison, Written), String> {
+    let binary = drive::test_binary(repo_root, TARGET).map_err(|e| e.to_string())?;
+    run_rounds_with(&binary, repo_root, args, out)
+}
+
+/// [`run_compare`] with the test binary given.
+fn run_rounds_with(
+    binary: &Path,
+    repo_root: &Path,
+    args: &CompareDriveArgs,
+    out: &Path,
+) -> Result<(Comparison, Written), String> {
+    let runs = round_runs(args, out)?;
+    let (mut base_dirs, mut head_dirs) = (Vec::new(), Vec::new());
+    let total = runs.len();
+    for run in &runs {
+        let child = Phase1Child {
+            binary: binary.to_path_buf(),
+            repo_root: repo_root.to_path_buf(),
+            flags: run.flags.clone(),
+            filters: args.trials.clone(),
+            exact: false,
+            run_base: run.run_base.clone(),
+        };
+        println!(
+            "[round {}/{total}] {} ({}): {} {}",
+            run.round.index + 1,
+            run.round.build.as_str(),
+            run.spec,
+            TARGET,
+            args.trials.join(" ")
+        );
+        let log = run.run_base.join("child.log");
+        let exit = child.run(&log).map_err(|e| e.to_string())?;
+        let root = drive::find_run_root(&run.run_base)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| {
+                format!(
+                    "round {} ({}) left no run directory (exit {:?}); see {}",
+                    run.round.index + 1,
+                    run.round.build.as_str(),
+                    exit.code,
+                    log.display()
+                )
+            })?;
+        let note = match exit.code {
+            Some(0) => String::new(),
+            code => format!(" (the run exited {code:?}: a trial failed or did not run; its figures are compared as they are; see {})", log.display()),
+        };
+        println!(
+            "[round {}/{total}] {} in {:.0} s: {}{note}",
+            run.round.index + 1,
+            run.round.build.as_str(),
+            exit.wall.as_secs_f64(),
+            root.display()
+        );
+        match run.round.build {
+            Build::Base => base_dirs.push(root),
+            Build::Head => head_dirs.push(root),
+        }
+    }
+    let comparison = compare_runs(&base_dirs, &head_dirs, &args.rule, &args.bootstrap)
+        .map_err(|e| e.to_string())?;
+    let written = write_outputs(&comparison, out).map_err(|e| e.to_string())?;
+    Ok((comparison, written))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn defaults_are_four_rounds_of_tc05_and_tc06() {
+        let a = CompareDriveArgs::parse(&args("--base pypi:0.1.1 --head pypi:0.1.2")).unwrap();
+        assert_eq!(a.base.to_string(), "pypi:0.1.1");
+        assert_eq!(a.head.to_string(), "pypi:0.1.2");
+        assert_eq!(a.rounds, 4);
+        assert_eq!(a.trials, ["TC-05", "TC-06"]);
+        assert_eq!(
+            (a.out, a.rule, a.bootstrap),
+            (None, Rule::default(), Bootstrap::default())
+        );
+        assert!(a.harness.is_empty());
+    }
+
+    #[test]
+    fn every_flag_and_harness_flags_in_order() {
+        let a = CompareDriveArgs::parse(&args(
+            "--log-level debug --base=pypi:0.1.1 --head pypi:0.1.2 --rounds 6 --trials TC-06,TC-05::dram_hit \
+             --out o --min-change 0.2 --resamples 300 --startup-timeout-s 90",
+        ))
+        .unwrap();
+        assert_eq!(a.rounds, 6);
+        assert_eq!(a.trials, ["TC-06", "TC-05::dram_hit"]);
+        assert_eq!(a.out, Some(PathBuf::from("o")));
+        assert_eq!(a.rule.min_relative_change, 0.2);
+        assert_eq!(a.bootstrap.resamples, 300);
+        assert_eq!(a.harness, args("--log-level debug --startup-timeout-s 90"));
+    }
+
+    #[test]
+    fn bad_arguments_say_what_is_wrong() {
+        for (line, want) in [
+            ("--base pypi:0.1.1", "--base SPEC --head SPEC"),
+            ("--base nonsense --head pypi:0.1.1", "--base \"nonsense\""),
+            ("--base pypi:0.1.1 --head pypi:0.1.1 --rounds 3", "even"),
+            (
+                "--base pypi:0.1.1 --head pypi:0.1.1 --rounds x",
+                "not a count",
+            ),
+            (
+                "--base pypi:0.1.1 --head pypi:0.1.1 --trials ,",
+                "at least one filter",
+            ),
+            (
+                "--base pypi:0.1.1 --head pypi:0.1.1 --confidence 2",
+                "between 0 and 1",
+            ),
+            (
+                "--base pypi:0.1.1 --head pypi:0.1.1 --kvcr pypi:0.1.1",
+                "set by the driver",
+            ),
+            (
+                "--base pypi:0.1.1 --head pypi:0.1.1 TC-05",
+                "not a harness flag",
+            ),
+            ("--base pypi:0.1.1 --head", "needs a value"),
+        ] {
+            let err = CompareDriveArgs::parse(&args(line)).unwrap_err();
+            assert!(err.contains(want), "{line}: {err}");
+        }
+    }
+
+    #[test]
+    fn rounds_alternate_abba_each_with_its_build_and_own_run_dir() {
+        let a = CompareDriveArgs::parse(&args(
+            "--base pypi:0.1.1 --head pypi:0.1.2 --rounds 6 --log-level debug",
+        ))
+        .unwrap();
+        let runs = round_runs(&a, Path::new("/out")).unwrap();
+        let letters: String = runs
+            .iter()
+            .map(|r| match r.round.build {
+                Build::Base => 'A',
+                Build::Head => 'B',
+            })
+            .collect();
+        assert_eq!(letters, "ABBAAB");
+        for run in &runs {
+            let want = match run.round.build {
+                Build::Base => "pypi:0.1.1",
+                Build::Head => "pypi:0.1.2",
+            };
+            assert_eq!(run.flags, args(&format!("--log-level debug --kvcr {want}")));
+            assert_eq!(run.spec.to_string(), want);
+        }
+        let dirs: Vec<String> = runs
+            .iter()
+            .map(|r| r.run_base.display().to_string())
+            .collect();
+        assert_eq!(dirs[0], "/out/rounds/00-base");
+        assert_eq!(dirs[2], "/out/rounds/02-head");
+        assert_eq!(dirs[5], "/out/rounds/05-head");
+    }
+
+    #[test]
+    fn every_round_runs_its_build_and_the_runs_are_compared() {
+        // A stand-in phase1 that records its flags and writes the same
+        // results.json into its run directory: A against A, no change.
+        let tmp = tempfile::tempdir().unwrap();
+        let results = tmp.path().join("results.json");
+        std::fs::write(&results, include_str!("testdata/results-tc05-tc06.json")).unwrap();
+        let binary = tmp.path().join("phase1-fake");
+        let script = format!(
+            "#!/bin/sh\necho \"$@\" >> {calls}\nwhile [ \"$1\" != --run-dir ]; do shift; done\n\
+             run=\"$2/phase1/20261201T000000Z-1-abcd\"\nmkdir -p \"$run\"\ncp {results} \"$run/\"\nexit 0\n",
+            calls = tmp.path().join("calls").display(),
+            results = results.display(),
+        );
+        std::fs::write(&binary, script).unwrap();
+        let mut perms = std::fs::metadata(&binary).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&binary, perms).unwrap();
+
+        let a = CompareDriveArgs::parse(&args(
+            "--base pypi:0.1.1 --head pypi:0.1.2 --rounds 4 --resamples 200",
+        ))
+        .unwrap();
+        let out = tmp.path().join("out");
+        let (comparison, written) = run_rounds_with(&binary, tmp.path(), &a, &out).unwrap();
+        let calls = std::fs::read_to_string(tmp.path().join("calls")).unwrap();
+        let specs: Vec<&str> = calls
+            .lines()
+            .map(|l| l.split_whitespace().nth(1).unwrap())
+            .collect();
+        assert_eq!(
+            specs,
+            ["pypi:0.1.1", "pypi:0.1.2", "pypi:0.1.2", "pypi:0.1.1"]
+        );
+        assert!(
+            calls.lines().all(|l| l.ends_with(" TC-05 TC-06")),
+            "{calls}"
+        );
+        assert_eq!(comparison.letters(), "ABBA");
+        assert!(!comparison.figures.is_empty());
+        assert!(comparison.passed(), "identical runs are no regression");
+        assert!(written.json.is_file() && written.junit.is_file() && written.page.is_file());
+        assert!(out
+            .join("rounds/03-base/phase1/20261201T000000Z-1-abcd/results.json")
+            .is_file());
+    }
+}

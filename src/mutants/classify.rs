@@ -1,0 +1,285 @@
+//! Reading one mutant's run: killed, survived or broken, and whether that
+//! is what its header expects.
+
+use serde::Serialize;
+
+use super::header::{Expect, MutantHeader};
+use crate::drive::{ReadRun, TrialOutcome};
+
+/// What the suite did against a mutant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MutantResult {
+    /// A trial turned red.
+    Killed {
+        /// The first trial that failed, in run order.
+        trial: String,
+        /// Its failure message.
+        message: String,
+        /// Whether any failed trial's message contains the header's
+        /// `message`.
+        message_matches: bool,
+        /// Every trial that failed.
+        failed: Vec<String>,
+    },
+    /// Every trial ran and passed.
+    Survived,
+    /// No verdict: the stack or the reference phase did not start, the
+    /// child left no results, or a trial did not run. Counted apart.
+    Broken { why: String },
+}
+
+impl MutantResult {
+    /// `killed`, `survived` or `broken`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            MutantResult::Killed { .. } => "killed",
+            MutantResult::Survived => "survived",
+            MutantResult::Broken { .. } => "broken",
+        }
+    }
+}
+
+/// Classifies a mutant's run. `run` is `Err` (why) when the child left no
+/// run directory; `trials` are the trials it was asked to run.
+pub fn classify(
+    header: &MutantHeader,
+    trials: &[String],
+    run: Result<&ReadRun, String>,
+) -> MutantResult {
+    let run = match run {
+        Ok(run) => run,
+        Err(why) => return MutantResult::Broken { why },
+    };
+    if let Some(error) = &run.setup_error {
+        let headline = error.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        return MutantResult::Broken {
+            why: format!("setup failed (setup-error.txt): {}", headline.trim()),
+        };
+    }
+    if !run.has_results {
+        return MutantResult::Broken {
+            why: format!("the run wrote no results.json ({})", run.root.display()),
+        };
+    }
+    let failed: Vec<(&str, &str)> = run
+        .trials
+        .iter()
+        .filter(|t| trials.contains(&t.name))
+        .filter_map(|t| match &t.outcome {
+            TrialOutcome::Failed { message } => Some((t.name.as_str(), message.as_str())),
+            _ => None,
+        })
+        .collect();
+    if let Some((trial, message)) = failed.first() {
+        let message_matches = header
+            .message
+            .as_deref()
+            .is_some_and(|want| failed.iter().any(|(_, m)| m.contains(want)));
+        return MutantResult::Killed {
+            trial: trial.to_string(),
+            message: message.to_string(),
+            message_matches,
+            failed: failed.iter().map(|(t, _)| t.to_string()).collect(),
+        };
+    }
+    for trial in trials {
+        match run.trial(trial).map(|t| &t.outcome) {
+            // A failure was a kill above.
+            Some(TrialOutcome::Passed | TrialOutcome::Failed { .. }) => {}
+            Some(TrialOutcome::Ignored { reason }) => {
+                return MutantResult::Broken {
+                    why: format!("{trial} did not run: {reason}"),
+                }
+            }
+            None => {
+                return MutantResult::Broken {
+                    why: format!("{trial} is not in the run's results (no such trial?)"),
+                }
+            }
+        }
+    }
+    MutantResult::Survived
+}
+
+/// Whether `result` is what the header expects: `killed` needs a kill whose
+/// message contains the header's `message` (another check catching it means
+/// the header is out of date); `survives` needs a survivor. Broken never
+/// meets an expectation.
+pub fn meets_expectation(header: &MutantHeader, result: &MutantResult) -> bool {
+    match (header.expect, result) {
+        (
+            Expect::Killed,
+            MutantResult::Killed {
+                message_matches, ..
+            },
+        ) => *message_matches,
+        (Expect::Survives, MutantResult::Survived) => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::header;
+    use super::*;
+    use crate::drive::TrialRecord;
+
+    fn header(expect: &str) -> MutantHeader {
+        let (message, reading) = match expect {
+            "killed" => ("reference tokens", ""),
+            _ => ("-", "# reading: gap. nothing reads it yet\n"),
+        };
+        let text = format!(
+            "# mutant: m\n# models: a plausible bug someone could write here\n\
+             # class: host-tier-correctness\n# caught-by: TC-02::local_dram_flow\n\
+             # message: {message}\n# lanes: cpu\n# expect: {expect}\n{reading}\
+             --- a/kvcr/core.py\n+++ b/kvcr/core.py\n@@ -1 +1 @@\n-a\n+b\n"
+        );
+        header::parse("m", &text).unwrap()
+    }
+
+    fn trials() -> Vec<String> {
+        vec![
+            "TC-01::generation_correctness".into(),
+            "TC-02::local_dram_flow".into(),
+        ]
+    }
+
+    fn run(outcomes: &[(&str, TrialOutcome)]) -> ReadRun {
+        ReadRun {
+            root: "/runs/m/phase1/r".into(),
+            trials: outcomes
+                .iter()
+                .map(|(name, outcome)| TrialRecord {
+                    name: name.to_string(),
+                    outcome: outcome.clone(),
+                })
+                .collect(),
+            has_results: true,
+            setup_error: None,
+            kvcr: None,
+        }
+    }
+
+    fn failed(message: &str) -> TrialOutcome {
+        TrialOutcome::Failed {
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn a_failed_trial_kills_and_its_message_is_matched() {
+        let r = run(&[
+            ("TC-01::generation_correctness", TrialOutcome::Passed),
+            (
+                "TC-02::local_dram_flow",
+                failed("reference tokens: token 0 of 16 differs"),
+            ),
+        ]);
+        let result = classify(&header("killed"), &trials(), Ok(&r));
+        assert_eq!(
+            result,
+            MutantResult::Killed {
+                trial: "TC-02::local_dram_flow".into(),
+                message: "reference tokens: token 0 of 16 differs".into(),
+                message_matches: true,
+                failed: vec!["TC-02::local_dram_flow".into()],
+            }
+        );
+        assert!(meets_expectation(&header("killed"), &result));
+        assert!(!meets_expectation(&header("survives"), &result));
+    }
+
+    #[test]
+    fn a_kill_by_another_message_is_reported_and_misses_the_expectation() {
+        let r = run(&[
+            (
+                "TC-01::generation_correctness",
+                failed("cold pass: cached_tokens Some(0)"),
+            ),
+            (
+                "TC-02::local_dram_flow",
+                failed("host-tier (DRAM) hit: 0 blocks"),
+            ),
+        ]);
+        let result = classify(&header("killed"), &trials(), Ok(&r));
+        let MutantResult::Killed {
+            trial,
+            message_matches,
+            failed,
+            ..
+        } = &result
+        else {
+            panic!("{result:?}");
+        };
+        assert_eq!(
+            trial, "TC-01::generation_correctness",
+            "the first failure in run order"
+        );
+        assert!(!message_matches);
+        assert_eq!(failed.len(), 2);
+        assert!(!meets_expectation(&header("killed"), &result));
+    }
+
+    #[test]
+    fn all_trials_passing_is_a_survivor() {
+        let r = run(&[
+            ("TC-01::generation_correctness", TrialOutcome::Passed),
+            ("TC-02::local_dram_flow", TrialOutcome::Passed),
+        ]);
+        let result = classify(&header("survives"), &trials(), Ok(&r));
+        assert_eq!(result, MutantResult::Survived);
+        assert!(meets_expectation(&header("survives"), &result));
+        assert!(!meets_expectation(&header("killed"), &result));
+    }
+
+    #[test]
+    fn a_setup_error_no_results_or_a_trial_that_did_not_run_is_broken() {
+        let mut setup = run(&[("TC-01::generation_correctness", failed("setup failed: x"))]);
+        setup.setup_error = Some("\nthe frontend did not become ready in 60 s\n(details)".into());
+        let result = classify(&header("killed"), &trials(), Ok(&setup));
+        assert_eq!(
+            result,
+            MutantResult::Broken {
+                why: "setup failed (setup-error.txt): the frontend did not become ready in 60 s"
+                    .into()
+            }
+        );
+        assert!(!meets_expectation(&header("killed"), &result));
+
+        let mut none = run(&[]);
+        none.has_results = false;
+        let result = classify(&header("survives"), &trials(), Ok(&none));
+        assert!(matches!(&result, MutantResult::Broken { why } if why.contains("no results.json")));
+        assert!(!meets_expectation(&header("survives"), &result));
+
+        let ignored = run(&[
+            ("TC-01::generation_correctness", TrialOutcome::Passed),
+            (
+                "TC-02::local_dram_flow",
+                TrialOutcome::Ignored {
+                    reason: "needs two nodes".into(),
+                },
+            ),
+        ]);
+        let result = classify(&header("survives"), &trials(), Ok(&ignored));
+        assert!(
+            matches!(&result, MutantResult::Broken { why } if why.contains("did not run: needs two nodes"))
+        );
+
+        let missing = run(&[("TC-01::generation_correctness", TrialOutcome::Passed)]);
+        let result = classify(&header("survives"), &trials(), Ok(&missing));
+        assert!(
+            matches!(&result, MutantResult::Broken { why } if why.contains("not in the run's results"))
+        );
+
+        let result = classify(&header("killed"), &trials(), Err("no run directory".into()));
+        assert_eq!(
+            result,
+            MutantResult::Broken {
+                why: "no run directory".into()
+            }
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! `kvcr-e2e mutants`: each selected mutant on a fresh stack of its target,
+//! as a child phase1 run, classified and tabled.
+
+use std::path::{Path, PathBuf};
+
+use time::macros::format_description;
+use time::OffsetDateTime;
+
+use super::args::MutantsArgs;
+use super::classify::{classify, meets_expectation};
+use super::curated::{self, Mutant};
+use super::plan::{plan, MutantRun};
+use super::report::{expect_word, LaneReport, MutantRow};
+use crate::drive::{self, Phase1Child, ReadRun};
+
+/// Runs the lane; progress goes to stdout, one line per mutant.
+pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, PathBuf), String> {
+    let all = curated::load_all(&repo_root.join(super::MUTANTS_DIR))?;
+    let chosen = curated::select(all, args.only.as_deref(), args.engine)?;
+    if chosen.is_empty() {
+        return Err(format!(
+            "no curated mutant applies to the {} lane",
+            args.engine.as_str()
+        ));
+    }
+    // Every plan is checked before the first child starts.
+    let plans: Vec<(Mutant, MutantRun)> = chosen
+        .into_iter()
+        .map(|m| plan(&m, args.engine, &args.harness).map(|p| (m, p)))
+        .collect::<Result<_, _>>()?;
+    let now = OffsetDateTime::now_utc();
+    let out = match &args.out {
+        Some(dir) => absolute(dir),
+        None => repo_root.join("target/mutants").join(stamp(now)),
+    };
+    let mut binaries: Vec<(&str, PathBuf)> = Vec::new();
+    for (_, run) in &plans {
+        if !binaries.iter().any(|(t, _)| *t == run.target) {
+            let binary = drive::test_binary(repo_root, run.target).map_err(|e| e.to_string())?;
+            binaries.push((run.target, binary));
+        }
+    }
+    let total = plans.len();
+    let mut rows = Vec::new();
+    for (i, (mutant, run)) in plans.iter().enumerate() {
+        let binary = binaries
+            .iter()
+            .find(|(t, _)| *t == run.target)
+            .map(|(_, b)| b.clone())
+            .ok_or("a target without its binary")?;
+        let child = Phase1Child {
+            binary,
+            repo_root: repo_root.to_path_buf(),
+            flags: run.flags.clone(),
+            filters: run.trials.clone(),
+            exact: true,
+            run_base: out.join("runs").join(&mutant.header.name),
+        };
+        println!(
+            "[{}/{total}] {} ({}): {} {}",
+            i + 1,
+            mutant.header.name,
+            mutant.header.class,
+            run.target,
+            run.trials.join(" ")
+        );
+        let row = run_one(mutant, run, &child)?;
+        println!(
+            "[{}/{total}] {}: {} in {:.0} s{}",
+            i + 1,
+            row.name,
+            row.result.word(),
+            row.wall_s,
+            if row.met {
+                ""
+            } else {
+                " (NOT what its header expects)"
+            }
+        );
+        rows.push(row);
+        // Rewritten after each mutant: a lane cut short keeps what it ran.
+        report(now, args, &rows).write(&out)?;
+    }
+    Ok((report(now, args, &rows), out))
+}
+
+fn report(started: OffsetDateTime, args: &MutantsArgs, rows: &[MutantRow]) -> LaneReport {
+    let started = started
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    LaneReport::new(
+        started,
+        args.engine.as_str(),
+        args.harness.clone(),
+        rows.to_vec(),
+    )
+}
+
+fn run_one(mutant: &Mutant, run: &MutantRun, child: &Phase1Child) -> Result<MutantRow, String> {
+    let log = child.run_base.join("child.log");
+    let exit = child.run(&log).map_err(|e| e.to_string())?;
+    let read = ReadRun::from_base(&child.run_base);
+    let exit_words = match exit.code {
+        Some(code) => format!("exit {code}"),
+        None => "ended by a signal".to_string(),
+    };
+    let result = classify(
+        &mutant.header,
+        &run.trials,
+        read.as_ref()
+            .map_err(|e| format!("{e} ({exit_words}; see {})", log.display())),
+    );
+    let read = read.ok();
+    Ok(MutantRow {
+        name: mutant.header.name.clone(),
+        class: mutant.header.class.to_string(),
+        phase1_claims_it: mutant.header.class.phase1_claims_it(),
+        expect: expect_word(mutant.header.expect).to_string(),
+        expected_message: mutant.header.message.clone(),
+        target: run.target.to_string(),
+        trials: run.trials.clone(),
+        met: meets_expectation(&mutant.header, &result),
+        result,
+        command: child.command_line(),
+        run_dir: read.as_ref().map(|r| r.root.clone()),
+        log,
+        exit_code: exit.code,
+        wall_s: exit.wall.as_secs_f64(),
+        kvcr: read.and_then(|r| r.kvcr),
+    })
+}
+
+/// `20261201T163000Z`: the default output directory's name.
+pub fn stamp(at: OffsetDateTime) -> String {
+    at.format(format_description!(
+        "[year][month][day]T[hour][minute][second]Z"
+    ))
+    .unwrap_or_else(|_| "run".into())
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    match std::env::current_dir() {
+        Ok(cwd) if path.is_relative() => cwd.join(path),
+        _ => path.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mutants::MutantResult;
+
+    /// A stand-in test binary: a script that, like phase1, makes its run
+    /// directory under `--run-dir` and writes `files` (name, text) there.
+    fn fake_binary(dir: &Path, files: &[(&str, &str)], exit: i32) -> PathBuf {
+        let mut script = String::from(
+            "#!/bin/sh\necho \"$@\"\nwhile [ \"$1\" != --run-dir ]; do shift; done\n\
+             run=\"$2/phase1/20261201T000000Z-1-abcd\"\nmkdir -p \"$run\"\n",
+        );
+        for (name, text) in files {
+            script.push_str(&format!("cat > \"$run/{name}\" <<'EOF'\n{text}\nEOF\n"));
+        }
+        script.push_str(&format!("exit {exit}\n"));
+        let path = dir.join("phase1-fake");
+        std::fs::write(&path, script).unwrap();
+        let mut perms = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&path, perms).unwrap();
+        path
+    }
+
+    fn curated(name: &str) -> Mutant {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(crate::mutants::MUTANTS_DIR);
+        curated::load_all(&dir)
+            .unwrap()
+            .into_iter()
+            .find(|m| m.header.name == name)
+            .unwrap()
+    }
+
+    fn child(binary: PathBuf, run: &MutantRun, out: &Path) -> Phase1Child {
+        Phase1Child {
+            binary,
+            repo_root: out.to_path_buf(),
+            flags: run.flags.clone(),
+            filters: run.trials.clone(),
+            exact: true,
+            run_base: out.join("runs/m"),
+        }
+    }
+
+    #[test]
+    fn a_child_that_fails_the_named_trial_is_a_kill_with_its_evidence() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = curated("source-write-bytes-double-counted");
+        let run = plan(&m, crate::mutants::Lane::Cpu, &[]).unwrap();
+        let results = r#"{"schema_version":1,"run":{"cases":[
+          {"name":"TC-01::generation_correctness","outcome":"passed"},
+          {"name":"TC-03::hinted_peer_transfer","outcome":"failed","message":"peer transfer reconciles: target read bytes 32768 ≠ source_write bytes 65536"}],
+          "kvcr":{"spec":"x+m.diff","version":"0.1.1","files_sha256":"f00d"}}}"#;
+        let binary = fake_binary(tmp.path(), &[("results.json", results)], 101);
+        let row = run_one(&m, &run, &child(binary, &run, tmp.path())).unwrap();
+        assert_eq!(row.result.word(), "killed");
+        assert!(row.met, "{:?}", row.result);
+        assert_eq!(row.exit_code, Some(101));
+        assert_eq!(row.kvcr.unwrap().files_sha256, "f00d");
+        assert!(row
+            .run_dir
+            .unwrap()
+            .ends_with("phase1/20261201T000000Z-1-abcd"));
+        let log = std::fs::read_to_string(&row.log).unwrap();
+        assert!(
+            log.contains("--exact TC-01::generation_correctness TC-03::hinted_peer_transfer"),
+            "{log}"
+        );
+        assert!(
+            log.contains("--kvcr") && log.contains("source-write-bytes-double-counted.diff"),
+            "{log}"
+        );
+    }
+
+    #[test]
+    fn a_child_whose_stack_did_not_start_is_broken_and_one_without_a_run_dir_too() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = curated("lru-evicts-newest");
+        let run = plan(&m, crate::mutants::Lane::Cpu, &[]).unwrap();
+        let binary = fake_binary(
+            tmp.path(),
+            &[("setup-error.txt", "worker A exited 1 before ready")],
+            101,
+        );
+        let row = run_one(&m, &run, &child(binary, &run, tmp.path())).unwrap();
+        assert_eq!(
+            row.result,
+            MutantResult::Broken {
+                why: "setup failed (setup-error.txt): worker A exited 1 before ready".into()
+            }
+        );
+        assert!(!row.met);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let crash = tmp.path().join("crash");
+        std::fs::write(&crash, "#!/bin/sh\nexit 3\n").unwrap();
+        let mut perms = std::fs::metadata(&crash).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&crash, perms).unwrap();
+        let row = run_one(&m, &run, &child(crash, &run, tmp.path())).unwrap();
+        let MutantResult::Broken { why } = &row.result else {
+            panic!("{:?}", row.result)
+        };
+        assert!(
+            why.contains("no run directory") && why.contains("exit 3"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn the_default_out_dir_is_a_utc_stamp() {
+        let at = time::macros::datetime!(2026-12-01 16:30:05 UTC);
+        assert_eq!(stamp(at), "20261201T163005Z");
+    }
+}

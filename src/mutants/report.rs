@@ -1,0 +1,369 @@
+//! The lane's result: one row per mutant, the scores, and its writers
+//! (`mutants.json`, `mutants.html`, the terminal table).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::classify::MutantResult;
+use super::header::Expect;
+use crate::drive::KvcrSeen;
+
+/// Version of the mutants.json layout.
+pub const MUTANTS_SCHEMA_VERSION: u32 = 1;
+
+/// One mutant's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MutantRow {
+    pub name: String,
+    pub class: String,
+    /// Whether Phase 1 claims to check this class (it counts in the score).
+    pub phase1_claims_it: bool,
+    /// `killed` or `survives`.
+    pub expect: String,
+    /// The header's message (a killed mutant's).
+    pub expected_message: Option<String>,
+    pub target: String,
+    pub trials: Vec<String>,
+    pub result: MutantResult,
+    /// Whether the result is what the header expects.
+    pub met: bool,
+    /// The child's command line.
+    pub command: String,
+    /// The child's run directory, when it made one.
+    pub run_dir: Option<PathBuf>,
+    /// The child's output.
+    pub log: PathBuf,
+    pub exit_code: Option<i32>,
+    pub wall_s: f64,
+    /// The KVCR build the run reported (the patched one).
+    pub kvcr: Option<KvcrSeen>,
+}
+
+/// Counts of one group of mutants.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Score {
+    pub killed: u32,
+    pub survived: u32,
+    /// No verdict; not in the score.
+    pub broken: u32,
+}
+
+impl Score {
+    fn add(&mut self, result: &MutantResult) {
+        match result {
+            MutantResult::Killed { .. } => self.killed += 1,
+            MutantResult::Survived => self.survived += 1,
+            MutantResult::Broken { .. } => self.broken += 1,
+        }
+    }
+
+    /// killed / (killed + survived); `None` when both are 0.
+    pub fn rate(&self) -> Option<f64> {
+        let judged = self.killed + self.survived;
+        (judged > 0).then(|| f64::from(self.killed) / f64::from(judged))
+    }
+
+    /// `26/30 killed (87 %), 1 broken`.
+    pub fn words(&self) -> String {
+        let judged = self.killed + self.survived;
+        let rate = match self.rate() {
+            Some(r) => format!(" ({:.0} %)", r * 100.0),
+            None => String::new(),
+        };
+        let broken = match self.broken {
+            0 => String::new(),
+            n => format!(", {n} broken (not scored)"),
+        };
+        format!("{}/{judged} killed{rate}{broken}", self.killed)
+    }
+}
+
+/// The whole lane.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaneReport {
+    pub schema_version: u32,
+    pub started_at: String,
+    /// `cpu` or `vllm`.
+    pub engine: String,
+    /// The user's harness flags, given to every child.
+    pub harness_flags: Vec<String>,
+    pub mutants: Vec<MutantRow>,
+    /// The classes Phase 1 claims to check.
+    pub score_phase1_claimed: Score,
+    /// Pool pressure, lifecycle and slowdowns: no case looks yet.
+    pub score_not_yet_claimed: Score,
+    /// Every mutant met its header's `expect`.
+    pub all_met: bool,
+}
+
+impl LaneReport {
+    /// The report over `rows`.
+    pub fn new(
+        started_at: String,
+        engine: &str,
+        harness_flags: Vec<String>,
+        rows: Vec<MutantRow>,
+    ) -> Self {
+        let (mut claimed, mut other) = (Score::default(), Score::default());
+        for row in &rows {
+            match row.phase1_claims_it {
+                true => claimed.add(&row.result),
+                false => other.add(&row.result),
+            }
+        }
+        LaneReport {
+            schema_version: MUTANTS_SCHEMA_VERSION,
+            started_at,
+            engine: engine.to_string(),
+            harness_flags,
+            all_met: rows.iter().all(|r| r.met),
+            mutants: rows,
+            score_phase1_claimed: claimed,
+            score_not_yet_claimed: other,
+        }
+    }
+
+    /// The terminal table and the scores.
+    pub fn table(&self) -> String {
+        let mut lines = vec![format!(
+            "{:<40} {:<26} {:<9} {:<9} {:<4} {:>6}  {}",
+            "mutant", "class", "expect", "result", "met", "s", "trial / why"
+        )];
+        for row in &self.mutants {
+            let detail = match &row.result {
+                MutantResult::Killed {
+                    trial,
+                    message_matches,
+                    ..
+                } => match message_matches {
+                    true => trial.clone(),
+                    false => format!("{trial} (message lacks the header's)"),
+                },
+                MutantResult::Survived => String::new(),
+                MutantResult::Broken { why } => why.chars().take(100).collect(),
+            };
+            lines.push(format!(
+                "{:<40} {:<26} {:<9} {:<9} {:<4} {:>6.0}  {}",
+                row.name,
+                row.class,
+                row.expect,
+                row.result.word(),
+                if row.met { "yes" } else { "NO" },
+                row.wall_s,
+                detail
+            ));
+        }
+        lines.push(String::new());
+        lines.push(format!(
+            "score (classes Phase 1 claims to check): {}",
+            self.score_phase1_claimed.words()
+        ));
+        lines.push(format!(
+            "pool pressure, lifecycle, slowdowns (no case yet; counted apart): {}",
+            self.score_not_yet_claimed.words()
+        ));
+        let unmet = self.mutants.iter().filter(|r| !r.met).count();
+        lines.push(match unmet {
+            0 => "every mutant met its header's expect".to_string(),
+            n => format!("{n} mutant(s) did not meet their header's expect"),
+        });
+        lines.join("\n") + "\n"
+    }
+
+    /// `mutants.html`: the table with messages and links to each run.
+    pub fn html(&self) -> String {
+        let mut rows = String::new();
+        for row in &self.mutants {
+            let (trial, message) = match &row.result {
+                MutantResult::Killed { trial, message, .. } => (trial.as_str(), message.as_str()),
+                MutantResult::Broken { why } => ("", why.as_str()),
+                MutantResult::Survived => ("", ""),
+            };
+            let run = row
+                .run_dir
+                .as_ref()
+                .map(|d| {
+                    format!(
+                        "<a href=\"{0}/report.html\">run</a>",
+                        esc(&d.display().to_string())
+                    )
+                })
+                .unwrap_or_default();
+            rows.push_str(&format!(
+                "<tr class=\"{met}\"><td><code>{name}</code></td><td>{class}</td><td>{expect}</td>\
+                 <td>{result}</td><td>{met_word}</td><td><code>{trial}</code></td><td>{message}</td>\
+                 <td>{expected}</td><td>{wall:.0}</td><td>{run} <a href=\"{log}\">log</a></td></tr>\n",
+                met = if row.met { "met" } else { "unmet" },
+                name = esc(&row.name),
+                class = esc(&row.class),
+                expect = esc(&row.expect),
+                result = row.result.word(),
+                met_word = if row.met { "yes" } else { "NO" },
+                trial = esc(trial),
+                message = esc(message),
+                expected = esc(row.expected_message.as_deref().unwrap_or("")),
+                wall = row.wall_s,
+                log = esc(&row.log.display().to_string()),
+            ));
+        }
+        format!(
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>KVCR mutants</title>\n<style>\
+             body{{font-family:sans-serif}} table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:3px 6px;vertical-align:top}}\
+             tr.unmet{{background:#fdd}} td:nth-child(7){{max-width:40em}}</style></head><body>\n\
+             <h1>KVCR mutants ({engine} lane)</h1>\n<p>Started {started}; harness flags: <code>{flags}</code></p>\n\
+             <p>Score, classes Phase 1 claims to check: <b>{claimed}</b>. Pool pressure, lifecycle, slowdowns (counted apart): {other}.</p>\n\
+             <table><tr><th>mutant</th><th>class</th><th>expect</th><th>result</th><th>met</th><th>trial</th>\
+             <th>message</th><th>header's message</th><th>s</th><th>evidence</th></tr>\n{rows}</table>\n</body></html>\n",
+            engine = esc(&self.engine),
+            started = esc(&self.started_at),
+            flags = esc(&self.harness_flags.join(" ")),
+            claimed = esc(&self.score_phase1_claimed.words()),
+            other = esc(&self.score_not_yet_claimed.words()),
+        )
+    }
+
+    /// Writes mutants.json and mutants.html into `dir`; returns their paths.
+    pub fn write(&self, dir: &Path) -> Result<(PathBuf, PathBuf), String> {
+        let json = dir.join("mutants.json");
+        let html = dir.join("mutants.html");
+        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(&json, text))
+            .map_err(|e| format!("cannot write {}: {e}", json.display()))?;
+        std::fs::write(&html, self.html())
+            .map_err(|e| format!("cannot write {}: {e}", html.display()))?;
+        Ok((json, html))
+    }
+}
+
+/// The `expect` word of a header.
+pub fn expect_word(expect: Expect) -> &'static str {
+    match expect {
+        Expect::Killed => "killed",
+        Expect::Survives => "survives",
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, claimed: bool, expect: &str, result: MutantResult, met: bool) -> MutantRow {
+        MutantRow {
+            name: name.into(),
+            class: if claimed { "hints" } else { "slowdown" }.into(),
+            phase1_claims_it: claimed,
+            expect: expect.into(),
+            expected_message: None,
+            target: "phase1".into(),
+            trials: vec!["TC-01::generation_correctness".into()],
+            result,
+            met,
+            command: "phase1 --kvcr m.diff".into(),
+            run_dir: Some("/out/runs/m/phase1/r".into()),
+            log: "/out/runs/m/child.log".into(),
+            exit_code: Some(101),
+            wall_s: 12.0,
+            kvcr: None,
+        }
+    }
+
+    fn killed(message: &str) -> MutantResult {
+        MutantResult::Killed {
+            trial: "TC-03::hinted_peer_transfer".into(),
+            message: message.into(),
+            message_matches: true,
+            failed: vec!["TC-03::hinted_peer_transfer".into()],
+        }
+    }
+
+    fn report() -> LaneReport {
+        LaneReport::new(
+            "2026-12-01T16:00:00Z".into(),
+            "cpu",
+            vec![],
+            vec![
+                row("a", true, "killed", killed("bytes <0> & more"), true),
+                row("b", true, "killed", killed("x"), true),
+                row("c", true, "survives", MutantResult::Survived, true),
+                row(
+                    "d",
+                    true,
+                    "killed",
+                    MutantResult::Broken {
+                        why: "setup failed".into(),
+                    },
+                    false,
+                ),
+                row("e", false, "survives", MutantResult::Survived, true),
+            ],
+        )
+    }
+
+    #[test]
+    fn scores_count_claimed_classes_apart_and_leave_broken_out() {
+        let r = report();
+        assert_eq!(
+            r.score_phase1_claimed,
+            Score {
+                killed: 2,
+                survived: 1,
+                broken: 1
+            }
+        );
+        assert_eq!(
+            r.score_not_yet_claimed,
+            Score {
+                killed: 0,
+                survived: 1,
+                broken: 0
+            }
+        );
+        assert_eq!(
+            r.score_phase1_claimed.words(),
+            "2/3 killed (67 %), 1 broken (not scored)"
+        );
+        assert_eq!(r.score_not_yet_claimed.words(), "0/1 killed (0 %)");
+        assert_eq!(Score::default().rate(), None);
+        assert!(!r.all_met, "d is broken");
+    }
+
+    #[test]
+    fn the_table_names_results_and_unmet_rows() {
+        let table = report().table();
+        assert!(
+            table.contains("score (classes Phase 1 claims to check): 2/3 killed (67 %)"),
+            "{table}"
+        );
+        let d = table.lines().find(|l| l.starts_with("d ")).unwrap();
+        assert!(
+            d.contains("broken") && d.contains("NO") && d.contains("setup failed"),
+            "{d}"
+        );
+        assert!(table.contains("1 mutant(s) did not meet"), "{table}");
+    }
+
+    #[test]
+    fn json_and_html_are_written_and_escaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (json, html) = report().write(dir.path()).unwrap();
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+        assert_eq!(doc["schema_version"], 1);
+        assert_eq!(doc["mutants"][0]["result"]["kind"], "killed");
+        assert_eq!(doc["mutants"][0]["result"]["message_matches"], true);
+        assert_eq!(doc["mutants"][3]["result"]["why"], "setup failed");
+        assert_eq!(doc["score_phase1_claimed"]["killed"], 2);
+        let page = std::fs::read_to_string(html).unwrap();
+        assert!(page.contains("bytes &lt;0&gt; &amp; more"));
+        assert!(page.contains("<tr class=\"unmet\"><td><code>d</code>"));
+    }
+}
