@@ -316,7 +316,7 @@ impl<'a> CaseCtx<'a> {
             .block_on(self.client.stream(&self.request(prompt, worker)))?
             .map_err(|e| CaseError::new(format!("stream of {} failed: {e}", prompt.key())))?;
         if let Some(w) = worker {
-            self.expect_served_by(w, outcome.worker.as_ref(), &prompt.key())?;
+            self.expect_served_by(w, outcome.generated.worker.as_ref(), &prompt.key())?;
         }
         Ok(outcome)
     }
@@ -826,24 +826,21 @@ fn answer(
     outcome: CompletionOutcome,
     started: Instant,
 ) -> Result<Answer, CaseError> {
-    let tokens = outcome.token_ids.clone().ok_or_else(|| {
+    let generated = outcome.generated;
+    let tokens = generated.token_ids.clone().ok_or_else(|| {
         CaseError::new(format!(
             "response to {} carried no token ids (asked for nvext.completion_token_ids); text was {:?}",
             prompt.key(),
-            outcome.text
+            generated.text
         ))
     })?;
     Ok(Answer {
         prompt: prompt.key(),
         tokens,
-        worker_id: outcome.worker_id,
-        worker: outcome.worker,
-        cached_tokens: outcome
-            .usage
-            .as_ref()
-            .and_then(|u| u.cached_tokens)
-            .map(u64::from),
-        prompt_tokens: outcome
+        worker_id: generated.worker_id,
+        worker: generated.worker,
+        cached_tokens: generated.cached_tokens(),
+        prompt_tokens: generated
             .usage
             .as_ref()
             .map_or(0, |u| u64::from(u.prompt_tokens)),

@@ -143,8 +143,8 @@ fn judge(
         Ok(outcome) => outcome,
         Err(e) => return (LoadOutcome::Failed, None, Some(e.to_string())),
     };
-    let worker = outcome.worker_id;
-    match (outcome.token_ids.as_deref(), reference) {
+    let worker = outcome.generated.worker_id;
+    match (outcome.generated.token_ids.as_deref(), reference) {
         (_, None) => (
             LoadOutcome::Failed,
             worker,

@@ -36,16 +36,12 @@ impl CaseCtx<'_> {
         arm: Arm,
     ) -> Result<Measured, CaseError> {
         let outcome = self.stream(worker, prompt)?;
-        let tokens = outcome.token_ids.clone().unwrap_or_default();
+        let tokens = outcome.generated.token_ids.clone().unwrap_or_default();
         self.expect_reference(prompt, &tokens)?;
         let mut record = request_record(self.id, Some(arm), None, prompt, &outcome);
         record.request_id = self.request_id_of(&prompt.key());
         Ok(Measured {
-            cached_tokens: outcome
-                .usage
-                .as_ref()
-                .and_then(|u| u.cached_tokens)
-                .map(u64::from),
+            cached_tokens: outcome.generated.cached_tokens(),
             record,
         })
     }
@@ -192,7 +188,10 @@ impl CaseCtx<'_> {
                     prompt.key()
                 ))
             })?;
-            self.expect_reference(prompt, &outcome.token_ids.clone().unwrap_or_default())?;
+            self.expect_reference(
+                prompt,
+                &outcome.generated.token_ids.clone().unwrap_or_default(),
+            )?;
             let mut record = request_record(self.id, None, Some(level), prompt, &outcome);
             record.request_id = Some(request_id);
             records.push(record);
@@ -225,8 +224,12 @@ pub fn request_record(
             .unwrap_or_default(),
         e2el_ms: timings.map(|t| ms(t.latency)),
         prompt_tokens: prompt.tokens.len() as u32,
-        output_tokens: outcome.token_ids.as_ref().map_or(0, |t| t.len() as u32),
-        worker_id: outcome.worker_id,
+        output_tokens: outcome
+            .generated
+            .token_ids
+            .as_ref()
+            .map_or(0, |t| t.len() as u32),
+        worker_id: outcome.generated.worker_id,
         ok: true,
         error: None,
         request_id: None,
