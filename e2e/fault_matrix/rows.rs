@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use kvcr_e2e::client::{ClientError, Completion};
-use kvcr_e2e::suite::{caught, expect_red, Case, CaseCtx, CaseError, CaseResult};
+use kvcr_e2e::suite::{caught, expect_red, Case, CaseCtx, CaseError, CaseResult, EngineFault};
 
 use crate::cases::{
     tc01_generation_correctness as tc01, tc02_local_dram_flow as tc02,
@@ -159,7 +159,7 @@ fn traced_expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &st
             "the failure names no x-request-id: {failure}"
         )));
     };
-    let lines = ctx.log_lines_of(&id);
+    let lines = ctx.observe().log_lines_of(&id);
     let path = ctx.record(
         "traced.json",
         &json!({"request_id": id, "log_lines": lines}),
@@ -178,14 +178,16 @@ fn traced_expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &st
 
 /// A wrong token is caught, and its failure leads to the worker log line.
 fn wrong_token(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A", "B"], json!({"wrong_token_after": 2}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["A", "B"], EngineFault::WrongTokenAfter(2))?;
     traced_expect_red(ctx, tc01::run, "token 2 of 16 differs")
 }
 
 /// Worker B's `KV Transfer metrics` line reports one block more than its
 /// `/metrics`: the two telemetry sources must agree.
 fn skewed_interval_log(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["B"], json!({"skew_interval_log": true}))?;
+    let _fault = ctx.faults().engine(&["B"], EngineFault::SkewIntervalLog)?;
     expect_red(
         ctx,
         tc03::run,
@@ -194,13 +196,13 @@ fn skewed_interval_log(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn dead_router(ctx: &CaseCtx) -> CaseResult {
-    ctx.kill_frontend()?;
+    ctx.faults().kill_frontend()?;
     // The suite's restore step starts a new frontend after the row.
     expect_red(ctx, tc01::run, "no response")
 }
 
 fn never_registers(ctx: &CaseCtx) -> CaseResult {
-    let (result, took) = ctx.provision_faulty(
+    let (result, took) = ctx.faults().provision_faulty(
         "never-register",
         &["never_register"],
         Duration::from_secs(8),
@@ -225,7 +227,8 @@ fn never_registers(ctx: &CaseCtx) -> CaseResult {
 fn dies_during_startup(ctx: &CaseCtx) -> CaseResult {
     let timeout = Duration::from_secs(60);
     let (result, took) =
-        ctx.provision_faulty("die-during-startup", &["die_during_startup"], timeout);
+        ctx.faults()
+            .provision_faulty("die-during-startup", &["die_during_startup"], timeout);
     ctx.measure("failed_after_s", took.as_secs_f64());
     match result {
         Ok(()) => Err(CaseError::new(
@@ -249,12 +252,16 @@ fn dies_during_startup(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn corrupted_local_delivery(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A"], json!({"corrupt_delivered_pages": true}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["A"], EngineFault::CorruptDeliveredPages)?;
     expect_red(ctx, tc02::run, "reference tokens: token ")
 }
 
 fn underreported_local_blocks(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A"], json!({"underreport_blocks": true}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["A"], EngineFault::UnderreportBlocks)?;
     expect_red(
         ctx,
         tc02::run,
@@ -265,7 +272,10 @@ fn underreported_local_blocks(ctx: &CaseCtx) -> CaseResult {
 /// An engine that does not export `cpu_engine_computed_blocks`: TC-02's
 /// "0 blocks recomputed" must not pass on silence.
 fn unexported_computed_blocks(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A"], json!({"drop_series": "cpu_engine_computed_blocks"}))?;
+    let _fault = ctx.faults().engine(
+        &["A"],
+        EngineFault::DropSeries("cpu_engine_computed_blocks"),
+    )?;
     expect_red(ctx, tc02::run, "computed_blocks not reported by worker A")
 }
 
@@ -273,7 +283,10 @@ fn unexported_computed_blocks(ctx: &CaseCtx) -> CaseResult {
 /// must not pass on silence (the whole family is gone, so even the series
 /// created on first event cannot read as 0).
 fn unexported_kvcr_operations(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A"], json!({"drop_series": "vllm:kvcr_duration_seconds"}))?;
+    let _fault = ctx.faults().engine(
+        &["A"],
+        EngineFault::DropSeries("vllm:kvcr_duration_seconds"),
+    )?;
     expect_red(
         ctx,
         tc02::run,
@@ -286,7 +299,7 @@ fn unexported_kvcr_operations(ctx: &CaseCtx) -> CaseResult {
 /// below. (A few evictions may still happen while blocks left by earlier
 /// rows fill the cache, so the count is not matched, only that it is short.)
 fn never_evicts(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A"], json!({"no_device_eviction": true}))?;
+    let _fault = ctx.faults().engine(&["A"], EngineFault::NoDeviceEviction)?;
     let failure = caught(ctx, tc02::run, "eviction not proven: worker A evicted")?;
     if !failure
         .message
@@ -300,12 +313,16 @@ fn never_evicts(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn corrupted_transfer(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["B"], json!({"corrupt_delivered_pages": true}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["B"], EngineFault::CorruptDeliveredPages)?;
     expect_red(ctx, tc03::run, "reference tokens: token ")
 }
 
 fn underreported_blocks(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["B"], json!({"underreport_blocks": true}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["B"], EngineFault::UnderreportBlocks)?;
     expect_red(
         ctx,
         tc03::run,
@@ -314,7 +331,9 @@ fn underreported_blocks(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn wrong_transfer_bytes(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["B"], json!({"wrong_transfer_bytes": true}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["B"], EngineFault::WrongTransferBytes)?;
     expect_red(
         ctx,
         tc03::run,
@@ -323,7 +342,7 @@ fn wrong_transfer_bytes(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn no_guard_deposit(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A"], json!({"no_guard_deposit": true}))?;
+    let _fault = ctx.faults().engine(&["A"], EngineFault::NoGuardDeposit)?;
     expect_red(
         ctx,
         tc04::run,
@@ -332,7 +351,8 @@ fn no_guard_deposit(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn guard_never_promotes(ctx: &CaseCtx) -> CaseResult {
-    let _stopped = ctx.stop_guard()?;
+    let a = ctx.worker("A")?;
+    let _stopped = ctx.faults().stop_guard(&a)?;
     expect_red(
         ctx,
         tc04::run,
@@ -341,38 +361,45 @@ fn guard_never_promotes(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn no_reclaim(ctx: &CaseCtx) -> CaseResult {
-    ctx.stack.set_replacement_faults(vec!["no_reclaim".into()]);
+    ctx.faults()
+        .on_next_replacement(&[EngineFault::NoReclaim.to_string()]);
     let result = expect_red(
         ctx,
         tc04::run,
         "replacement A' did not reclaim the pool: host-tier (DRAM) hit: 0 blocks loaded",
     );
     // The replacement carries the switch from its launch; clear it.
-    drop(ctx.engine_faults(&["A"], json!({})));
+    ctx.faults().clear_engine(&["A"]);
     result
 }
 
 /// The survivor B answers wrongly while A is killed under load: the budget
 /// never allows a wrong token, whatever the failure allowance.
 fn wrong_token_under_load(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["B"], json!({"wrong_token_after": 3}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["B"], EngineFault::WrongTokenAfter(3))?;
     expect_red(ctx, tc04_load::run, "load within its budget: ")
 }
 
 fn wrong_token_mid_stream(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A"], json!({"wrong_token_after": 5}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["A"], EngineFault::WrongTokenAfter(5))?;
     expect_red(ctx, tc05::COLD.run, "token 5 of 16 differs")
 }
 
 fn stalled_stream(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A"], json!({"stall_stream_after": 2}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["A"], EngineFault::StallStreamAfter(2))?;
     expect_red(ctx, tc05::COLD.run, "(streaming): no chunk for")
 }
 
 /// A's device prefix cache finds nothing: the local-hit arm's prefix comes
 /// from a lower tier, which is not a device-cache hit.
 fn no_device_hits(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A"], json!({"no_device_hits": true}))?;
+    let _fault = ctx.faults().engine(&["A"], EngineFault::NoDeviceHits)?;
     expect_red(
         ctx,
         tc05::LOCAL_HIT.run,
@@ -381,7 +408,9 @@ fn no_device_hits(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn cut_stream(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A"], json!({"cut_stream_after": 3}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["A"], EngineFault::CutStreamAfter(3))?;
     expect_red(
         ctx,
         tc05::COLD.run,
@@ -390,7 +419,9 @@ fn cut_stream(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn underreported_dram_hit(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A"], json!({"underreport_blocks": true}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["A"], EngineFault::UnderreportBlocks)?;
     expect_red(
         ctx,
         tc05::DRAM_HIT.run,
@@ -399,7 +430,9 @@ fn underreported_dram_hit(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn underreported_remote_hit(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["B"], json!({"underreport_blocks": true}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["B"], EngineFault::UnderreportBlocks)?;
     expect_red(
         ctx,
         tc05::REMOTE_HIT.run,
@@ -408,12 +441,15 @@ fn underreported_remote_hit(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn wrong_token_in_sweep(ctx: &CaseCtx) -> CaseResult {
-    let _fault = ctx.engine_faults(&["A", "B"], json!({"wrong_token_after": 4}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&["A", "B"], EngineFault::WrongTokenAfter(4))?;
     expect_red(ctx, tc05::SWEEP.run, "token 4 of 16 differs")
 }
 
 fn guard_never_serves(ctx: &CaseCtx) -> CaseResult {
-    let _stopped = ctx.stop_guard()?;
+    let a = ctx.worker("A")?;
+    let _stopped = ctx.faults().stop_guard(&a)?;
     expect_red(ctx, tc06::run, "no t1: ")
 }
 
@@ -454,8 +490,8 @@ fn bad_requests(ctx: &CaseCtx) -> CaseResult {
 /// was not started with: the Guard must refuse the handback, so A' cannot
 /// reclaim the pool.
 fn replacement_with_another_digest(ctx: &CaseCtx) -> CaseResult {
-    ctx.stack
-        .set_replacement_faults(vec![kvcr_e2e::stack::DIGEST_MISMATCH.into()]);
+    ctx.faults()
+        .on_next_replacement(&[kvcr_e2e::stack::DIGEST_MISMATCH.to_string()]);
     expect_red(
         ctx,
         tc04::run,

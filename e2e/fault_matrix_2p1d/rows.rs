@@ -1,8 +1,6 @@
 //! Rows for the P→D path of a 2P+1D stack, one function each.
 
-use serde_json::json;
-
-use kvcr_e2e::suite::{expect_red, Case, CaseCtx, CaseError, CaseResult};
+use kvcr_e2e::suite::{expect_red, Case, CaseCtx, CaseError, CaseResult, EngineFault};
 
 use crate::cases::tc01_generation_correctness as tc01;
 
@@ -24,7 +22,8 @@ pub fn all() -> Vec<Case> {
 
 /// The decode worker, or a row error saying the stack has none.
 fn decode_name(ctx: &CaseCtx) -> Result<String, CaseError> {
-    ctx.decode_worker()
+    ctx.disagg()
+        .decode_worker()
         .map(|w| w.name().to_string())
         .ok_or_else(|| {
             CaseError::new("this row needs a stack with a decode worker (--topology 2p1d)")
@@ -34,14 +33,18 @@ fn decode_name(ctx: &CaseCtx) -> Result<String, CaseError> {
 /// The decode's pulled pages are corrupted after delivery: wrong tokens.
 fn wrong_pages(ctx: &CaseCtx) -> CaseResult {
     let decode = decode_name(ctx)?;
-    let _fault = ctx.engine_faults(&[&decode], json!({"corrupt_delivered_pages": true}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&[&decode], EngineFault::CorruptDeliveredPages)?;
     expect_red(ctx, tc01::run, "reference tokens")
 }
 
 /// The decode reports one page more than it read: the P→D check catches it.
 fn wrong_bytes(ctx: &CaseCtx) -> CaseResult {
     let decode = decode_name(ctx)?;
-    let _fault = ctx.engine_faults(&[&decode], json!({"wrong_transfer_bytes": true}))?;
+    let _fault = ctx
+        .faults()
+        .engine(&[&decode], EngineFault::WrongTransferBytes)?;
     expect_red(ctx, tc01::run, "P→D transfer reconciles")
 }
 
@@ -49,11 +52,12 @@ fn wrong_bytes(ctx: &CaseCtx) -> CaseResult {
 /// nothing for its Guard): the decode recomputes, the P→D check catches it.
 fn prefill_killed_before_pull(ctx: &CaseCtx) -> CaseResult {
     let prefills: Vec<String> = ctx
+        .disagg()
         .prefill_workers()
         .iter()
         .map(|w| w.name().to_string())
         .collect();
     let names: Vec<&str> = prefills.iter().map(String::as_str).collect();
-    let _fault = ctx.engine_faults(&names, json!({"exit_after_prefill": true}))?;
+    let _fault = ctx.faults().engine(&names, EngineFault::ExitAfterPrefill)?;
     expect_red(ctx, tc01::run, "did not pull the prefill's pages")
 }

@@ -110,11 +110,12 @@ fn node_cut_off(ctx: &CaseCtx) -> CaseResult {
 /// and moves the pages through `cma`, a real transfer over shared memory.
 /// TC-03 on that stack must fail with UCX's own report of it.
 fn shared_memory_transfer(ctx: &CaseCtx) -> CaseResult {
-    ctx.on_faulty_stack("shm-stack", &[NODE_WITHOUT_PID_NAMESPACE], |nested| {
-        expect_red(
-            nested,
-            tc03::run,
-            "the transfer went over shared memory, not the network",
-        )
-    })?
+    ctx.faults()
+        .on_faulty_stack("shm-stack", &[NODE_WITHOUT_PID_NAMESPACE], |nested| {
+            expect_red(
+                nested,
+                tc03::run,
+                "the transfer went over shared memory, not the network",
+            )
+        })?
 }

@@ -260,13 +260,15 @@ impl Suite {
         let stack = self.stack()?;
         let references = self.references()?;
         let ctx = CaseCtx::new(
-            case,
+            case.id,
+            case.slug(),
             &self.settings,
             &stack,
             &references,
             &self.prompts,
             run_dir,
-        );
+        )
+        .map_err(|e| e.to_string())?;
         let pids_before: Vec<u32> = stack.workers().iter().map(|w| w.process.pid()).collect();
         let activity = ctx.activity.clone();
         let ((result, ctx), timed_out) = super::deadline::run_bounded(
@@ -286,7 +288,7 @@ impl Suite {
         };
         // A timed-out case may have left a worker dead or a fault half-done.
         let result = if case.destructive || timed_out.is_some() {
-            result.and(restore(&stack, &ctx, &pids_before))
+            result.and(super::restore::restore(&stack, &ctx, &pids_before))
         } else {
             result
         };
@@ -623,20 +625,6 @@ impl Suite {
             eprintln!("[kvcr-e2e] could not write results after a trial: {e}");
         }
     }
-}
-
-/// After a destructive case: every dead worker replaced, and every
-/// replacement proven reachable by its peers.
-fn restore(stack: &Stack, ctx: &CaseCtx, pids_before: &[u32]) -> Result<(), String> {
-    stack
-        .ensure_whole()
-        .map_err(|e| format!("the stack could not be restored after the case: {e}"))?;
-    for worker in stack.workers() {
-        if !pids_before.contains(&worker.process.pid()) {
-            ctx.relink(&worker).map_err(|e| e.to_string())?;
-        }
-    }
-    Ok(())
 }
 
 /// SIGINT / SIGTERM: tear down the live stack (if any), then exit.

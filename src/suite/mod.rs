@@ -11,25 +11,37 @@
 //! ```
 
 mod activity;
+mod ask;
 mod case;
+mod case_evidence;
 pub mod commands;
 mod ctx;
 mod deadline;
 mod disagg;
+mod engine_fault;
 mod fault_row;
 mod faults;
-pub mod guard;
-mod interval;
+mod guard;
 mod lifecycle;
-pub mod load;
-pub mod observe;
+mod load;
+mod observe;
 mod perf;
+mod readings;
 mod records;
 mod requests;
+mod restore;
 mod signals;
 
+pub use ask::Answer;
 pub use case::{Case, CaseError, CaseResult};
-pub use ctx::{Answer, CaseCtx};
+pub use ctx::{CaseCtx, Eviction};
+pub use disagg::Disagg;
+pub use engine_fault::EngineFault;
 pub use fault_row::{caught, expect_red};
-pub use faults::{EngineFaults, LinkCut, Stopped};
+pub use faults::{EngineFaults, Faults, LinkCut, Stopped};
+pub use guard::{GuardAttempt, GuardFollower, GuardView, Guards};
 pub use lifecycle::Suite;
+pub use load::{Load, LoadRequest, LoadRun};
+pub use observe::{Observe, PeerTransferDeltas};
+pub use perf::{Measured, Perf};
+pub use readings::PrefillAccounting;

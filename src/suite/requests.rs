@@ -11,9 +11,16 @@
 //! with their file and line number, so a failure can be followed from JUnit
 //! to the exact worker log line.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+
+use crate::client::Completion;
+use crate::prompts::Prompt;
+use crate::stack::Worker;
+
+use super::case_evidence::CaseEvidence;
 
 /// One request a case sent.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -23,6 +30,77 @@ pub struct SentRequest {
     pub prompt: String,
     /// The worker slot it was pinned to; `None` when the router picked.
     pub pinned_to: Option<String>,
+}
+
+/// The requests of one case: it builds each one, so none is sent unrecorded.
+pub struct RequestLog {
+    model: String,
+    max_tokens: u32,
+    sent: RefCell<Vec<SentRequest>>,
+}
+
+impl RequestLog {
+    pub fn new(model: String, max_tokens: u32) -> Self {
+        Self {
+            model,
+            max_tokens,
+            sent: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The request for `prompt`, pinned to `worker` when given (a prefill
+    /// worker through its prefill pin, any other through the instance header).
+    pub fn request(&self, prompt: &Prompt, pin: Option<&Worker>) -> Completion {
+        let request = crate::reference::request(&self.model, prompt, self.max_tokens);
+        self.sent.borrow_mut().push(SentRequest {
+            request_id: request.request_id.clone(),
+            prompt: prompt.key(),
+            pinned_to: pin.map(|w| w.name().to_string()),
+        });
+        match pin {
+            Some(worker) => worker.pin(request),
+            None => request,
+        }
+    }
+
+    /// The id of the last request sent for `prompt` (its key, `f12/v0`).
+    pub fn id_of(&self, prompt: &str) -> Option<String> {
+        self.sent
+            .borrow()
+            .iter()
+            .rev()
+            .find(|r| r.prompt == prompt)
+            .map(|r| r.request_id.clone())
+    }
+
+    /// `requests.json` (every request and its id) and `log-lines.txt` (the
+    /// component log lines naming them); a failure names both and the id
+    /// of the case's last request.
+    pub fn attach_logs(
+        &self,
+        evidence: &CaseEvidence,
+        logs_dir: &Path,
+        result: Result<(), String>,
+    ) -> Result<(), String> {
+        let requests = self.sent.borrow().clone();
+        let Some(last) = requests.last() else {
+            return result;
+        };
+        let ids: Vec<&str> = requests.iter().map(|r| r.request_id.as_str()).collect();
+        let lines = log_lines(logs_dir, &ids);
+        evidence.record("requests.json", &requests);
+        let log_path = evidence.record_text("log-lines.txt", &(lines.join("\n") + "\n"));
+        result.map_err(|message| {
+            format!(
+                "{message} [last request: x-request-id {} ({}); {} log lines of the case's {} requests: {}]",
+                last.request_id,
+                last.prompt,
+                lines.len(),
+                requests.len(),
+                log_path.display()
+            )
+        })
+    }
 }
 
 /// Every line of the `*.log` files in `logs_dir` that names one of `ids`,

@@ -20,8 +20,9 @@ pub const CASE: Case = Case {
 const FAMILIES: usize = 3;
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
-    if let Some(decode) = ctx.decode_worker() {
-        ctx.expect_prefill_to_decode(&decode, ctx.family()?.variant(0))?;
+    if let Some(decode) = ctx.disagg().decode_worker() {
+        ctx.disagg()
+            .expect_prefill_to_decode(&decode, ctx.family()?.variant(0))?;
     }
     let families = ctx.families(FAMILIES)?;
     let block_size = u64::from(ctx.geometry().block_size_tokens);

@@ -29,7 +29,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.expect_reference(family.variant(1), &answer.tokens)?;
     let delta = ctx.delta_since(&a, &before)?;
 
-    let hit = ctx.host_tier_hit(&delta, answer.cached_tokens)?;
+    let hit = ctx.observe().host_tier_hit(&delta, answer.cached_tokens)?;
     ctx.measure("shared_blocks", family.shared_blocks());
     ctx.measure("local_deliver_blocks", hit.local_deliver_blocks);
     ctx.measure("served_by", hit.served_by(geometry.bytes_per_block()));

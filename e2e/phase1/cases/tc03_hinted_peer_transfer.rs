@@ -30,13 +30,13 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let (a_before, b_before) = (ctx.snapshot(&a)?, ctx.snapshot(&b)?);
     let answer = ctx.complete_on(&b, family.variant(1))?;
     ctx.expect_reference(family.variant(1), &answer.tokens)?;
-    let observed = ctx.peer_transfer_since(&a, &a_before, &b, &b_before)?;
+    let observed = ctx.observe().peer_transfer(&a, &a_before, &b, &b_before)?;
     let transfer = &observed.transfer;
     ctx.measure("blocks", transfer.remote_deliver_blocks);
     ctx.measure("bytes", transfer.source_write_bytes);
     ctx.measure("pages_per_block", geometry.pages_per_block());
     // A peer on the other node: the read went over the network.
-    ctx.expect_crossed_network(&a, &b)?;
+    ctx.observe().expect_crossed_network(&a, &b)?;
     ctx.check(
         "telemetry.json",
         &serde_json::json!({
@@ -68,14 +68,14 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             expect_exact_pages(&read, family.shared_blocks(), &geometry),
         )?;
     }
-    ctx.expect_interval_log_agrees(
+    ctx.observe().expect_interval_log_agrees(
         &a,
         &[
             Counter::TransferBlocks(Scope::SourceWrite),
             Counter::TransferBytes(Scope::SourceWrite),
         ],
     )?;
-    ctx.expect_interval_log_agrees(
+    ctx.observe().expect_interval_log_agrees(
         &b,
         &[
             Counter::TransferBlocks(Scope::RemoteDeliver),

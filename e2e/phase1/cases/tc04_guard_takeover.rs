@@ -47,9 +47,9 @@ fn ms(d: Duration) -> f64 {
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
     let geometry = ctx.geometry();
-    ctx.expect_guards_attached(&[&a, &b])?;
+    ctx.guard().expect_attached(&[&a, &b])?;
     // The Guard holding A's pool: it serves it after A dies.
-    let guard = ctx.guard_of(&a)?;
+    let guard = ctx.guard().of(&a)?;
 
     let families = ctx.families(COMMITTED)?;
     for family in &families {
@@ -59,13 +59,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
 
     // Fault: SIGKILL A, then verify it took effect.
     let mut events = guard.follow()?;
-    // Where this promotion's lines start in the Guard's log.
-    let guard_log_from = ctx
-        .stack
-        .guard_of(&a)
-        .and_then(|g| std::fs::metadata(g.log_path()).ok())
-        .map_or(0, |m| m.len() as usize);
-    let kill = ctx.stack.kill_worker("A")?;
+    let kill = ctx.faults().kill(&a)?;
     let promotion = events.await_promotion(a.slot.guard_index)?;
     ctx.measure("promotion_ms", promotion.as_ref().map(|p| p.promotion_ms));
     ctx.measure(
@@ -101,7 +95,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         if i >= MIN_TAKEOVER_ATTEMPTS && since_kill > HINT_WINDOW {
             break;
         }
-        let attempt = ctx.guard_attempt(&b, family.variant(1), &mut transfers)?;
+        let attempt = ctx.guard().attempt(&b, family.variant(1), &mut transfers)?;
         let served = attempt.outcome == AttemptOutcome::GuardServed;
         timeline.push(serde_json::json!({
             "prompt": attempt.prompt,
@@ -117,7 +111,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             );
         }
         attempts.push(attempt);
-        if served || guard_stall(ctx, &a, guard_log_from).is_some() {
+        // The Guard latched its source writes off: no later attempt can be served.
+        if served || events.source_stall().is_some() {
             break;
         }
     }
@@ -137,7 +132,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
                 .unwrap_or(0.0)
                 / 1000.0,
             attempts.iter().map(|a| &a.outcome).collect::<Vec<_>>(),
-            guard_stall(ctx, &a, guard_log_from)
+            events
+                .source_stall()
                 .map(|line| format!("; the Guard stopped serving: `{line}`"))
                 .unwrap_or_default()
         ))
@@ -162,7 +158,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let answer = ctx.complete_on(&replacement, reclaimed.variant(1))?;
     ctx.expect_reference(reclaimed.variant(1), &answer.tokens)?;
     let delta = ctx.delta_since(&replacement, &before)?;
-    let hit = ctx.host_tier_hit(&delta, answer.cached_tokens)?;
+    let hit = ctx.observe().host_tier_hit(&delta, answer.cached_tokens)?;
     ctx.check(
         "replacement.json",
         &serde_json::json!({"worker": "A'", "pid": replacement.process.pid(), "hook": ctx.stack.replace_hook_runs().last(), "delta": delta, "observed": hit}),
@@ -178,20 +174,4 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         ..e
     })?;
     guard.expect_no_failures()
-}
-
-/// KVCR 0.1.1 latches a source off when its progress loop went
-/// `operation_timeout_ms` without a poll (the Guard's core runs with the
-/// default 1000 ms, and `kvcr_service` has no setting for it): "new source
-/// writes disabled until restart". Its log line, once the Guard holding
-/// `a`'s pool wrote it past byte `from` (this promotion); no later attempt
-/// can then be Guard-served.
-fn guard_stall(ctx: &CaseCtx, a: &kvcr_e2e::stack::Worker, from: usize) -> Option<String> {
-    let guard = ctx.stack.guard_of(a)?;
-    let log = std::fs::read(guard.log_path()).ok()?;
-    String::from_utf8_lossy(log.get(from..)?)
-        .lines()
-        .rev()
-        .find(|l| l.contains("source progress stalled"))
-        .map(|l| l.trim().to_string())
 }

@@ -31,9 +31,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         .collect();
 
     let a = ctx.worker("A")?;
-    let mut guard_events = ctx.guard()?.follow()?;
+    let mut guard_events = ctx.guard().of(&a)?.follow()?;
     // The kill lands once the first wave is done, with the next one in flight.
-    let load = ctx.load_with_fault(prompts, clients, || Ok(ctx.stack.kill_worker("A")?))?;
+    let load = ctx
+        .load()
+        .with_fault(prompts, clients, || ctx.faults().kill(&a))?;
     // A replacement can claim A's Guard group only once the Guard holds it.
     let promotion = guard_events.await_promotion(a.slot.guard_index)?;
     ctx.measure("promotion_ms", promotion.as_ref().map(|p| p.promotion_ms));
@@ -58,7 +60,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             "tally": tally, "ok_after_kill": ok_after_kill,
         }),
     );
-    ctx.report_load(&load);
+    ctx.load().report(&load);
     ctx.check(
         "load.json",
         &load,

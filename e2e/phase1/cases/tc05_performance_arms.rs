@@ -57,9 +57,13 @@ fn cold(ctx: &CaseCtx) -> CaseResult {
     for family in ctx.families(repeats(ctx))? {
         let prompt = family.variant(0);
         let before = ctx.snapshot(&a)?;
-        records.push(ctx.stream_measured(Some(&a), prompt, Arm::Cold)?.record);
+        records.push(
+            ctx.perf()
+                .stream_measured(Some(&a), prompt, Arm::Cold)?
+                .record,
+        );
         let delta = ctx.delta_since(&a, &before)?;
-        let observed = ctx.host_tier_hit(&delta, None)?;
+        let observed = ctx.observe().host_tier_hit(&delta, None)?;
         let blocks = ctx.geometry().full_blocks(prompt.tokens.len() as u64);
         ctx.check(
             &format!("{}.json", prompt.key()),
@@ -67,7 +71,7 @@ fn cold(ctx: &CaseCtx) -> CaseResult {
             expect_computed(&observed, blocks),
         )?;
     }
-    ctx.report_arm(Arm::Cold, records)?;
+    ctx.perf().report_arm(Arm::Cold, records)?;
     Ok(())
 }
 
@@ -79,17 +83,20 @@ fn local_hit(ctx: &CaseCtx) -> CaseResult {
         ctx.commit(&a, family.variant(0))?;
         let before = ctx.snapshot(&a)?;
         records.push(
-            ctx.stream_measured(Some(&a), family.variant(1), Arm::LocalHit)?
+            ctx.perf()
+                .stream_measured(Some(&a), family.variant(1), Arm::LocalHit)?
                 .record,
         );
-        let observed = ctx.host_tier_hit(&ctx.delta_since(&a, &before)?, None)?;
+        let observed = ctx
+            .observe()
+            .host_tier_hit(&ctx.delta_since(&a, &before)?, None)?;
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
             &observed,
             expect_device_hit(&observed, family.shared_blocks(), bs),
         )?;
     }
-    ctx.report_arm(Arm::LocalHit, records)?;
+    ctx.perf().report_arm(Arm::LocalHit, records)?;
     Ok(())
 }
 
@@ -105,8 +112,12 @@ fn dram_hit(ctx: &CaseCtx) -> CaseResult {
     let mut records = Vec::new();
     for family in &families {
         let before = ctx.snapshot(&a)?;
-        let measured = ctx.stream_measured(Some(&a), family.variant(1), Arm::DramHit)?;
-        let observed = ctx.host_tier_hit(&ctx.delta_since(&a, &before)?, measured.cached_tokens)?;
+        let measured = ctx
+            .perf()
+            .stream_measured(Some(&a), family.variant(1), Arm::DramHit)?;
+        let observed = ctx
+            .observe()
+            .host_tier_hit(&ctx.delta_since(&a, &before)?, measured.cached_tokens)?;
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
             &observed,
@@ -119,7 +130,7 @@ fn dram_hit(ctx: &CaseCtx) -> CaseResult {
         )?;
         records.push(measured.record);
     }
-    ctx.report_arm(Arm::DramHit, records)?;
+    ctx.perf().report_arm(Arm::DramHit, records)?;
     Ok(())
 }
 
@@ -131,10 +142,11 @@ fn remote_hit(ctx: &CaseCtx) -> CaseResult {
         ctx.commit(&a, family.variant(0))?;
         let (a_before, b_before) = (ctx.snapshot(&a)?, ctx.snapshot(&b)?);
         records.push(
-            ctx.stream_measured(Some(&b), family.variant(1), Arm::RemoteHit)?
+            ctx.perf()
+                .stream_measured(Some(&b), family.variant(1), Arm::RemoteHit)?
                 .record,
         );
-        let observed = ctx.peer_transfer_since(&a, &a_before, &b, &b_before)?;
+        let observed = ctx.observe().peer_transfer(&a, &a_before, &b, &b_before)?;
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
             &observed,
@@ -145,7 +157,7 @@ fn remote_hit(ctx: &CaseCtx) -> CaseResult {
             ),
         )?;
     }
-    ctx.report_arm(Arm::RemoteHit, records)?;
+    ctx.perf().report_arm(Arm::RemoteHit, records)?;
     Ok(())
 }
 
@@ -156,9 +168,9 @@ fn sweep(ctx: &CaseCtx) -> CaseResult {
         // Two waves per level: each request a fresh prompt, the router picks the worker.
         let families = ctx.families(2 * level as usize)?;
         let prompts: Vec<_> = families.iter().map(|f| f.variant(0).clone()).collect();
-        let (summary, records) = ctx.run_concurrent(level, &prompts)?;
+        let (summary, records) = ctx.perf().run_concurrent(level, &prompts)?;
         results.push(summary);
         requests.extend(records);
     }
-    ctx.report_sweep(results, requests)
+    ctx.perf().report_sweep(results, requests)
 }

@@ -38,9 +38,9 @@ fn ms(d: Duration) -> f64 {
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
-    ctx.expect_guards_attached(&[&a, &b])?;
+    ctx.guard().expect_attached(&[&a, &b])?;
     // The Guard holding A's pool: it serves it after A dies.
-    let guard = ctx.guard_of(&a)?;
+    let guard = ctx.guard().of(&a)?;
     let families = ctx.families(COMMITTED)?;
     for family in &families {
         ctx.commit(&a, family.variant(0))?;
@@ -48,7 +48,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let cadence = Duration::from_millis(ctx.settings.tc06_cadence_ms);
 
     let mut guard_events = guard.follow()?;
-    let kill = ctx.stack.kill_worker("A")?;
+    let kill = ctx.faults().kill(&a)?;
     let t0 = kill.sent_at;
     let mut timeline = RecoveryTimeline::default();
     let (attempt_families, spare) = families.split_at(families.len() - 1);
@@ -62,7 +62,9 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         if t0.elapsed() > ATTEMPT_WINDOW {
             break;
         }
-        let attempt = ctx.guard_attempt(&b, family.variant(1), &mut guard_events)?;
+        let attempt = ctx
+            .guard()
+            .attempt(&b, family.variant(1), &mut guard_events)?;
         // Stamped at the request and at the response, not after the
         // attempt's telemetry and Guard-log bookkeeping.
         let sent = attempt.sent_at.saturating_duration_since(t0);
@@ -103,7 +105,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         );
         timeline.no_t1_reason = Some(reason.clone());
         let path = ctx.record("timeline.json", &timeline);
-        ctx.report_recovery(&timeline);
+        ctx.perf().report_recovery(&timeline);
         return Err(CaseError::new(format!("no t1: {reason}")).with_evidence(path));
     }
 
@@ -115,11 +117,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let answered = t0.elapsed();
     ctx.expect_reference(prompt, &answer.tokens)?;
     timeline.t2_ms = Some(ms(answered));
-    let hit = ctx.host_tier_hit(
+    let hit = ctx.observe().host_tier_hit(
         &ctx.delta_since(&replacement, &before)?,
         answer.cached_tokens,
     )?;
-    ctx.report_recovery(&timeline);
+    ctx.perf().report_recovery(&timeline);
     ctx.record("timeline.json", &timeline);
     let geometry = ctx.geometry();
     ctx.check(
