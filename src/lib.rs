@@ -1,9 +1,12 @@
 //! kvcr-e2e: an end-to-end test harness for KVCR stacks.
+pub mod cases;
 pub mod client;
 pub mod config;
 pub mod engine;
 pub mod evidence;
+pub mod fault_matrix;
 pub mod gpu;
+pub mod lanes;
 pub mod peer_bench;
 pub mod proc;
 pub mod prompts;

@@ -39,6 +39,10 @@ pub enum EngineFault {
     CutStreamAfter(u32),
     /// The engine stops exporting one metric family (samples and `# TYPE`).
     DropSeries(&'static str),
+    /// The worker never registers with the frontend (launch only).
+    NeverRegister,
+    /// The worker exits during startup (launch only).
+    DieDuringStartup,
 }
 
 impl EngineFault {
@@ -59,6 +63,8 @@ impl EngineFault {
             EngineFault::StallStreamAfter(_) => "stall_stream_after",
             EngineFault::CutStreamAfter(_) => "cut_stream_after",
             EngineFault::DropSeries(_) => "drop_series",
+            EngineFault::NeverRegister => "never_register",
+            EngineFault::DieDuringStartup => "die_during_startup",
         }
     }
 
@@ -71,6 +77,15 @@ impl EngineFault {
             EngineFault::DropSeries(family) => json!(family),
             _ => json!(true),
         }
+    }
+
+    /// Whether the engine takes it only at launch (`--fault NAME`), not
+    /// through `PUT /faults`.
+    pub fn launch_only(self) -> bool {
+        matches!(
+            self,
+            EngineFault::NeverRegister | EngineFault::DieDuringStartup
+        )
     }
 
     /// The `PUT /faults` body that turns this switch (alone) on.
@@ -94,7 +109,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 14] = [
+    const EVERY: [EngineFault; 16] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -109,6 +124,8 @@ mod tests {
         EngineFault::StallStreamAfter(2),
         EngineFault::CutStreamAfter(3),
         EngineFault::DropSeries("cpu_engine_computed_blocks"),
+        EngineFault::NeverRegister,
+        EngineFault::DieDuringStartup,
     ];
 
     #[test]
@@ -134,7 +151,7 @@ mod tests {
     }
 
     /// Every switch is one the CPU engine knows, of the kind it expects
-    /// (a flag, a token count or a name), and every runtime switch the
+    /// (a flag, a token count, a name, launch only), and every switch the
     /// engine has is here.
     #[test]
     fn every_switch_is_the_cpu_engines() {
@@ -152,13 +169,15 @@ mod tests {
                 .filter(|w| !w.is_empty())
                 .collect()
         };
-        let (flags, counts, names) = (
+        let (flags, counts, names, launch) = (
             set("FLAG_SWITCHES"),
             set("COUNT_SWITCHES"),
             set("NAME_SWITCHES"),
+            set("LAUNCH_ONLY"),
         );
         for fault in EVERY {
             let kind = match fault.value() {
+                _ if fault.launch_only() => &launch,
                 Value::Bool(_) => &flags,
                 Value::Number(_) => &counts,
                 _ => &names,
@@ -169,7 +188,7 @@ mod tests {
             );
         }
         let ours: Vec<&str> = EVERY.iter().map(|f| f.name()).collect();
-        for engine_switch in flags.iter().chain(&counts).chain(&names) {
+        for engine_switch in flags.iter().chain(&counts).chain(&names).chain(&launch) {
             assert!(
                 ours.contains(&engine_switch.as_str()),
                 "the CPU engine's switch {engine_switch} has no EngineFault"

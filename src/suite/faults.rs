@@ -142,7 +142,7 @@ impl<'c> Faults<'c> {
     pub fn provision_faulty(
         &self,
         name: &str,
-        worker_faults: &[&str],
+        worker_faults: &[String],
         startup_timeout: Duration,
     ) -> (Result<(), ProvisionError>, Duration) {
         let options = StackOptions {
@@ -165,8 +165,8 @@ impl<'c> Faults<'c> {
     pub fn on_faulty_stack(
         &self,
         name: &str,
-        worker_faults: &[&str],
-        case: fn(&CaseCtx) -> CaseResult,
+        worker_faults: &[String],
+        case: impl FnOnce(&CaseCtx) -> CaseResult,
     ) -> Result<CaseResult, CaseError> {
         let options = self.faulty_options(name, worker_faults);
         let stack =
@@ -180,13 +180,13 @@ impl<'c> Faults<'c> {
         Ok(result)
     }
 
-    fn faulty_options(&self, name: &str, worker_faults: &[&str]) -> StackOptions {
+    fn faulty_options(&self, name: &str, worker_faults: &[String]) -> StackOptions {
         let base = self.ctx.stack.options();
         StackOptions {
             logs_dir: self.ctx.evidence.dir().join(name),
             run_id: format!("{}-{name}", base.run_id),
             with_reference: false,
-            worker_faults: worker_faults.iter().map(|f| f.to_string()).collect(),
+            worker_faults: worker_faults.to_vec(),
             ..base.clone()
         }
     }
@@ -200,7 +200,7 @@ fn on_stack(
     ctx: &CaseCtx,
     stack: &Stack,
     name: &str,
-    case: fn(&CaseCtx) -> CaseResult,
+    case: impl FnOnce(&CaseCtx) -> CaseResult,
 ) -> CaseResult {
     let nested = CaseCtx {
         activity: ctx.activity.clone(),

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use libtest_mimic::{Arguments, Completion, Failed};
 use once_cell::sync::{Lazy, OnceCell};
 
 use crate::config::{self, Applicability, Env, Settings};
@@ -17,7 +17,7 @@ use crate::pyenv::{self, PythonEnv};
 use crate::reference::{self, References};
 use crate::stack::{self, Stack, StackOptions};
 
-use super::{signals, Case, CaseCtx};
+use super::{signals, CaseCtx, Trial};
 
 /// The file in a stack's scratch directory that hands out prompt families
 /// to every run on that stack.
@@ -53,19 +53,12 @@ impl Suite {
         self.engine.clone()
     }
 
-    /// The whole program of a harness test target.
-    pub fn main(target: &'static str, cases: Vec<Case>) -> ExitCode {
-        Self::main_with_defaults(target, cases, &[])
-    }
-
-    /// Like [`Suite::main`], with harness flags that apply unless the
-    /// command line sets them too (the command line comes later and wins),
-    /// e.g. `["--profile", "hybrid"]` for the hybrid-geometry target.
-    pub fn main_with_defaults(
-        target: &'static str,
-        cases: Vec<Case>,
-        defaults: &[&str],
-    ) -> ExitCode {
+    /// The whole program of a harness test target: `trials` under the
+    /// harness flags `defaults` (they apply unless the command line sets
+    /// them too: the command line comes later and wins), e.g.
+    /// `["--geometry", "hybrid"]` for the hybrid-geometry lane.
+    /// [`crate::lanes`] calls it with each lane's row of the lane table.
+    pub fn main(target: &'static str, trials: Vec<Trial>, defaults: &[String]) -> ExitCode {
         let (suite, libtest_argv) = match Self::from_argv(target, std::env::args(), defaults) {
             Ok(ready) => ready,
             Err(exit) => return exit,
@@ -77,10 +70,10 @@ impl Suite {
         if !args.list {
             install_teardown_on_signal();
         }
-        let trials = cases
+        let trials = trials
             .into_iter()
-            .filter(|case| filters.selects(&case.trial_name(), args.exact))
-            .map(|case| suite.trial(case))
+            .filter(|trial| filters.selects(&trial.trial_name(), args.exact))
+            .map(|trial| suite.trial(trial))
             .collect();
         let conclusion = libtest_mimic::run(&args, trials);
         if !args.list {
@@ -95,7 +88,7 @@ impl Suite {
     pub(super) fn from_argv(
         target: &'static str,
         argv: impl IntoIterator<Item = String>,
-        defaults: &[&str],
+        defaults: &[String],
     ) -> Result<(Arc<Suite>, Vec<String>), ExitCode> {
         let mut argv: Vec<String> = argv.into_iter().collect();
         let program = if argv.is_empty() {
@@ -104,7 +97,7 @@ impl Suite {
             argv.remove(0)
         };
         let argv = std::iter::once(program)
-            .chain(defaults.iter().map(|a| a.to_string()))
+            .chain(defaults.iter().cloned())
             .chain(argv);
         let (harness, libtest_argv) =
             config::split_args(argv).map_err(|e| usage_error(&e.to_string()))?;
@@ -146,9 +139,9 @@ impl Suite {
         })
     }
 
-    fn trial(self: &Arc<Self>, case: Case) -> Trial {
+    fn trial(self: &Arc<Self>, trial: Trial) -> libtest_mimic::Trial {
         let suite = self.clone();
-        Trial::ignorable_test(case.trial_name(), move || suite.run_trial(&case))
+        libtest_mimic::Trial::ignorable_test(trial.trial_name(), move || suite.run_trial(&trial))
     }
 
     /// Why the stack's second node cannot be made here (a topology over
@@ -164,13 +157,13 @@ impl Suite {
             .map(|e| format!("{case_id} on {}: {e}", self.settings.topology))
     }
 
-    fn run_trial(&self, case: &Case) -> Result<Completion, Failed> {
+    fn run_trial(&self, case: &Trial) -> Result<Completion, Failed> {
         let started = Instant::now();
-        let skip = if !self.settings.selects(case.id) {
-            Some(format!("{} is not selected by --cases", case.id))
+        let skip = if !self.settings.selects(case.id()) {
+            Some(format!("{} is not selected by --cases", case.id()))
         } else {
-            match config::applicability(self.settings.engine, self.settings.topology, case.id) {
-                Applicability::Applies => self.nodes_unavailable(case.id),
+            match config::applicability(self.settings.engine, self.settings.topology, case.id()) {
+                Applicability::Applies => self.nodes_unavailable(case.id()),
                 Applicability::Ignored(reason) => Some(reason),
             }
         };
@@ -220,7 +213,7 @@ impl Suite {
 
     /// The message a trial fails with when the shared setup failed: the
     /// whole error for the first trial, a pointer to it for the others.
-    fn setup_failure_for(&self, case: &Case, error: String) -> String {
+    fn setup_failure_for(&self, case: &Trial, error: String) -> String {
         let Ok(mut shown) = self.setup_failure_shown_by.lock() else {
             return error;
         };
@@ -247,7 +240,7 @@ impl Suite {
     #[allow(clippy::type_complexity)]
     fn run_case(
         &self,
-        case: &Case,
+        case: &Trial,
     ) -> Result<
         (
             Result<(), String>,
@@ -260,7 +253,7 @@ impl Suite {
         let stack = self.stack()?;
         let references = self.references()?;
         let ctx = CaseCtx::new(
-            case.id,
+            case.id(),
             case.slug(),
             &self.settings,
             &stack,
@@ -275,7 +268,7 @@ impl Suite {
             &case.trial_name(),
             Duration::from_secs(self.settings.case_timeout_s),
             &activity,
-            move || ((case.run)(&ctx), ctx),
+            move || (case.run(&ctx), ctx),
         );
         let result = match &timed_out {
             None => result.map_err(|e| e.to_string()),
@@ -287,7 +280,7 @@ impl Suite {
             }
         };
         // A timed-out case may have left a worker dead or a fault half-done.
-        let result = if case.destructive || timed_out.is_some() {
+        let result = if case.destructive() || timed_out.is_some() {
             result.and(super::restore::restore(&stack, &ctx, &pids_before))
         } else {
             result
@@ -297,13 +290,13 @@ impl Suite {
 
     fn record(
         &self,
-        case: &Case,
+        case: &Trial,
         started: Instant,
         outcome: Outcome,
         evidence: Vec<PathBuf>,
         measurements: serde_json::Map<String, serde_json::Value>,
     ) {
-        let mut record = CaseRecord::start(case.id, case.trial_name());
+        let mut record = CaseRecord::start(case.id(), case.trial_name());
         record.started_at =
             crate::evidence::UtcTime(time::OffsetDateTime::now_utc() - started.elapsed());
         record.outcome = outcome;

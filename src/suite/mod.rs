@@ -3,12 +3,15 @@
 //! records gathered from every trial, then JUnit, results, report, teardown.
 //!
 //! ```no_run
-//! use kvcr_e2e::suite::{Case, Suite};
+//! use kvcr_e2e::suite::{Suite, Trial};
 //! fn main() -> std::process::ExitCode {
-//!     let cases: Vec<Case> = Vec::new(); // e2e/phase1/cases
-//!     Suite::main("phase1", cases)
+//!     let trials: Vec<Trial> = kvcr_e2e::cases::PHASE1.iter().copied().map(Trial::Case).collect();
+//!     Suite::main("phase1", trials, &["--geometry".into(), "hybrid".into()])
 //! }
 //! ```
+//!
+//! A test target does not call it itself: it names its lane
+//! ([`crate::lanes`]), whose row says which trials and which stack.
 
 mod activity;
 mod ask;
@@ -31,13 +34,14 @@ mod records;
 mod requests;
 mod restore;
 mod signals;
+mod trial;
 
 pub use ask::Answer;
 pub use case::{Case, CaseError, CaseResult};
 pub use ctx::{CaseCtx, Eviction};
 pub use disagg::Disagg;
 pub use engine_fault::EngineFault;
-pub use fault_row::{caught, expect_red};
+pub use fault_row::{caught, expect_red, Fault, FaultRow, Workers};
 pub use faults::{EngineFaults, Faults, LinkCut, Stopped};
 pub use guard::{GuardAttempt, GuardFollower, GuardView, Guards};
 pub use lifecycle::Suite;
@@ -45,3 +49,4 @@ pub use load::{Load, LoadRequest, LoadRun};
 pub use observe::{Observe, PeerTransferDeltas};
 pub use perf::{Measured, Perf};
 pub use readings::PrefillAccounting;
+pub use trial::Trial;

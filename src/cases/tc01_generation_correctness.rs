@@ -6,8 +6,8 @@
 //! transfer reconciles too: the decode pulled exactly its full blocks from
 //! the prefill.
 
-use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
-use kvcr_e2e::verdict::local::expect_cached_repeat;
+use crate::suite::{Case, CaseCtx, CaseResult};
+use crate::verdict::local::expect_cached_repeat;
 
 pub const CASE: Case = Case {
     id: "TC-01",
@@ -34,12 +34,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         // cached pass only after the whole cold pass.
         let answers = ctx.complete_routed_families(&families)?;
         for (prompt, answer) in families.iter().flat_map(|f| &f.variants).zip(answers) {
-            ctx.expect_reference(prompt, &answer.tokens).map_err(|e| {
-                kvcr_e2e::suite::CaseError {
+            ctx.expect_reference(prompt, &answer.tokens)
+                .map_err(|e| crate::suite::CaseError {
                     message: format!("{pass} pass: {}", e.message),
                     ..e
-                }
-            })?;
+                })?;
             if pass == "cached" {
                 cached.push((answer.prompt.clone(), answer.cached_tokens));
             }

@@ -1,4 +1,7 @@
-//! Rows for the two-node topology, one function each.
+//! The fault matrix of the two-node topology (`cargo test --test
+//! fault_matrix_two_node`): both rows target TC-03's transfer across the
+//! veth, and each needs its own arrangement (a cut timed to the transfer,
+//! a second stack).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -7,30 +10,26 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use kvcr_e2e::stack::NODE_WITHOUT_PID_NAMESPACE;
-use kvcr_e2e::suite::{expect_red, Case, CaseCtx, CaseError, CaseResult, LinkCut};
-use kvcr_e2e::wait::{self, Poll};
+use crate::stack::NODE_WITHOUT_PID_NAMESPACE;
+use crate::suite::{expect_red, CaseCtx, CaseError, CaseResult, Fault, FaultRow, LinkCut};
+use crate::wait::{self, Poll};
 
 use crate::cases::tc03_hinted_peer_transfer as tc03;
 
-const fn row(id: &'static str, name: &'static str, run: fn(&CaseCtx) -> CaseResult) -> Case {
-    Case::fault_row(id, name, run)
-}
-
-pub fn all() -> Vec<Case> {
-    vec![
-        row(
-            "TC-03",
-            "node_cut_off_the_network_during_a_transfer_is_caught",
-            node_cut_off,
-        ),
-        row(
-            "TC-03",
-            "transfer_over_shared_memory_is_caught",
-            shared_memory_transfer,
-        ),
-    ]
-}
+pub static ROWS: &[FaultRow] = &[
+    FaultRow {
+        case: tc03::CASE,
+        name: "node_cut_off_the_network_during_a_transfer_is_caught",
+        fault: Fault::Arranged(node_cut_off),
+        claim: "which is cut off the network",
+    },
+    FaultRow {
+        case: tc03::CASE,
+        name: "transfer_over_shared_memory_is_caught",
+        fault: Fault::Arranged(shared_memory_transfer),
+        claim: "the transfer went over shared memory, not the network",
+    },
+];
 
 /// What Dynamo's runtime logs in a worker when a request reaches it.
 const REQUEST_ARRIVED: &str = "request received";
@@ -52,7 +51,7 @@ fn log_since(log: &Path, from: u64) -> String {
 /// client's deadline (`--request-timeout-s`, 20 s in this target) with an
 /// error that names the cut, not hang. The link is brought up again
 /// (verified) when the row ends; the suite then restores the stack.
-fn node_cut_off(ctx: &CaseCtx) -> CaseResult {
+fn node_cut_off(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     let b = ctx.worker("B")?;
     let log = b.process.log_path().to_path_buf();
     let from = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
@@ -78,7 +77,7 @@ fn node_cut_off(ctx: &CaseCtx) -> CaseResult {
             .map_err(|e| e.to_string())?;
             LinkCut::now(stack).map_err(|e| e.message)
         });
-        let verdict = expect_red(ctx, tc03::run, "which is cut off the network");
+        let verdict = expect_red(ctx, row.case.run, row.claim);
         case_over.store(true, Ordering::SeqCst);
         let cut = cutter
             .join()
@@ -109,13 +108,10 @@ fn node_cut_off(ctx: &CaseCtx) -> CaseResult {
 /// (a harness launch fault): UCX takes B's peer A for a same-host process
 /// and moves the pages through `cma`, a real transfer over shared memory.
 /// TC-03 on that stack must fail with UCX's own report of it.
-fn shared_memory_transfer(ctx: &CaseCtx) -> CaseResult {
-    ctx.faults()
-        .on_faulty_stack("shm-stack", &[NODE_WITHOUT_PID_NAMESPACE], |nested| {
-            expect_red(
-                nested,
-                tc03::run,
-                "the transfer went over shared memory, not the network",
-            )
-        })?
+fn shared_memory_transfer(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
+    ctx.faults().on_faulty_stack(
+        "shm-stack",
+        &[NODE_WITHOUT_PID_NAMESPACE.to_string()],
+        |nested| expect_red(nested, row.case.run, row.claim),
+    )?
 }

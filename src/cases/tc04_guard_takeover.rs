@@ -13,10 +13,10 @@
 
 use std::time::Duration;
 
-use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
-use kvcr_e2e::verdict::guard::{expect_promoted, AttemptOutcome};
-use kvcr_e2e::verdict::local::expect_host_tier_hit;
-use kvcr_e2e::verdict::transfer::expect_peer_transfer;
+use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
+use crate::verdict::guard::{expect_promoted, AttemptOutcome};
+use crate::verdict::local::expect_host_tier_hit;
+use crate::verdict::transfer::expect_peer_transfer;
 
 pub const CASE: Case = Case {
     id: "TC-04",

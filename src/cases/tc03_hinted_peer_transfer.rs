@@ -9,9 +9,9 @@
 //! Both workers' `KV Transfer metrics` log lines report the same transfer as
 //! their Prometheus counters.
 
-use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
-use kvcr_e2e::telemetry::{Counter, OpResult, Scope};
-use kvcr_e2e::verdict::transfer::{expect_exact_pages, expect_peer_transfer};
+use crate::suite::{Case, CaseCtx, CaseResult};
+use crate::telemetry::{Counter, OpResult, Scope};
+use crate::verdict::transfer::{expect_exact_pages, expect_peer_transfer};
 
 pub const CASE: Case = Case {
     id: "TC-03",
@@ -61,7 +61,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
                     .required_count(&Counter::KvcrReadPages(kind.clone()))?;
                 Ok((kind, n))
             })
-            .collect::<Result<_, kvcr_e2e::telemetry::NotReported>>()?;
+            .collect::<Result<_, crate::telemetry::NotReported>>()?;
         ctx.check(
             "pages.json",
             &serde_json::json!({"geometry": geometry, "blocks": family.shared_blocks(), "read_pages": read}),

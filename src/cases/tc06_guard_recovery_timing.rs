@@ -13,11 +13,11 @@
 
 use std::time::{Duration, Instant};
 
-use kvcr_e2e::evidence::{RecoveryAttempt, RecoveryTimeline};
-use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
-use kvcr_e2e::telemetry::guard_log::GuardEvent;
-use kvcr_e2e::verdict::guard::AttemptOutcome;
-use kvcr_e2e::verdict::local::expect_host_tier_hit;
+use crate::evidence::{RecoveryAttempt, RecoveryTimeline};
+use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
+use crate::telemetry::guard_log::GuardEvent;
+use crate::verdict::guard::AttemptOutcome;
+use crate::verdict::local::expect_host_tier_hit;
 
 pub const CASE: Case = Case {
     id: "TC-06",

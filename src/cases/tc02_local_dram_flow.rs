@@ -5,8 +5,8 @@
 //! recorded; the engine's own host tier does not count), block-aligned
 //! `cached_tokens`, no remote transfer.
 
-use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
-use kvcr_e2e::verdict::local::expect_host_tier_hit;
+use crate::suite::{Case, CaseCtx, CaseResult};
+use crate::verdict::local::expect_host_tier_hit;
 
 pub const CASE: Case = Case {
     id: "TC-02",

@@ -11,10 +11,10 @@
 //! No latency thresholds: deltas against the KVCR-disabled baselines of the
 //! reference phase are recorded and plotted.
 
-use kvcr_e2e::evidence::Arm;
-use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
-use kvcr_e2e::verdict::local::{expect_computed, expect_device_hit, expect_host_tier_hit};
-use kvcr_e2e::verdict::transfer::expect_peer_transfer;
+use crate::evidence::Arm;
+use crate::suite::{Case, CaseCtx, CaseResult};
+use crate::verdict::local::{expect_computed, expect_device_hit, expect_host_tier_hit};
+use crate::verdict::transfer::expect_peer_transfer;
 
 pub const COLD: Case = Case {
     id: "TC-05",

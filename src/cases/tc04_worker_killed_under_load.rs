@@ -7,11 +7,11 @@
 //! failed, and correct answers after the kill. The case then waits for the
 //! Guard to promote A's group, so the suite's replacement can take it back.
 
-use kvcr_e2e::suite::CaseError;
+use crate::suite::CaseError;
 
-use kvcr_e2e::prompts::Prompt;
-use kvcr_e2e::suite::{Case, CaseCtx, CaseResult};
-use kvcr_e2e::verdict::load::{expect_within_budget, LoadOutcome, LoadTally};
+use crate::prompts::Prompt;
+use crate::suite::{Case, CaseCtx, CaseResult};
+use crate::verdict::load::{expect_within_budget, LoadOutcome, LoadTally};
 
 pub const CASE: Case = Case {
     id: "TC-04",

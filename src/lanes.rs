@@ -1,0 +1,315 @@
+//! The lane matrix: which trials run on which stack (engine × topology ×
+//! geometry, with a profile), one row per `cargo test` target, the way
+//! wasmtime's `tests/wast.rs` generates its trials from a table. Each
+//! target's `main` names its lane in one line:
+//!
+//! ```no_run
+//! fn main() -> std::process::ExitCode {
+//!     kvcr_e2e::lanes::main("phase1_2p1d")
+//! }
+//! ```
+//!
+//! A lane's stack is set by harness flags placed before the command line's
+//! own, so `cargo test --test phase1_2p1d -- --geometry hybrid` still
+//! works, and a flag the user gives wins. A lane is what its flags make
+//! of the default stack: `cargo test --test phase1_2p1d` is `cargo test
+//! --test phase1 -- --topology 2p1d`.
+
+use std::process::ExitCode;
+
+use crate::cases;
+use crate::config::{Engine, Geometry, Topology};
+use crate::fault_matrix;
+use crate::suite::{Case, FaultRow, Suite, Trial};
+
+/// What a lane runs.
+#[derive(Clone, Copy)]
+pub enum Trials {
+    /// Test-plan cases.
+    Cases(&'static [Case]),
+    /// The rows of a fault matrix.
+    Rows(&'static [FaultRow]),
+    /// The rows of a fault matrix with these names, in the matrix's order.
+    RowsNamed(&'static [FaultRow], &'static [&'static str]),
+}
+
+impl Trials {
+    pub fn trials(self) -> Vec<Trial> {
+        match self {
+            Trials::Cases(cases) => cases.iter().copied().map(Trial::Case).collect(),
+            Trials::Rows(rows) => rows.iter().map(Trial::Row).collect(),
+            Trials::RowsNamed(rows, names) => rows
+                .iter()
+                .filter(|row| names.contains(&row.name))
+                .map(Trial::Row)
+                .collect(),
+        }
+    }
+}
+
+/// One `cargo test --test <target>`: its stack and its trials.
+pub struct Lane {
+    /// The test target, which also names the run directory
+    /// (`target/phase1/runs/<target>/`).
+    pub target: &'static str,
+    pub engine: Engine,
+    pub topology: Topology,
+    pub geometry: Geometry,
+    /// A profile of `fixtures/profiles/` layered over the default: it
+    /// chooses the engine (and its platform) when one is named.
+    pub profile: Option<&'static str>,
+    /// Harness flags beyond the stack's own.
+    pub flags: &'static [&'static str],
+    pub trials: Trials,
+}
+
+/// Every lane. A stack is chosen with flags, not a profile (except the
+/// vLLM lanes' platform profile), so a profile the user or CI chooses
+/// (`PHASE1_PROFILE=ci`) still applies to every lane.
+pub const LANES: &[Lane] = &[
+    // The default stack: two CPU engine workers behind the real router.
+    Lane {
+        target: "phase1",
+        engine: Engine::Cpu,
+        topology: Topology::Agg,
+        geometry: Geometry::Dense,
+        profile: None,
+        flags: &[],
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    // KV blocks of attention pages plus SSM state parts (2 + 3 = 5 pages):
+    // TC-03 then checks exact pages per kind.
+    Lane {
+        target: "phase1_hybrid",
+        engine: Engine::Cpu,
+        topology: Topology::Agg,
+        geometry: Geometry::Hybrid,
+        profile: None,
+        flags: &[],
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    // Prefill workers A, B and decode worker C behind the real prefill
+    // router; the P→D transfer is KVCR's REMOTE path (TC-01 checks it).
+    Lane {
+        target: "phase1_2p1d",
+        engine: Engine::Cpu,
+        topology: Topology::TwoPrefillOneDecode,
+        geometry: Geometry::Dense,
+        profile: None,
+        flags: &[],
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    // Worker B and its own Guard on a namespace node the run makes (own
+    // network, PID and mount namespaces, private /dev/shm, a veth); TC-03
+    // checks from UCX's own report that B's reads crossed the veth. Needs
+    // root (or CAP_SYS_ADMIN and CAP_NET_ADMIN), else every case is ignored.
+    Lane {
+        target: "phase1_two_node",
+        engine: Engine::Cpu,
+        topology: Topology::TwoNode,
+        geometry: Geometry::Dense,
+        profile: None,
+        flags: &[],
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    // Real `dynamo.vllm` workers (vLLM's CPU build) with vLLM's own KVCR
+    // tier, one Guard per worker; the first run builds `.venv-vllm`.
+    Lane {
+        target: "phase1_vllm",
+        engine: Engine::Vllm,
+        topology: Topology::Agg,
+        geometry: Geometry::Dense,
+        profile: Some("vllm-cpu"),
+        flags: &[],
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    Lane {
+        target: "fault_matrix",
+        engine: Engine::Cpu,
+        topology: Topology::Agg,
+        geometry: Geometry::Dense,
+        profile: None,
+        flags: &[],
+        trials: Trials::Rows(fault_matrix::agg::ROWS),
+    },
+    Lane {
+        target: "fault_matrix_2p1d",
+        engine: Engine::Cpu,
+        topology: Topology::TwoPrefillOneDecode,
+        geometry: Geometry::Dense,
+        profile: None,
+        flags: &[],
+        trials: Trials::Rows(fault_matrix::p2d::ROWS),
+    },
+    // A request into a node that is cut off the network ends at the
+    // client's deadline: keep it short here.
+    Lane {
+        target: "fault_matrix_two_node",
+        engine: Engine::Cpu,
+        topology: Topology::TwoNode,
+        geometry: Geometry::Dense,
+        profile: None,
+        flags: &["--request-timeout-s", "20"],
+        trials: Trials::Rows(fault_matrix::two_node::ROWS),
+    },
+    // The rows whose fault needs no engine switch, on real vLLM.
+    Lane {
+        target: "fault_matrix_vllm",
+        engine: Engine::Vllm,
+        topology: Topology::Agg,
+        geometry: Geometry::Dense,
+        profile: Some("vllm-cpu"),
+        flags: &[],
+        trials: Trials::RowsNamed(fault_matrix::agg::ROWS, &fault_matrix::agg::ENGINE_NEUTRAL),
+    },
+];
+
+impl Lane {
+    /// The lane of test target `target`.
+    pub fn of(target: &str) -> Option<&'static Lane> {
+        LANES.iter().find(|lane| lane.target == target)
+    }
+
+    /// The harness flags that make the lane's stack, before the command
+    /// line's own: its profile, then whatever differs from the default
+    /// stack (an engine its profile does not choose, the topology, the
+    /// geometry), then its own flags.
+    pub fn default_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        let mut add = |flag: &str, value: &str| {
+            flags.push(flag.to_string());
+            flags.push(value.to_string());
+        };
+        match self.profile {
+            Some(profile) => add("--profile", profile),
+            None if self.engine != Engine::Cpu => add("--engine", self.engine.as_str()),
+            None => {}
+        }
+        if self.topology != Topology::Agg {
+            add("--topology", self.topology.as_str());
+        }
+        if self.geometry != Geometry::Dense {
+            add("--geometry", self.geometry.as_str());
+        }
+        flags.extend(self.flags.iter().map(|f| f.to_string()));
+        flags
+    }
+
+    /// The lane's whole program: its trials on its stack.
+    pub fn main(&self) -> ExitCode {
+        Suite::main(self.target, self.trials.trials(), &self.default_flags())
+    }
+}
+
+/// The program of test target `target`: its lane of [`LANES`].
+pub fn main(target: &str) -> ExitCode {
+    match Lane::of(target) {
+        Some(lane) => lane.main(),
+        None => {
+            eprintln!(
+                "error: no lane for test target {target:?} in kvcr_e2e::lanes::LANES (lanes: {})",
+                LANES
+                    .iter()
+                    .map(|l| l.target)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{self, Env};
+
+    /// The flags each target passed before the lanes were a table: the
+    /// same stack for the same command.
+    #[test]
+    fn each_lane_passes_the_flags_its_target_always_passed() {
+        let flags = |target: &str| Lane::of(target).unwrap().default_flags();
+        let none: Vec<String> = Vec::new();
+        assert_eq!(flags("phase1"), none);
+        assert_eq!(flags("fault_matrix"), none);
+        assert_eq!(flags("phase1_hybrid"), ["--geometry", "hybrid"]);
+        assert_eq!(flags("phase1_2p1d"), ["--topology", "2p1d"]);
+        assert_eq!(flags("fault_matrix_2p1d"), ["--topology", "2p1d"]);
+        assert_eq!(flags("phase1_two_node"), ["--topology", "two-node"]);
+        assert_eq!(
+            flags("fault_matrix_two_node"),
+            ["--topology", "two-node", "--request-timeout-s", "20"]
+        );
+        assert_eq!(flags("phase1_vllm"), ["--profile", "vllm-cpu"]);
+        assert_eq!(flags("fault_matrix_vllm"), ["--profile", "vllm-cpu"]);
+    }
+
+    /// A lane's flags resolve (with no `PHASE1_*` environment) to the
+    /// engine, topology and geometry its row says.
+    #[test]
+    fn each_lane_resolves_to_its_stack() {
+        for lane in LANES {
+            let argv = std::iter::once(lane.target.to_string()).chain(lane.default_flags());
+            let (harness, _) = config::split_args(argv).unwrap();
+            let env = Env::from_pairs(Vec::<(String, String)>::new());
+            let settings = config::resolve(&harness, &env).unwrap().settings;
+            assert_eq!(
+                (settings.engine, settings.topology, settings.geometry),
+                (lane.engine, lane.topology, lane.geometry),
+                "lane {}",
+                lane.target
+            );
+        }
+    }
+
+    /// Every lane is a `[[test]]` target whose `main` names it, and every
+    /// harness target under `e2e/` is a lane.
+    #[test]
+    fn every_lane_is_a_cargo_test_target_that_names_it() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+        let mut e2e_targets: Vec<&str> = manifest
+            .split("[[test]]")
+            .skip(1)
+            .filter(|t| t.contains("path = \"e2e/"))
+            .filter_map(|t| t.split('"').nth(1))
+            .collect();
+        let mut lanes: Vec<&str> = LANES.iter().map(|l| l.target).collect();
+        e2e_targets.sort();
+        lanes.sort();
+        assert_eq!(e2e_targets, lanes, "Cargo.toml's e2e targets");
+        for lane in LANES {
+            let main = std::fs::read_to_string(root.join(format!("e2e/{}.rs", lane.target)))
+                .unwrap_or_else(|e| panic!("e2e/{}.rs: {e}", lane.target));
+            assert!(
+                main.contains(&format!("kvcr_e2e::lanes::main(\"{}\")", lane.target)),
+                "e2e/{}.rs does not name its lane",
+                lane.target
+            );
+        }
+    }
+
+    #[test]
+    fn the_vllm_matrix_is_the_engine_neutral_rows() {
+        let Trials::RowsNamed(rows, names) = Lane::of("fault_matrix_vllm").unwrap().trials else {
+            panic!("fault_matrix_vllm runs named rows");
+        };
+        let picked = Trials::RowsNamed(rows, names).trials();
+        assert_eq!(picked.len(), names.len(), "every name is a row");
+        for trial in picked {
+            let Trial::Row(row) = trial else {
+                panic!("a row")
+            };
+            assert!(
+                row.fault.engine_neutral(),
+                "{} needs an engine switch",
+                row.name
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_target_is_a_usage_error() {
+        assert!(Lane::of("phase2").is_none());
+    }
+}
