@@ -15,6 +15,7 @@
 //! of the default stack: `cargo test --test phase1_2p1d` is `cargo test
 //! --test phase1 -- --topology 2p1d`.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cases;
@@ -47,6 +48,9 @@ impl Trials {
     }
 }
 
+/// Harness flags a lane computes when it starts, from the repository root.
+pub type FlagsAtStart = fn(&Path) -> Result<Vec<String>, String>;
+
 /// One `cargo test --test <target>`: its stack and its trials.
 pub struct Lane {
     /// The test target, which also names the run directory
@@ -60,6 +64,9 @@ pub struct Lane {
     pub profile: Option<&'static str>,
     /// Harness flags beyond the stack's own.
     pub flags: &'static [&'static str],
+    /// Harness flags known only when the lane starts (from the repository
+    /// root), placed after `flags`; `Err` ends the program with the reason.
+    pub flags_at_start: Option<FlagsAtStart>,
     pub trials: Trials,
 }
 
@@ -75,6 +82,7 @@ pub const LANES: &[Lane] = &[
         geometry: Geometry::Dense,
         profile: None,
         flags: &[],
+        flags_at_start: None,
         trials: Trials::Cases(cases::PHASE1),
     },
     // KV blocks of attention pages plus SSM state parts (2 + 3 = 5 pages):
@@ -86,6 +94,7 @@ pub const LANES: &[Lane] = &[
         geometry: Geometry::Hybrid,
         profile: None,
         flags: &[],
+        flags_at_start: None,
         trials: Trials::Cases(cases::PHASE1),
     },
     // Prefill workers A, B and decode worker C behind the real prefill
@@ -97,6 +106,7 @@ pub const LANES: &[Lane] = &[
         geometry: Geometry::Dense,
         profile: None,
         flags: &[],
+        flags_at_start: None,
         trials: Trials::Cases(cases::PHASE1),
     },
     // Worker B and its own Guard on a namespace node the run makes (own
@@ -110,6 +120,7 @@ pub const LANES: &[Lane] = &[
         geometry: Geometry::Dense,
         profile: None,
         flags: &[],
+        flags_at_start: None,
         trials: Trials::Cases(cases::PHASE1),
     },
     // Real `dynamo.vllm` workers (vLLM's CPU build) with vLLM's own KVCR
@@ -121,6 +132,24 @@ pub const LANES: &[Lane] = &[
         geometry: Geometry::Dense,
         profile: Some("vllm-cpu"),
         flags: &[],
+        flags_at_start: None,
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    // The KVCR under test is a source tree: kvcr 0.1.1's sdist, unpacked
+    // (fetched once with pip into `target/kvcr-envs/sdist/`), so this lane
+    // runs what a KVCR developer runs with `cargo test --test phase1 --
+    // --kvcr <their checkout>`: the build is installed into a KVCR env
+    // over `.venv`, every Guard and worker must report importing it, and
+    // the evidence says `source dir`. TC-01 only unless `--cases` says
+    // otherwise (docs/kvcr-under-test.md).
+    Lane {
+        target: "phase1_kvcr_source",
+        engine: Engine::Cpu,
+        topology: Topology::Agg,
+        geometry: Geometry::Dense,
+        profile: None,
+        flags: &["--cases", "TC-01"],
+        flags_at_start: Some(kvcr_sdist_flags),
         trials: Trials::Cases(cases::PHASE1),
     },
     Lane {
@@ -130,6 +159,7 @@ pub const LANES: &[Lane] = &[
         geometry: Geometry::Dense,
         profile: None,
         flags: &[],
+        flags_at_start: None,
         trials: Trials::Rows(fault_matrix::agg::ROWS),
     },
     Lane {
@@ -139,6 +169,7 @@ pub const LANES: &[Lane] = &[
         geometry: Geometry::Dense,
         profile: None,
         flags: &[],
+        flags_at_start: None,
         trials: Trials::Rows(fault_matrix::p2d::ROWS),
     },
     // A request into a node that is cut off the network ends at the
@@ -150,6 +181,7 @@ pub const LANES: &[Lane] = &[
         geometry: Geometry::Dense,
         profile: None,
         flags: &["--request-timeout-s", "20"],
+        flags_at_start: None,
         trials: Trials::Rows(fault_matrix::two_node::ROWS),
     },
     // The rows whose fault needs no engine switch, on real vLLM.
@@ -160,6 +192,7 @@ pub const LANES: &[Lane] = &[
         geometry: Geometry::Dense,
         profile: Some("vllm-cpu"),
         flags: &[],
+        flags_at_start: None,
         trials: Trials::RowsNamed(fault_matrix::agg::ROWS, &fault_matrix::agg::ENGINE_NEUTRAL),
     },
 ];
@@ -197,8 +230,30 @@ impl Lane {
 
     /// The lane's whole program: its trials on its stack.
     pub fn main(&self) -> ExitCode {
-        Suite::main(self.target, self.trials.trials(), &self.default_flags())
+        let mut flags = self.default_flags();
+        if let Some(at_start) = self.flags_at_start {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            match at_start(root) {
+                Ok(more) => flags.extend(more),
+                Err(e) => {
+                    eprintln!("error: lane {}: {e}", self.target);
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        Suite::main(self.target, self.trials.trials(), &flags)
     }
+}
+
+/// `--kvcr <kvcr 0.1.1's sdist, unpacked>` (the CPU stack's Python env
+/// fetches it once).
+fn kvcr_sdist_flags(root: &Path) -> Result<Vec<String>, String> {
+    let base = crate::pyenv::ensure(root, None)
+        .map_err(|e| format!("the CPU stack's Python env: {e}"))?
+        .python;
+    let source = crate::pyenv::kvcr::sdist_source_dir(root, &base, "0.1.1")
+        .map_err(|e| format!("kvcr 0.1.1's sdist: {e}"))?;
+    Ok(vec!["--kvcr".into(), source.display().to_string()])
 }
 
 /// The program of test target `target`: its lane of [`LANES`].
@@ -241,6 +296,8 @@ mod tests {
             ["--topology", "two-node", "--request-timeout-s", "20"]
         );
         assert_eq!(flags("phase1_vllm"), ["--profile", "vllm-cpu"]);
+        // and `--kvcr <the sdist>`, known at start.
+        assert_eq!(flags("phase1_kvcr_source"), ["--cases", "TC-01"]);
         assert_eq!(flags("fault_matrix_vllm"), ["--profile", "vllm-cpu"]);
     }
 
@@ -305,6 +362,31 @@ mod tests {
                 "{} needs an engine switch",
                 row.name
             );
+        }
+    }
+
+    /// `kvcr-e2e mutants` runs a mutant's trial on the target its header's
+    /// topology and geometry pick (`mutants::Header::target`): each is a
+    /// lane of that stack on the default engine.
+    #[test]
+    fn the_mutation_lanes_targets_are_lanes_of_their_stack() {
+        for (target, topology, geometry) in [
+            ("phase1", Topology::Agg, Geometry::Dense),
+            ("phase1_hybrid", Topology::Agg, Geometry::Hybrid),
+            (
+                "phase1_2p1d",
+                Topology::TwoPrefillOneDecode,
+                Geometry::Dense,
+            ),
+            ("phase1_two_node", Topology::TwoNode, Geometry::Dense),
+        ] {
+            let lane = Lane::of(target).unwrap_or_else(|| panic!("no lane {target}"));
+            assert_eq!(
+                (lane.engine, lane.topology, lane.geometry),
+                (Engine::Cpu, topology, geometry),
+                "lane {target}"
+            );
+            assert!(matches!(lane.trials, Trials::Cases(_)), "lane {target}");
         }
     }
 

@@ -44,7 +44,8 @@ pub fn frontend(ctx: &LaunchContext) -> ProcessSpec {
 pub fn guard_service(ctx: &LaunchContext, geometry: &Geometry, pool_gb: f64) -> ProcessSpec {
     let sizes = vec![format!("{pool_gb}"); geometry.pool_kinds().len()].join(",");
     ProcessSpec::new("guard", &ctx.python, ctx.logs_dir.join("guard.log"))
-        .args(["-m", "kvcr.kvcr_service", "--socket-path"])
+        .args(["-m", crate::telemetry::names::kvcr_cli::GUARD_MODULE])
+        .arg("--socket-path")
         .arg(ctx.guard_socket.display().to_string())
         .arg("--pool-dir")
         .arg(ctx.pool_dir.display().to_string())

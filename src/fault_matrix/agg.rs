@@ -43,6 +43,16 @@ pub static ROWS: &[FaultRow] = &[
         fault: Fault::KillFrontend,
         claim: "no response",
     },
+    // Worker B's KVCR progress loop dies (KVCR then re-raises its failure
+    // on every poll): B exits with its tier, the suite's crash check names
+    // the crash and its cause, and the restore step replaces B before the
+    // next row.
+    FaultRow {
+        case: tc01::CASE,
+        name: "worker_whose_kvcr_fails_is_reported_and_replaced",
+        fault: Fault::Engine(B, EngineFault::KvcrProgressFails),
+        claim: "worker-B exited on its own (exit status: 5): RuntimeError: fault kvcr_progress_fails: KVCR progress loop failed",
+    },
     FaultRow {
         case: tc01::CASE,
         name: "worker_that_never_registers_fails_startup",

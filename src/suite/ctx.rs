@@ -33,7 +33,8 @@ use crate::verdict::Violation;
 use super::activity::Activity;
 use super::ask::{self, Answer};
 use super::case_evidence::{CaseEvidence, Closed};
-use super::requests::RequestLog;
+use super::crashes::Crashes;
+use super::request_log::RequestLog;
 use super::{CaseError, CaseResult};
 use super::{Disagg, Faults, Guards, Load, Observe, Perf};
 
@@ -63,6 +64,8 @@ pub struct CaseCtx<'a> {
     pub(super) requests: RequestLog,
     /// What the case is doing now; the suite cancels it past its timeout.
     pub(super) activity: Activity,
+    /// Components seen crashed, and the exits the case's fault makes.
+    pub(super) crashes: Crashes,
 }
 
 impl<'a> CaseCtx<'a> {
@@ -78,7 +81,8 @@ impl<'a> CaseCtx<'a> {
     ) -> Result<Self, CaseError> {
         let client = Client::new(stack.frontend_url())
             .map_err(|e| CaseError::new(format!("an HTTP client for the frontend: {e}")))?
-            .with_request_timeout(Duration::from_secs(settings.request_timeout_s));
+            .with_request_timeout(Duration::from_secs(settings.request_timeout_s))
+            .recording();
         Ok(Self {
             id,
             settings,
@@ -89,6 +93,7 @@ impl<'a> CaseCtx<'a> {
             evidence: CaseEvidence::new(run, slug),
             requests: RequestLog::new(stack.engine.model(), settings.prompts.max_tokens),
             activity: Activity::new(),
+            crashes: Crashes::default(),
         })
     }
 
@@ -319,9 +324,13 @@ impl<'a> CaseCtx<'a> {
     /// could not be written, added to it.
     pub(super) fn into_evidence(self, result: Result<(), String>) -> Closed {
         self.evidence.flush_comparisons();
-        let result = self
-            .requests
-            .attach_logs(&self.evidence, &self.stack.layout.logs_dir, result);
+        let result = self.requests.attach_logs(
+            &self.evidence,
+            &self.stack.layout.logs_dir,
+            &self.client,
+            |prompt| self.references.tokens.get(prompt).cloned(),
+            result,
+        );
         self.evidence.close(result)
     }
 

@@ -31,6 +31,9 @@ pub enum EngineFault {
     NoDeviceEviction,
     /// A hybrid block's SSM part is not read.
     DropSsmPage,
+    /// The worker's KVCR progress loop fails (KVCR re-raises it on every
+    /// poll): the worker exits with its tier.
+    KvcrProgressFails,
     /// Token N (0-based) of every answer is wrong.
     WrongTokenAfter(u32),
     /// A stream stops sending after N tokens (and stays open).
@@ -59,6 +62,7 @@ impl EngineFault {
             EngineFault::NoDeviceHits => "no_device_hits",
             EngineFault::NoDeviceEviction => "no_device_eviction",
             EngineFault::DropSsmPage => "drop_ssm_page",
+            EngineFault::KvcrProgressFails => "kvcr_progress_fails",
             EngineFault::WrongTokenAfter(_) => "wrong_token_after",
             EngineFault::StallStreamAfter(_) => "stall_stream_after",
             EngineFault::CutStreamAfter(_) => "cut_stream_after",
@@ -109,7 +113,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 16] = [
+    const EVERY: [EngineFault; 17] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -126,6 +130,7 @@ mod tests {
         EngineFault::DropSeries("cpu_engine_computed_blocks"),
         EngineFault::NeverRegister,
         EngineFault::DieDuringStartup,
+        EngineFault::KvcrProgressFails,
     ];
 
     #[test]

@@ -76,6 +76,12 @@ impl<'c> Faults<'c> {
             .map(|w| self.ctx.worker(w))
             .collect::<Result<Vec<_>, _>>()?;
         let guard = EngineFaults { workers };
+        // A fault that ends the worker's own process: its exit is the fault.
+        if fault == EngineFault::ExitAfterPrefill {
+            for worker in &guard.workers {
+                self.ctx.crashes.expect_exit(worker.process.name());
+            }
+        }
         for worker in &guard.workers {
             let active = crate::rt::block_on(put_faults(worker, &switches)).map_err(|e| {
                 CaseError::new(format!(

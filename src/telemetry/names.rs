@@ -59,6 +59,13 @@ pub mod kvcr_log {
     pub const EV_TARGET_TRANSFER_COMPLETED: &str = "target_transfer_completed";
 }
 
+/// KVCR's command lines (kvcr 0.1.1). The Guard's flags are checked
+/// against the build's own `--help` before a run (`pyenv::guard_cli`).
+pub mod kvcr_cli {
+    /// `python -m kvcr.kvcr_service`: the Guard service.
+    pub const GUARD_MODULE: &str = "kvcr.kvcr_service";
+}
+
 /// SGLang's names: its Prometheus cache-hit metrics and the counters of
 /// the `kvcr` HiCache backend (SGLang PR #36409, `kvcr_store.py`).
 ///
