@@ -526,7 +526,9 @@ fn main() {
         .build()
         .expect("tokio runtime");
     let mut server = SseServer::start();
-    let client = Client::new(server.url.clone()).expect("client for the local server");
+    // Only streams: their limits bound each request.
+    let overall = kvcr_e2e::client::StreamLimits::default().overall;
+    let client = Client::new(server.url.clone(), overall).expect("client for the local server");
     let mut tag = 0u64;
 
     let phases = [

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cases;
-use crate::config::{Engine, Geometry, Topology};
+use crate::engine::{GeometryKind, Kind, Topology};
 use crate::fault_matrix;
 use crate::suite::{Case, FaultRow, Suite, Trial};
 
@@ -56,9 +56,9 @@ pub struct Lane {
     /// The test target, which also names the run directory
     /// (`target/phase1/runs/<target>/`).
     pub target: &'static str,
-    pub engine: Engine,
+    pub engine: Kind,
     pub topology: Topology,
-    pub geometry: Geometry,
+    pub geometry: GeometryKind,
     /// A profile of `fixtures/profiles/` layered over the default: it
     /// chooses the engine (and its platform) when one is named.
     pub profile: Option<&'static str>,
@@ -77,9 +77,9 @@ pub const LANES: &[Lane] = &[
     // The default stack: two CPU engine workers behind the real router.
     Lane {
         target: "phase1",
-        engine: Engine::Cpu,
+        engine: Kind::Cpu,
         topology: Topology::Agg,
-        geometry: Geometry::Dense,
+        geometry: GeometryKind::Dense,
         profile: None,
         flags: &[],
         flags_at_start: None,
@@ -89,9 +89,9 @@ pub const LANES: &[Lane] = &[
     // TC-03 then checks exact pages per kind.
     Lane {
         target: "phase1_hybrid",
-        engine: Engine::Cpu,
+        engine: Kind::Cpu,
         topology: Topology::Agg,
-        geometry: Geometry::Hybrid,
+        geometry: GeometryKind::Hybrid,
         profile: None,
         flags: &[],
         flags_at_start: None,
@@ -101,9 +101,9 @@ pub const LANES: &[Lane] = &[
     // router; the P→D transfer is KVCR's REMOTE path (TC-01 checks it).
     Lane {
         target: "phase1_2p1d",
-        engine: Engine::Cpu,
-        topology: Topology::TwoPrefillOneDecode,
-        geometry: Geometry::Dense,
+        engine: Kind::Cpu,
+        topology: Topology::TwoP1D,
+        geometry: GeometryKind::Dense,
         profile: None,
         flags: &[],
         flags_at_start: None,
@@ -115,9 +115,9 @@ pub const LANES: &[Lane] = &[
     // root (or CAP_SYS_ADMIN and CAP_NET_ADMIN), else every case is ignored.
     Lane {
         target: "phase1_two_node",
-        engine: Engine::Cpu,
+        engine: Kind::Cpu,
         topology: Topology::TwoNode,
-        geometry: Geometry::Dense,
+        geometry: GeometryKind::Dense,
         profile: None,
         flags: &[],
         flags_at_start: None,
@@ -127,9 +127,9 @@ pub const LANES: &[Lane] = &[
     // tier, one Guard per worker; the first run builds `.venv-vllm`.
     Lane {
         target: "phase1_vllm",
-        engine: Engine::Vllm,
+        engine: Kind::Vllm,
         topology: Topology::Agg,
-        geometry: Geometry::Dense,
+        geometry: GeometryKind::Dense,
         profile: Some("vllm-cpu"),
         flags: &[],
         flags_at_start: None,
@@ -144,9 +144,9 @@ pub const LANES: &[Lane] = &[
     // otherwise (docs/kvcr-under-test.md).
     Lane {
         target: "phase1_kvcr_source",
-        engine: Engine::Cpu,
+        engine: Kind::Cpu,
         topology: Topology::Agg,
-        geometry: Geometry::Dense,
+        geometry: GeometryKind::Dense,
         profile: None,
         flags: &["--cases", "TC-01"],
         flags_at_start: Some(kvcr_sdist_flags),
@@ -154,9 +154,9 @@ pub const LANES: &[Lane] = &[
     },
     Lane {
         target: "fault_matrix",
-        engine: Engine::Cpu,
+        engine: Kind::Cpu,
         topology: Topology::Agg,
-        geometry: Geometry::Dense,
+        geometry: GeometryKind::Dense,
         profile: None,
         flags: &[],
         flags_at_start: None,
@@ -164,9 +164,9 @@ pub const LANES: &[Lane] = &[
     },
     Lane {
         target: "fault_matrix_2p1d",
-        engine: Engine::Cpu,
-        topology: Topology::TwoPrefillOneDecode,
-        geometry: Geometry::Dense,
+        engine: Kind::Cpu,
+        topology: Topology::TwoP1D,
+        geometry: GeometryKind::Dense,
         profile: None,
         flags: &[],
         flags_at_start: None,
@@ -176,9 +176,9 @@ pub const LANES: &[Lane] = &[
     // client's deadline: keep it short here.
     Lane {
         target: "fault_matrix_two_node",
-        engine: Engine::Cpu,
+        engine: Kind::Cpu,
         topology: Topology::TwoNode,
-        geometry: Geometry::Dense,
+        geometry: GeometryKind::Dense,
         profile: None,
         flags: &["--request-timeout-s", "20"],
         flags_at_start: None,
@@ -187,9 +187,9 @@ pub const LANES: &[Lane] = &[
     // The rows whose fault needs no engine switch, on real vLLM.
     Lane {
         target: "fault_matrix_vllm",
-        engine: Engine::Vllm,
+        engine: Kind::Vllm,
         topology: Topology::Agg,
-        geometry: Geometry::Dense,
+        geometry: GeometryKind::Dense,
         profile: Some("vllm-cpu"),
         flags: &[],
         flags_at_start: None,
@@ -215,13 +215,13 @@ impl Lane {
         };
         match self.profile {
             Some(profile) => add("--profile", profile),
-            None if self.engine != Engine::Cpu => add("--engine", self.engine.as_str()),
+            None if self.engine != Kind::Cpu => add("--engine", self.engine.as_str()),
             None => {}
         }
         if self.topology != Topology::Agg {
             add("--topology", self.topology.as_str());
         }
-        if self.geometry != Geometry::Dense {
+        if self.geometry != GeometryKind::Dense {
             add("--geometry", self.geometry.as_str());
         }
         flags.extend(self.flags.iter().map(|f| f.to_string()));
@@ -371,19 +371,15 @@ mod tests {
     #[test]
     fn the_mutation_lanes_targets_are_lanes_of_their_stack() {
         for (target, topology, geometry) in [
-            ("phase1", Topology::Agg, Geometry::Dense),
-            ("phase1_hybrid", Topology::Agg, Geometry::Hybrid),
-            (
-                "phase1_2p1d",
-                Topology::TwoPrefillOneDecode,
-                Geometry::Dense,
-            ),
-            ("phase1_two_node", Topology::TwoNode, Geometry::Dense),
+            ("phase1", Topology::Agg, GeometryKind::Dense),
+            ("phase1_hybrid", Topology::Agg, GeometryKind::Hybrid),
+            ("phase1_2p1d", Topology::TwoP1D, GeometryKind::Dense),
+            ("phase1_two_node", Topology::TwoNode, GeometryKind::Dense),
         ] {
             let lane = Lane::of(target).unwrap_or_else(|| panic!("no lane {target}"));
             assert_eq!(
                 (lane.engine, lane.topology, lane.geometry),
-                (Engine::Cpu, topology, geometry),
+                (Kind::Cpu, topology, geometry),
                 "lane {target}"
             );
             assert!(matches!(lane.trials, Trials::Cases(_)), "lane {target}");

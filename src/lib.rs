@@ -21,3 +21,4 @@ pub mod suite;
 pub mod telemetry;
 pub mod verdict;
 pub mod wait;
+mod words;

@@ -90,9 +90,9 @@ fn tc04(stack: &DeployedStack, runs: &Path) -> (bool, String) {
         .arg("--run-dir")
         .arg(runs)
         .args(["TC-04", "--test-threads", "1"])
-        // Also bounds the wait for a kill that never happens (the no-op
-        // hook below); the CPU stack answers in well under a second.
-        .args(["--request-timeout-s", "15"])
+        // Bounds the wait for a kill that never happens (the no-op hook
+        // below); a killed CPU worker is gone in well under a second.
+        .args(["--kill-timeout-s", "15"])
         .current_dir(root())
         .output()
         .expect("phase1 runs");

@@ -45,7 +45,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     for family in &families {
         ctx.commit(&a, family.variant(0))?;
     }
-    let cadence = Duration::from_millis(ctx.settings.tc06_cadence_ms);
+    let cadence = ctx.settings.tc06_cadence;
 
     let mut guard_events = guard.follow()?;
     let kill = ctx.faults().kill(&a)?;

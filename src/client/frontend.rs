@@ -31,7 +31,9 @@ pub(crate) fn excerpt(s: &str) -> String {
 pub struct Client {
     pub(crate) http: reqwest::Client,
     base: String,
-    /// Timeout of a non-streaming request (whole request and body).
+    /// Timeout of a non-streaming request (whole request and body), and of
+    /// a GET (`/health`, `/v1/models`): the caller's, e.g. the run's
+    /// `request_timeout_s`.
     pub request_timeout: Duration,
     /// Deadlines of streaming requests.
     pub limits: StreamLimits,
@@ -122,9 +124,10 @@ impl Health {
 }
 
 impl Client {
-    /// A client of the frontend at `base` (e.g. `http://127.0.0.1:8000`).
+    /// A client of the frontend at `base` (e.g. `http://127.0.0.1:8000`)
+    /// whose non-streaming requests may take `request_timeout` each.
     /// Proxies from the environment are ignored: the stack is local.
-    pub fn new(base: impl Into<String>) -> Result<Self, ClientError> {
+    pub fn new(base: impl Into<String>, request_timeout: Duration) -> Result<Self, ClientError> {
         let base = base.into().trim_end_matches('/').to_string();
         let http = reqwest::Client::builder()
             .no_proxy()
@@ -137,16 +140,10 @@ impl Client {
         Ok(Client {
             http,
             base,
-            request_timeout: Duration::from_secs(120),
+            request_timeout,
             limits: StreamLimits::default(),
             sent: None,
         })
-    }
-
-    /// Sets the non-streaming request timeout.
-    pub fn with_request_timeout(mut self, t: Duration) -> Self {
-        self.request_timeout = t;
-        self
     }
 
     /// Sets the streaming deadlines.
@@ -276,7 +273,7 @@ impl Client {
         let resp = self
             .http
             .get(&url)
-            .timeout(self.request_timeout.min(Duration::from_secs(10)))
+            .timeout(self.request_timeout)
             .send()
             .await
             .map_err(|source| ClientError::Transport {

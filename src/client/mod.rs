@@ -6,7 +6,7 @@
 //! ```no_run
 //! # async fn case() -> Result<(), kvcr_e2e::client::ClientError> {
 //! use kvcr_e2e::client::{Client, Completion, TokenIdsRequest};
-//! let client = Client::new("http://127.0.0.1:8000")?;
+//! let client = Client::new("http://127.0.0.1:8000", std::time::Duration::from_secs(60))?;
 //! let Some(&worker) = client.health().await?.instance_ids_for("generate").first() else {
 //!     return Ok(()); // a case reports "no worker registered" here
 //! };

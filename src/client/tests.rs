@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// Long enough for any local test server; no test waits on it.
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 use serde_json::{json, Value};
 
 use super::test_server::{data, http, sse_head, Step, TestServer};
@@ -45,7 +48,7 @@ async fn complete_normal() {
                       "usage": {"prompt_tokens": 2, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 16}},
                       "nvext": {"worker_id": 123, "timing": {"ttft_ms": 1.5}}});
     let srv = TestServer::start(vec![http(200, "application/json", &body.to_string())]).await;
-    let client = Client::new(&srv.url).unwrap();
+    let client = Client::new(&srv.url, REQUEST_TIMEOUT).unwrap();
     let out = client
         .complete(&req().token_ids(TokenIdsRequest::ReturnTokenIds))
         .await
@@ -84,7 +87,7 @@ async fn complete_non_200_is_a_typed_error() {
         r#"{"error":"unknown worker 123"}"#,
     )])
     .await;
-    let err = Client::new(&srv.url)
+    let err = Client::new(&srv.url, REQUEST_TIMEOUT)
         .unwrap()
         .complete(&req())
         .await
@@ -103,7 +106,7 @@ async fn complete_empty_choices_and_non_json() {
         http(200, "text/plain", "oops"),
     ])
     .await;
-    let client = Client::new(&srv.url).unwrap();
+    let client = Client::new(&srv.url, REQUEST_TIMEOUT).unwrap();
     let err = client.complete(&req()).await.unwrap_err();
     assert!(matches!(err, ClientError::BadBody { .. }), "{err}");
     assert!(err.to_string().contains("`choices` is empty"), "{err}");
@@ -116,7 +119,7 @@ async fn transport_error_names_the_url() {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", l.local_addr().unwrap());
     drop(l);
-    let err = Client::new(&url)
+    let err = Client::new(&url, REQUEST_TIMEOUT)
         .unwrap()
         .complete(&req())
         .await
@@ -141,7 +144,11 @@ async fn sse_normal() {
         data("[DONE]"),
     ];
     let srv = TestServer::start(vec![script]).await;
-    let out = Client::new(&srv.url).unwrap().stream(&req()).await.unwrap();
+    let out = Client::new(&srv.url, REQUEST_TIMEOUT)
+        .unwrap()
+        .stream(&req())
+        .await
+        .unwrap();
     assert_eq!(out.generated.text, " a b c");
     assert_eq!(out.generated.finish_reason.as_deref(), Some("length"));
     assert_eq!(out.generated.worker_id, Some(123));
@@ -173,7 +180,11 @@ async fn sse_token_ids_per_chunk() {
         data("[DONE]"),
     ];
     let srv = TestServer::start(vec![script]).await;
-    let out = Client::new(&srv.url).unwrap().stream(&req()).await.unwrap();
+    let out = Client::new(&srv.url, REQUEST_TIMEOUT)
+        .unwrap()
+        .stream(&req())
+        .await
+        .unwrap();
     assert_eq!(out.generated.token_ids, Some(vec![1, 2]));
     assert_eq!(out.generated.token_source, TokenSource::Ids);
     assert_eq!(out.generated.worker_id, Some(9));
@@ -188,7 +199,7 @@ async fn sse_malformed_chunk() {
         data("[DONE]"),
     ];
     let srv = TestServer::start(vec![script]).await;
-    let err = Client::new(&srv.url)
+    let err = Client::new(&srv.url, REQUEST_TIMEOUT)
         .unwrap()
         .stream(&req())
         .await
@@ -210,7 +221,7 @@ async fn sse_truncated() {
         vec![sse_head(), data(&chunk(" a", 7, None)), data("[DONE]")],
     ])
     .await;
-    let client = Client::new(&srv.url).unwrap();
+    let client = Client::new(&srv.url, REQUEST_TIMEOUT).unwrap();
     let err = client.stream(&req()).await.unwrap_err();
     assert!(
         err.to_string().contains(
@@ -239,7 +250,7 @@ async fn sse_stall_hits_the_idle_deadline() {
         Step::Hang,
     ];
     let srv = TestServer::start(vec![script]).await;
-    let client = Client::new(&srv.url)
+    let client = Client::new(&srv.url, REQUEST_TIMEOUT)
         .unwrap()
         .with_stream_limits(limits(2000, 200, 10_000));
     let start = std::time::Instant::now();
@@ -267,7 +278,7 @@ async fn sse_no_first_chunk_and_overall() {
         ],
     ])
     .await;
-    let client = Client::new(&srv.url)
+    let client = Client::new(&srv.url, REQUEST_TIMEOUT)
         .unwrap()
         .with_stream_limits(limits(150, 150, 10_000));
     let err = client.stream(&req()).await.unwrap_err();
@@ -308,7 +319,7 @@ async fn sse_error_event_and_non_200() {
         http(500, "text/plain", "internal"),
     ])
     .await;
-    let client = Client::new(&srv.url).unwrap();
+    let client = Client::new(&srv.url, REQUEST_TIMEOUT).unwrap();
     let err = client.stream(&req()).await.unwrap_err();
     assert!(err.to_string().contains("worker died"), "{err}");
     let err = client.stream(&req()).await.unwrap_err();
@@ -331,7 +342,7 @@ async fn sse_only_usage_is_empty_choices() {
         data("[DONE]"),
     ]])
     .await;
-    let err = Client::new(&srv.url)
+    let err = Client::new(&srv.url, REQUEST_TIMEOUT)
         .unwrap()
         .stream(&req())
         .await
@@ -367,7 +378,7 @@ async fn health_and_models() {
         ),
     ])
     .await;
-    let client = Client::new(&srv.url).unwrap();
+    let client = Client::new(&srv.url, REQUEST_TIMEOUT).unwrap();
     let h = client.health().await.unwrap();
     assert!(h.is_healthy());
     assert_eq!(h.instance_ids(), vec![7587890412930, 5683645024925323515]);
@@ -410,7 +421,7 @@ async fn a_recording_client_keeps_each_request_exactly_as_sent_and_sends_it_agai
         stream,
     ])
     .await;
-    let client = Client::new(&srv.url).unwrap().recording();
+    let client = Client::new(&srv.url, REQUEST_TIMEOUT).unwrap().recording();
     let clone = client.clone();
     let plain = req().token_ids(TokenIdsRequest::NvextField("completion_token_ids".into()));
     client.complete(&plain).await.unwrap();
@@ -442,7 +453,7 @@ async fn a_recording_client_keeps_each_request_exactly_as_sent_and_sends_it_agai
     );
     // Sent again as recorded (the replay): the same bytes, as a stream when
     // the body asks for one.
-    let replayer = Client::new(&srv.url).unwrap();
+    let replayer = Client::new(&srv.url, REQUEST_TIMEOUT).unwrap();
     let (tokens, worker) = replayer.send_recorded(&sent[0]).await.unwrap();
     assert_eq!((tokens, worker), (Some(vec![5, 6]), Some(123)));
     let (tokens, worker) = replayer.send_recorded(&sent[1]).await.unwrap();

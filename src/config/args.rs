@@ -126,7 +126,7 @@ where
                     None => {
                         return Err(ConfigError::MissingValue {
                             flag,
-                            expected: expected_static(spec.kind),
+                            expected: expected_value(spec.kind),
                         })
                     }
                 },
@@ -225,19 +225,19 @@ fn unknown_flag(flag: &str) -> ConfigError {
     }
 }
 
-fn expected_static(kind: Kind) -> &'static str {
+/// What a flag's value looks like, for a flag given without one.
+fn expected_value(kind: Kind) -> String {
     match kind {
-        Kind::Choice(w) if w == keys::ENGINES => "cpu|vllm|sglang",
-        Kind::Choice(w) if w == keys::TOPOLOGIES => "agg|2p1d|two-node",
-        Kind::Choice(w) if w == keys::GEOMETRIES => "dense|hybrid",
-        Kind::Choice(_) => "error|warn|info|debug|trace",
-        Kind::Uint { .. } => "an integer",
-        Kind::PositiveFloat => "a positive number",
-        Kind::UintList => "a comma-separated list of positive integers",
-        Kind::Cases => "a comma-separated list of case ids, e.g. TC-01,TC-03",
-        Kind::Path => "a path",
-        Kind::Bool => "true|false",
-        Kind::Text => "a profile name or path",
-        Kind::Kvcr => "pypi:<version>, a wheel (*.whl), a KVCR source directory, or SPEC+FILE.diff",
+        Kind::Choice(_) => kind.placeholder(),
+        Kind::Uint { .. } => "an integer".into(),
+        Kind::PositiveFloat => "a positive number".into(),
+        Kind::UintList => "a comma-separated list of positive integers".into(),
+        Kind::Cases => "a comma-separated list of case ids, e.g. TC-01,TC-03".into(),
+        Kind::Path => "a path".into(),
+        Kind::Bool => "true|false".into(),
+        Kind::Text => "a profile name or path".into(),
+        Kind::Kvcr => {
+            "pypi:<version>, a wheel (*.whl), a KVCR source directory, or SPEC+FILE.diff".into()
+        }
     }
 }

@@ -38,7 +38,7 @@ pub enum ConfigError {
         /// The flag.
         flag: &'static str,
         /// What a value looks like.
-        expected: &'static str,
+        expected: String,
     },
 
     /// A value that does not parse or is out of range.

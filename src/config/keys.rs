@@ -41,7 +41,7 @@ impl Kind {
             }
             Kind::Cases => format!(
                 "a comma-separated list of case ids out of {}",
-                super::KNOWN_CASES.join(", ")
+                crate::engine::applicability::KNOWN_CASES.join(", ")
             ),
             Kind::Path => "a path".to_string(),
             Kind::Bool => "true or false (1/0, yes/no, on/off)".to_string(),
@@ -83,15 +83,6 @@ pub struct KeySpec {
     pub help: &'static str,
 }
 
-/// Accepted engines.
-pub const ENGINES: &[&str] = &["cpu", "vllm", "sglang"];
-/// Accepted topologies.
-pub const TOPOLOGIES: &[&str] = &["agg", "2p1d", "two-node"];
-/// Accepted geometries.
-pub const GEOMETRIES: &[&str] = &["dense", "hybrid"];
-/// Accepted log levels.
-pub const LOG_LEVELS: &[&str] = &["error", "warn", "info", "debug", "trace"];
-
 const fn k(
     key: &'static str,
     flag: Option<&'static str>,
@@ -126,7 +117,7 @@ pub const KEYS: &[KeySpec] = &[
         "engine",
         Some("--engine"),
         "PHASE1_ENGINE",
-        Kind::Choice(ENGINES),
+        Kind::Choice(crate::engine::Kind::WORDS),
         true,
         "engine behind the router",
     ),
@@ -134,7 +125,7 @@ pub const KEYS: &[KeySpec] = &[
         "topology",
         Some("--topology"),
         "PHASE1_TOPOLOGY",
-        Kind::Choice(TOPOLOGIES),
+        Kind::Choice(crate::engine::Topology::WORDS),
         true,
         "worker layout: aggregated, 2 prefill + 1 decode, or workers on two hosts",
     ),
@@ -142,7 +133,7 @@ pub const KEYS: &[KeySpec] = &[
         "geometry",
         Some("--geometry"),
         "PHASE1_GEOMETRY",
-        Kind::Choice(GEOMETRIES),
+        Kind::Choice(crate::engine::GeometryKind::WORDS),
         true,
         "KV page layout: attention pages only, or attention pages + SSM state parts",
     ),
@@ -331,6 +322,22 @@ pub const KEYS: &[KeySpec] = &[
         "seconds one request may take",
     ),
     k(
+        "kill_timeout_s",
+        Some("--kill-timeout-s"),
+        "PHASE1_KILL_TIMEOUT_S",
+        Kind::Uint { min: 1 },
+        false,
+        "seconds a SIGKILLed worker or frontend may take to be gone before the kill counts as not applied (default: the request timeout)",
+    ),
+    k(
+        "probe_timeout_s",
+        Some("--probe-timeout-s"),
+        "PHASE1_PROBE_TIMEOUT_S",
+        Kind::Uint { min: 1 },
+        true,
+        "seconds one readiness or health probe of a starting stack may take (each is retried until the startup timeout)",
+    ),
+    k(
         "case_timeout_s",
         Some("--case-timeout-s"),
         "PHASE1_CASE_TIMEOUT_S",
@@ -350,7 +357,7 @@ pub const KEYS: &[KeySpec] = &[
         "log_level",
         Some("--log-level"),
         "PHASE1_LOG_LEVEL",
-        Kind::Choice(LOG_LEVELS),
+        Kind::Choice(super::log_level::LogLevel::WORDS),
         true,
         "harness log level",
     ),

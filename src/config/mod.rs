@@ -13,7 +13,7 @@
 //! let resolved = config::resolve(&harness, &Env::from_process()?)?;
 //! for w in &resolved.warnings { eprintln!("warning: {w}"); }
 //! let settings = resolved.settings;
-//! let why = config::applicability(settings.engine, settings.topology, "TC-04");
+//! let why = settings.engine.applies("TC-04", settings.topology);
 //! // let args = libtest_mimic::Arguments::from_iter(libtest_argv);
 //! # let _ = (libtest_argv, why); Ok(())
 //! # }
@@ -25,12 +25,12 @@
 //! variable or profile key (with file and line), the value seen, and what is
 //! accepted.
 
-mod applicability;
 mod args;
 mod env;
 mod errors;
 pub mod keys;
 pub mod kvcr_spec;
+mod log_level;
 mod origin;
 mod profile;
 pub mod redact;
@@ -40,22 +40,17 @@ mod settings;
 #[cfg(test)]
 mod tests;
 
-pub use applicability::{applicability, base_case_id, Applicability};
 pub use args::{split_args, take_filters, Filters, FlagValue, HarnessArgs};
 pub use env::Env;
 pub use errors::ConfigError;
 pub use keys::harness_help;
 pub use kvcr_spec::KvcrSpec;
+pub use log_level::LogLevel;
 pub use origin::Origin;
 pub use profile::{Entry, Profile, BUILTIN as BUILTIN_PROFILES, DEFAULT_PROFILE};
 pub use redact::{redacted_env, Redactor};
 pub use resolve::{resolve, Resolved};
-pub use settings::{
-    CpuEngineProfile, Engine, Geometry, LogLevel, PromptProfile, Settings, Topology,
-};
-
-/// The phase 1 case ids.
-pub const KNOWN_CASES: &[&str] = &["TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06"];
+pub use settings::{PromptProfile, Settings};
 
 impl Settings {
     /// Resolves settings from the process's argv-derived harness flags and

@@ -10,7 +10,8 @@ use super::errors::ConfigError;
 use super::keys::{self, Kind};
 use super::origin::Origin;
 use super::profile::{Entry, Profile};
-use super::settings::{Engine, Geometry, Settings};
+use super::settings::Settings;
+use crate::engine::{self, GeometryKind};
 
 /// Resolved settings with where each value came from.
 #[derive(Debug, Clone, Serialize)]
@@ -86,6 +87,7 @@ pub fn resolve(args: &HarnessArgs, env: &Env) -> Result<Resolved, ConfigError> {
         })
         .collect();
     apply_all(&mut settings, &mut provenance, &flag_entries)?;
+    derive_unset(&mut settings, &provenance);
 
     validate(&settings, &provenance, &mut warnings)?;
     Ok(Resolved {
@@ -105,6 +107,14 @@ fn apply_all(
         provenance.insert(e.key.clone(), e.origin.clone());
     }
     Ok(())
+}
+
+/// Settings whose default is another setting's value, when no layer set
+/// them: the kill timeout follows the request timeout.
+fn derive_unset(settings: &mut Settings, provenance: &BTreeMap<String, Origin>) {
+    if !provenance.contains_key("kill_timeout_s") {
+        settings.kill_timeout = settings.request_timeout;
+    }
 }
 
 fn origin_of(provenance: &BTreeMap<String, Origin>, key: &str) -> Origin {
@@ -132,7 +142,10 @@ fn validate(
                 .to_string(),
         });
     }
-    if s.geometry == Geometry::Hybrid && s.engine == Engine::Cpu && s.cpu_engine.ssm_parts == 0 {
+    if s.geometry == GeometryKind::Hybrid
+        && s.engine == engine::Kind::Cpu
+        && s.cpu_engine.ssm_parts == 0
+    {
         return Err(ConfigError::InvalidValue {
             origin: origin_of(provenance, "cpu_engine.ssm_parts"),
             value: "0".to_string(),
@@ -155,7 +168,7 @@ fn validate(
             }
         }
     }
-    if s.engine == Engine::Cpu && s.needs_eviction() {
+    if s.engine == engine::Kind::Cpu && s.needs_eviction() {
         let c = &s.cpu_engine;
         let per_prompt = u64::from(s.prompts.prefix_blocks)
             + u64::from(s.prompts.suffix_tokens).div_ceil(u64::from(c.block_size.max(1)));

@@ -1,176 +1,18 @@
 //! The resolved run settings and their parts.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::engine::cpu::CpuEngineProfile;
+use crate::engine::{self, GeometryKind, Topology};
+
 use super::errors::ConfigError;
 use super::keys::{self, Kind};
+use super::log_level::LogLevel;
 use super::origin::Origin;
-
-macro_rules! word_enum {
-    ($(#[$doc:meta])* $name:ident, $words:path { $($(#[$vdoc:meta])* $variant:ident = $word:literal),+ $(,)? }) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-        pub enum $name {
-            $($(#[$vdoc])* #[serde(rename = $word)] $variant),+
-        }
-
-        impl $name {
-            /// Every value, in the order of the accepted words.
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            /// The word used in flags, environment and profiles.
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $word),+ }
-            }
-
-            /// Parses the word (case-insensitive); `None` if it is not one of
-            #[doc = concat!("[`", stringify!($words), "`].")]
-            pub fn from_word(word: &str) -> Option<Self> {
-                let w = word.trim().to_ascii_lowercase();
-                match w.as_str() { $($word => Some($name::$variant),)+ _ => None }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
-word_enum!(
-    /// The engine behind the router.
-    Engine, keys::ENGINES {
-        /// The project's deterministic CPU engine stand-in (default).
-        Cpu = "cpu",
-        /// `dynamo.vllm` with the KVCR tier.
-        Vllm = "vllm",
-        /// `dynamo.sglang` with the KVCR tier (no Guard, no disaggregation).
-        Sglang = "sglang",
-    }
-);
-
-word_enum!(
-    /// How workers are laid out.
-    Topology, keys::TOPOLOGIES {
-        /// Router + 2 workers + Guard service (default).
-        Agg = "agg",
-        /// Two prefill workers and one decode worker.
-        TwoPrefillOneDecode = "2p1d",
-        /// Workers on two hosts.
-        TwoNode = "two-node",
-    }
-);
-
-word_enum!(
-    /// The KV page layout of a block.
-    Geometry, keys::GEOMETRIES {
-        /// Attention pages only.
-        Dense = "dense",
-        /// Attention pages plus SSM state parts.
-        Hybrid = "hybrid",
-    }
-);
-
-word_enum!(
-    /// The harness's log level.
-    LogLevel, keys::LOG_LEVELS {
-        /// Errors only.
-        Error = "error",
-        /// Warnings and errors.
-        Warn = "warn",
-        /// The default.
-        Info = "info",
-        /// Debugging detail.
-        Debug = "debug",
-        /// Everything.
-        Trace = "trace",
-    }
-);
-
-/// The CPU engine's knobs; each maps onto a flag of `python -m cpu_engine`
-/// (see docs/cpu-engine.md).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CpuEngineProfile {
-    /// `--block-size`: tokens per KV block.
-    pub block_size: u32,
-    /// `--attn-pages`: attention pages per block.
-    pub attn_pages: u32,
-    /// `--attn-page-bytes`.
-    pub attn_page_bytes: u64,
-    /// `--ssm-parts` (hybrid geometry only).
-    pub ssm_parts: u32,
-    /// `--ssm-part-bytes` (hybrid geometry only).
-    pub ssm_part_bytes: u64,
-    /// `--device-cache-blocks`: the device (HBM stand-in) prefix cache.
-    pub device_cache_blocks: u32,
-    /// `--host-tier-blocks`: the engine-owned host tier.
-    pub host_tier_blocks: u32,
-    /// `--prefill-us-per-token`.
-    pub prefill_us_per_token: u64,
-    /// `--decode-us-per-token`.
-    pub decode_us_per_token: u64,
-    /// `--local-pool-blocks`: in-process KVCR pool when no Guard is used.
-    pub local_pool_blocks: u32,
-    /// `--stats-interval-s`: KVCR stats interval.
-    pub stats_interval_s: f64,
-    /// Size of the Guard service's pool, in GB.
-    pub guard_pool_gb: f64,
-}
-
-impl CpuEngineProfile {
-    /// Pages per block for a geometry: attention pages, plus SSM parts when hybrid.
-    pub fn pages_per_block(&self, geometry: Geometry) -> u32 {
-        match geometry {
-            Geometry::Dense => self.attn_pages,
-            Geometry::Hybrid => self.attn_pages + self.ssm_parts,
-        }
-    }
-
-    /// Bytes per block for a geometry (what a block transfer should move).
-    pub fn bytes_per_block(&self, geometry: Geometry) -> u64 {
-        let attn = u64::from(self.attn_pages) * self.attn_page_bytes;
-        match geometry {
-            Geometry::Dense => attn,
-            Geometry::Hybrid => attn + u64::from(self.ssm_parts) * self.ssm_part_bytes,
-        }
-    }
-
-    /// The engine flags these knobs map onto (without geometry, ports and paths,
-    /// which the stack module adds).
-    pub fn engine_flags(&self) -> Vec<String> {
-        let pairs: [(&str, String); 11] = [
-            ("--block-size", self.block_size.to_string()),
-            ("--attn-pages", self.attn_pages.to_string()),
-            ("--attn-page-bytes", self.attn_page_bytes.to_string()),
-            ("--ssm-parts", self.ssm_parts.to_string()),
-            ("--ssm-part-bytes", self.ssm_part_bytes.to_string()),
-            (
-                "--device-cache-blocks",
-                self.device_cache_blocks.to_string(),
-            ),
-            ("--host-tier-blocks", self.host_tier_blocks.to_string()),
-            (
-                "--prefill-us-per-token",
-                self.prefill_us_per_token.to_string(),
-            ),
-            (
-                "--decode-us-per-token",
-                self.decode_us_per_token.to_string(),
-            ),
-            ("--local-pool-blocks", self.local_pool_blocks.to_string()),
-            ("--stats-interval-s", self.stats_interval_s.to_string()),
-        ];
-        pairs
-            .into_iter()
-            .flat_map(|(f, v)| [f.to_string(), v])
-            .collect()
-    }
-}
 
 /// How the prompt set is generated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -194,11 +36,11 @@ pub struct Settings {
     /// The profile layered over the default (`default` when none was chosen).
     pub profile: String,
     /// Engine behind the router.
-    pub engine: Engine,
+    pub engine: engine::Kind,
     /// Worker layout.
     pub topology: Topology,
     /// KV page layout.
-    pub geometry: Geometry,
+    pub geometry: GeometryKind,
     /// Case ids to run (in addition to libtest filters); `None` = all.
     pub cases: Option<Vec<String>>,
     /// Filler prompts sent to evict a device prefix cache.
@@ -213,8 +55,9 @@ pub struct Settings {
     pub load_requests_per_client: u32,
     /// Fault under load: failed requests allowed (wrong tokens never are).
     pub load_max_failed_requests: u32,
-    /// TC-06 attempt cadence.
-    pub tc06_cadence_ms: u64,
+    /// TC-06: the time between recovery attempts (`tc06_cadence_ms`).
+    #[serde(rename = "tc06_cadence_ms", serialize_with = "as_millis")]
+    pub tc06_cadence: Duration,
     /// Base directory of run directories.
     pub run_dir: PathBuf,
     /// JUnit output; `None` = `<run dir>/junit.xml` (see [`Settings::junit_path`]).
@@ -239,16 +82,30 @@ pub struct Settings {
     pub require_all: bool,
     /// Wait until no other live run is registered before starting.
     pub exclusive: bool,
-    /// Seconds `exclusive` waits before the run fails.
-    pub exclusive_timeout_s: u64,
+    /// How long `exclusive` waits before the run fails
+    /// (`exclusive_timeout_s`).
+    #[serde(rename = "exclusive_timeout_s", serialize_with = "as_secs")]
+    pub exclusive_timeout: Duration,
     /// The machine-wide registry of live runs.
     pub live_runs_dir: PathBuf,
-    /// Seconds the stack may take to become ready.
-    pub startup_timeout_s: u64,
-    /// Seconds one request may take.
-    pub request_timeout_s: u64,
-    /// Seconds one case may take before it is cancelled and fails.
-    pub case_timeout_s: u64,
+    /// How long the stack may take to become ready (`startup_timeout_s`).
+    #[serde(rename = "startup_timeout_s", serialize_with = "as_secs")]
+    pub startup_timeout: Duration,
+    /// How long one request may take (`request_timeout_s`).
+    #[serde(rename = "request_timeout_s", serialize_with = "as_secs")]
+    pub request_timeout: Duration,
+    /// How long a SIGKILLed component may take to be gone before the kill
+    /// counts as not applied (`kill_timeout_s`; unset, the request timeout).
+    #[serde(rename = "kill_timeout_s", serialize_with = "as_secs")]
+    pub kill_timeout: Duration,
+    /// How long one readiness or health probe of a starting stack may take
+    /// (`probe_timeout_s`).
+    #[serde(rename = "probe_timeout_s", serialize_with = "as_secs")]
+    pub probe_timeout: Duration,
+    /// How long one case may take before it is cancelled and fails
+    /// (`case_timeout_s`).
+    #[serde(rename = "case_timeout_s", serialize_with = "as_secs")]
+    pub case_timeout: Duration,
     /// Directory of digest-keyed reference-phase results.
     pub reference_cache: PathBuf,
     /// Harness log level.
@@ -272,10 +129,27 @@ impl Settings {
         match &self.cases {
             None => true,
             Some(ids) => {
-                let base = super::applicability::base_case_id(case_id);
+                let base = engine::applicability::base_case_id(case_id);
                 ids.iter().any(|id| id.eq_ignore_ascii_case(&base))
             }
         }
+    }
+
+    /// What building the engine takes from these settings.
+    pub fn engine_setup<'a>(&'a self, repo_root: &'a Path) -> engine::Setup<'a> {
+        engine::Setup::new(
+            self.topology,
+            self.geometry,
+            &self.cpu_engine,
+            self.engine_profile.as_deref(),
+            repo_root,
+        )
+    }
+
+    /// The engine these settings ask for, built (GPU engines read their
+    /// profile under `repo_root`).
+    pub fn build_engine(&self, repo_root: &Path) -> Result<Arc<dyn engine::Engine>, String> {
+        self.engine.build(&self.engine_setup(repo_root))
     }
 
     /// Whether any selected case needs the device cache evicted (TC-02, TC-05).
@@ -287,9 +161,9 @@ impl Settings {
     pub(crate) fn blank() -> Self {
         Settings {
             profile: "default".to_string(),
-            engine: Engine::Cpu,
+            engine: engine::Kind::Cpu,
             topology: Topology::Agg,
-            geometry: Geometry::Dense,
+            geometry: GeometryKind::Dense,
             cases: None,
             perf_evict_filler: 0,
             perf_concurrency_levels: Vec::new(),
@@ -297,7 +171,7 @@ impl Settings {
             load_clients: 0,
             load_requests_per_client: 0,
             load_max_failed_requests: 0,
-            tc06_cadence_ms: 0,
+            tc06_cadence: Duration::ZERO,
             run_dir: PathBuf::new(),
             junit: None,
             attach: None,
@@ -309,11 +183,13 @@ impl Settings {
             reference_concurrency: 0,
             require_all: false,
             exclusive: false,
-            exclusive_timeout_s: 0,
+            exclusive_timeout: Duration::ZERO,
             live_runs_dir: PathBuf::new(),
-            startup_timeout_s: 0,
-            request_timeout_s: 0,
-            case_timeout_s: 0,
+            startup_timeout: Duration::ZERO,
+            request_timeout: Duration::ZERO,
+            kill_timeout: Duration::ZERO,
+            probe_timeout: Duration::ZERO,
+            case_timeout: Duration::ZERO,
             reference_cache: PathBuf::new(),
             log_level: LogLevel::Info,
             cpu_engine: CpuEngineProfile {
@@ -362,9 +238,9 @@ impl Settings {
         let c = &mut self.cpu_engine;
         let p = &mut self.prompts;
         match key {
-            "engine" => self.engine = v.word(Engine::from_word)?,
+            "engine" => self.engine = v.word(engine::Kind::from_word)?,
             "topology" => self.topology = v.word(Topology::from_word)?,
-            "geometry" => self.geometry = v.word(Geometry::from_word)?,
+            "geometry" => self.geometry = v.word(GeometryKind::from_word)?,
             "log_level" => self.log_level = v.word(LogLevel::from_word)?,
             "cases" => self.cases = Some(v.cases()?),
             "perf_evict_filler" => self.perf_evict_filler = v.uint()?,
@@ -373,7 +249,7 @@ impl Settings {
             "load_clients" => self.load_clients = v.uint()?,
             "load_requests_per_client" => self.load_requests_per_client = v.uint()?,
             "load_max_failed_requests" => self.load_max_failed_requests = v.uint()?,
-            "tc06_cadence_ms" => self.tc06_cadence_ms = v.uint()?,
+            "tc06_cadence_ms" => self.tc06_cadence = Duration::from_millis(v.uint()?),
             "run_dir" => self.run_dir = v.path()?,
             "junit" => self.junit = Some(v.path()?),
             "attach" => self.attach = Some(v.path()?),
@@ -385,11 +261,13 @@ impl Settings {
             "reference_concurrency" => self.reference_concurrency = v.uint()?,
             "require_all" => self.require_all = v.boolean()?,
             "exclusive" => self.exclusive = v.boolean()?,
-            "exclusive_timeout_s" => self.exclusive_timeout_s = v.uint()?,
+            "exclusive_timeout_s" => self.exclusive_timeout = Duration::from_secs(v.uint()?),
             "live_runs_dir" => self.live_runs_dir = v.path()?,
-            "startup_timeout_s" => self.startup_timeout_s = v.uint()?,
-            "request_timeout_s" => self.request_timeout_s = v.uint()?,
-            "case_timeout_s" => self.case_timeout_s = v.uint()?,
+            "startup_timeout_s" => self.startup_timeout = Duration::from_secs(v.uint()?),
+            "request_timeout_s" => self.request_timeout = Duration::from_secs(v.uint()?),
+            "kill_timeout_s" => self.kill_timeout = Duration::from_secs(v.uint()?),
+            "probe_timeout_s" => self.probe_timeout = Duration::from_secs(v.uint()?),
+            "case_timeout_s" => self.case_timeout = Duration::from_secs(v.uint()?),
             "reference_cache" => self.reference_cache = v.path()?,
             "cpu_engine.block_size" => c.block_size = v.uint()?,
             "cpu_engine.attn_pages" => c.attn_pages = v.uint()?,
@@ -412,6 +290,16 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// A duration as the whole seconds of its `_s` key.
+fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_secs())
+}
+
+/// A duration as the whole milliseconds of its `_ms` key.
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A textual value being checked against its key's kind.
@@ -479,7 +367,7 @@ impl Value<'_> {
         let mut out: Vec<String> = Vec::new();
         for part in self.text.split(',') {
             let id = part.trim().to_ascii_uppercase();
-            if !super::KNOWN_CASES.contains(&id.as_str()) {
+            if !engine::applicability::KNOWN_CASES.contains(&id.as_str()) {
                 return Err(self.bad());
             }
             if !out.contains(&id) {

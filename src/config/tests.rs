@@ -1,11 +1,13 @@
-//! Tests of the config module: splitting, layering, errors, applicability,
-//! redaction.
+//! Tests of the config module: splitting, layering, errors, the engine the
+//! settings build, redaction.
 
 use std::io::Write;
+use std::time::Duration;
 
 use proptest::prelude::*;
 
 use super::*;
+use crate::engine::{GeometryKind as Geometry, Kind as Engine, Topology};
 
 fn argv(args: &[&str]) -> Vec<String> {
     std::iter::once("phase1")
@@ -198,7 +200,11 @@ fn defaults_come_from_the_default_profile() {
     assert_eq!(s.geometry, Geometry::Dense);
     assert_eq!(s.perf_concurrency_levels, vec![1, 2, 4, 8]);
     assert_eq!(s.perf_repeats, 3);
-    assert_eq!(s.tc06_cadence_ms, 100);
+    assert_eq!(s.tc06_cadence, Duration::from_millis(100));
+    assert_eq!(s.startup_timeout, Duration::from_secs(180));
+    assert_eq!(s.request_timeout, Duration::from_secs(60));
+    assert_eq!(s.probe_timeout, Duration::from_secs(10));
+    assert_eq!(s.case_timeout, Duration::from_secs(600));
     assert_eq!(s.run_dir, std::path::PathBuf::from("target/phase1/runs"));
     assert_eq!(
         s.reference_cache,
@@ -327,7 +333,7 @@ fn every_env_twin_sets_its_key() {
     let r = resolve_with(&[], &env).unwrap();
     let s = &r.settings;
     assert_eq!(s.engine, Engine::Vllm);
-    assert_eq!(s.topology, Topology::TwoPrefillOneDecode);
+    assert_eq!(s.topology, Topology::TwoP1D);
     assert_eq!(s.geometry, Geometry::Hybrid);
     assert_eq!(
         s.cases,
@@ -336,7 +342,7 @@ fn every_env_twin_sets_its_key() {
     assert_eq!(s.perf_evict_filler, 40);
     assert_eq!(s.perf_concurrency_levels, vec![1, 16]);
     assert_eq!(s.perf_repeats, 4);
-    assert_eq!(s.tc06_cadence_ms, 50);
+    assert_eq!(s.tc06_cadence, Duration::from_millis(50));
     assert_eq!(s.run_dir.to_str(), Some("/tmp/runs"));
     assert_eq!(
         s.junit.as_deref().and_then(|p| p.to_str()),
@@ -345,14 +351,53 @@ fn every_env_twin_sets_its_key() {
     assert_eq!(s.attach.as_deref(), Some(file.as_path()));
     assert_eq!(s.python.as_deref(), Some(file.as_path()));
     assert!(s.keep_stack);
-    assert_eq!(s.startup_timeout_s, 9);
-    assert_eq!(s.request_timeout_s, 8);
+    assert_eq!(s.startup_timeout, Duration::from_secs(9));
+    assert_eq!(s.request_timeout, Duration::from_secs(8));
     assert_eq!(s.reference_cache.to_str(), Some("/tmp/ref"));
     assert_eq!(s.log_level, LogLevel::Debug);
     assert_eq!(s.cpu_engine.block_size, 32);
     assert_eq!(s.prompts.seed, 7);
     assert!(s.selects("TC-03/remote"));
     assert!(!s.selects("TC-02"));
+}
+
+#[test]
+fn the_kill_timeout_follows_the_request_timeout_unless_set() {
+    let s = resolve_with(&["--request-timeout-s", "15"], &[])
+        .unwrap()
+        .settings;
+    assert_eq!(s.kill_timeout, Duration::from_secs(15));
+    let r = resolve_with(
+        &["--request-timeout-s", "15"],
+        &[("PHASE1_KILL_TIMEOUT_S", "40")],
+    )
+    .unwrap();
+    assert_eq!(r.settings.kill_timeout, Duration::from_secs(40));
+    assert!(matches!(
+        r.origin("kill_timeout_s"),
+        Some(Origin::Env { .. })
+    ));
+    let s = resolve_with(&["--kill-timeout-s=5"], &[]).unwrap().settings;
+    assert_eq!(
+        (s.kill_timeout, s.request_timeout),
+        (Duration::from_secs(5), Duration::from_secs(60))
+    );
+    let e = err(&["--kill-timeout-s", "0"], &[]);
+    assert!(
+        e.contains("for flag --kill-timeout-s: expected an integer ≥ 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn durations_keep_their_keys_and_units_in_config_json() {
+    let s = resolve_with(&[], &[]).unwrap().settings;
+    let json = serde_json::to_value(&s).unwrap_or_default();
+    assert_eq!(json["request_timeout_s"], 60);
+    assert_eq!(json["kill_timeout_s"], 60);
+    assert_eq!(json["probe_timeout_s"], 10);
+    assert_eq!(json["tc06_cadence_ms"], 100);
+    assert_eq!(json["engine"], "cpu");
 }
 
 #[test]
@@ -557,59 +602,29 @@ fn profile_value_of_the_wrong_shape() {
     assert!(e.contains(":2)"), "{e}");
 }
 
-// ---- applicability ---------------------------------------------------------
+// ---- the engine the settings build ---------------------------------------
 
 #[test]
-fn applicability_table() {
-    use Applicability::*;
-    let applies = |e, t, c| applicability(e, t, c).applies();
-    for c in KNOWN_CASES {
-        assert!(applies(Engine::Cpu, Topology::Agg, c));
-        assert!(applies(Engine::Vllm, Topology::Agg, c));
-        assert!(applies(Engine::Cpu, Topology::TwoPrefillOneDecode, c));
+fn settings_build_the_engine_they_name() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (flags, name, workers) in [
+        (&[][..], "cpu", 2),
+        (&["--topology", "2p1d"][..], "cpu", 3),
+        (&["--profile", "vllm-cpu"][..], "vllm", 2),
+        (&["--engine", "sglang"][..], "sglang", 2),
+    ] {
+        let s = resolve_with(flags, &[])
+            .unwrap_or_else(|e| panic!("{e}"))
+            .settings;
+        let e = s
+            .build_engine(root)
+            .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
         assert_eq!(
-            applies(Engine::Cpu, Topology::TwoNode, c),
-            !c.starts_with("TC-05"),
-            "{c}"
-        );
-        assert!(!applies(Engine::Sglang, Topology::TwoPrefillOneDecode, c));
-    }
-    for c in ["TC-01", "TC-02", "TC-05/cold"] {
-        assert!(applies(Engine::Sglang, Topology::Agg, c), "{c}");
-    }
-    for t in [Topology::Agg, Topology::TwoNode] {
-        match applicability(Engine::Sglang, t, "TC-03") {
-            Ignored(r) => assert!(
-                r.contains("no router_hint in Dynamo 1.6.1's SGLang worker"),
-                "{r}"
-            ),
-            Applies => panic!(
-                "TC-03 on sglang/{t} must be ignored until dynamo.sglang publishes router_hint"
-            ),
-        }
-    }
-    for c in ["TC-04", "TC-06"] {
-        assert_eq!(
-            applicability(Engine::Sglang, Topology::Agg, c),
-            Ignored(format!(
-                "{c} on sglang/agg: SGLang has no Guard and no disaggregation in KVCR 0.1.1"
-            ))
+            (e.name(), e.worker_plans().len()),
+            (name, workers),
+            "{flags:?}"
         );
     }
-    for t in [Topology::TwoPrefillOneDecode, Topology::TwoNode] {
-        for c in ["TC-01", "TC-02", "TC-03", "TC-04", "TC-06"] {
-            assert!(applies(Engine::Vllm, t, c), "{c} {t}");
-        }
-        assert!(!applies(Engine::Vllm, t, "TC-05"));
-    }
-    assert!(applies(Engine::Sglang, Topology::TwoNode, "TC-02"));
-    assert!(!applies(Engine::Sglang, Topology::TwoNode, "TC-05"));
-    assert!(applies(Engine::Cpu, Topology::TwoNode, "tc-02"));
-    match applicability(Engine::Cpu, Topology::TwoNode, "TC-05/cold") {
-        Ignored(r) => assert!(r.contains("defined on the agg topology"), "{r}"),
-        Applies => panic!("TC-05 is defined on agg only"),
-    }
-    assert!(!applies(Engine::Cpu, Topology::Agg, "TC-09"));
 }
 
 // ---- redaction -------------------------------------------------------------

@@ -4,13 +4,17 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::{CpuEngineProfile, Geometry as GeometryKind};
 use crate::proc::ProcessSpec;
 
+use super::applicability::{self, Applicability, Case};
 use super::topology::{self, Topology, WorkerPlan, WorkerRole};
-use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, WorkerSlot};
+use super::{
+    dynamo, Engine, FirstTokenStamp, Geometry, GeometryKind, LaunchContext, ReferenceVariant,
+    ServedModel, Setup, WorkerSlot,
+};
 
 const MODEL_DIR: &str = "fixtures/models/tiny";
 const ENGINE_SOURCES: &str = "fixtures/cpu-engine/cpu_engine";
@@ -23,12 +27,109 @@ const FALLBACK_VOCAB: u32 = 256;
 
 const SSM_PART_LABELS: [&str; 3] = ["ssm:conv", "ssm:temporal", "ssm:x"];
 
+/// The CPU engine's knobs (the harness profile's `[cpu_engine]`); each maps
+/// onto a flag of `python -m cpu_engine` (see docs/cpu-engine.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuEngineProfile {
+    /// `--block-size`: tokens per KV block.
+    pub block_size: u32,
+    /// `--attn-pages`: attention pages per block.
+    pub attn_pages: u32,
+    /// `--attn-page-bytes`.
+    pub attn_page_bytes: u64,
+    /// `--ssm-parts` (hybrid geometry only).
+    pub ssm_parts: u32,
+    /// `--ssm-part-bytes` (hybrid geometry only).
+    pub ssm_part_bytes: u64,
+    /// `--device-cache-blocks`: the device (HBM stand-in) prefix cache.
+    pub device_cache_blocks: u32,
+    /// `--host-tier-blocks`: the engine-owned host tier.
+    pub host_tier_blocks: u32,
+    /// `--prefill-us-per-token`.
+    pub prefill_us_per_token: u64,
+    /// `--decode-us-per-token`.
+    pub decode_us_per_token: u64,
+    /// `--local-pool-blocks`: in-process KVCR pool when no Guard is used.
+    pub local_pool_blocks: u32,
+    /// `--stats-interval-s`: KVCR stats interval.
+    pub stats_interval_s: f64,
+    /// Size of the Guard service's pool, in GB.
+    pub guard_pool_gb: f64,
+}
+
+impl CpuEngineProfile {
+    /// Pages per block for a geometry: attention pages, plus SSM parts when hybrid.
+    pub fn pages_per_block(&self, geometry: GeometryKind) -> u32 {
+        match geometry {
+            GeometryKind::Dense => self.attn_pages,
+            GeometryKind::Hybrid => self.attn_pages + self.ssm_parts,
+        }
+    }
+
+    /// Bytes per block for a geometry (what a block transfer should move).
+    pub fn bytes_per_block(&self, geometry: GeometryKind) -> u64 {
+        let attn = u64::from(self.attn_pages) * self.attn_page_bytes;
+        match geometry {
+            GeometryKind::Dense => attn,
+            GeometryKind::Hybrid => attn + u64::from(self.ssm_parts) * self.ssm_part_bytes,
+        }
+    }
+
+    /// The engine flags these knobs map onto (without geometry, ports and paths,
+    /// which the stack module adds).
+    pub fn engine_flags(&self) -> Vec<String> {
+        let pairs: [(&str, String); 11] = [
+            ("--block-size", self.block_size.to_string()),
+            ("--attn-pages", self.attn_pages.to_string()),
+            ("--attn-page-bytes", self.attn_page_bytes.to_string()),
+            ("--ssm-parts", self.ssm_parts.to_string()),
+            ("--ssm-part-bytes", self.ssm_part_bytes.to_string()),
+            (
+                "--device-cache-blocks",
+                self.device_cache_blocks.to_string(),
+            ),
+            ("--host-tier-blocks", self.host_tier_blocks.to_string()),
+            (
+                "--prefill-us-per-token",
+                self.prefill_us_per_token.to_string(),
+            ),
+            (
+                "--decode-us-per-token",
+                self.decode_us_per_token.to_string(),
+            ),
+            ("--local-pool-blocks", self.local_pool_blocks.to_string()),
+            ("--stats-interval-s", self.stats_interval_s.to_string()),
+        ];
+        pairs
+            .into_iter()
+            .flat_map(|(f, v)| [f.to_string(), v])
+            .collect()
+    }
+
+    /// The knobs of the shipped default profile (`[cpu_engine]` of
+    /// `fixtures/profiles/default.toml`), for tests of the engine room.
+    #[cfg(test)]
+    pub fn shipped() -> Self {
+        #[derive(Deserialize)]
+        struct Profile {
+            cpu_engine: CpuEngineProfile,
+        }
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/profiles/default.toml");
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        toml::from_str::<Profile>(&text)
+            .map(|p| p.cpu_engine)
+            .unwrap_or_else(|e| panic!("[cpu_engine] of {}: {e}", path.display()))
+    }
+}
+
 pub struct CpuEngine {
     pub profile: CpuEngineProfile,
     pub geometry: GeometryKind,
     pub topology: Topology,
-    /// `vocab_size` of the model's config.json.
-    vocab_size: u32,
+    /// `tiny`, prompts from its ordinary tokens (`vocab_size` of the
+    /// model's config.json).
+    served: ServedModel,
     /// Digest of the engine's sources and model files: a change to either
     /// may change tokens, so it is part of the reference cache key.
     sources_digest: String,
@@ -41,7 +142,10 @@ impl CpuEngine {
             geometry,
             topology: Topology::Agg,
             sources_digest: sources_digest(repo_root),
-            vocab_size: vocab_size(&repo_root.join(MODEL_DIR)),
+            served: ServedModel {
+                name: "tiny".into(),
+                prompt_vocab: FIRST_ORDINARY_TOKEN..vocab_size(&repo_root.join(MODEL_DIR)),
+            },
         }
     }
 
@@ -90,16 +194,34 @@ impl CpuEngine {
 }
 
 impl Engine for CpuEngine {
-    fn first_token_stamp(&self) -> super::FirstTokenStamp {
-        super::FirstTokenStamp::WorkerLog
+    fn build(setup: &Setup) -> Result<Self, String> {
+        Ok(
+            CpuEngine::new(setup.cpu_engine.clone(), setup.geometry, setup.repo_root)
+                .with_topology(setup.topology),
+        )
+    }
+
+    fn applies(case: Case, topology: Topology) -> Applicability {
+        match topology {
+            Topology::Agg | Topology::TwoP1D => Applicability::Applies,
+            Topology::TwoNode => applicability::off_agg(case),
+        }
     }
 
     fn name(&self) -> &'static str {
         "cpu"
     }
 
-    fn model(&self) -> String {
-        "tiny".into()
+    fn served(&self) -> &ServedModel {
+        &self.served
+    }
+
+    fn guard_pool_gb(&self) -> Option<f64> {
+        Some(self.profile.guard_pool_gb)
+    }
+
+    fn first_token_stamp(&self) -> FirstTokenStamp {
+        FirstTokenStamp::WorkerLog
     }
 
     fn geometry(&self) -> Geometry {
@@ -122,22 +244,6 @@ impl Engine for CpuEngine {
             block_size_tokens: p.block_size,
             pages,
         }
-    }
-
-    fn prompt_vocab(&self) -> std::ops::Range<u32> {
-        FIRST_ORDINARY_TOKEN..self.vocab_size
-    }
-
-    fn has_guard(&self) -> bool {
-        true
-    }
-
-    fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
-        Some(dynamo::guard_service(
-            ctx,
-            &self.geometry(),
-            self.profile.guard_pool_gb,
-        ))
     }
 
     fn worker_plans(&self) -> Vec<WorkerPlan> {
@@ -173,6 +279,13 @@ impl Engine for CpuEngine {
             .arg(slot.guard_socket.display().to_string())
             .args(["--guard-index", &slot.guard_index.to_string()])
             .args(["--compatibility-digest", &ctx.compatibility_digest])
+    }
+
+    /// `--fault NAME[=ARG]` each (docs/cpu-engine.md).
+    fn with_faults(&self, worker: ProcessSpec, faults: &[&str]) -> Result<ProcessSpec, String> {
+        Ok(faults
+            .iter()
+            .fold(worker, |spec, fault| spec.args(["--fault", fault])))
     }
 
     fn reference_worker(

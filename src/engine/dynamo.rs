@@ -1,10 +1,16 @@
 //! The parts of a stack that are the same for every engine: Dynamo's
 //! environment (file discovery, TCP request plane, ZMQ event plane, all on
-//! one host), its frontend with the KV router, and the KVCR Guard service.
+//! one host), its frontend with the KV router, and the KVCR Guard service;
+//! and what every Dynamo engine worker (`dynamo.vllm`, `dynamo.sglang`)
+//! shares: its KV-events publisher, its environment on its node, one Guard
+//! service per node.
+
+use serde_json::{json, Value};
 
 use crate::proc::ProcessSpec;
 
-use super::{Geometry, LaunchContext};
+use super::topology::{set_env, Node, Topology, WorkerPlan, WorkerRole};
+use super::{Geometry, LaunchContext, WorkerSlot};
 
 /// Dynamo without etcd or NATS: everything a component needs to find the
 /// others through a per-run discovery directory.
@@ -59,4 +65,90 @@ pub fn guard_service(ctx: &LaunchContext, geometry: &Geometry, pool_gb: f64) -> 
         .args(["--log-level", "DEBUG"])
         .env("PYTHONUNBUFFERED", "1")
         .cwd(&ctx.repo_root)
+}
+
+/// `--kv-events-config`: ZMQ publisher on the slot's harness-allocated port.
+pub fn kv_events_config(port: u16) -> Value {
+    json!({
+        "publisher": "zmq",
+        "topic": "kv-events",
+        "endpoint": format!("tcp://*:{port}"),
+        "enable_kv_cache_events": true,
+    })
+}
+
+/// [`worker_env`] plus the plan's GPUs (`CUDA_VISIBLE_DEVICES`): a GPU worker
+/// of an engine without a platform layer (SGLang).
+pub fn gpu_worker_env(
+    spec: ProcessSpec,
+    node: &Node,
+    plan: &WorkerPlan,
+    slot: &WorkerSlot,
+) -> ProcessSpec {
+    worker_env(
+        spec.env("CUDA_VISIBLE_DEVICES", plan.cuda_visible_devices()),
+        node,
+        plan,
+        slot,
+    )
+}
+
+/// Environment of a Dynamo engine worker: its metrics server and, on another
+/// node, Dynamo's planes bound to that node's address.
+pub fn worker_env(
+    spec: ProcessSpec,
+    node: &Node,
+    plan: &WorkerPlan,
+    slot: &WorkerSlot,
+) -> ProcessSpec {
+    let mut spec = spec
+        // Dynamo's system server serves the engine's Prometheus metrics
+        // (`vllm:*`, `sglang:*`) on /metrics of this port.
+        .env("DYN_SYSTEM_PORT", slot.metrics_port.to_string())
+        .env("DYN_SYSTEM_HOST", &node.address);
+    for key in [
+        "DYN_TCP_RPC_HOST",
+        "DYN_EVENT_PLANE_HOST",
+        "DYN_TCP_RESPONSE_STREAM_HOST",
+    ] {
+        spec = set_env(spec, key, &node.address);
+    }
+    if plan.role != WorkerRole::Aggregated {
+        spec = spec.env("VLLM_NIXL_SIDE_CHANNEL_HOST", &node.address).env(
+            "VLLM_NIXL_SIDE_CHANNEL_PORT",
+            slot.side_channel_port.to_string(),
+        );
+    }
+    spec
+}
+
+/// One Guard service per node (the first as planned, the others wrapped in
+/// their node's launcher and named `guard-<node>`).
+pub fn guards_per_node(
+    ctx: &LaunchContext,
+    nodes: &[Node],
+    topology: Topology,
+    guard: Option<ProcessSpec>,
+) -> Vec<ProcessSpec> {
+    let Some(guard) = guard else {
+        return Vec::new();
+    };
+    nodes
+        .iter()
+        .take(topology.node_count())
+        .enumerate()
+        .map(|(i, node)| {
+            let spec = if i == 0 {
+                guard.clone()
+            } else {
+                let name = format!("guard-{}", node.name);
+                ProcessSpec {
+                    log: ctx.logs_dir.join(format!("{name}.log")),
+                    name,
+                    ..guard.clone()
+                }
+            };
+            node.wrap(spec)
+        })
+        .collect()
 }

@@ -1,67 +1,152 @@
-//! How each engine's stack is launched and read.
+//! How each engine's stack is launched and read: every engine and topology
+//! fact lives here.
 //!
-//! An [`Engine`] turns a [`LaunchContext`] into process specs: the Dynamo
-//! frontend with its KV router, the KVCR Guard service, the workers, and the
-//! KVCR-disabled reference workers. The stack runner starts whatever the
-//! engine plans; it does not know which engine it runs. The CPU engine is
-//! launched for real on every machine; the GPU engines' plans are checked as
-//! data (their command lines are those of KVCR's quick start).
+//! An engine is a room of this folder (`cpu.rs`, `vllm/`, `sglang.rs`)
+//! with one line in the registry below ([`Kind`], the `--engine` words) and
+//! a fixture (`fixtures/engines/<engine>.toml`, the GPU engines' model and
+//! devices; the CPU engine's knobs are the harness profile's `[cpu_engine]`).
+//! Nothing else names an engine: adding one is its file (and its `mod`
+//! line), its fixture and its registry line, as the toy engine's test
+//! shows (`engine/toy.rs`, `fixtures/engines/toy.toml`).
+//! Its [`Engine`] impl builds it from the run's settings ([`Setup`]), says
+//! which cases apply ([`Engine::applies`]) and turns a [`LaunchContext`]
+//! into process specs: the Dynamo frontend with its KV router, the KVCR
+//! Guard service, the workers, and the KVCR-disabled reference workers. The
+//! stack runner starts whatever the engine plans; it does not know which
+//! engine it runs. The CPU engine and vLLM's CPU platform are launched for
+//! real on every machine; vLLM's and SGLang's GPU platforms are launched on
+//! GPU runners (their command lines are those of KVCR's quick start), and
+//! every engine's plans are snapshot-tested everywhere.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::proc::ProcessSpec;
 
+pub mod applicability;
 pub mod cpu;
 pub mod dynamo;
+pub mod geometry;
 pub mod placement;
 pub mod sglang;
+pub mod slots;
 pub mod topology;
 pub mod vllm;
 
-/// Page geometry of one KV block, as the harness checks transfers against it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Geometry {
-    pub name: String,
-    pub block_size_tokens: u32,
-    /// `(label, bytes)` of every page of one block, e.g. 2 × attn + 3 × ssm parts.
-    pub pages: Vec<(String, u64)>,
+pub use applicability::{Applicability, Case};
+pub use geometry::{Geometry, GeometryKind};
+pub use slots::WorkerSlot;
+pub use topology::Topology;
+
+/// The engine registry: one line per engine, its `--engine` word and the
+/// room that builds and plans it. `registry!(engines)` below makes
+/// [`Kind`]; the toy engine's test (`engine/testing.rs`) makes the same
+/// registry with one line more.
+macro_rules! registry {
+    ($make:ident $(, $($more:tt)+)?) => {
+        $make! {
+            /// The project's deterministic CPU engine stand-in (default).
+            Cpu = "cpu" => $crate::engine::cpu::CpuEngine,
+            /// `dynamo.vllm` with the KVCR tier.
+            Vllm = "vllm" => $crate::engine::vllm::VllmEngine,
+            /// `dynamo.sglang` with the KVCR tier (no Guard, no disaggregation).
+            Sglang = "sglang" => $crate::engine::sglang::SglangEngine,
+            $($($more)+)?
+        }
+    };
 }
 
-impl Geometry {
-    pub fn pages_per_block(&self) -> u64 {
-        self.pages.len() as u64
-    }
+/// [`Kind`] from the registry's lines: the `--engine` words (help, errors,
+/// profiles), how each engine is built, and which cases it runs.
+macro_rules! engines {
+    ($($(#[$doc:meta])* $variant:ident = $word:literal => $room:ty),+ $(,)?) => {
+        crate::words::word_enum!(
+            /// The engine behind the router (`--engine`): one room of `engine/` each.
+            Kind, "engine" { $($(#[$doc])* $variant = $word),+ }
+        );
 
-    pub fn bytes_per_block(&self) -> u64 {
-        self.pages.iter().map(|(_, bytes)| bytes).sum()
-    }
+        impl Kind {
+            /// Builds the engine from the run's settings.
+            pub fn build(self, setup: &$crate::engine::Setup) -> Result<std::sync::Arc<dyn $crate::engine::Engine>, String> {
+                let setup = $crate::engine::Setup { engine: self.as_str(), ..*setup };
+                match self {
+                    $(Kind::$variant => <$room as $crate::engine::Engine>::build(&setup)
+                        .map(|e| std::sync::Arc::new(e) as std::sync::Arc<dyn $crate::engine::Engine>),)+
+                }
+            }
 
-    /// Pool sizes of the Guard service in GB, one per distinct page kind, in
-    /// first-seen order (the order of KVCR's `pool_layouts`).
-    pub fn pool_kinds(&self) -> Vec<String> {
-        let mut kinds: Vec<String> = Vec::new();
-        for (label, _) in &self.pages {
-            let kind = label.split(':').next().unwrap_or(label).to_string();
-            if !kinds.contains(&kind) {
-                kinds.push(kind);
+            /// Whether `case_id` (a case or one of its arms, e.g.
+            /// `TC-05/cold`) applies to this engine on `topology`: the
+            /// engine's own answer, saying which case, engine and topology.
+            pub fn applies(self, case_id: &str, topology: $crate::engine::Topology) -> $crate::engine::Applicability {
+                let Some(case) = $crate::engine::Case::of(case_id) else {
+                    return $crate::engine::applicability::unknown_case(case_id);
+                };
+                let answer = match self {
+                    $(Kind::$variant => <$room as $crate::engine::Engine>::applies(case, topology),)+
+                };
+                $crate::engine::applicability::in_context(answer, case, self.as_str(), topology)
             }
         }
-        kinds
+    };
+}
+
+registry!(engines);
+
+// After the registry's macros: the toy engine's test invokes them, with
+// the toy engine's room beside the others.
+#[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
+mod toy;
+
+/// What building an engine takes from the run's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Setup<'a> {
+    pub topology: Topology,
+    /// The page layout asked for (the CPU engine builds either).
+    pub geometry: GeometryKind,
+    /// The CPU engine's knobs: the harness profile's `[cpu_engine]`.
+    pub cpu_engine: &'a cpu::CpuEngineProfile,
+    /// `--engine-profile`: the engine's own settings file, when given.
+    pub engine_profile: Option<&'a Path>,
+    pub repo_root: &'a Path,
+    /// The registry word of the engine being built (set by [`Kind::build`]).
+    engine: &'static str,
+}
+
+impl<'a> Setup<'a> {
+    pub fn new(
+        topology: Topology,
+        geometry: GeometryKind,
+        cpu_engine: &'a cpu::CpuEngineProfile,
+        engine_profile: Option<&'a Path>,
+        repo_root: &'a Path,
+    ) -> Self {
+        Self {
+            topology,
+            geometry,
+            cpu_engine,
+            engine_profile,
+            repo_root,
+            engine: "",
+        }
     }
 
-    /// Pages of one kind (`attn`, `ssm`: a label's part before `:`) in a block.
-    pub fn pages_of_kind(&self, kind: &str) -> u64 {
-        self.pages
-            .iter()
-            .filter(|(label, _)| label.split(':').next() == Some(kind))
-            .count() as u64
-    }
-
-    /// Full blocks in a prompt of `tokens` tokens.
-    pub fn full_blocks(&self, tokens: u64) -> u64 {
-        tokens / u64::from(self.block_size_tokens)
+    /// The engine's own settings: `--engine-profile PATH`, else its
+    /// fixture `fixtures/engines/<engine>.toml`.
+    pub fn profile<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
+        let path = match self.engine_profile {
+            Some(path) if path.is_relative() => self.repo_root.join(path),
+            Some(path) => path.to_path_buf(),
+            None => self
+                .repo_root
+                .join(format!("fixtures/engines/{}.toml", self.engine)),
+        };
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("engine profile {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("engine profile {}: {e}", path.display()))
     }
 }
 
@@ -83,6 +168,24 @@ pub struct LaunchContext {
 }
 
 impl LaunchContext {
+    /// A context for plans that are read, not launched (GPU placement
+    /// before provisioning, plan tests, docs): fixed paths and ports under
+    /// `host`; nothing in it exists.
+    pub fn unlaunched(host: &str) -> Self {
+        Self {
+            python: PathBuf::from("/opt/kvcr-e2e/.venv/bin/python"),
+            repo_root: PathBuf::from("/src/kvcr-e2e"),
+            logs_dir: PathBuf::from("/src/kvcr-e2e/target/phase1/runs/example/logs"),
+            work_dir: PathBuf::from("/dev/shm/kvcr-e2e-example"),
+            host: host.into(),
+            frontend_port: 18000,
+            guard_socket: PathBuf::from("/dev/shm/kvcr-e2e-example/guard.sock"),
+            pool_dir: PathBuf::from("/dev/shm/kvcr-e2e-example/pools"),
+            compatibility_digest: "example-digest".into(),
+            guard_count: 3,
+        }
+    }
+
     /// The same context for another Guard service of the stack (engines
     /// that run one Guard per worker slot): its own socket, pools and size.
     pub fn for_guard(&self, socket: PathBuf, pool_dir: PathBuf, guard_count: u32) -> Self {
@@ -100,40 +203,6 @@ impl LaunchContext {
 
     pub fn frontend_url(&self) -> String {
         format!("http://{}:{}", self.host, self.frontend_port)
-    }
-}
-
-/// One worker's seat in the stack. A replacement takes the same slot: the
-/// same Guard index and control port, so it can claim the dead worker's pool.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct WorkerSlot {
-    /// `A`, `B`, ...
-    pub name: String,
-    /// The slot's group in its Guard service.
-    pub guard_index: u32,
-    /// The process name of the Guard service holding the slot's pool
-    /// (`guard`, or `guard-A` where each slot has its own).
-    pub guard_service: String,
-    /// That service's socket, which the worker's KVCR tier connects to.
-    pub guard_socket: PathBuf,
-    pub control_port: u16,
-    pub metrics_port: u16,
-    pub ready_file: PathBuf,
-    /// 0 for the first start, 1 for the first replacement, ...
-    pub generation: u32,
-    /// ZMQ port the engine publishes its KV events on (GPU engines).
-    pub kv_events_port: u16,
-    /// NIXL side-channel port of a disaggregated vLLM worker (GPU engines).
-    pub side_channel_port: u16,
-}
-
-impl WorkerSlot {
-    /// The name a process of this slot is logged under (`worker-A`, `worker-A.1`).
-    pub fn process_name(&self) -> String {
-        match self.generation {
-            0 => format!("worker-{}", self.name),
-            n => format!("worker-{}.{n}", self.name),
-        }
     }
 }
 
@@ -155,59 +224,26 @@ impl ReferenceVariant {
     }
 }
 
-/// The engine the settings ask for.
-pub fn for_settings(
-    settings: &crate::config::Settings,
-    repo_root: &std::path::Path,
-) -> Result<std::sync::Arc<dyn Engine>, String> {
-    match settings.engine {
-        crate::config::Engine::Cpu => {
-            let topology = topology::Topology::parse(settings.topology.as_str())?;
-            Ok(std::sync::Arc::new(
-                cpu::CpuEngine::new(settings.cpu_engine.clone(), settings.geometry, repo_root)
-                    .with_topology(topology),
-            ))
-        }
-        crate::config::Engine::Vllm => {
-            let topology = topology::Topology::parse(settings.topology.as_str())?;
-            let profile = gpu_profile(settings, repo_root, "vllm")?;
-            Ok(std::sync::Arc::new(vllm::VllmEngine::new(
-                profile, topology,
-            )?))
-        }
-        crate::config::Engine::Sglang => {
-            let topology = topology::Topology::parse(settings.topology.as_str())?;
-            let profile = gpu_profile(settings, repo_root, "sglang")?;
-            Ok(std::sync::Arc::new(sglang::SglangEngine::new(
-                profile, topology,
-            )?))
-        }
-    }
-}
-
-/// A GPU engine's settings: `--engine-profile PATH`, else
-/// `fixtures/engines/<engine>.toml`.
-fn gpu_profile<T: serde::de::DeserializeOwned>(
-    settings: &crate::config::Settings,
-    repo_root: &std::path::Path,
-    engine: &str,
-) -> Result<T, String> {
-    let path = match &settings.engine_profile {
-        Some(path) if path.is_relative() => repo_root.join(path),
-        Some(path) => path.clone(),
-        None => repo_root.join(format!("fixtures/engines/{engine}.toml")),
-    };
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("engine profile {}: {e}", path.display()))?;
-    toml::from_str(&text).map_err(|e| format!("engine profile {}: {e}", path.display()))
-}
-
 /// A way to launch one kind of KVCR stack.
 pub trait Engine: Send + Sync {
-    /// `cpu`, `vllm`, `sglang`.
+    /// Builds the engine from the run's settings (its own settings file:
+    /// [`Setup::profile`]).
+    fn build(setup: &Setup) -> Result<Self, String>
+    where
+        Self: Sized;
+    /// Whether `case` applies to this engine on `topology`; ignored ones
+    /// say why ([`Kind::applies`] adds which case, engine and topology).
+    fn applies(case: Case, topology: Topology) -> Applicability
+    where
+        Self: Sized;
+    /// `cpu`, `vllm`, `sglang`: the engine's word in the registry.
     fn name(&self) -> &'static str;
+    /// The model the KVCR workers serve.
+    fn served(&self) -> &ServedModel;
     /// The served model name of the KVCR workers.
-    fn model(&self) -> String;
+    fn model(&self) -> String {
+        self.served().name.clone()
+    }
     /// The served model name of a reference worker.
     fn reference_model(&self, variant: ReferenceVariant) -> String {
         format!("{}-{}", self.model(), variant.label())
@@ -215,15 +251,40 @@ pub trait Engine: Send + Sync {
     fn geometry(&self) -> Geometry;
     /// Token ids prompts may use: the model's vocabulary without its special
     /// tokens.
-    fn prompt_vocab(&self) -> std::ops::Range<u32>;
+    fn prompt_vocab(&self) -> std::ops::Range<u32> {
+        self.served().prompt_vocab.clone()
+    }
+    /// The size of each pool of the engine's KVCR Guard service, in GB;
+    /// `None` for an engine without the Guard (default).
+    fn guard_pool_gb(&self) -> Option<f64> {
+        None
+    }
     /// Whether this engine runs the KVCR Guard service.
-    fn has_guard(&self) -> bool;
+    fn has_guard(&self) -> bool {
+        self.guard_pool_gb().is_some()
+    }
     /// The Dynamo frontend with its KV router (the same for every engine).
     fn frontend(&self, ctx: &LaunchContext) -> ProcessSpec {
         dynamo::frontend(ctx)
     }
-    fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec>;
+    /// The Guard service of `ctx`, one pool per page kind of the geometry.
+    fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
+        let pool_gb = self.guard_pool_gb()?;
+        Some(dynamo::guard_service(ctx, &self.geometry(), pool_gb))
+    }
     fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec;
+    /// `worker` (one of this engine's workers) with launch-time fault
+    /// switches (the fault matrix's); an engine without any refuses them.
+    fn with_faults(&self, worker: ProcessSpec, faults: &[&str]) -> Result<ProcessSpec, String> {
+        if faults.is_empty() {
+            Ok(worker)
+        } else {
+            Err(format!(
+                "the {} engine has no launch-time fault switches (asked for {faults:?})",
+                self.name()
+            ))
+        }
+    }
     fn reference_worker(
         &self,
         ctx: &LaunchContext,
@@ -233,6 +294,12 @@ pub trait Engine: Send + Sync {
     /// A digest of everything that determines generated tokens (for the
     /// reference cache): model, geometry, engine knobs that matter.
     fn token_identity(&self) -> String;
+    /// The hosts the engine's profile names for a multi-node topology;
+    /// empty when the harness makes the extra nodes itself (namespace nodes
+    /// on this host, see [`Topology::unavailable_here`]).
+    fn hosts(&self) -> &[topology::Node] {
+        &[]
+    }
     /// Whether the reference engines (KVCR off) import KVCR, so that their
     /// tokens could depend on the KVCR build under test and the reference
     /// cache key must hold it. A run checks the answer: a reference whose
@@ -305,6 +372,30 @@ pub trait Engine: Send + Sync {
     }
 }
 
+/// The model an engine's KVCR workers serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedModel {
+    /// `--served-model-name`.
+    pub name: String,
+    /// Token ids prompts may use: the vocabulary without special tokens.
+    pub prompt_vocab: std::ops::Range<u32>,
+}
+
+impl ServedModel {
+    /// As a Dynamo engine's profile writes it: `served_model_name`, else
+    /// the model id; `prompt_tokens = [first, end]`.
+    pub fn from_profile(
+        model: &str,
+        served_model_name: Option<&str>,
+        prompt_tokens: [u32; 2],
+    ) -> Self {
+        Self {
+            name: served_model_name.unwrap_or(model).to_string(),
+            prompt_vocab: prompt_tokens[0]..prompt_tokens[1],
+        }
+    }
+}
+
 /// See [`Engine::first_token_stamp`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FirstTokenStamp {
@@ -320,45 +411,50 @@ pub enum FirstTokenStamp {
 mod tests {
     use super::*;
 
-    fn settings(engine: &str, topology: &str) -> crate::config::Settings {
-        let args =
-            crate::config::split_args(["phase1", "--engine", engine, "--topology", topology])
-                .unwrap()
-                .0;
-        crate::config::resolve(
-            &args,
-            &crate::config::Env::from_pairs(Vec::<(String, String)>::new()),
-        )
-        .unwrap()
-        .settings
-    }
-
     #[test]
     fn every_engine_plans_from_the_shipped_profiles() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let cpu = cpu::CpuEngineProfile::shipped();
         for (engine, topology, workers) in [
-            ("cpu", "agg", 2),
-            ("cpu", "2p1d", 3),
-            ("cpu", "two-node", 2),
-            ("vllm", "agg", 2),
-            ("vllm", "2p1d", 3),
-            ("sglang", "agg", 2),
+            (Kind::Cpu, Topology::Agg, 2),
+            (Kind::Cpu, Topology::TwoP1D, 3),
+            (Kind::Cpu, Topology::TwoNode, 2),
+            (Kind::Vllm, Topology::Agg, 2),
+            (Kind::Vllm, Topology::TwoP1D, 3),
+            (Kind::Sglang, Topology::Agg, 2),
         ] {
-            let e = for_settings(&settings(engine, topology), root)
+            let setup = Setup::new(topology, GeometryKind::Dense, &cpu, None, root);
+            let e = engine
+                .build(&setup)
                 .unwrap_or_else(|e| panic!("{engine}/{topology}: {e}"));
-            assert_eq!(e.name(), engine);
+            assert_eq!(e.name(), engine.as_str());
             assert_eq!(e.worker_plans().len(), workers, "{engine}/{topology}");
         }
     }
 
     #[test]
     fn a_missing_engine_profile_is_a_clear_error() {
-        let mut s = settings("vllm", "agg");
-        s.engine_profile = Some("/nonexistent/vllm.toml".into());
-        let err = for_settings(&s, std::path::Path::new(".")).err().unwrap();
+        let cpu = cpu::CpuEngineProfile::shipped();
+        let missing = Path::new("/nonexistent/vllm.toml");
+        let setup = Setup::new(
+            Topology::Agg,
+            GeometryKind::Dense,
+            &cpu,
+            Some(missing),
+            Path::new("."),
+        );
+        let err = Kind::Vllm.build(&setup).err().unwrap_or_default();
         assert!(
             err.contains("engine profile /nonexistent/vllm.toml"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_engine_lists_the_registry() {
+        assert_eq!(
+            "tiny".parse::<Kind>().err().as_deref(),
+            Some("unknown engine `tiny`: expected one of cpu, vllm, sglang")
         );
     }
 }

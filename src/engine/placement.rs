@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::{Engine, LaunchContext, ReferenceVariant, WorkerSlot};
+use super::{slots, Engine, LaunchContext, WorkerSlot};
 use crate::gpu::preflight::{GpuNeed, GpuShare};
 use crate::proc::ProcessSpec;
 
@@ -50,25 +50,20 @@ pub enum ReferenceSchedule {
     WithStack,
 }
 
-fn env<'a>(spec: &'a ProcessSpec, key: &str) -> Option<&'a str> {
-    spec.env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-}
-
 /// The GPU claims of one process spec (none for a process without
 /// `CUDA_VISIBLE_DEVICES`: frontend, Guard).
 pub fn claims(spec: &ProcessSpec) -> Vec<GpuClaim> {
-    let Some(devices) = env(spec, "CUDA_VISIBLE_DEVICES") else {
+    let Some(devices) = spec.env_var("CUDA_VISIBLE_DEVICES") else {
         return Vec::new();
     };
     let fraction = FRACTION_FLAGS
         .iter()
-        .find_map(|flag| super::vllm::flag_value(spec, flag))
+        .find_map(|flag| spec.flag_value(flag))
         .and_then(|v| v.parse::<f64>().ok());
-    let node = env(spec, "DYN_SYSTEM_HOST").unwrap_or("local").to_string();
+    let node = spec
+        .env_var("DYN_SYSTEM_HOST")
+        .unwrap_or("local")
+        .to_string();
     devices
         .split(',')
         .filter_map(|d| d.trim().parse::<u32>().ok())
@@ -89,29 +84,21 @@ fn phase(name: &str, specs: &[ProcessSpec]) -> Phase {
     }
 }
 
-/// The slot provisioning gives a reference worker: named after its variant
-/// (ports do not matter here).
-fn reference_slot(variant: ReferenceVariant) -> WorkerSlot {
-    super::vllm::example_slot(variant.label(), 0)
-}
-
-fn worker_slot(name: &str, generation: u32) -> WorkerSlot {
-    super::vllm::example_slot(name, generation)
-}
-
 /// The phases of a run of `engine`: reference workers, the stack, and (with
 /// a Guard) the stack after TC-04 replaced worker A.
 pub fn phases(engine: &dyn Engine, ctx: &LaunchContext, schedule: ReferenceSchedule) -> Vec<Phase> {
+    // Slots as provisioning allots them; their ports do not matter here.
     let references: Vec<ProcessSpec> = engine
         .reference_variants()
         .into_iter()
-        .map(|v| engine.reference_worker(ctx, v, &reference_slot(v)))
+        .map(|v| {
+            let slot = slots::reference_slot(v, &ctx.work_dir, |_| 0);
+            engine.reference_worker(ctx, v, &slot)
+        })
         .collect();
     let plans = engine.worker_plans();
-    let workers: Vec<ProcessSpec> = plans
-        .iter()
-        .map(|p| engine.worker(ctx, &worker_slot(&p.slot, 0)))
-        .collect();
+    let slots = slots::allot(&plans, engine.guard_per_slot(), &ctx.work_dir, |_, _| 0);
+    let workers: Vec<ProcessSpec> = slots.iter().map(|s| engine.worker(ctx, s)).collect();
     let mut out = Vec::new();
     match schedule {
         ReferenceSchedule::Alone => {
@@ -129,9 +116,13 @@ pub fn phases(engine: &dyn Engine, ctx: &LaunchContext, schedule: ReferenceSched
         }
     }
     if engine.has_guard() {
-        if let Some(first) = plans.first() {
+        if let Some(first) = slots.first() {
             let mut replaced: Vec<ProcessSpec> = workers.into_iter().skip(1).collect();
-            replaced.push(engine.worker(ctx, &worker_slot(&first.slot, 1)));
+            let replacement = WorkerSlot {
+                generation: 1,
+                ..first.clone()
+            };
+            replaced.push(engine.worker(ctx, &replacement));
             if schedule == ReferenceSchedule::WithStack {
                 replaced.extend(references);
             }
@@ -155,10 +146,7 @@ pub fn preflight_need(
     host: &str,
     with_reference: bool,
 ) -> Result<GpuNeed, String> {
-    let ctx = LaunchContext {
-        host: host.into(),
-        ..super::vllm::example_context()
-    };
+    let ctx = LaunchContext::unlaunched(host);
     let phases: Vec<Phase> = if with_reference {
         phases(engine, &ctx, PROVISIONING_SCHEDULE)
     } else {
@@ -282,24 +270,11 @@ pub fn need_on(phases: &[Phase], node: &str, plan: &str) -> GpuNeed {
 #[cfg(test)]
 mod tests {
     use super::super::sglang::{SglangEngine, SglangProfile};
-    use super::super::topology::{Node, Topology};
-    use super::super::vllm::{example_context, VllmEngine, VllmProfile};
+    use super::super::testing::{example_context, two_nodes};
+    use super::super::topology::Topology;
+    use super::super::vllm::{VllmEngine, VllmProfile};
+    use super::super::{GeometryKind, Kind, Setup};
     use super::*;
-
-    fn two_nodes() -> Vec<Node> {
-        vec![
-            Node {
-                name: "gpu-a".into(),
-                address: "10.0.0.1".into(),
-                launcher: Vec::new(),
-            },
-            Node {
-                name: "gpu-b".into(),
-                address: "10.0.0.2".into(),
-                launcher: vec!["srun".into(), "--nodelist={node}".into()],
-            },
-        ]
-    }
 
     fn context(topology: Topology) -> LaunchContext {
         match topology {
@@ -402,16 +377,10 @@ mod tests {
                 && err.contains("GPU 0 on 127.0.0.1 in phase `stack`: worker-A 0.96 = 0.96 > 0.95"),
             "{err}"
         );
-        let args = crate::config::split_args(["phase1"]).expect("no flags").0;
-        let settings = crate::config::resolve(
-            &args,
-            &crate::config::Env::from_pairs(Vec::<(String, String)>::new()),
-        )
-        .expect("defaults resolve")
-        .settings;
-        let cpu =
-            super::super::for_settings(&settings, std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
-                .expect("the CPU engine");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let knobs = super::super::cpu::CpuEngineProfile::shipped();
+        let setup = Setup::new(Topology::Agg, GeometryKind::Dense, &knobs, None, root);
+        let cpu = Kind::Cpu.build(&setup).expect("the CPU engine");
         let need =
             preflight_need(cpu.as_ref(), "127.0.0.1", true).unwrap_or_else(|e| panic!("{e}"));
         assert!(
@@ -432,16 +401,10 @@ mod tests {
     #[test]
     fn the_vllm_cpu_lane_claims_no_gpu() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let args = crate::config::split_args(["phase1", "--profile", "vllm-cpu"])
-            .expect("flags")
-            .0;
-        let settings = crate::config::resolve(
-            &args,
-            &crate::config::Env::from_pairs(Vec::<(String, String)>::new()),
-        )
-        .unwrap_or_else(|e| panic!("{e}"))
-        .settings;
-        let e = super::super::for_settings(&settings, root).unwrap_or_else(|e| panic!("{e}"));
+        let knobs = super::super::cpu::CpuEngineProfile::shipped();
+        let lane = std::path::Path::new("fixtures/engines/vllm-cpu.toml");
+        let setup = Setup::new(Topology::Agg, GeometryKind::Dense, &knobs, Some(lane), root);
+        let e = Kind::Vllm.build(&setup).unwrap_or_else(|e| panic!("{e}"));
         let need = preflight_need(e.as_ref(), "127.0.0.1", true).unwrap_or_else(|e| panic!("{e}"));
         assert!(need.shares.is_empty(), "{need:?}");
     }

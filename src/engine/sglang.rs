@@ -18,10 +18,20 @@ use serde_json::{json, Value};
 
 use crate::proc::ProcessSpec;
 
+use super::applicability::{self, Applicability, Case};
 use super::topology;
 use super::topology::{plan_workers, Node, Topology, WorkerPlan};
-use super::vllm::{bind_host, check_nodes, dense_geometry, gpu_worker_env, kv_events_config};
-use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, WorkerSlot};
+use super::{
+    dynamo, Engine, FirstTokenStamp, Geometry, LaunchContext, ReferenceVariant, ServedModel, Setup,
+    WorkerSlot,
+};
+
+/// Why TC-04, TC-06 and the 2p1d topology do not run on SGLang.
+const NO_GUARD_NO_DISAGGREGATION: &str = "SGLang has no Guard and no disaggregation in KVCR 0.1.1";
+
+/// Why TC-03 does not run on SGLang (yet).
+pub const NO_ROUTER_HINT: &str =
+    "no router_hint in Dynamo 1.6.1's SGLang worker (dynamo.sglang publishes no router_hint capability, so no hinted peer transfer can happen)";
 
 /// Model and GPU settings of an SGLang stack (a profile file's `[sglang]` table).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -211,6 +221,7 @@ pub struct SglangEngine {
     pub profile: SglangProfile,
     pub topology: Topology,
     plans: Vec<WorkerPlan>,
+    served: ServedModel,
 }
 
 impl SglangEngine {
@@ -228,8 +239,13 @@ impl SglangEngine {
         }
         profile.pins.check()?;
         let plans = plan_workers(topology, &profile.gpu_ids, profile.gpus_per_worker)?;
-        check_nodes(topology, &profile.nodes)?;
+        topology.check_nodes(&profile.nodes)?;
         Ok(Self {
+            served: ServedModel::from_profile(
+                &profile.model,
+                profile.served_model_name.as_deref(),
+                profile.prompt_tokens,
+            ),
             profile,
             topology,
             plans,
@@ -297,14 +313,14 @@ impl SglangEngine {
         ])
         .cwd(&ctx.repo_root);
         let node = self.node_of(ctx, plan);
-        gpu_worker_env(dynamo::apply_env(spec, ctx), &node, plan, slot)
+        dynamo::gpu_worker_env(dynamo::apply_env(spec, ctx), &node, plan, slot)
     }
 
     /// `--hicache-storage-backend-extra-config` of the KVCR backend.
     fn kvcr_extra_config(&self, node: &Node, slot: &WorkerSlot) -> Value {
         let p = &self.profile;
         json!({
-            "control_host": bind_host(self.topology, node),
+            "control_host": self.topology.bind_host(node),
             "control_port": slot.control_port,
             "control_advertise_host": node.address,
             "enable_remote_hint": true,
@@ -318,37 +334,47 @@ impl SglangEngine {
     }
 }
 
+/// Why TC-05's TTFT accuracy finds no per-request first-token instant
+/// on SGLang ([`Engine::first_token_stamp`]).
+const NO_FIRST_TOKEN_STAMP: &str =
+    "SGLang records TTFT only as its Prometheus histogram sglang:time_to_first_token_seconds \
+     (bucketed, all requests together, from its own arrival); dynamo.sglang logs no \
+     per-request first-token time";
+
 impl Engine for SglangEngine {
-    fn first_token_stamp(&self) -> crate::engine::FirstTokenStamp {
-        crate::engine::FirstTokenStamp::Unavailable(
-            "SGLang records TTFT only as its Prometheus histogram sglang:time_to_first_token_seconds \
-             (bucketed, all requests together, from its own arrival); dynamo.sglang logs no \
-             per-request first-token time"
-                .into(),
-        )
+    fn build(setup: &Setup) -> Result<Self, String> {
+        SglangEngine::new(setup.profile()?, setup.topology)
+    }
+
+    fn applies(case: Case, topology: Topology) -> Applicability {
+        match (topology, case.number()) {
+            (Topology::TwoP1D, _) | (_, 4 | 6) => {
+                Applicability::ignored(NO_GUARD_NO_DISAGGREGATION)
+            }
+            (_, 3) => Applicability::ignored(NO_ROUTER_HINT),
+            (Topology::TwoNode, _) => applicability::off_agg(case),
+            (Topology::Agg, _) => Applicability::Applies,
+        }
+    }
+
+    fn hosts(&self) -> &[Node] {
+        &self.profile.nodes
     }
 
     fn name(&self) -> &'static str {
         "sglang"
     }
 
-    fn model(&self) -> String {
-        self.profile
-            .served_model_name
-            .clone()
-            .unwrap_or_else(|| self.profile.model.clone())
+    fn served(&self) -> &ServedModel {
+        &self.served
+    }
+
+    fn first_token_stamp(&self) -> FirstTokenStamp {
+        FirstTokenStamp::Unavailable(NO_FIRST_TOKEN_STAMP.into())
     }
 
     fn geometry(&self) -> Geometry {
-        dense_geometry(self.profile.page_size, self.profile.block_bytes)
-    }
-
-    fn prompt_vocab(&self) -> std::ops::Range<u32> {
-        self.profile.prompt_tokens[0]..self.profile.prompt_tokens[1]
-    }
-
-    fn has_guard(&self) -> bool {
-        false
+        Geometry::dense(self.profile.page_size, self.profile.block_bytes)
     }
 
     fn device_cache_blocks(&self) -> u64 {
@@ -359,17 +385,13 @@ impl Engine for SglangEngine {
         None
     }
 
-    fn guard(&self, _ctx: &LaunchContext) -> Option<ProcessSpec> {
-        None
-    }
-
     fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec {
         let plan = self.plan_for(slot);
         let node = self.node_of(ctx, &plan);
         let spec = self
             .base_worker(ctx, &slot.process_name(), &self.model(), &plan, slot)
             .arg("--kv-events-config")
-            .arg(kv_events_config(slot.kv_events_port).to_string())
+            .arg(dynamo::kv_events_config(slot.kv_events_port).to_string())
             .args([
                 "--enable-hierarchical-cache",
                 "--hicache-ratio",
@@ -404,7 +426,7 @@ impl Engine for SglangEngine {
         let spec = match variant {
             ReferenceVariant::Cached => spec
                 .arg("--kv-events-config")
-                .arg(kv_events_config(slot.kv_events_port).to_string()),
+                .arg(dynamo::kv_events_config(slot.kv_events_port).to_string()),
             ReferenceVariant::Uncached => spec.arg("--disable-radix-cache"),
         };
         node.wrap(spec)
@@ -440,38 +462,21 @@ impl Engine for SglangEngine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::vllm::{example_context, example_slot, flag_value};
+    use super::super::testing::{example_context, example_slot, stack_plan, two_nodes};
     use super::*;
 
     fn engine(topology: Topology) -> SglangEngine {
         let mut profile = SglangProfile::default();
         if topology == Topology::TwoNode {
-            profile.nodes = vec![
-                Node {
-                    name: "gpu-a".into(),
-                    address: "10.0.0.1".into(),
-                    launcher: Vec::new(),
-                },
-                Node {
-                    name: "gpu-b".into(),
-                    address: "10.0.0.2".into(),
-                    launcher: [
-                        "srun",
-                        "--nodes=1",
-                        "--ntasks=1",
-                        "--nodelist={node}",
-                        "--export=ALL",
-                    ]
-                    .map(String::from)
-                    .to_vec(),
-                },
-            ];
+            profile.nodes = two_nodes();
         }
         SglangEngine::new(profile, topology).expect("the default profile fits agg and two-node")
     }
 
     fn extra_config(spec: &ProcessSpec) -> Value {
-        let text = flag_value(spec, "--hicache-storage-backend-extra-config").unwrap_or_default();
+        let text = spec
+            .flag_value("--hicache-storage-backend-extra-config")
+            .unwrap_or_default();
         serde_json::from_str(text).unwrap_or(Value::Null)
     }
 
@@ -611,13 +616,13 @@ mod tests {
         let ctx = example_context();
         let slot = example_slot("B", 0);
         let spec = engine(Topology::Agg).worker(&ctx, &slot);
-        assert_eq!(flag_value(&spec, "--hicache-storage-backend"), Some("kvcr"));
+        assert_eq!(spec.flag_value("--hicache-storage-backend"), Some("kvcr"));
         assert!(spec.args.iter().any(|a| a == "--enable-hierarchical-cache"));
         assert!(spec
             .args
             .iter()
             .any(|a| a == "--enable-deterministic-inference"));
-        assert_eq!(flag_value(&spec, "--random-seed"), Some("0"));
+        assert_eq!(spec.flag_value("--random-seed"), Some("0"));
         let config = extra_config(&spec);
         assert_eq!(config["control_port"], slot.control_port);
         assert_eq!(config["control_advertise_host"], "127.0.0.1");
@@ -678,10 +683,7 @@ mod tests {
                 _ => example_context(),
             };
             let e = engine(topology);
-            insta::assert_json_snapshot!(
-                format!("sglang-{topology}"),
-                super::super::vllm::tests::stack_plan(&e, &ctx)
-            );
+            insta::assert_json_snapshot!(format!("sglang-{topology}"), stack_plan(&e, &ctx));
         }
     }
 }

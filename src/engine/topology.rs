@@ -12,47 +12,23 @@
 //! | `2p1d` | A, B prefill; C decode | A: 0, B: 0 (shared), C: 1 |
 //! | `two-node` | A on node 0, B on node 1, aggregated | A: 0, B: 0 (each on its node) |
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use crate::proc::ProcessSpec;
 
-/// The shape of a stack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Topology {
-    /// Router + two aggregated workers + the Guard service, one host.
-    #[default]
-    Agg,
-    /// Two prefill workers and one decode worker, one host.
-    #[serde(rename = "2p1d")]
-    TwoP1D,
-    /// Two aggregated workers on two hosts, one Guard service per host.
-    TwoNode,
-}
+crate::words::word_enum!(
+    /// The shape of a stack (`--topology`).
+    Topology, "topology" {
+        /// Router + two aggregated workers + the Guard service, one host.
+        Agg = "agg",
+        /// Two prefill workers and one decode worker, one host.
+        TwoP1D = "2p1d",
+        /// Two aggregated workers on two hosts, one Guard service per host.
+        TwoNode = "two-node",
+    }
+);
 
 impl Topology {
-    pub const ALL: [Topology; 3] = [Topology::Agg, Topology::TwoP1D, Topology::TwoNode];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Topology::Agg => "agg",
-            Topology::TwoP1D => "2p1d",
-            Topology::TwoNode => "two-node",
-        }
-    }
-
-    /// Parses `agg`, `2p1d`, `two-node` (the `--topology` values).
-    pub fn parse(text: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|t| t.as_str() == text)
-            .ok_or_else(|| {
-                format!("unknown topology `{text}`: expected one of agg, 2p1d, two-node")
-            })
-    }
-
     /// How many nodes the topology spreads its workers over.
     pub fn node_count(self) -> usize {
         match self {
@@ -60,12 +36,59 @@ impl Topology {
             Topology::Agg | Topology::TwoP1D => 1,
         }
     }
+
+    /// Why this host cannot make the topology's nodes, when it cannot. An
+    /// engine that names no hosts of its own (`hosts` empty: the CPU
+    /// engine) gets node 1 as a namespace node on this host, which needs
+    /// root, or CAP_SYS_ADMIN and CAP_NET_ADMIN.
+    pub fn unavailable_here(self, hosts: &[Node]) -> Option<String> {
+        if self.node_count() < 2 || !hosts.is_empty() {
+            return None;
+        }
+        crate::proc::netns::precondition()
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    /// Checks that `nodes` (an engine profile's hosts) fit the topology: a
+    /// multi-node topology needs as many nodes, each with an address its
+    /// peers can dial (never loopback).
+    pub fn check_nodes(self, nodes: &[Node]) -> Result<(), String> {
+        let need = self.node_count();
+        if need == 1 {
+            return Ok(());
+        }
+        if nodes.len() < need {
+            return Err(format!(
+                "topology {self} needs {need} nodes in the profile (`nodes = [{{ name, address, launcher }}, ...]`), it lists {}",
+                nodes.len()
+            ));
+        }
+        match nodes.iter().find(|n| is_loopback(&n.address)) {
+            Some(node) => Err(format!(
+                "topology {self}: node {} advertises {}, which peers on other hosts cannot reach; use the node's network address",
+                node.name, node.address
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Where a listener on `node` binds: the node's own address on one
+    /// host; every interface when peers on other hosts must reach it.
+    pub fn bind_host(self, node: &Node) -> String {
+        if self.node_count() > 1 {
+            "0.0.0.0".into()
+        } else {
+            node.address.clone()
+        }
+    }
 }
 
-impl fmt::Display for Topology {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
+fn is_loopback(address: &str) -> bool {
+    address == "localhost"
+        || address == "::1"
+        || address.starts_with("127.")
+        || address == "0.0.0.0"
 }
 
 /// What a worker does in a disaggregated (or not) stack.
@@ -299,9 +322,12 @@ mod tests {
     #[test]
     fn topologies_round_trip_their_names() {
         for t in Topology::ALL {
-            assert_eq!(Topology::parse(t.as_str()), Ok(t));
+            assert_eq!(t.as_str().parse(), Ok(t));
         }
-        assert!(Topology::parse("3p1d").is_err());
+        assert_eq!(
+            "3p1d".parse::<Topology>(),
+            Err("unknown topology `3p1d`: expected one of agg, 2p1d, two-node".into())
+        );
     }
 
     #[test]

@@ -15,7 +15,9 @@ use crate::client::{Client, Completion};
 /// Streams `requests` completions of `max_tokens` from `url`,
 /// `concurrency` at a time.
 pub async fn run(url: &str, concurrency: usize, requests: usize, max_tokens: u32) -> ClientLog {
-    let client = match Client::new(url) {
+    // Only streams: their limits bound each request.
+    let limits = crate::client::StreamLimits::default();
+    let client = match Client::new(url, limits.overall) {
         Ok(c) => c,
         Err(e) => {
             return ClientLog {

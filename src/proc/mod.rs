@@ -25,4 +25,4 @@ mod spawner;
 mod supervised;
 pub mod ucx;
 
-pub use supervised::{ProcError, ProcessSpec, StopReport, Supervised};
+pub use supervised::{accepts, ProcError, ProcessSpec, StopReport, Supervised};

@@ -78,6 +78,25 @@ impl ProcessSpec {
         self
     }
 
+    /// The value following `flag` in the arguments.
+    pub fn flag_value(&self, flag: &str) -> Option<&str> {
+        self.args
+            .iter()
+            .position(|a| a == flag)
+            .and_then(|i| self.args.get(i + 1))
+            .map(String::as_str)
+    }
+
+    /// The value `key` is set to in the environment (the last setting wins,
+    /// as it does for the process).
+    pub fn env_var(&self, key: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// The command line as one shell-like string, for messages and evidence.
     pub fn command_line(&self) -> String {
         std::iter::once(self.program.display().to_string())
@@ -476,7 +495,7 @@ impl Supervised {
 }
 
 /// Whether something accepts TCP connections at `address` (`host:port`).
-fn accepts(address: &str) -> bool {
+pub fn accepts(address: &str) -> bool {
     use std::net::ToSocketAddrs;
     address
         .to_socket_addrs()

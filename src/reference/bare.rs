@@ -44,9 +44,8 @@ impl BareEngine {
     ) -> Result<Self, ReferenceError> {
         let process = Supervised::spawn(spec)
             .map_err(|e| ReferenceError::Bare(format!("cannot start {}: {e}", spec.name)))?;
-        let client = Client::new(url)
-            .map_err(|e| ReferenceError::Client(e.to_string()))?
-            .with_request_timeout(request_timeout);
+        let client =
+            Client::new(url, request_timeout).map_err(|e| ReferenceError::Client(e.to_string()))?;
         let bare = BareEngine {
             process,
             client,

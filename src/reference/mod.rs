@@ -198,9 +198,8 @@ pub fn load_or_run(
         "[kvcr-e2e] reference phase: {} prompts on the KVCR-disabled engine",
         book.all().len() * 3
     );
-    let client = Client::new(stack.frontend_url())
-        .map_err(|e| ReferenceError::Client(e.to_string()))?
-        .with_request_timeout(std::time::Duration::from_secs(settings.request_timeout_s));
+    let client = Client::new(stack.frontend_url(), settings.request_timeout)
+        .map_err(|e| ReferenceError::Client(e.to_string()))?;
     let variants = stack.engine.reference_variants();
     for variant in &variants {
         if stack.reference(*variant).is_none() {
@@ -293,7 +292,7 @@ fn probe_bare_engine(
         &url,
         &stack.engine.model(),
         stack.options().startup_timeout,
-        std::time::Duration::from_secs(settings.request_timeout_s),
+        settings.request_timeout,
     )?;
     book.all()
         .iter()

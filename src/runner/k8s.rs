@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::RunnerSpec;
-use crate::engine::{self, LaunchContext, WorkerSlot};
+use crate::engine::slots::{self, Port};
+use crate::engine::{self, LaunchContext};
 use crate::proc::ProcessSpec;
 
 /// Where the repository (and the stack's Python env) live in the image.
@@ -332,7 +333,7 @@ fn pod_context(spec: &RunnerSpec) -> LaunchContext {
         }),
         repo_root: PathBuf::from(REPO),
         logs_dir: PathBuf::from("/evidence/logs"),
-        guard_socket: work.join("guard.sock"),
+        guard_socket: slots::guard_socket(&work),
         pool_dir: work.join("pools"),
         work_dir: work,
         host: "127.0.0.1".into(),
@@ -360,25 +361,17 @@ fn component(spec: &RunnerSpec, name: &str, plan: &ProcessSpec, gpus: u32) -> Co
     }
 }
 
-/// Worker slot `name` (the `i`-th) in the pod: fixed ports, paths under
-/// the pod's `/dev/shm`, and its Guard service named as the stack runner
-/// names it.
-fn pod_slot(engine: &dyn engine::Engine, ctx: &LaunchContext, name: &str, i: usize) -> WorkerSlot {
-    let mut slot = engine::vllm::example_slot(name, 0);
-    slot.ready_file = ctx
-        .work_dir
-        .join("ready")
-        .join(format!("worker-{name}.json"));
-    if engine.guard_per_slot() {
-        slot.guard_service = format!("guard-{name}");
-        slot.guard_socket = ctx.work_dir.join(format!("{}.sock", slot.guard_service));
-        slot.guard_index = 0;
-    } else {
-        slot.guard_service = "guard".into();
-        slot.guard_socket = ctx.guard_socket.clone();
-        slot.guard_index = i as u32;
-    }
-    slot
+/// The pod's own ports (it has a network namespace of its own): control
+/// 17771.., metrics 18101.., KV events 20081.., side channel 5601.., one
+/// each per slot in order.
+fn pod_port(port: Port, slot: usize) -> u16 {
+    let base = match port {
+        Port::Control => 17771,
+        Port::Metrics => 18101,
+        Port::KvEvents => 20081,
+        Port::SideChannel => 5601,
+    };
+    base + slot as u16
 }
 
 /// The stack pod: frontend and workers as containers, the Guard as a
@@ -393,11 +386,8 @@ fn stack_pod(spec: &RunnerSpec, engine: &dyn engine::Engine) -> K8sObject {
     });
     containers.push(frontend);
     let plans = engine.worker_plans();
-    let slots: Vec<WorkerSlot> = plans
-        .iter()
-        .enumerate()
-        .map(|(i, plan)| pod_slot(engine, &ctx, &plan.slot, i))
-        .collect();
+    // Slots as the stack runner allots them, under the pod's /dev/shm.
+    let slots = slots::allot(&plans, engine.guard_per_slot(), &ctx.work_dir, pod_port);
     for (plan, slot) in plans.iter().zip(&slots) {
         let gpus = plan.gpus.len() as u32;
         let mut worker = component(
@@ -474,7 +464,7 @@ pub fn objects(
     repo_root: &Path,
 ) -> Result<Vec<K8sObject>, String> {
     let spec = &RunnerSpec::from_settings(settings);
-    let engine = engine::for_settings(settings, repo_root)?;
+    let engine = settings.build_engine(repo_root)?;
     Ok(vec![
         suite_job(spec),
         stack_pod(spec, engine.as_ref()),

@@ -1,20 +1,23 @@
 //! What a runner needs to know, taken from the resolved settings.
 
-use crate::config::{Engine, Geometry, KvcrSpec, Settings, Topology};
+use std::time::Duration;
+
+use crate::config::{KvcrSpec, Settings};
+use crate::engine::{GeometryKind, Kind, Topology};
 
 /// The resolved settings a runner artifact depends on, and the resources
 /// the stack needs from the scheduler.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunnerSpec {
-    pub engine: Engine,
+    pub engine: Kind,
     pub topology: Topology,
-    pub geometry: Geometry,
+    pub geometry: GeometryKind,
     /// The profile layered over the default (`default` when none).
     pub profile: String,
     /// `--cases`: `None` runs every case.
     pub cases: Option<Vec<String>>,
-    /// Seconds the stack may take to start (the user's setting, kept).
-    pub startup_timeout_s: u64,
+    /// How long the stack may take to start (the user's setting, kept).
+    pub startup_timeout: Duration,
     /// GPUs the stack needs on its node (0 for the CPU engine).
     pub gpus: u32,
     /// CPU cores to ask for.
@@ -34,10 +37,10 @@ pub struct RunnerSpec {
 
 impl RunnerSpec {
     pub fn from_settings(settings: &Settings) -> Self {
-        let gpu = settings.engine != Engine::Cpu;
+        let gpu = settings.engine != Kind::Cpu;
         let gpus = match (settings.engine, settings.topology) {
-            (Engine::Cpu, _) => 0,
-            (_, Topology::TwoPrefillOneDecode) => 3,
+            (Kind::Cpu, _) => 0,
+            (_, Topology::TwoP1D) => 3,
             (_, Topology::TwoNode) => 1,
             _ => 2,
         };
@@ -49,7 +52,7 @@ impl RunnerSpec {
             geometry: settings.geometry,
             profile: settings.profile.clone(),
             cases: settings.cases.clone(),
-            startup_timeout_s: settings.startup_timeout_s,
+            startup_timeout: settings.startup_timeout,
             gpus,
             cpus: if gpu { 16 } else { 2 },
             memory_gib: if gpu { 64 } else { 8 },
@@ -65,7 +68,7 @@ impl RunnerSpec {
     }
 
     pub fn is_gpu(&self) -> bool {
-        self.engine != Engine::Cpu
+        self.engine != Kind::Cpu
     }
 
     /// A short name for jobs and objects, e.g. `kvcr-e2e-cpu-agg`.
@@ -96,7 +99,7 @@ impl RunnerSpec {
         }
         env.push((
             "PHASE1_STARTUP_TIMEOUT_S".into(),
-            self.startup_timeout_s.to_string(),
+            self.startup_timeout.as_secs().to_string(),
         ));
         if !self.kvcr.is_default() {
             env.push(("PHASE1_KVCR".into(), self.kvcr.to_string()));

@@ -84,7 +84,7 @@ fn harness_env_reproduces_the_chosen_settings() {
     assert_eq!(get("PHASE1_CASES"), Some("TC-03"));
     assert_eq!(
         get("PHASE1_STARTUP_TIMEOUT_S"),
-        Some(s.startup_timeout_s.to_string().as_str())
+        Some(s.startup_timeout.as_secs().to_string().as_str())
     );
 }
 

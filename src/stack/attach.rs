@@ -7,14 +7,16 @@
 //! where the owner finds it at teardown.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
 use crate::engine::{Engine, LaunchContext, WorkerSlot};
 use crate::proc::{procfs, Supervised};
 
-use super::{Layout, Registration, Stack, StackOptions, StartupTimings, Worker};
+use super::{
+    Layout, Parts, Placement, Registration, Stack, StackMode, StackOptions, StartupTimings, Worker,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
@@ -137,10 +139,18 @@ fn attach_with(
         )));
     }
     // Pids mean something here only in the stack's own PID namespace.
-    let by_urls = m
+    let mode = if m
         .pid_namespace
         .as_deref()
-        .is_some_and(|ns| Some(ns) != procfs::pid_namespace().as_deref());
+        .is_some_and(|ns| Some(ns) != procfs::pid_namespace().as_deref())
+    {
+        StackMode::ByUrls {
+            mirror_dir: mirror_dir.to_path_buf(),
+        }
+    } else {
+        StackMode::Attached
+    };
+    let sees_processes = mode.sees_processes();
     let logs_url = m.logs_url.clone();
     // A log of the stack as this run reads it: its mirror from the log URL
     // when attached through URLs (without one, the owner's path, which the
@@ -159,7 +169,7 @@ fn attach_with(
         }
     };
     let handle = |what: &str, name: String, pid: u32, log: PathBuf, url: Option<&str>| {
-        if !by_urls {
+        if sees_processes {
             let dead_ok = dead_workers_ok && what.starts_with("worker ");
             return if dead_ok || procfs::is_alive(pid) {
                 Ok(Supervised::attach(name, pid, log))
@@ -186,7 +196,7 @@ fn attach_with(
             })
         }
     };
-    if !by_urls {
+    if sees_processes {
         handle(
             "its owner",
             "owner".into(),
@@ -224,51 +234,40 @@ fn attach_with(
     // A Guard listens on no port of its own (only on a dead worker's
     // control port): seen through URLs, its liveness is unknown.
     let guard_handle = |g: ProcessEntry| {
-        if by_urls {
-            Supervised::remote(g.name, String::new(), mirrored(&g.log))
-        } else {
+        Arc::new(if sees_processes {
             Supervised::attach(g.name, g.pid, g.log)
-        }
+        } else {
+            Supervised::remote(g.name, String::new(), mirrored(&g.log))
+        })
     };
-    let guard = m.guard.map(|g| Arc::new(guard_handle(g.process)));
+    // Descriptions before `guards` was kept name the first Guard only.
     let guards: Vec<Arc<Supervised>> = if m.guards.is_empty() {
-        guard.iter().cloned().collect()
-    } else {
-        m.guards
+        m.guard
+            .map(|g| guard_handle(g.process))
             .into_iter()
-            .map(|g| Arc::new(guard_handle(g)))
             .collect()
+    } else {
+        m.guards.into_iter().map(guard_handle).collect()
     };
     let slots = workers.iter().map(|w| w.slot.clone()).collect();
-    Ok(Stack {
+    Ok(Stack::new(Parts {
         engine,
         ctx: m.context,
         layout: m.layout,
-        frontend: Mutex::new(Arc::new(frontend)),
-        guard,
+        frontend,
         guards,
-        workers: Mutex::new(workers),
+        workers,
         slots,
-        references: Mutex::new(Vec::new()),
-        retired: Mutex::new(Vec::new()),
-        retired_frontends: Mutex::new(Vec::new()),
-        frontend_killed: Default::default(),
-        replacement_faults: Mutex::new(Vec::new()),
-        replace_hook_runs: Mutex::new(Vec::new()),
-        logs: Mutex::new(super::LogSource {
-            url: m.logs_url.clone(),
-            mirror_dir: by_urls.then(|| mirror_dir.to_path_buf()),
-        }),
-        timings: Mutex::new(m.startup),
         options: m.options,
-        manifest: Mutex::new(Some(path.to_path_buf())),
-        attached: true,
-        by_urls,
+        mode,
         owner_pid: m.owner_pid,
         bare_port: 0,
+        placement: Placement::local(),
+        timings: m.startup,
+        manifest: Some(path.to_path_buf()),
+        logs_url: m.logs_url,
         started: std::time::Instant::now(),
-        placement: super::Placement::local(),
-    })
+    }))
 }
 
 /// Pids of the workers a manifest lists (the owner's view after attached

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use nix::fcntl::{Flock, FlockArg};
 
+use crate::engine::slots;
 use crate::proc::reaper;
 
 const SCRATCH_PREFIX: &str = "kvcr-e2e-";
@@ -107,7 +108,7 @@ impl Layout {
     }
 
     pub fn guard_socket(&self) -> PathBuf {
-        self.scratch_dir.join("guard.sock")
+        slots::guard_socket(&self.scratch_dir)
     }
 
     pub fn pool_dir(&self) -> PathBuf {
@@ -116,7 +117,7 @@ impl Layout {
 
     /// The socket of Guard service `service` when each slot has its own.
     pub fn guard_socket_of(&self, service: &str) -> PathBuf {
-        self.scratch_dir.join(format!("{service}.sock"))
+        slots::guard_socket_of(&self.scratch_dir, service)
     }
 
     /// The pool directory of Guard service `service` (created).
@@ -127,9 +128,7 @@ impl Layout {
     }
 
     pub fn ready_file(&self, process_name: &str) -> PathBuf {
-        self.scratch_dir
-            .join("ready")
-            .join(format!("{process_name}.json"))
+        slots::ready_file(&self.scratch_dir, process_name)
     }
 
     pub fn remove_scratch(&self) {

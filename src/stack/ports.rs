@@ -11,6 +11,8 @@
 
 use std::net::TcpListener;
 
+use crate::engine::slots::Port;
+
 /// Where the stack's ports come from: below the ephemeral range, and a
 /// range Dynamo accepts for its system (metrics) server (it parses
 /// `DYN_SYSTEM_PORT` as a signed 16-bit integer, refusing 32768 and up).
@@ -49,6 +51,43 @@ pub fn free_ports_in(
     held.iter()
         .map(|l| l.local_addr().map(|a| a.port()))
         .collect()
+}
+
+/// The ports of one stack, probed free at once: the frontend's and the
+/// bare engine's, then each worker slot's and reference slot's, metrics
+/// ports (Dynamo's system server) from a share of their own.
+pub struct StackPorts {
+    general: std::vec::IntoIter<u16>,
+    metrics: std::vec::IntoIter<u16>,
+}
+
+impl StackPorts {
+    /// Enough for the frontend, the bare engine, `workers` worker slots
+    /// (control, metrics, KV events, side channel each) and up to three
+    /// reference workers.
+    pub fn probe(host: &str, workers: usize) -> std::io::Result<Self> {
+        let metrics = workers + 3;
+        let mut general = free_ports_in(host, 2 + 4 * workers + 2 * 3 + metrics, STACK_PORT_RANGE)?;
+        let metrics = general.split_off(general.len() - metrics);
+        Ok(Self {
+            general: general.into_iter(),
+            metrics: metrics.into_iter(),
+        })
+    }
+
+    /// The next free port (0 once all are taken, which the probe's counts
+    /// rule out).
+    pub fn next(&mut self) -> u16 {
+        self.general.next().unwrap_or(0)
+    }
+
+    /// The next free port for a slot's `port`.
+    pub fn for_slot(&mut self, port: Port) -> u16 {
+        match port {
+            Port::Metrics => self.metrics.next().unwrap_or(0),
+            Port::Control | Port::KvEvents | Port::SideChannel => self.next(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::proc::Supervised;
 use crate::wait::{self, Poll};
 
 use super::hooks::{run_hook, HookRun};
-use super::provision::{finish_worker, Found};
+use super::readiness::{finish_worker, Found};
 use super::{probe, Stack, StackError, Worker};
 
 /// Runs `template` for `slot` (a fresh generation of a dead worker's slot)
@@ -29,7 +29,8 @@ pub(super) fn replace(
         StackError::ReplacementNotStarted(format!("worker {}: {detail}", slot.name))
     };
     // Every instance the router lists now, or this stack ever had, is old.
-    let mut known = probe::health_instance_ids(&url)
+    let probe_timeout = stack.options.probe_timeout;
+    let mut known = probe::health_instance_ids(&url, probe_timeout)
         .map_err(|e| not_started(format!("the frontend's {url}/health: {e}")))?;
     known.extend(stack.known_instance_ids());
     let name = slot.process_name();
@@ -49,7 +50,7 @@ pub(super) fn replace(
     let what =
         format!("one new instance listed by {url}/health with /metrics answering at {metrics_url}");
     let instance_id = wait::until(what, timeout, Duration::from_millis(200), || {
-        let seen = match probe::health_instance_ids(&url) {
+        let seen = match probe::health_instance_ids(&url, probe_timeout) {
             Ok(seen) => seen,
             Err(e) => return Poll::Pending(e),
         };

@@ -77,14 +77,15 @@ pub fn stack_replace_worker(argv: Vec<String>, manifest: &Path, worker: &str) ->
         Ok(ready) => ready,
         Err(exit) => return exit,
     };
+    let settings = &suite.settings;
     let stack = match crate::stack::attach_to_repair(suite.engine(), manifest) {
-        Ok(stack) => stack,
+        Ok(stack) => stack.with_run_budgets(settings.kill_timeout, settings.probe_timeout),
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
-    if stack.by_urls {
+    if !stack.mode().sees_processes() {
         eprintln!(
             "error: the stack in {} runs in another PID namespace; run this command there",
             manifest.display()

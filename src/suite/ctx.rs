@@ -16,7 +16,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
 
@@ -79,9 +79,8 @@ impl<'a> CaseCtx<'a> {
         prompts: &'a PromptBook,
         run: &'a RunDir,
     ) -> Result<Self, CaseError> {
-        let client = Client::new(stack.frontend_url())
+        let client = Client::new(stack.frontend_url(), settings.request_timeout)
             .map_err(|e| CaseError::new(format!("an HTTP client for the frontend: {e}")))?
-            .with_request_timeout(Duration::from_secs(settings.request_timeout_s))
             .recording();
         Ok(Self {
             id,

@@ -14,7 +14,7 @@ use crate::telemetry::names::kvcr_cli::GUARD_MODULE;
 /// Every `--flag` the engine's Guard command lines pass to the Guard
 /// service (read from the commands it builds, so nothing can drift).
 pub(super) fn guard_flags(engine: &dyn Engine) -> Vec<String> {
-    let ctx = crate::engine::vllm::example_context();
+    let ctx = crate::engine::LaunchContext::unlaunched("127.0.0.1");
     let mut flags: Vec<String> = engine
         .guards(&ctx)
         .iter()
@@ -126,7 +126,7 @@ mod tests {
         )
         .expect("defaults")
         .settings;
-        let engine = crate::engine::for_settings(&settings, root).expect("cpu engine");
+        let engine = settings.build_engine(root).expect("cpu engine");
         assert_eq!(
             guard_flags(engine.as_ref()),
             [

@@ -4,12 +4,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use libtest_mimic::{Arguments, Completion, Failed};
 use once_cell::sync::{Lazy, OnceCell};
 
-use crate::config::{self, Applicability, Env, Settings};
+use crate::config::{self, Env, Settings};
+use crate::engine::Applicability;
 use crate::engine::Engine;
 use crate::evidence::{CaseRecord, Outcome, RunDir};
 use crate::prompts::PromptBook;
@@ -125,7 +126,7 @@ impl Suite {
 
     fn new(target: &'static str, settings: Settings) -> Result<Self, String> {
         let repo_root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let engine = crate::engine::for_settings(&settings, &repo_root)?;
+        let engine = settings.build_engine(&repo_root)?;
         let prompts = PromptBook::new(reference::prompt_shape(&settings, engine.as_ref()));
         Ok(Self {
             target,
@@ -155,14 +156,10 @@ impl Suite {
     /// Why the stack's second node cannot be made here (a topology over
     /// several nodes needs root, or CAP_SYS_ADMIN and CAP_NET_ADMIN).
     fn nodes_unavailable(&self, case_id: &str) -> Option<String> {
-        let topology =
-            crate::engine::topology::Topology::parse(self.settings.topology.as_str()).ok()?;
-        if topology.node_count() < 2 || self.settings.engine != config::Engine::Cpu {
-            return None;
-        }
-        crate::proc::netns::precondition()
-            .err()
-            .map(|e| format!("{case_id} on {}: {e}", self.settings.topology))
+        let topology = self.settings.topology;
+        topology
+            .unavailable_here(self.engine.hosts())
+            .map(|e| format!("{case_id} on {topology}: {e}"))
     }
 
     fn run_trial(&self, case: &Trial) -> Result<Completion, Failed> {
@@ -173,7 +170,11 @@ impl Suite {
                 case.id()
             )))
         } else {
-            match config::applicability(self.settings.engine, self.settings.topology, case.id()) {
+            match self
+                .settings
+                .engine
+                .applies(case.id(), self.settings.topology)
+            {
                 Applicability::Applies => {
                     self.nodes_unavailable(case.id()).map(Skip::machine_cannot)
                 }
@@ -273,7 +274,7 @@ impl Suite {
         let activity = ctx.activity.clone();
         let ((result, ctx), timed_out) = super::deadline::run_bounded(
             &case.trial_name(),
-            Duration::from_secs(self.settings.case_timeout_s),
+            self.settings.case_timeout,
             &activity,
             move || (case.run(&ctx), ctx),
         );
@@ -403,12 +404,12 @@ impl Suite {
                     let mirror = run.logs_dir().join("attached");
                     let stack = stack::attach(self.engine.clone(), path, &mirror)
                         .map_err(|e| format!("attach failed: {e}"))?
-                        // This run's timeout, not the owner's.
-                        .with_kill_timeout(Duration::from_secs(self.settings.request_timeout_s));
+                        // This run's budgets, not the owner's.
+                        .with_run_budgets(self.settings.kill_timeout, self.settings.probe_timeout);
                     eprintln!(
                         "[kvcr-e2e] attached to the stack of {}{} (no provisioning, no teardown)",
                         path.display(),
-                        if stack.by_urls {
+                        if !stack.mode().sees_processes() {
                             " through its URLs (it runs in another PID namespace)"
                         } else {
                             ""
@@ -416,7 +417,7 @@ impl Suite {
                     );
                     // Through URLs, no file of the stack is shared: this
                     // run's prompt families are its own.
-                    if !stack.by_urls {
+                    if stack.mode().sees_processes() {
                         self.prompts
                             .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
                     }
@@ -454,10 +455,7 @@ impl Suite {
                     "127.0.0.1",
                     with_reference,
                 )?;
-                crate::gpu::run::begin(
-                    &gpu_need,
-                    Duration::from_secs(self.settings.startup_timeout_s),
-                )?;
+                crate::gpu::run::begin(&gpu_need, self.settings.startup_timeout)?;
                 self.provisions.fetch_add(1, Ordering::SeqCst);
                 let options = StackOptions {
                     python,
@@ -465,10 +463,11 @@ impl Suite {
                     logs_dir: run.logs_dir(),
                     run_id: run.run_id().to_string(),
                     host: "127.0.0.1".into(),
-                    startup_timeout: Duration::from_secs(self.settings.startup_timeout_s),
+                    startup_timeout: self.settings.startup_timeout,
                     worker_faults: Vec::new(),
                     with_reference,
-                    kill_timeout: Duration::from_secs(self.settings.request_timeout_s),
+                    kill_timeout: self.settings.kill_timeout,
+                    probe_timeout: self.settings.probe_timeout,
                     kvcr: python_env.kvcr.clone(),
                 };
                 eprintln!(

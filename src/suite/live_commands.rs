@@ -126,7 +126,7 @@ fn say_waiting(waiting: &[crate::proc::live_runs::Entry], timeout: Duration) {
 
 /// Waits for the others, then runs `command` as this session; exits as it does.
 fn exclusive(registry: &Registry, settings: &Settings, command: &[String]) -> ExitCode {
-    let timeout = Duration::from_secs(settings.exclusive_timeout_s);
+    let timeout = settings.exclusive_timeout;
     let cwd = std::env::current_dir().unwrap_or_default();
     let me = RunInfo::new(
         format!("session `{}`", command.join(" ")),
@@ -172,7 +172,7 @@ fn exclusive(registry: &Registry, settings: &Settings, command: &[String]) -> Ex
 fn hold(registry: &Registry, settings: &Settings, target: &str) -> ExitCode {
     let cwd = std::env::current_dir().unwrap_or_default();
     let me = RunInfo::new(target, cwd, RunKind::Provisions, settings.exclusive);
-    let timeout = Duration::from_secs(settings.exclusive_timeout_s);
+    let timeout = settings.exclusive_timeout;
     let registered = if settings.exclusive {
         registry.register_exclusive(&me, timeout, |w| {
             for entry in w {

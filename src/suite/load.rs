@@ -106,7 +106,9 @@ impl<'c> Load<'c> {
                 done
             }));
         }
-        let budget = Duration::from_secs(ctx.settings.request_timeout_s)
+        let budget = ctx
+            .settings
+            .request_timeout
             .saturating_mul(fault_after.max(1) as u32);
         let ready = wait::until(
             format!("{fault_after} load requests to finish before the fault"),

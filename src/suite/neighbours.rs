@@ -47,7 +47,7 @@ impl LiveRun {
                 return Ok(None);
             }
         };
-        let timeout = Duration::from_secs(settings.exclusive_timeout_s);
+        let timeout = settings.exclusive_timeout;
         let registered = if settings.exclusive {
             registry.register_exclusive(&me, timeout, |waiting| say_waiting(waiting, timeout))
         } else {
@@ -167,7 +167,7 @@ mod tests {
         let mut s = Settings::blank();
         s.live_runs_dir = dir.to_path_buf();
         s.exclusive = exclusive;
-        s.exclusive_timeout_s = 1;
+        s.exclusive_timeout = Duration::from_secs(1);
         s
     }
 

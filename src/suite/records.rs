@@ -83,7 +83,7 @@ pub fn stack_summary(stack: &Stack, provisioned: u32) -> StackSummary {
     });
     StackSummary {
         provisioned,
-        attached: stack.attached,
+        attached: !stack.mode().owns(),
         startup,
         total_startup: ms(t.total_ms),
     }

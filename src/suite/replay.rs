@@ -159,9 +159,7 @@ fn run(
         entry.request_id
     );
     let (reference, source) = reference_tokens(&entry, case_dir, repo_root)?;
-    let client = Client::new(base.clone())
-        .map_err(|e| e.to_string())?
-        .with_request_timeout(timeout);
+    let client = Client::new(base.clone(), timeout).map_err(|e| e.to_string())?;
     let (tokens, worker) = crate::rt::block_on(client.send_recorded(&wire))
         .map_err(|e| format!("the replay failed: {e}"))?;
     let Some(tokens) = tokens else {

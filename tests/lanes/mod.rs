@@ -28,7 +28,7 @@ pub fn settings() -> config::Settings {
 /// How long a stack may take to come up with its reference phase done:
 /// the user's startup timeout for each of the two.
 pub fn stack_budget() -> Duration {
-    Duration::from_secs(settings().startup_timeout_s * 2)
+    settings().startup_timeout * 2
 }
 
 /// Polls `check` every 100 ms until it yields ([`wait::until`]), or panics

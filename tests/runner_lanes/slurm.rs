@@ -92,7 +92,7 @@ impl Cluster {
         let logs = cluster.dir.path().join("log");
         wait::until(
             format!("the Slurm node to be idle (logs in {})", logs.display()),
-            Duration::from_secs(super::lanes::settings().startup_timeout_s),
+            super::lanes::settings().startup_timeout,
             Duration::from_millis(200),
             || {
                 for daemon in &mut cluster.daemons {

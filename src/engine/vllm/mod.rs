@@ -15,18 +15,18 @@
 //!   the determinism probes run on a bare `vllm` OpenAI server (no Dynamo,
 //!   no KVCR).
 
-use std::path::PathBuf;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::proc::ProcessSpec;
 
+use super::applicability::{self, Applicability, Case};
 use super::topology;
-use super::topology::{
-    nodes_or_local, plan_workers, set_env, Node, Topology, WorkerPlan, WorkerRole,
+use super::topology::{nodes_or_local, plan_workers, Node, Topology, WorkerPlan, WorkerRole};
+use super::{
+    dynamo, Engine, FirstTokenStamp, Geometry, LaunchContext, ReferenceVariant, ServedModel, Setup,
+    WorkerSlot,
 };
-use super::{dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, WorkerSlot};
 
 pub mod platform;
 
@@ -117,13 +117,14 @@ pub struct VllmEngine {
     pub profile: VllmProfile,
     pub topology: Topology,
     plans: Vec<WorkerPlan>,
+    served: ServedModel,
 }
 
 impl VllmEngine {
     /// Checks that the profile's GPUs and nodes fit the topology.
     pub fn new(profile: VllmProfile, topology: Topology) -> Result<Self, String> {
         let plans = plan_workers(topology, &profile.gpu_ids, profile.gpus_per_worker)?;
-        check_nodes(topology, &profile.nodes)?;
+        topology.check_nodes(&profile.nodes)?;
         if profile.platform == Platform::Cpu && profile.block_size % 32 != 0 {
             return Err(format!(
                 "vLLM's CPU attention needs a block size that is a multiple of 32; the profile has {}",
@@ -131,6 +132,11 @@ impl VllmEngine {
             ));
         }
         Ok(Self {
+            served: ServedModel::from_profile(
+                &profile.model,
+                profile.served_model_name.as_deref(),
+                profile.prompt_tokens,
+            ),
             profile,
             topology,
             plans,
@@ -194,7 +200,7 @@ impl VllmEngine {
         let spec = self.engine_args(spec, served);
         let node = self.node_of(ctx, plan);
         let spec = self.place(dynamo::apply_env(spec, ctx), plan, ordinal);
-        worker_env(spec, &node, plan, slot)
+        dynamo::worker_env(spec, &node, plan, slot)
             // Dynamo's Docker image sets it; the router keys blocks by these ints.
             .env("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES", "1")
             // The `KV Transfer metrics` interval line is logged at DEBUG.
@@ -222,7 +228,7 @@ impl VllmEngine {
         json!({
             "type": "kvcr",
             "router_capabilities": ["router_hint"],
-            "control_host": bind_host(self.topology, node),
+            "control_host": self.topology.bind_host(node),
             "control_ports": [slot.control_port],
             "control_advertise_host": node.address,
             "operation_timeout_ms": p.operation_timeout_ms,
@@ -283,47 +289,49 @@ impl VllmEngine {
     }
 }
 
+/// Why TC-05's TTFT accuracy finds no per-request first-token instant
+/// on vLLM ([`Engine::first_token_stamp`]).
+const NO_FIRST_TOKEN_STAMP: &str =
+    "vLLM records TTFT only as its Prometheus histogram vllm:time_to_first_token_seconds: \
+     bucketed, summed over all requests, and timed from vLLM's own arrival of the request \
+     (after the frontend and the worker's preprocessing), not a per-request send instant \
+     on a clock the harness shares; dynamo.vllm logs no per-request first-token time. \
+     No per-request offset can be computed";
+
 impl Engine for VllmEngine {
-    fn first_token_stamp(&self) -> crate::engine::FirstTokenStamp {
-        crate::engine::FirstTokenStamp::Unavailable(
-            "vLLM records TTFT only as its Prometheus histogram vllm:time_to_first_token_seconds: \
-             bucketed, summed over all requests, and timed from vLLM's own arrival of the request \
-             (after the frontend and the worker's preprocessing), not a per-request send instant \
-             on a clock the harness shares; dynamo.vllm logs no per-request first-token time. \
-             No per-request offset can be computed"
-                .into(),
-        )
+    fn build(setup: &Setup) -> Result<Self, String> {
+        VllmEngine::new(setup.profile()?, setup.topology)
+    }
+
+    fn applies(case: Case, topology: Topology) -> Applicability {
+        match topology {
+            Topology::Agg => Applicability::Applies,
+            Topology::TwoP1D | Topology::TwoNode => applicability::off_agg(case),
+        }
+    }
+
+    fn hosts(&self) -> &[Node] {
+        &self.profile.nodes
     }
 
     fn name(&self) -> &'static str {
         "vllm"
     }
 
-    fn model(&self) -> String {
-        self.profile
-            .served_model_name
-            .clone()
-            .unwrap_or_else(|| self.profile.model.clone())
+    fn served(&self) -> &ServedModel {
+        &self.served
+    }
+
+    fn first_token_stamp(&self) -> FirstTokenStamp {
+        FirstTokenStamp::Unavailable(NO_FIRST_TOKEN_STAMP.into())
+    }
+
+    fn guard_pool_gb(&self) -> Option<f64> {
+        Some(self.profile.guard_pool_gb)
     }
 
     fn geometry(&self) -> Geometry {
-        dense_geometry(self.profile.block_size, self.profile.block_bytes)
-    }
-
-    fn prompt_vocab(&self) -> std::ops::Range<u32> {
-        self.profile.prompt_tokens[0]..self.profile.prompt_tokens[1]
-    }
-
-    fn has_guard(&self) -> bool {
-        true
-    }
-
-    fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
-        Some(dynamo::guard_service(
-            ctx,
-            &self.geometry(),
-            self.profile.guard_pool_gb,
-        ))
+        Geometry::dense(self.profile.block_size, self.profile.block_bytes)
     }
 
     fn worker(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> ProcessSpec {
@@ -345,7 +353,7 @@ impl Engine for VllmEngine {
         }
         let spec = spec
             .arg("--kv-events-config")
-            .arg(kv_events_config(slot.kv_events_port).to_string())
+            .arg(dynamo::kv_events_config(slot.kv_events_port).to_string())
             .arg("--kv-transfer-config")
             .arg(self.kv_transfer_config(plan.role, tier).to_string());
         node.wrap(spec)
@@ -371,7 +379,7 @@ impl Engine for VllmEngine {
             ReferenceVariant::Cached => spec
                 .arg("--enable-prefix-caching")
                 .arg("--kv-events-config")
-                .arg(kv_events_config(slot.kv_events_port).to_string()),
+                .arg(dynamo::kv_events_config(slot.kv_events_port).to_string()),
             ReferenceVariant::Uncached => spec.arg("--no-enable-prefix-caching"),
         };
         node.wrap(spec)
@@ -441,193 +449,15 @@ impl Engine for VllmEngine {
     }
 
     fn guards(&self, ctx: &LaunchContext) -> Vec<ProcessSpec> {
-        guards_per_node(ctx, &self.nodes(ctx), self.topology, self.guard(ctx))
-    }
-}
-
-/// One KV page kind (`attn`) of `block_bytes` per block: the vLLM adapter
-/// uses one unnamed pool per Guard, so the Guard gets one pool size.
-pub(crate) fn dense_geometry(block_size: u32, block_bytes: u64) -> Geometry {
-    Geometry {
-        name: "dense".into(),
-        block_size_tokens: block_size,
-        pages: vec![("attn".into(), block_bytes)],
-    }
-}
-
-/// `--kv-events-config`: ZMQ publisher on the slot's harness-allocated port.
-pub(crate) fn kv_events_config(port: u16) -> Value {
-    json!({
-        "publisher": "zmq",
-        "topic": "kv-events",
-        "endpoint": format!("tcp://*:{port}"),
-        "enable_kv_cache_events": true,
-    })
-}
-
-/// [`worker_env`] plus the plan's GPUs (`CUDA_VISIBLE_DEVICES`): a GPU worker
-/// of an engine without a platform layer (SGLang).
-pub(crate) fn gpu_worker_env(
-    spec: ProcessSpec,
-    node: &Node,
-    plan: &WorkerPlan,
-    slot: &WorkerSlot,
-) -> ProcessSpec {
-    worker_env(
-        spec.env("CUDA_VISIBLE_DEVICES", plan.cuda_visible_devices()),
-        node,
-        plan,
-        slot,
-    )
-}
-
-/// Environment of a Dynamo engine worker: its metrics server and, on another
-/// node, Dynamo's planes bound to that node's address.
-pub(crate) fn worker_env(
-    spec: ProcessSpec,
-    node: &Node,
-    plan: &WorkerPlan,
-    slot: &WorkerSlot,
-) -> ProcessSpec {
-    let mut spec = spec
-        // Dynamo's system server serves the engine's Prometheus metrics
-        // (`vllm:*`, `sglang:*`) on /metrics of this port.
-        .env("DYN_SYSTEM_PORT", slot.metrics_port.to_string())
-        .env("DYN_SYSTEM_HOST", &node.address);
-    for key in [
-        "DYN_TCP_RPC_HOST",
-        "DYN_EVENT_PLANE_HOST",
-        "DYN_TCP_RESPONSE_STREAM_HOST",
-    ] {
-        spec = set_env(spec, key, &node.address);
-    }
-    if plan.role != WorkerRole::Aggregated {
-        spec = spec.env("VLLM_NIXL_SIDE_CHANNEL_HOST", &node.address).env(
-            "VLLM_NIXL_SIDE_CHANNEL_PORT",
-            slot.side_channel_port.to_string(),
-        );
-    }
-    spec
-}
-
-/// Where a control listener binds: the node's own address on one host; every
-/// interface when peers on other hosts must reach it.
-pub(crate) fn bind_host(topology: Topology, node: &Node) -> String {
-    if topology.node_count() > 1 {
-        "0.0.0.0".into()
-    } else {
-        node.address.clone()
-    }
-}
-
-/// The profile's nodes, or the harness's host alone.
-/// A multi-node topology needs as many nodes, each with an address its
-/// peers can dial (never loopback).
-pub(crate) fn check_nodes(topology: Topology, nodes: &[Node]) -> Result<(), String> {
-    let need = topology.node_count();
-    if need == 1 {
-        return Ok(());
-    }
-    if nodes.len() < need {
-        return Err(format!(
-            "topology {topology} needs {need} nodes in the profile (`nodes = [{{ name, address, launcher }}, ...]`), it lists {}",
-            nodes.len()
-        ));
-    }
-    match nodes.iter().find(|n| is_loopback(&n.address)) {
-        Some(node) => Err(format!(
-            "topology {topology}: node {} advertises {}, which peers on other hosts cannot reach; use the node's network address",
-            node.name, node.address
-        )),
-        None => Ok(()),
-    }
-}
-
-fn is_loopback(address: &str) -> bool {
-    address == "localhost"
-        || address == "::1"
-        || address.starts_with("127.")
-        || address == "0.0.0.0"
-}
-
-/// One Guard service per node (the first as planned, the others wrapped in
-/// their node's launcher and named `guard-<node>`).
-pub(crate) fn guards_per_node(
-    ctx: &LaunchContext,
-    nodes: &[Node],
-    topology: Topology,
-    guard: Option<ProcessSpec>,
-) -> Vec<ProcessSpec> {
-    let Some(guard) = guard else {
-        return Vec::new();
-    };
-    nodes
-        .iter()
-        .take(topology.node_count())
-        .enumerate()
-        .map(|(i, node)| {
-            let spec = if i == 0 {
-                guard.clone()
-            } else {
-                let name = format!("guard-{}", node.name);
-                ProcessSpec {
-                    log: ctx.logs_dir.join(format!("{name}.log")),
-                    name,
-                    ..guard.clone()
-                }
-            };
-            node.wrap(spec)
-        })
-        .collect()
-}
-
-/// The value following `flag` in a spec's arguments.
-pub fn flag_value<'a>(spec: &'a ProcessSpec, flag: &str) -> Option<&'a str> {
-    spec.args
-        .iter()
-        .position(|a| a == flag)
-        .and_then(|i| spec.args.get(i + 1))
-        .map(String::as_str)
-}
-
-/// A fixed launch context for plan tests and docs: nothing in it exists.
-#[doc(hidden)]
-pub fn example_context() -> LaunchContext {
-    LaunchContext {
-        python: PathBuf::from("/opt/kvcr-e2e/.venv/bin/python"),
-        repo_root: PathBuf::from("/src/kvcr-e2e"),
-        logs_dir: PathBuf::from("/src/kvcr-e2e/target/phase1/runs/example/logs"),
-        work_dir: PathBuf::from("/dev/shm/kvcr-e2e-example"),
-        host: "127.0.0.1".into(),
-        frontend_port: 18000,
-        guard_socket: PathBuf::from("/dev/shm/kvcr-e2e-example/guard.sock"),
-        pool_dir: PathBuf::from("/dev/shm/kvcr-e2e-example/pools"),
-        compatibility_digest: "example-digest".into(),
-        guard_count: 3,
-    }
-}
-
-/// Fixed worker slots for plan tests and docs: `A`, `B`, `C` with guard
-/// indices 0, 1, 2 and ports 17771.., 18101.., 20081.., 5601...
-#[doc(hidden)]
-pub fn example_slot(name: &str, generation: u32) -> WorkerSlot {
-    let index = name.bytes().next().map_or(0, |b| b.saturating_sub(b'A')) as u16;
-    WorkerSlot {
-        name: name.into(),
-        guard_index: 0,
-        guard_service: format!("guard-{name}"),
-        guard_socket: PathBuf::from(format!("/dev/shm/kvcr-e2e-example/guard-{name}.sock")),
-        control_port: 17771 + index,
-        metrics_port: 18101 + index,
-        ready_file: PathBuf::from(format!("/dev/shm/kvcr-e2e-example/ready-{name}")),
-        generation,
-        kv_events_port: 20081 + index,
-        side_channel_port: 5601 + index,
+        dynamo::guards_per_node(ctx, &self.nodes(ctx), self.topology, self.guard(ctx))
     }
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
+    use std::path::PathBuf;
+
+    use super::super::testing::{example_context, example_slot, stack_plan, two_nodes};
     use super::*;
 
     fn engine(topology: Topology) -> VllmEngine {
@@ -642,31 +472,9 @@ pub(crate) mod tests {
         VllmEngine::new(profile, topology).expect("the default profile fits every topology")
     }
 
-    fn two_nodes() -> Vec<Node> {
-        vec![
-            Node {
-                name: "gpu-a".into(),
-                address: "10.0.0.1".into(),
-                launcher: Vec::new(),
-            },
-            Node {
-                name: "gpu-b".into(),
-                address: "10.0.0.2".into(),
-                launcher: [
-                    "srun",
-                    "--nodes=1",
-                    "--ntasks=1",
-                    "--nodelist={node}",
-                    "--export=ALL",
-                ]
-                .map(String::from)
-                .to_vec(),
-            },
-        ]
-    }
-
     fn json_flag(spec: &ProcessSpec, flag: &str) -> Value {
-        let text = flag_value(spec, flag)
+        let text = spec
+            .flag_value(flag)
             .unwrap_or_else(|| panic!("{flag} missing from `{}`", spec.command_line()));
         serde_json::from_str(text).unwrap_or_else(|e| panic!("{flag} is not JSON ({e}): {text}"))
     }
@@ -694,14 +502,6 @@ pub(crate) mod tests {
             .expect("secondary_tiers");
         assert_eq!(tiers.len(), 1);
         tiers[0].clone()
-    }
-
-    fn env<'a>(spec: &'a ProcessSpec, key: &str) -> Option<&'a str> {
-        spec.env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
     }
 
     #[test]
@@ -741,15 +541,15 @@ pub(crate) mod tests {
         for flag in ["--enable-prefix-caching", "--enforce-eager"] {
             assert!(spec.args.iter().any(|a| a == flag), "{flag}");
         }
-        assert_eq!(flag_value(&spec, "--block-size"), Some("64"));
+        assert_eq!(spec.flag_value("--block-size"), Some("64"));
         assert_eq!(
-            flag_value(&spec, "--prefix-caching-hash-algo"),
+            spec.flag_value("--prefix-caching-hash-algo"),
             Some("sha256")
         );
-        assert_eq!(env(&spec, "PYTHONHASHSEED"), Some("0"));
-        assert_eq!(env(&spec, "VLLM_BATCH_INVARIANT"), Some("1"));
-        assert_eq!(env(&spec, "CUDA_VISIBLE_DEVICES"), Some("0"));
-        assert_eq!(env(&spec, "DYN_SYSTEM_PORT"), Some("18101"));
+        assert_eq!(spec.env_var("PYTHONHASHSEED"), Some("0"));
+        assert_eq!(spec.env_var("VLLM_BATCH_INVARIANT"), Some("1"));
+        assert_eq!(spec.env_var("CUDA_VISIBLE_DEVICES"), Some("0"));
+        assert_eq!(spec.env_var("DYN_SYSTEM_PORT"), Some("18101"));
         let events = json_flag(&spec, "--kv-events-config");
         assert_eq!(events["endpoint"], "tcp://*:20081");
         assert_eq!(events["enable_kv_cache_events"], true);
@@ -767,8 +567,8 @@ pub(crate) mod tests {
             kvcr_tier(&json_flag(&again, "--kv-transfer-config"))
         );
         assert_eq!(
-            env(&first, "CUDA_VISIBLE_DEVICES"),
-            env(&again, "CUDA_VISIBLE_DEVICES")
+            first.env_var("CUDA_VISIBLE_DEVICES"),
+            again.env_var("CUDA_VISIBLE_DEVICES")
         );
     }
 
@@ -779,16 +579,13 @@ pub(crate) mod tests {
         for variant in [ReferenceVariant::Cached, ReferenceVariant::Uncached] {
             let spec = e.reference_worker(&ctx, variant, &example_slot("A", 0));
             let line = spec.command_line();
-            assert!(
-                flag_value(&spec, "--kv-transfer-config").is_none(),
-                "{line}"
-            );
+            assert!(spec.flag_value("--kv-transfer-config").is_none(), "{line}");
             assert!(
                 !line.contains("secondary_tiers") && !line.contains("kvcr_service_socket_path"),
                 "{line}"
             );
             assert_eq!(
-                flag_value(&spec, "--served-model-name"),
+                spec.flag_value("--served-model-name"),
                 Some(e.reference_model(variant).as_str())
             );
         }
@@ -812,22 +609,16 @@ pub(crate) mod tests {
             .collect();
         let modes: Vec<_> = specs
             .iter()
-            .map(|s| flag_value(s, "--disaggregation-mode"))
+            .map(|s| s.flag_value("--disaggregation-mode"))
             .collect();
         assert_eq!(modes, [Some("prefill"), Some("prefill"), Some("decode")]);
         let gpus: Vec<_> = specs
             .iter()
-            .map(|s| env(s, "CUDA_VISIBLE_DEVICES"))
+            .map(|s| s.env_var("CUDA_VISIBLE_DEVICES"))
             .collect();
         assert_eq!(gpus, [Some("0"), Some("0"), Some("1")]);
-        assert_eq!(
-            flag_value(&specs[0], "--gpu-memory-utilization"),
-            Some("0.4")
-        );
-        assert_eq!(
-            flag_value(&specs[2], "--gpu-memory-utilization"),
-            Some("0.8")
-        );
+        assert_eq!(specs[0].flag_value("--gpu-memory-utilization"), Some("0.4"));
+        assert_eq!(specs[2].flag_value("--gpu-memory-utilization"), Some("0.8"));
         for (spec, plan) in specs.iter().zip(&plans) {
             let config = json_flag(spec, "--kv-transfer-config");
             assert_eq!(config["kv_connector"], "MultiConnector");
@@ -836,11 +627,11 @@ pub(crate) mod tests {
                 tier["control_ports"],
                 json!([example_slot(&plan.slot, 0).control_port])
             );
-            assert!(env(spec, "VLLM_NIXL_SIDE_CHANNEL_PORT").is_some());
+            assert!(spec.env_var("VLLM_NIXL_SIDE_CHANNEL_PORT").is_some());
         }
         let side: Vec<_> = specs
             .iter()
-            .map(|s| env(s, "VLLM_NIXL_SIDE_CHANNEL_PORT"))
+            .map(|s| s.env_var("VLLM_NIXL_SIDE_CHANNEL_PORT"))
             .collect();
         assert_ne!(
             side[0], side[1],
@@ -859,7 +650,7 @@ pub(crate) mod tests {
         let tier = kvcr_tier(&json_flag(&b, "--kv-transfer-config"));
         assert_eq!(tier["control_advertise_host"], "10.0.0.2");
         assert_eq!(tier["control_host"], "0.0.0.0");
-        assert_eq!(env(&b, "DYN_TCP_RPC_HOST"), Some("10.0.0.2"));
+        assert_eq!(b.env_var("DYN_TCP_RPC_HOST"), Some("10.0.0.2"));
         assert_eq!(b.program, PathBuf::from("srun"));
         let a = e.worker(&ctx, &example_slot("A", 0));
         assert_eq!(
@@ -892,9 +683,9 @@ pub(crate) mod tests {
         let guard = engine(Topology::Agg)
             .guard(&ctx)
             .expect("vLLM runs the Guard");
-        assert_eq!(flag_value(&guard, "--pool-sizes-gb"), Some("4"));
+        assert_eq!(guard.flag_value("--pool-sizes-gb"), Some("4"));
         assert_eq!(
-            flag_value(&guard, "--socket-path"),
+            guard.flag_value("--socket-path"),
             Some(ctx.guard_socket.to_str().unwrap_or_default())
         );
     }
@@ -945,17 +736,17 @@ pub(crate) mod tests {
         let e = cpu_engine();
         let a = e.worker(&ctx, &example_slot("A", 0));
         let b = e.worker(&ctx, &example_slot("B", 0));
-        assert_eq!(env(&a, "VLLM_CPU_KVCACHE_SPACE"), Some("1"));
-        assert_eq!(env(&a, "VLLM_CPU_OMP_THREADS_BIND"), Some("0"));
-        assert_eq!(env(&b, "VLLM_CPU_OMP_THREADS_BIND"), Some("1"));
+        assert_eq!(a.env_var("VLLM_CPU_KVCACHE_SPACE"), Some("1"));
+        assert_eq!(a.env_var("VLLM_CPU_OMP_THREADS_BIND"), Some("0"));
+        assert_eq!(b.env_var("VLLM_CPU_OMP_THREADS_BIND"), Some("1"));
         assert_eq!(
-            env(&a, "VLLM_BATCH_INVARIANT"),
+            a.env_var("VLLM_BATCH_INVARIANT"),
             None,
             "kills the CPU engine"
         );
-        assert_eq!(flag_value(&a, "--gpu-memory-utilization"), None);
-        assert_eq!(flag_value(&a, "--num-gpu-blocks-override"), Some("48"));
-        assert_eq!(flag_value(&a, "--dtype"), Some("bfloat16"));
+        assert_eq!(a.flag_value("--gpu-memory-utilization"), None);
+        assert_eq!(a.flag_value("--num-gpu-blocks-override"), Some("48"));
+        assert_eq!(a.flag_value("--dtype"), Some("bfloat16"));
         assert!(e.start_serially() && e.guard_per_slot());
         assert_eq!(
             e.python_env().map(|p| p.name),
@@ -968,8 +759,8 @@ pub(crate) mod tests {
         let ctx = example_context();
         let e = engine(Topology::Agg);
         let a = e.worker(&ctx, &example_slot("A", 0));
-        assert_eq!(env(&a, "VLLM_CPU_KVCACHE_SPACE"), None);
-        assert_eq!(flag_value(&a, "--gpu-memory-utilization"), Some("0.8"));
+        assert_eq!(a.env_var("VLLM_CPU_KVCACHE_SPACE"), None);
+        assert_eq!(a.flag_value("--gpu-memory-utilization"), Some("0.8"));
         assert!(!e.start_serially());
         assert!(
             e.python_env().is_none(),
@@ -995,7 +786,7 @@ pub(crate) mod tests {
                     || a == "--kv-transfer-config"),
                 "{line}"
             );
-            assert_eq!(flag_value(&bare, "--port"), Some("19999"));
+            assert_eq!(bare.flag_value("--port"), Some("19999"));
             assert!(bare
                 .args
                 .iter()
@@ -1013,21 +804,6 @@ pub(crate) mod tests {
         };
         let err = VllmEngine::new(profile, Topology::Agg).expect_err("48 is refused");
         assert!(err.contains("multiple of 32"), "{err}");
-    }
-
-    /// The plan of every process of one topology, as the snapshot holds it.
-    pub(crate) fn stack_plan(e: &dyn Engine, ctx: &LaunchContext) -> Vec<ProcessSpec> {
-        let mut specs = vec![e.frontend(ctx)];
-        specs.extend(e.guards(ctx));
-        for plan in e.worker_plans() {
-            specs.push(e.worker(ctx, &example_slot(&plan.slot, 0)));
-        }
-        specs.push(e.worker(ctx, &example_slot("A", 1)));
-        for variant in e.reference_variants() {
-            specs.push(e.reference_worker(ctx, variant, &example_slot("A", 0)));
-        }
-        specs.extend(e.bare_engine(ctx, 19999));
-        specs
     }
 
     #[test]

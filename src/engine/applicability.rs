@@ -1,0 +1,188 @@
+//! Which cases apply to which engine and topology. Each engine's room
+//! answers for itself ([`super::Engine::applies`]); [`super::Kind::applies`]
+//! asks the chosen one and says where the answer came from.
+//!
+//! | engine  | agg            | 2p1d                      | two-node                  |
+//! |---------|----------------|---------------------------|---------------------------|
+//! | cpu     | TC-01..TC-06   | TC-01..TC-06              | TC-01..04, TC-06 (root)   |
+//! | vllm    | TC-01..TC-06   | TC-01..04, TC-06          | TC-01..04, TC-06          |
+//! | sglang  | TC-01, 02, 05  | none (no disaggregation)  | TC-01, 02                 |
+//!
+//! TC-05's arms and baselines are defined on the aggregated topology, so the
+//! performance case is reported ignored on the others ([`off_agg`]).
+
+use serde::Serialize;
+
+/// The phase 1 case ids.
+pub const KNOWN_CASES: &[&str] = &["TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06"];
+
+/// Why TC-05 does not run off the aggregated topology.
+pub const PERFORMANCE_ON_AGG: &str =
+    "the performance arms and their KVCR-disabled baselines are defined on the agg topology";
+
+/// Whether a case runs on a stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "applicability", content = "reason", rename_all = "snake_case")]
+pub enum Applicability {
+    /// The case runs.
+    Applies,
+    /// The case is reported ignored, with the reason.
+    Ignored(String),
+}
+
+impl Applicability {
+    /// Whether the case runs.
+    pub fn applies(&self) -> bool {
+        matches!(self, Applicability::Applies)
+    }
+
+    /// Ignored because of `why`.
+    pub fn ignored(why: impl Into<String>) -> Self {
+        Applicability::Ignored(why.into())
+    }
+}
+
+/// A phase 1 case as an engine is asked about it: `TC-05/cold` and
+/// `tc-05::sweep` are TC-05.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Case(u8);
+
+impl Case {
+    /// The case of `case_id` (a case or one of its arms), if it is one of
+    /// [`KNOWN_CASES`].
+    pub fn of(case_id: &str) -> Option<Self> {
+        match base_case_id(case_id)
+            .strip_prefix("TC-0")
+            .and_then(|d| d.parse().ok())
+        {
+            Some(n @ 1..=6) => Some(Case(n)),
+            _ => None,
+        }
+    }
+
+    /// The TC number: 5 for TC-05.
+    pub fn number(self) -> u8 {
+        self.0
+    }
+
+    /// `TC-05`.
+    pub fn id(self) -> String {
+        format!("TC-{:02}", self.0)
+    }
+}
+
+/// `TC-05/cold`, `tc-05::sweep` → `TC-05`.
+pub fn base_case_id(case_id: &str) -> String {
+    let upper = case_id.trim().to_ascii_uppercase();
+    upper.chars().take(5).collect()
+}
+
+/// The answer for a case id that is no phase 1 case.
+pub fn unknown_case(case_id: &str) -> Applicability {
+    Applicability::Ignored(format!(
+        "`{case_id}` is not a phase 1 case (known: {})",
+        KNOWN_CASES.join(", ")
+    ))
+}
+
+/// An engine's answer about `case`, its reason saying which case, engine
+/// and topology it is about.
+pub fn in_context(
+    answer: Applicability,
+    case: Case,
+    engine: &str,
+    topology: super::Topology,
+) -> Applicability {
+    match answer {
+        Applicability::Applies => Applicability::Applies,
+        Applicability::Ignored(why) => {
+            Applicability::Ignored(format!("{} on {engine}/{topology}: {why}", case.id()))
+        }
+    }
+}
+
+/// A case on a topology other than agg: every case applies but TC-05
+/// ([`PERFORMANCE_ON_AGG`]).
+pub fn off_agg(case: Case) -> Applicability {
+    if case.number() == 5 {
+        Applicability::ignored(PERFORMANCE_ON_AGG)
+    } else {
+        Applicability::Applies
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Kind, Topology};
+    use super::*;
+
+    #[test]
+    fn applicability_table() {
+        use Applicability::*;
+        let applies = |e: Kind, t, c| e.applies(c, t).applies();
+        for c in KNOWN_CASES {
+            assert!(applies(Kind::Cpu, Topology::Agg, c));
+            assert!(applies(Kind::Vllm, Topology::Agg, c));
+            assert!(applies(Kind::Cpu, Topology::TwoP1D, c));
+            assert_eq!(
+                applies(Kind::Cpu, Topology::TwoNode, c),
+                !c.starts_with("TC-05"),
+                "{c}"
+            );
+            assert!(!applies(Kind::Sglang, Topology::TwoP1D, c));
+        }
+        for c in ["TC-01", "TC-02", "TC-05/cold"] {
+            assert!(applies(Kind::Sglang, Topology::Agg, c), "{c}");
+        }
+        for t in [Topology::Agg, Topology::TwoNode] {
+            match Kind::Sglang.applies("TC-03", t) {
+                Ignored(r) => assert!(
+                    r.contains("no router_hint in Dynamo 1.6.1's SGLang worker"),
+                    "{r}"
+                ),
+                Applies => panic!(
+                    "TC-03 on sglang/{t} must be ignored until dynamo.sglang publishes router_hint"
+                ),
+            }
+        }
+        for c in ["TC-04", "TC-06"] {
+            assert_eq!(
+                Kind::Sglang.applies(c, Topology::Agg),
+                Ignored(format!(
+                    "{c} on sglang/agg: SGLang has no Guard and no disaggregation in KVCR 0.1.1"
+                ))
+            );
+        }
+        for t in [Topology::TwoP1D, Topology::TwoNode] {
+            for c in ["TC-01", "TC-02", "TC-03", "TC-04", "TC-06"] {
+                assert!(applies(Kind::Vllm, t, c), "{c} {t}");
+            }
+            assert!(!applies(Kind::Vllm, t, "TC-05"));
+        }
+        assert!(applies(Kind::Sglang, Topology::TwoNode, "TC-02"));
+        assert!(!applies(Kind::Sglang, Topology::TwoNode, "TC-05"));
+        assert!(applies(Kind::Cpu, Topology::TwoNode, "tc-02"));
+        assert_eq!(
+            Kind::Cpu.applies("TC-05/cold", Topology::TwoNode),
+            Ignored(format!("TC-05 on cpu/two-node: {PERFORMANCE_ON_AGG}"))
+        );
+        assert_eq!(
+            Kind::Cpu.applies("TC-09", Topology::Agg),
+            Ignored(
+                "`TC-09` is not a phase 1 case (known: TC-01, TC-02, TC-03, TC-04, TC-05, TC-06)"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn cases_are_read_from_their_arms() {
+        assert_eq!(Case::of("tc-05::sweep").map(Case::number), Some(5));
+        assert_eq!(
+            Case::of("TC-05/cold").map(Case::id).as_deref(),
+            Some("TC-05")
+        );
+        assert_eq!(Case::of("TC-07"), None);
+        assert_eq!(Case::of("TC-00"), None);
+    }
+}
