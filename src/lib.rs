@@ -1,11 +1,14 @@
 //! kvcr-e2e: an end-to-end test harness for KVCR stacks.
+pub mod cases;
 pub mod client;
 pub mod compare;
 pub mod config;
 pub mod drive;
 pub mod engine;
 pub mod evidence;
+pub mod fault_matrix;
 pub mod gpu;
+pub mod lanes;
 pub mod mutants;
 pub mod peer_bench;
 pub mod proc;

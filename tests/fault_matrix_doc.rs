@@ -1,118 +1,110 @@
-//! docs/fault-matrix.md lists every row of the fault matrix, and each row's
-//! expected claim appears verbatim in the message the table documents.
+//! docs/fault-matrix.md lists every row of every fault matrix (the rows of
+//! the lane table's matrices, `kvcr_e2e::lanes::LANES`), and each row's
+//! claim appears verbatim in the message the table documents; so does every
+//! further string an arranged row's function checks the failure for.
 
 use std::collections::BTreeMap;
 
-/// The row functions' source, by function name.
-fn row_bodies(rows: &str) -> BTreeMap<String, String> {
-    let mut bodies = BTreeMap::new();
-    for chunk in rows.split("\nfn ").skip(1) {
-        let Some((name, _)) = chunk.split_once('(') else {
-            continue;
-        };
-        let body = chunk.split("\n}\n").next().unwrap_or(chunk);
-        bodies.insert(name.trim().to_string(), body.to_string());
-    }
-    bodies
+use kvcr_e2e::lanes::LANES;
+use kvcr_e2e::suite::{Fault, FaultRow, Trial};
+
+fn root() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The messages a row requires: the claim given to `expect_red`, and the
-/// strings a row that judges provisioning checks with `contains`.
-fn claims(body: &str) -> Vec<String> {
-    let compact: String = {
-        // Join lines so a call spread by rustfmt reads as one.
-        body.lines()
-            .map(str::trim)
-            .collect::<Vec<_>>()
-            .join("")
-            .replace(", \"", ",\"")
-    };
-    let mut out = Vec::new();
-    // `expect_red(ctx, case, "claim")` and `caught(ctx, case, "claim")`.
-    for call in compact
-        .split("expect_red(")
+/// Every row of every lane, once, by trial name.
+fn rows() -> BTreeMap<String, &'static FaultRow> {
+    let mut rows = BTreeMap::new();
+    for lane in LANES {
+        for trial in lane.trials.trials() {
+            if let Trial::Row(row) = trial {
+                rows.insert(trial.trial_name(), row);
+            }
+        }
+    }
+    rows
+}
+
+/// The message column of `name`'s line in the doc.
+fn documented<'d>(doc: &'d str, name: &str) -> Option<&'d str> {
+    let line = doc
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{name}` |")))?;
+    line.trim_end_matches('|').rsplit('|').next()
+}
+
+/// The source of the function an arranged row names (`Fault::Arranged(f)`
+/// in the entry whose `name` is `row`), from the matrices' source files.
+fn arranged_body<'s>(sources: &'s str, row: &str) -> Option<&'s str> {
+    let entry = sources.split("FaultRow {").find(|entry| {
+        entry
+            .split('}')
+            .next()
+            .is_some_and(|e| e.contains(&format!("name: \"{row}\",")))
+    })?;
+    let function = entry.split("Fault::Arranged(").nth(1)?.split(')').next()?;
+    let body = sources.split(&format!("\nfn {function}(")).nth(1)?;
+    body.split("\n}\n").next()
+}
+
+/// The strings a function checks a failure message for: `.contains("…")`.
+fn contained(body: &str) -> Vec<String> {
+    // Join lines so a call spread by rustfmt reads as one.
+    let compact: String = body.lines().map(str::trim).collect::<Vec<_>>().join("");
+    compact
+        .split(".contains(\"")
         .skip(1)
-        .chain(compact.split("caught(").skip(1))
-    {
-        // expect_red(ctx, <case>, "<claim>")
-        if let Some(claim) = call
-            .split_once(",\"")
-            .and_then(|(_, rest)| rest.split_once('"'))
-        {
-            out.push(claim.0.to_string());
-        }
-    }
-    for call in compact.split(".contains(\"").skip(1) {
-        if let Some((claim, _)) = call.split_once('"') {
-            out.push(claim.to_string());
-        }
-    }
-    out
+        .filter_map(|call| call.split_once('"').map(|(s, _)| s.to_string()))
+        .collect()
 }
 
 #[test]
 fn every_fault_matrix_row_is_documented_with_its_exact_message() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    // Every matrix: the aggregated one, the 2P+1D one and the two-node one.
-    let rows = [
-        "e2e/fault_matrix/rows.rs",
-        "e2e/fault_matrix_2p1d/rows.rs",
-        "e2e/fault_matrix_two_node/rows.rs",
-    ]
-    .map(|f| std::fs::read_to_string(root.join(f)).unwrap())
-    .concat();
-    let doc = std::fs::read_to_string(root.join("docs/fault-matrix.md")).unwrap();
+    let doc = std::fs::read_to_string(root().join("docs/fault-matrix.md")).unwrap();
     // Markdown escapes a backtick inside a code span; the message has none.
     let doc = doc.replace("\\`", "`");
-    // rustfmt may spread a `row(...)` call over lines: read it without whitespace.
-    let compact: String = rows.chars().filter(|c| !c.is_whitespace()).collect();
-    let registered: Vec<(String, String)> = compact
-        .split("row(\"")
-        .skip(1)
-        .filter_map(|l| {
-            let (id, rest) = l.split_once("\",\"")?;
-            let (name, rest) = rest.split_once("\",")?;
-            let function = rest.split(')').next()?;
-            Some((
-                format!("{id}::{name}"),
-                function.trim_end_matches(',').to_string(),
-            ))
-        })
-        .collect();
+    let sources: String = ["agg.rs", "p2d.rs", "two_node.rs"]
+        .map(|f| std::fs::read_to_string(root().join("src/fault_matrix").join(f)).unwrap())
+        .concat();
+    let rows = rows();
     assert!(
-        registered.len() >= 20,
-        "expected at least 20 rows, found {registered:?}"
+        rows.len() >= 30,
+        "expected at least 30 rows, found {rows:?}",
+        rows = rows.keys()
     );
-    let bodies = row_bodies(&rows);
-    for (name, function) in &registered {
-        let line = doc
-            .lines()
-            .find(|l| l.starts_with(&format!("| `{name}` |")))
+    for (name, row) in &rows {
+        let message = documented(&doc, name)
             .unwrap_or_else(|| panic!("docs/fault-matrix.md does not list {name}"));
-        let message = line.trim_end_matches('|').rsplit('|').next().unwrap_or("");
-        let body = bodies
-            .get(function)
-            .unwrap_or_else(|| panic!("no function {function} for row {name}"));
-        let claims = claims(body);
-        if name.ends_with("bad_requests_get_clear_errors_and_workers_stay_up") {
-            continue; // judges HTTP statuses, not a message
+        assert!(
+            message.contains(row.claim.trim()),
+            "row {name} expects `{}`, but docs/fault-matrix.md documents {message}",
+            row.claim
+        );
+        if let Fault::Arranged(_) = row.fault {
+            let body = arranged_body(&sources, row.name)
+                .unwrap_or_else(|| panic!("no arranged function found for row {name}"));
+            for part in contained(body) {
+                assert!(
+                    message.contains(part.trim()),
+                    "row {name} checks for `{part}`, but docs/fault-matrix.md documents {message}"
+                );
+            }
         }
-        assert!(!claims.is_empty(), "row {name} matches no message");
-        for claim in claims {
-            assert!(
-                message.contains(claim.trim()),
-                "row {name} expects `{claim}`, but docs/fault-matrix.md documents {message}"
-            );
-        }
+    }
+    // And the doc lists no row that is gone.
+    for line in doc.lines().filter(|l| l.starts_with("| `TC-")) {
+        let name = line.split('`').nth(1).unwrap_or_default();
+        assert!(
+            rows.contains_key(name),
+            "docs/fault-matrix.md lists {name}, which no matrix has"
+        );
     }
 }
 
 #[test]
-fn claims_are_read_from_the_row_source() {
-    let body = "row(ctx: &CaseCtx) -> CaseResult {\n    expect_red(\n        ctx,\n        tc02::run,\n        \"host-tier (DRAM) hit: 3 blocks\",\n    )\n";
-    assert_eq!(claims(body), ["host-tier (DRAM) hit: 3 blocks"]);
-    let body = "x() { Err(e) if e.to_string().contains(\"to register\") => {} }";
-    assert_eq!(claims(body), ["to register"]);
-    let body = "x() {\n    let failure = caught(ctx, tc02::run, \"eviction not proven\")?;\n";
-    assert_eq!(claims(body), ["eviction not proven"]);
+fn an_arranged_rows_checks_are_read_from_its_function() {
+    let sources = "FaultRow {\n    case: tc02::CASE,\n    name: \"never_evicts\",\n    fault: Fault::Arranged(never_evicts),\n    claim: \"eviction not proven\",\n},\n\nfn never_evicts(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {\n    if !failure\n        .message\n        .contains(\"(counted) after 32\")\n    {}\n}\n";
+    let body = arranged_body(sources, "never_evicts").unwrap();
+    assert_eq!(contained(body), ["(counted) after 32"]);
+    assert!(arranged_body(sources, "other_row").is_none());
 }

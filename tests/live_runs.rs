@@ -13,6 +13,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+mod lanes;
+use lanes::poll;
+
 const BIN: &str = env!("CARGO_BIN_EXE_kvcr-e2e");
 const BUDGET: Duration = Duration::from_secs(30);
 
@@ -99,14 +102,6 @@ fn live(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-fn poll(what: &str, mut ok: impl FnMut() -> bool) {
-    let started = std::time::Instant::now();
-    while !ok() {
-        assert!(started.elapsed() < BUDGET, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn an_exclusive_run_waits_for_another_process_and_a_sigkilled_run_leaves_no_entry() {
     let tmp = tempfile::tempdir().unwrap();
@@ -133,9 +128,11 @@ fn an_exclusive_run_waits_for_another_process_and_a_sigkilled_run_leaves_no_entr
     let mut second = second;
     second.child.kill().expect("SIGKILL");
     let _ = second.child.wait();
-    poll("the reaper to remove the killed run's entry", || {
-        live(&dir) == vec![c.clone()]
-    });
+    poll(
+        "the reaper to remove the killed run's entry",
+        BUDGET,
+        || (live(&dir) == vec![c.clone()]).then_some(()),
+    );
     third.release();
     assert!(live(&dir).is_empty());
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();

@@ -8,10 +8,13 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kvcr_e2e::proc::netns::{self, NamespaceNode};
 use kvcr_e2e::proc::procfs;
+
+mod lanes;
+use lanes::{link_exists, poll};
 
 /// Set in the environment of the child that owns a node and gets SIGKILLed.
 const CHILD_ENV: &str = "KVCR_E2E_NODE_OWNER_CHILD";
@@ -25,29 +28,6 @@ fn permitted() -> bool {
             false
         }
     }
-}
-
-fn poll<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < BUDGET,
-            "timed out after {BUDGET:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn link_exists(name: &str) -> bool {
-    Command::new("ip")
-        .args(["link", "show", name])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 fn pid_namespace(pid: u32) -> Option<std::path::PathBuf> {
@@ -147,7 +127,7 @@ fn a_node_has_its_own_pids_shm_and_address() {
     node.stop();
     let _ = inside.kill();
     let _ = inside.wait();
-    poll("the inner process to die with its node", || {
+    poll("the inner process to die with its node", BUDGET, || {
         (!procfs::is_alive(host)).then_some(())
     });
     assert!(!procfs::is_alive(init));
@@ -211,6 +191,7 @@ fn a_sigkilled_owner_leaves_no_process_namespace_or_link() {
 
     poll(
         "unshare, its namespace's processes and the veth to be gone",
+        BUDGET,
         || {
             let left = members(&namespace);
             (!procfs::is_alive(holder) && left.is_empty() && !link_exists(&interface)).then_some(())

@@ -154,6 +154,7 @@ fn a_recorded_request_replayed_on_a_live_stack_gives_the_reference_tokens() {
         let body: Value = serde_json::from_slice(&out.stdout).expect("a JSON answer");
         let got = kvcr_e2e::client::CompletionOutcome::from_body(200, body)
             .expect("a completion")
+            .generated
             .token_ids;
         let reference: Vec<u32> = serde_json::from_value(b["reference_tokens"].clone()).unwrap();
         assert_eq!(got, Some(reference), "the curl line's tokens");

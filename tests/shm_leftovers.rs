@@ -3,9 +3,10 @@
 //! own processes held, once the process group is gone, and nothing else.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kvcr_e2e::proc::{ProcessSpec, Supervised};
+use kvcr_e2e::wait::{self, Poll};
 use nix::sys::signal::Signal;
 
 /// A process that creates and maps `path` (as vLLM maps its shared memory)
@@ -23,15 +24,19 @@ fn holder(path: &Path, log: &Path) -> Supervised {
 }
 
 fn await_mapped(p: &Supervised) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !p.log_tail(5).contains("mapped") {
-        assert!(
-            Instant::now() < deadline,
-            "the holder did not map its file within 30 s: {}",
-            p.log_tail(20)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait::until(
+        "the holder to map its file",
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || {
+            if p.log_tail(5).contains("mapped") {
+                Poll::Ready(())
+            } else {
+                Poll::Pending(p.log_tail(20))
+            }
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn shm_path(tag: &str) -> PathBuf {
@@ -113,14 +118,17 @@ fn a_named_semaphore_of_a_killed_component_is_removed() {
         p.wait_exit(Duration::from_secs(5)).is_some(),
         "SIGKILL took"
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let removed = loop {
-        let removed = p.remove_shm();
-        if !removed.is_empty() || Instant::now() > deadline {
-            break removed;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    // Nothing removed within the budget is judged below.
+    let removed = wait::until(
+        "the holder's file to be removed",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || match p.remove_shm() {
+            removed if removed.is_empty() => Poll::Pending("nothing removed".into()),
+            removed => Poll::Ready(removed),
+        },
+    )
+    .unwrap_or_default();
     let left = semaphore.exists();
     if left {
         std::fs::remove_file(&semaphore).unwrap();

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 use kvcr_e2e::proc::procfs;
 use serde_json::Value;
 
+mod lanes;
+use lanes::{link_exists, poll, root};
+
 /// One test at a time: each brings up one or two whole stacks, which is
 /// all a 2-core machine should do at once.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -24,25 +27,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 const STARTUP: Duration = Duration::from_secs(240);
 const CLEANUP: Duration = Duration::from_secs(20);
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Polls `check` until it yields, or panics naming `what` after `timeout`.
-fn poll<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            started.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// A harness process this test started; SIGKILLed if the test ends early
 /// (a failed assertion), so its reaper tears its stack down.
@@ -321,15 +305,6 @@ fn attached_runs_use_a_warm_stack_and_destructive_cases_restore_it() {
 /// The network namespace of `pid`, as `/proc/<pid>/ns/net` names it.
 fn net_namespace(pid: u32) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/ns/net")).ok()
-}
-
-fn link_exists(name: &str) -> bool {
-    Command::new("ip")
-        .args(["link", "show", name])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 #[test]

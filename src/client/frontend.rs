@@ -223,10 +223,10 @@ impl Client {
         );
         if wire.streams() {
             let out = self.stream_built(what, self.post_wire(wire)).await?;
-            Ok((out.token_ids, out.worker_id))
+            Ok((out.generated.token_ids, out.generated.worker_id))
         } else {
             let out = self.complete_built(what, self.post_wire(wire)).await?;
-            Ok((out.token_ids, out.worker_id))
+            Ok((out.generated.token_ids, out.generated.worker_id))
         }
     }
 

@@ -16,7 +16,8 @@
 //!     .pin_worker(worker)
 //!     .token_ids(TokenIdsRequest::ReturnTokenIds);
 //! let out = client.complete(&req).await?; // 200 + non-empty choices, or a typed error
-//! println!("{:?} from worker {:?} ({:?})", out.token_ids, out.worker_id, out.token_source);
+//! let got = &out.generated;
+//! println!("{:?} from worker {:?} ({:?})", got.token_ids, got.worker_id, got.token_source);
 //! let s = client.stream(&req).await?;      // stalls and truncation are errors
 //! if let Some(t) = &s.timings {
 //!     println!("ttft {:?} tpot {:?} itl {:?}", t.ttft, t.tpot, t.itl);
@@ -41,6 +42,6 @@ pub use error::{ClientError, StreamFailure};
 pub use frontend::{Client, Health, Instance};
 pub use request::{shell_quote, Completion, Prompt, TokenIdsRequest, WireRequest};
 pub use request_id::{new_request_id, HEADER_REQUEST_ID};
-pub use response::{CompletionOutcome, TokenSource, Usage, WorkerIdentity};
+pub use response::{CompletionOutcome, Generated, TokenSource, Usage, WorkerIdentity};
 pub use stream::{Chunk, StreamLimits, StreamOutcome};
 pub use timing::{StreamTimings, DEFINITIONS};

@@ -161,25 +161,71 @@ pub fn finish_reason(choice: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
-/// A non-streaming completion that met the contract (HTTP 200, non-empty choices).
+/// What every answer carries, streamed or not: the generated text and ids,
+/// how it ended, the usage, and the worker that served it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompletionOutcome {
+pub struct Generated {
     /// HTTP status (always 200 here).
     pub status: u16,
-    /// Generated text of the first choice.
+    /// All generated text (of the first choice).
     pub text: String,
-    /// Generated token ids, when the server returned them.
+    /// Generated token ids, when the server returned them (a stream: when
+    /// every content chunk carried ids).
     pub token_ids: Option<Vec<u32>>,
     /// Whether ids came back or only text.
     pub token_source: TokenSource,
     /// Finish reason of the first choice.
     pub finish_reason: Option<String>,
-    /// Usage, when reported.
+    /// Usage, when reported (a stream: from its final usage chunk).
     pub usage: Option<Usage>,
-    /// The serving worker (`nvext.worker_id`, decode worker when an object).
+    /// The serving worker (`nvext.worker_id`, decode worker when an object;
+    /// a stream: the last one reported).
     pub worker_id: Option<u64>,
     /// The full identity as reported.
     pub worker: Option<WorkerIdentity>,
+}
+
+impl Generated {
+    /// The answer's parts; its token source and serving worker follow from them.
+    pub fn new(
+        status: u16,
+        text: String,
+        token_ids: Option<Vec<u32>>,
+        finish_reason: Option<String>,
+        usage: Option<Usage>,
+        worker: Option<WorkerIdentity>,
+    ) -> Self {
+        Self {
+            status,
+            text,
+            token_source: if token_ids.is_some() {
+                TokenSource::Ids
+            } else {
+                TokenSource::TextOnly
+            },
+            token_ids,
+            finish_reason,
+            usage,
+            worker_id: worker.and_then(|w| w.serving()),
+            worker,
+        }
+    }
+
+    /// `usage.prompt_tokens_details.cached_tokens`, when reported.
+    pub fn cached_tokens(&self) -> Option<u64> {
+        self.usage
+            .as_ref()
+            .and_then(|u| u.cached_tokens)
+            .map(u64::from)
+    }
+}
+
+/// A non-streaming completion that met the contract (HTTP 200, non-empty choices).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionOutcome {
+    /// Text, ids, usage and serving worker.
+    #[serde(flatten)]
+    pub generated: Generated,
     /// `nvext.timing`, when reported.
     pub timing: Option<Value>,
     /// The whole response body.
@@ -197,21 +243,15 @@ impl CompletionOutcome {
                 Some(first) => first.clone(),
             },
         };
-        let ids = token_ids(&choice, &body);
-        let worker = worker_identity(&body);
         Ok(CompletionOutcome {
-            status,
-            text: choice_text(&choice),
-            token_source: if ids.is_some() {
-                TokenSource::Ids
-            } else {
-                TokenSource::TextOnly
-            },
-            token_ids: ids,
-            finish_reason: finish_reason(&choice),
-            usage: usage(&body),
-            worker_id: worker.and_then(|w| w.serving()),
-            worker,
+            generated: Generated::new(
+                status,
+                choice_text(&choice),
+                token_ids(&choice, &body),
+                finish_reason(&choice),
+                usage(&body),
+                worker_identity(&body),
+            ),
             timing: body.get("nvext").and_then(|n| n.get("timing")).cloned(),
             raw: body,
         })
@@ -286,9 +326,10 @@ mod tests {
                    "nvext": {"worker_id": {"decode_worker_id": 11}, "timing": {"ttft_ms": 3.0}}}),
         )
         .unwrap();
+        let o = o.generated;
         assert_eq!(o.worker_id, Some(11));
         assert_eq!(o.token_source, TokenSource::TextOnly);
-        assert_eq!(o.usage.unwrap().cached_tokens, Some(0));
+        assert_eq!(o.cached_tokens(), Some(0));
         assert_eq!(o.finish_reason.as_deref(), Some("length"));
     }
 }

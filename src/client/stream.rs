@@ -12,8 +12,7 @@ use super::error::{ClientError, StreamFailure};
 use super::frontend::{excerpt, Client};
 use super::request::Completion;
 use super::response::{
-    choice_text, finish_reason, token_ids, usage, worker_identity, TokenSource, Usage,
-    WorkerIdentity,
+    choice_text, finish_reason, token_ids, usage, worker_identity, Generated, Usage, WorkerIdentity,
 };
 use super::timing::StreamTimings;
 use crate::telemetry::names::dynamo;
@@ -61,22 +60,9 @@ pub struct Chunk {
 /// reason and `[DONE]`, within its deadlines.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamOutcome {
-    /// HTTP status (always 200 here).
-    pub status: u16,
-    /// All generated text.
-    pub text: String,
-    /// All generated ids, when every content chunk carried ids.
-    pub token_ids: Option<Vec<u32>>,
-    /// Whether ids came back or only text.
-    pub token_source: TokenSource,
-    /// The finish reason.
-    pub finish_reason: Option<String>,
-    /// Usage from the final usage chunk, when sent.
-    pub usage: Option<Usage>,
-    /// The serving worker (last one reported).
-    pub worker_id: Option<u64>,
-    /// The last full identity reported.
-    pub worker: Option<WorkerIdentity>,
+    /// All text, ids, the finish reason, usage and the serving worker.
+    #[serde(flatten)]
+    pub generated: Generated,
     /// Every distinct worker id reported, in order (more than one is suspicious).
     pub worker_ids_seen: Vec<u64>,
     /// Every data event.
@@ -341,19 +327,15 @@ impl Client {
         let timings = StreamTimings::compute(&offsets, latency, tokens);
         let has_ids = st.all_ids && st.content_chunks > 0;
         Ok(StreamOutcome {
-            status,
-            worker_id: st.worker_id(),
-            worker: st.worker,
+            generated: Generated::new(
+                status,
+                st.text,
+                has_ids.then_some(st.ids),
+                st.finish,
+                st.usage,
+                st.worker,
+            ),
             worker_ids_seen: st.seen,
-            token_ids: has_ids.then_some(st.ids),
-            token_source: if has_ids {
-                TokenSource::Ids
-            } else {
-                TokenSource::TextOnly
-            },
-            text: st.text,
-            finish_reason: st.finish,
-            usage: st.usage,
             chunks: st.chunks,
             timings,
             sent_monotonic_ns,

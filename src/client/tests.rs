@@ -53,12 +53,12 @@ async fn complete_normal() {
         .complete(&req().token_ids(TokenIdsRequest::ReturnTokenIds))
         .await
         .unwrap();
-    assert_eq!(out.status, 200);
-    assert_eq!(out.text, " a b c");
-    assert_eq!(out.token_ids, Some(vec![5, 6, 7]));
-    assert_eq!(out.token_source, TokenSource::Ids);
-    assert_eq!(out.worker_id, Some(123));
-    assert_eq!(out.usage.unwrap().cached_tokens, Some(16));
+    assert_eq!(out.generated.status, 200);
+    assert_eq!(out.generated.text, " a b c");
+    assert_eq!(out.generated.token_ids, Some(vec![5, 6, 7]));
+    assert_eq!(out.generated.token_source, TokenSource::Ids);
+    assert_eq!(out.generated.worker_id, Some(123));
+    assert_eq!(out.generated.usage.unwrap().cached_tokens, Some(16));
     assert_eq!(out.timing.unwrap()["ttft_ms"], 1.5);
     let r = srv.request(0);
     assert!(r.head.starts_with("POST /v1/completions"), "{}", r.head);
@@ -149,12 +149,12 @@ async fn sse_normal() {
         .stream(&req())
         .await
         .unwrap();
-    assert_eq!(out.text, " a b c");
-    assert_eq!(out.finish_reason.as_deref(), Some("length"));
-    assert_eq!(out.worker_id, Some(123));
+    assert_eq!(out.generated.text, " a b c");
+    assert_eq!(out.generated.finish_reason.as_deref(), Some("length"));
+    assert_eq!(out.generated.worker_id, Some(123));
     assert_eq!(out.worker_ids_seen, vec![123]);
-    assert_eq!(out.token_source, TokenSource::TextOnly);
-    assert_eq!(out.usage.unwrap().completion_tokens, 3);
+    assert_eq!(out.generated.token_source, TokenSource::TextOnly);
+    assert_eq!(out.generated.usage.unwrap().completion_tokens, 3);
     assert_eq!(out.chunks.len(), 5);
     let t = out.timings.unwrap();
     assert_eq!(t.tokens, 3);
@@ -185,9 +185,9 @@ async fn sse_token_ids_per_chunk() {
         .stream(&req())
         .await
         .unwrap();
-    assert_eq!(out.token_ids, Some(vec![1, 2]));
-    assert_eq!(out.token_source, TokenSource::Ids);
-    assert_eq!(out.worker_id, Some(9));
+    assert_eq!(out.generated.token_ids, Some(vec![1, 2]));
+    assert_eq!(out.generated.token_source, TokenSource::Ids);
+    assert_eq!(out.generated.worker_id, Some(9));
 }
 
 #[tokio::test]

@@ -41,7 +41,7 @@ pub async fn run(url: &str, concurrency: usize, requests: usize, max_tokens: u32
                     let before = Instant::now();
                     match client.stream(&req).await {
                         Ok(out) => log.requests.push(Observed {
-                            tag: tag_of(&out.text),
+                            tag: tag_of(&out.generated.text),
                             start_ns: to_ns(before),
                             chunk_ns: out
                                 .chunks

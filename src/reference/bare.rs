@@ -100,12 +100,16 @@ impl BareEngine {
         reference: &[u32],
     ) -> Result<String, ReferenceError> {
         let ids = |o: &CompletionOutcome| {
-            o.token_ids.clone().ok_or_else(|| ReferenceError::Request {
-                prompt: prompt.key(),
-                error: "the bare engine returned no token ids (return_token_ids)".into(),
-            })
+            o.generated
+                .token_ids
+                .clone()
+                .ok_or_else(|| ReferenceError::Request {
+                    prompt: prompt.key(),
+                    error: "the bare engine returned no token ids (return_token_ids)".into(),
+                })
         };
-        let cached = |o: &CompletionOutcome| o.usage.as_ref().and_then(|u| u.cached_tokens);
+        let cached =
+            |o: &CompletionOutcome| o.generated.usage.as_ref().and_then(|u| u.cached_tokens);
         let first = self.complete(prompt, max_tokens, None)?;
         let again = self.complete(prompt, max_tokens, None)?;
         let salted = self.complete(prompt, max_tokens, Some(&format!("probe-{}", prompt.key())))?;

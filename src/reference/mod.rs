@@ -362,6 +362,7 @@ async fn tokens_of_async(
             prompt: prompt.key(),
             error: e.to_string(),
         })?
+        .generated
         .token_ids
         .ok_or_else(|| ReferenceError::Request {
             prompt: prompt.key(),
@@ -501,10 +502,14 @@ fn record_all(
                         warm.push(ttft_ms);
                     }
                 }
-                let ids = streamed.token_ids.ok_or_else(|| ReferenceError::Request {
-                    prompt: prompt.key(),
-                    error: "the stream carried no token ids (nvext.completion_token_ids)".into(),
-                })?;
+                let ids = streamed
+                    .generated
+                    .token_ids
+                    .ok_or_else(|| ReferenceError::Request {
+                        prompt: prompt.key(),
+                        error: "the stream carried no token ids (nvext.completion_token_ids)"
+                            .into(),
+                    })?;
                 tokens.insert(prompt.key(), ids);
             }
         }

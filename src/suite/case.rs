@@ -22,17 +22,6 @@ pub struct Case {
     pub run: fn(&CaseCtx) -> CaseResult,
 }
 
-impl Case {
-    pub fn trial_name(&self) -> String {
-        format!("{}::{}", self.id, self.name)
-    }
-
-    /// The case's evidence directory name under `cases/`, e.g. `TC-05-cold`.
-    pub fn slug(&self) -> String {
-        format!("{}-{}", self.id, self.name)
-    }
-}
-
 /// Why a case failed: the claim, the numbers, and the evidence file to open.
 #[derive(Debug, Clone)]
 pub struct CaseError {

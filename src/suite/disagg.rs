@@ -1,5 +1,5 @@
-//! What a case asks a disaggregated stack: its decode worker, its prefill
-//! workers, and whether a P→D transfer reconciles. On a stack without a
+//! What a case asks a disaggregated stack (`ctx.disagg()`): its decode
+//! worker, its prefill workers, and whether a P→D transfer reconciles. On a stack without a
 //! decode worker (agg, two-node) there is nothing to ask.
 
 use std::sync::Arc;
@@ -14,10 +14,20 @@ use crate::verdict::disagg::expect_prefill_to_decode;
 
 use super::{CaseCtx, CaseError, CaseResult};
 
-impl CaseCtx<'_> {
+/// The disaggregated side of a case's stack (`ctx.disagg()`).
+pub struct Disagg<'c> {
+    ctx: &'c CaseCtx<'c>,
+}
+
+impl<'c> Disagg<'c> {
+    pub(super) fn new(ctx: &'c CaseCtx<'c>) -> Self {
+        Self { ctx }
+    }
+
     /// The decode worker, when the topology has one.
     pub fn decode_worker(&self) -> Option<Arc<Worker>> {
-        self.stack
+        self.ctx
+            .stack
             .workers()
             .into_iter()
             .find(|w| w.role() == WorkerRole::Decode)
@@ -25,7 +35,8 @@ impl CaseCtx<'_> {
 
     /// The prefill workers (empty unless the topology disaggregates).
     pub fn prefill_workers(&self) -> Vec<Arc<Worker>> {
-        self.stack
+        self.ctx
+            .stack
             .workers()
             .into_iter()
             .filter(|w| w.role() == WorkerRole::Prefill)
@@ -36,21 +47,22 @@ impl CaseCtx<'_> {
     /// the reference tokens, and checks that `decode` pulled exactly the
     /// prompt's full blocks from the prefill worker that served it.
     pub fn expect_prefill_to_decode(&self, decode: &Worker, prompt: &Prompt) -> CaseResult {
+        let ctx = self.ctx;
         let prefills = self.prefill_workers();
         let before = prefills
             .iter()
-            .map(|p| self.snapshot(p))
+            .map(|p| ctx.snapshot(p))
             .collect::<Result<Vec<_>, _>>()?;
-        let decode_before = self.snapshot(decode)?;
-        let answer = self.complete_routed(prompt)?;
-        self.expect_reference(prompt, &answer.tokens)?;
+        let decode_before = ctx.snapshot(decode)?;
+        let answer = ctx.complete_routed(prompt)?;
+        ctx.expect_reference(prompt, &answer.tokens)?;
         let served_by = answer.worker.and_then(|w| w.prefill);
         let Some((prefill, prefill_before)) = prefills
             .iter()
             .zip(&before)
             .find(|(p, _)| Some(p.instance_id()) == served_by)
         else {
-            let path = self.record("p2d.json", &json!({"answer": answer}));
+            let path = ctx.record("p2d.json", &json!({"answer": answer}));
             return Err(CaseError::new(format!(
                 "{}: the response names prefill worker {served_by:?}, none of the stack's prefill workers {:?}",
                 prompt.key(),
@@ -59,7 +71,10 @@ impl CaseCtx<'_> {
             .with_evidence(path));
         };
         let observed =
-            match self.peer_transfer_since(prefill, prefill_before, decode, &decode_before) {
+            match ctx
+                .observe()
+                .peer_transfer(prefill, prefill_before, decode, &decode_before)
+            {
                 Ok(observed) => observed,
                 // The prefill's side cannot be read (e.g. it died): judge the
                 // decode's side alone; an unread counter is never a zero.
@@ -67,11 +82,11 @@ impl CaseCtx<'_> {
                     return Err(self.decode_side_only(decode, &decode_before, prefill, unreadable))
                 }
             };
-        let geometry = self.geometry();
+        let geometry = ctx.geometry();
         let full_blocks = geometry.full_blocks(prompt.tokens.len() as u64);
-        self.measure("p2d_blocks", observed.transfer.remote_deliver_blocks);
-        self.measure("p2d_bytes", observed.transfer.source_write_bytes);
-        self.check(
+        ctx.measure("p2d_blocks", observed.transfer.remote_deliver_blocks);
+        ctx.measure("p2d_bytes", observed.transfer.source_write_bytes);
+        ctx.check(
             "p2d.json",
             &json!({
                 "prefill": prefill.name(), "decode": decode.name(), "full_blocks": full_blocks,
@@ -89,6 +104,7 @@ impl CaseCtx<'_> {
         unreadable: CaseError,
     ) -> CaseError {
         let pulled = self
+            .ctx
             .delta_since(decode, decode_before)
             .map(|d| d.count(&Counter::OpCount(Scope::RemoteDeliver, OpResult::Success)));
         let decode_side = match &pulled {
@@ -102,7 +118,7 @@ impl CaseCtx<'_> {
                 e.message
             ),
         };
-        let path = self.record(
+        let path = self.ctx.record(
             "p2d.json",
             &json!({"prefill": prefill.name(), "decode": decode.name(),
                     "decode_remote_deliver_success": pulled.as_ref().ok(),

@@ -1,6 +1,7 @@
-//! Faults a case injects, each verified before the case relies on it: a
-//! fault that did not take effect fails with "fault not applied", never a
-//! pass. Every fault is undone when its guard is dropped.
+//! Faults a case injects (`ctx.faults()`), each verified before the case
+//! relies on it: a fault that did not take effect fails with "fault not
+//! applied", never a pass. Every fault is undone when its guard is dropped
+//! (a killed component is replaced by the suite's restore step).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,10 +10,11 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use crate::proc::{procfs, Supervised};
-use crate::stack::{ProvisionError, Stack, StackOptions, Worker};
+use crate::stack::{KillReport, ProvisionError, Stack, StackOptions, Worker};
 use crate::wait::{self, Poll};
 
-use super::{CaseCtx, CaseError};
+use super::engine_fault::EngineFault;
+use super::{CaseCtx, CaseError, CaseResult};
 
 /// CPU-engine fault switches set on some workers; cleared on drop.
 pub struct EngineFaults {
@@ -55,26 +57,29 @@ async fn put_faults(worker: &Worker, switches: &Value) -> Result<Value, String> 
         .map_err(|e| format!("GET {url}: {e}"))
 }
 
-/// The CPU-engine switch that makes a prefill worker exit as a peer reads.
-const EXIT_AFTER_PREFILL: &str = "exit_after_prefill";
+/// The faults a case can inject (`ctx.faults()`).
+pub struct Faults<'c> {
+    ctx: &'c CaseCtx<'c>,
+}
 
-impl CaseCtx<'_> {
-    /// Turns CPU-engine fault switches on (`{"corrupt_delivered_pages": true}`)
-    /// on the named workers and checks each reports them active.
-    pub fn engine_faults(
-        &self,
-        workers: &[&str],
-        switches: Value,
-    ) -> Result<EngineFaults, CaseError> {
+impl<'c> Faults<'c> {
+    pub(super) fn new(ctx: &'c CaseCtx<'c>) -> Self {
+        Self { ctx }
+    }
+
+    /// Turns a CPU-engine fault switch on (`WrongTokenAfter(2)`) on the
+    /// named workers and checks each reports it active; cleared on drop.
+    pub fn engine(&self, workers: &[&str], fault: EngineFault) -> Result<EngineFaults, CaseError> {
+        let switches = fault.switches();
         let workers = workers
             .iter()
-            .map(|w| self.worker(w))
+            .map(|w| self.ctx.worker(w))
             .collect::<Result<Vec<_>, _>>()?;
         let guard = EngineFaults { workers };
         // A fault that ends the worker's own process: its exit is the fault.
-        if switches.get(EXIT_AFTER_PREFILL) == Some(&Value::Bool(true)) {
+        if fault == EngineFault::ExitAfterPrefill {
             for worker in &guard.workers {
-                self.expect_exit(worker.process.name());
+                self.ctx.crashes.expect_exit(worker.process.name());
             }
         }
         for worker in &guard.workers {
@@ -97,13 +102,29 @@ impl CaseCtx<'_> {
         Ok(guard)
     }
 
-    /// SIGSTOPs the Guard service holding worker A's pool (the worker the
-    /// Guard cases kill) and verifies its state is `T`.
-    pub fn stop_guard(&self) -> Result<Stopped, CaseError> {
-        let a = self.worker("A")?;
+    /// Clears every CPU-engine fault switch on the running workers among
+    /// `workers` (a replacement that carries a launch switch).
+    pub fn clear_engine(&self, workers: &[&str]) {
+        let workers = workers
+            .iter()
+            .filter_map(|w| self.ctx.worker(w).ok())
+            .collect();
+        drop(EngineFaults { workers });
+    }
+
+    /// SIGKILLs `worker`'s engine and verifies the pid is gone (the whole
+    /// group, within the kill timeout).
+    pub fn kill(&self, worker: &Worker) -> Result<KillReport, CaseError> {
+        Ok(self.ctx.stack.kill_worker(worker.name())?)
+    }
+
+    /// SIGSTOPs the Guard service holding `worker`'s pool and verifies its
+    /// state is `T`; continued on drop.
+    pub fn stop_guard(&self, worker: &Worker) -> Result<Stopped, CaseError> {
         let guard = self
+            .ctx
             .stack
-            .guard_of(&a)
+            .guard_of(worker)
             .ok_or_else(|| CaseError::new("this stack runs no Guard service"))?;
         stop(guard)
     }
@@ -111,7 +132,14 @@ impl CaseCtx<'_> {
     /// SIGKILLs the frontend (the router) and verifies it is gone; the
     /// suite's restore step starts a new one.
     pub fn kill_frontend(&self) -> Result<u32, CaseError> {
-        Ok(self.stack.kill_frontend()?)
+        Ok(self.ctx.stack.kill_frontend()?)
+    }
+
+    /// The next replacement worker starts with these launch faults
+    /// (`--fault NAME[=ARG]` of the CPU engine, or a harness launch fault
+    /// such as [`crate::stack::DIGEST_MISMATCH`]).
+    pub fn on_next_replacement(&self, faults: &[String]) {
+        self.ctx.stack.set_replacement_faults(faults.to_vec());
     }
 
     /// Provisions a second, separate stack like this one, with launch-time
@@ -120,25 +148,82 @@ impl CaseCtx<'_> {
     pub fn provision_faulty(
         &self,
         name: &str,
-        worker_faults: &[&str],
+        worker_faults: &[String],
         startup_timeout: Duration,
     ) -> (Result<(), ProvisionError>, Duration) {
-        let base = self.stack.options();
         let options = StackOptions {
-            logs_dir: self.case_dir().join(name),
-            run_id: format!("{}-{name}", base.run_id),
             startup_timeout,
-            with_reference: false,
-            worker_faults: worker_faults.iter().map(|f| f.to_string()).collect(),
-            ..base.clone()
+            ..self.faulty_options(name, worker_faults)
         };
         let started = Instant::now();
         let result =
-            crate::stack::provision(self.stack.engine.clone(), options).map(|stack: Stack| {
+            crate::stack::provision(self.ctx.stack.engine.clone(), options).map(|stack: Stack| {
                 stack.teardown();
             });
         (result, started.elapsed())
     }
+
+    /// Provisions a second stack like this one with launch-time faults
+    /// (`worker_faults`, as [`Faults::provision_faulty`]), runs `case` on
+    /// it with this case's settings, references, prompts and run directory
+    /// (its evidence in `<this case's directory>-<name>`, cancelled with
+    /// this case), and tears it down. `Err` when the stack did not come up.
+    pub fn on_faulty_stack(
+        &self,
+        name: &str,
+        worker_faults: &[String],
+        case: impl FnOnce(&CaseCtx) -> CaseResult,
+    ) -> Result<CaseResult, CaseError> {
+        let options = self.faulty_options(name, worker_faults);
+        let stack =
+            crate::stack::provision(self.ctx.stack.engine.clone(), options).map_err(|e| {
+                CaseError::new(format!(
+                    "the stack with {worker_faults:?} did not come up: {e}"
+                ))
+            })?;
+        let result = on_stack(self.ctx, &stack, name, case);
+        stack.teardown();
+        Ok(result)
+    }
+
+    fn faulty_options(&self, name: &str, worker_faults: &[String]) -> StackOptions {
+        let base = self.ctx.stack.options();
+        StackOptions {
+            logs_dir: self.ctx.evidence.dir().join(name),
+            run_id: format!("{}-{name}", base.run_id),
+            with_reference: false,
+            worker_faults: worker_faults.to_vec(),
+            ..base.clone()
+        }
+    }
+}
+
+/// Runs `case` against `stack` (another stack than the case's own) with
+/// `ctx`'s settings, references, prompts and run directory; its evidence
+/// goes to `<ctx's directory>-<name>`, and the suite's timeout cancels it
+/// as it cancels `ctx`.
+fn on_stack(
+    ctx: &CaseCtx,
+    stack: &Stack,
+    name: &str,
+    case: impl FnOnce(&CaseCtx) -> CaseResult,
+) -> CaseResult {
+    let nested = CaseCtx {
+        activity: ctx.activity.clone(),
+        ..CaseCtx::new(
+            ctx.id,
+            format!("{}-{name}", ctx.evidence.slug()),
+            ctx.settings,
+            stack,
+            ctx.references,
+            ctx.prompts,
+            ctx.evidence.run(),
+        )
+        .map_err(|e| CaseError::new(format!("{name}: {}", e.message)))?
+    };
+    let result = case(&nested);
+    nested.evidence.flush_comparisons();
+    result
 }
 
 /// Node 1 of a two-node stack cut off the network (the host end of its
@@ -172,36 +257,6 @@ impl Drop for LinkCut<'_> {
                 tracing::warn!("could not bring node 1's link up again: {e}");
             }
         }
-    }
-}
-
-impl CaseCtx<'_> {
-    /// Provisions a second stack like this one with launch-time faults
-    /// (`worker_faults`, as [`CaseCtx::provision_faulty`]), runs `case` on
-    /// it with this case's references, prompts and run directory, and tears
-    /// it down. `Err` when the stack did not come up.
-    pub fn on_faulty_stack(
-        &self,
-        name: &str,
-        worker_faults: &[&str],
-        case: fn(&CaseCtx) -> super::CaseResult,
-    ) -> Result<super::CaseResult, CaseError> {
-        let base = self.stack.options();
-        let options = StackOptions {
-            logs_dir: self.case_dir().join(name),
-            run_id: format!("{}-{name}", base.run_id),
-            with_reference: false,
-            worker_faults: worker_faults.iter().map(|f| f.to_string()).collect(),
-            ..base.clone()
-        };
-        let stack = crate::stack::provision(self.stack.engine.clone(), options).map_err(|e| {
-            CaseError::new(format!(
-                "the stack with {worker_faults:?} did not come up: {e}"
-            ))
-        })?;
-        let result = self.on_stack(&stack, name, case);
-        stack.teardown();
-        Ok(result)
     }
 }
 

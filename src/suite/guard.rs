@@ -1,4 +1,6 @@
-//! The Guard service as a case sees it: its log, read from a point in time.
+//! The Guard services as a case sees them (`ctx.guard()`): which one holds a
+//! worker's pool, whether every worker is attached, its log read from a
+//! point in time, and attempts it should serve once their worker is dead.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,7 +16,7 @@ use crate::telemetry::{Counter, Scope};
 use crate::verdict::guard::{attempt_outcome, guard_source, AttemptOutcome};
 use crate::verdict::transfer::PeerTransfer;
 
-use super::observe::guard_transfer;
+use super::readings::guard_transfer;
 use super::{CaseCtx, CaseError, CaseResult};
 
 /// How long a case waits for the Guard to log a promotion or a transfer.
@@ -33,6 +35,8 @@ pub struct GuardView {
 pub struct GuardFollower {
     reader: GuardLogReader,
     log: PathBuf,
+    /// Where the log ended when following began.
+    from: u64,
 }
 
 /// A Guard log that could not be read: its own failure, never "no event".
@@ -44,48 +48,48 @@ fn unreadable(log: &std::path::Path, e: impl std::fmt::Display) -> CaseError {
     .with_evidence(log)
 }
 
-impl CaseCtx<'_> {
-    /// The stack's (first) Guard service; an error when the engine runs none.
-    pub fn guard(&self) -> Result<GuardView, CaseError> {
-        let guard = self
-            .stack
-            .guard
-            .clone()
-            .ok_or_else(|| CaseError::new("this stack runs no KVCR Guard service"))?;
-        Self::view(&guard)
+/// The Guard services of a case's stack (`ctx.guard()`).
+pub struct Guards<'c> {
+    ctx: &'c CaseCtx<'c>,
+}
+
+impl<'c> Guards<'c> {
+    pub(super) fn new(ctx: &'c CaseCtx<'c>) -> Self {
+        Self { ctx }
     }
 
     /// The Guard service holding `worker`'s pool (the stack's only one, or
     /// the worker's own where each slot has a Guard).
-    pub fn guard_of(&self, worker: &Worker) -> Result<GuardView, CaseError> {
+    pub fn of(&self, worker: &Worker) -> Result<GuardView, CaseError> {
         let guard = self
+            .ctx
             .stack
             .guard_of(worker)
             .ok_or_else(|| CaseError::new("this stack runs no KVCR Guard service"))?;
-        Self::view(&guard)
+        view(&guard)
     }
 
     /// Every worker in `workers` holds its group in its Guard service.
-    pub fn expect_guards_attached(&self, workers: &[&Worker]) -> CaseResult {
+    pub fn expect_attached(&self, workers: &[&Worker]) -> CaseResult {
         for worker in workers {
-            self.guard_of(worker)?.expect_attached(&[worker])?;
+            self.of(worker)?.expect_attached(&[worker])?;
         }
         Ok(())
     }
+}
 
-    fn view(guard: &crate::proc::Supervised) -> Result<GuardView, CaseError> {
-        if !guard.is_running() {
-            return Err(CaseError::new(format!(
-                "the Guard service {} (pid {}) is not running; its log: {}",
-                guard.name(),
-                guard.pid(),
-                guard.log_path().display()
-            )));
-        }
-        Ok(GuardView {
-            log: guard.log_path().to_path_buf(),
-        })
+fn view(guard: &crate::proc::Supervised) -> Result<GuardView, CaseError> {
+    if !guard.is_running() {
+        return Err(CaseError::new(format!(
+            "the Guard service {} (pid {}) is not running; its log: {}",
+            guard.name(),
+            guard.pid(),
+            guard.log_path().display()
+        )));
     }
+    Ok(GuardView {
+        log: guard.log_path().to_path_buf(),
+    })
 }
 
 /// One request to a live worker for a prefix only the Guard holds.
@@ -105,24 +109,25 @@ pub struct GuardAttempt {
     pub answered_at: std::time::Instant,
 }
 
-impl CaseCtx<'_> {
+impl Guards<'_> {
     /// Sends `prompt` pinned to `target` and judges whether the Guard served
     /// its prefix: the tokens, the target's `remote_deliver`, and the Guard's
     /// `source_transfer_completed` events logged during the attempt.
-    pub fn guard_attempt(
+    pub fn attempt(
         &self,
         target: &Worker,
         prompt: &Prompt,
         guard: &mut GuardFollower,
     ) -> Result<GuardAttempt, CaseError> {
+        let ctx = self.ctx;
         guard.poll()?;
         let seen_before = guard.events().len();
-        let before = self.snapshot(target)?;
+        let before = ctx.snapshot(target)?;
         let sent_at = std::time::Instant::now();
-        let answer = self.complete_on(target, prompt).map_err(|e| e.message);
+        let answer = ctx.complete_on(target, prompt).map_err(|e| e.message);
         let answered_at = std::time::Instant::now();
-        let tokens = answer.map(|a| self.compare_to_reference(prompt, &a.tokens));
-        let delta = self.delta_since(target, &before)?;
+        let tokens = answer.map(|a| super::ask::compare_to_reference(ctx, prompt, &a.tokens));
+        let delta = ctx.delta_since(target, &before)?;
         if matches!(tokens, Ok(Ok(())))
             && delta.count(&Counter::TransferBlocks(Scope::RemoteDeliver)) > 0
         {
@@ -199,6 +204,7 @@ impl GuardView {
     pub fn follow(&self) -> Result<GuardFollower, CaseError> {
         GuardLogReader::from_end(&self.log)
             .map(|reader| GuardFollower {
+                from: reader.offset(),
                 reader,
                 log: self.log.clone(),
             })
@@ -286,6 +292,20 @@ impl GuardFollower {
     pub fn events(&self) -> &[GuardLogEntry] {
         self.reader.events()
     }
+
+    /// KVCR 0.1.1 latches a source off when its progress loop went
+    /// `operation_timeout_ms` without a poll (the Guard's core runs with the
+    /// default 1000 ms, and `kvcr_service` has no setting for it): "new
+    /// source writes disabled until restart". Its log line, once the Guard
+    /// wrote it since following began; no later attempt can then be served.
+    pub fn source_stall(&self) -> Option<String> {
+        let log = std::fs::read(&self.log).ok()?;
+        String::from_utf8_lossy(log.get(self.from as usize..)?)
+            .lines()
+            .rev()
+            .find(|l| l.contains("source progress stalled"))
+            .map(|l| l.trim().to_string())
+    }
 }
 
 #[cfg(test)]
@@ -298,7 +318,11 @@ mod tests {
         std::fs::write(&log, "KVCR service ready: socket=/x guards=2\n".repeat(4)).unwrap();
         let reader = GuardLogReader::from_end(&log).unwrap();
         std::fs::write(&log, "").unwrap();
-        GuardFollower { reader, log }
+        GuardFollower {
+            reader,
+            log,
+            from: 0,
+        }
     }
 
     #[test]
@@ -326,9 +350,26 @@ mod tests {
         std::fs::write(&log, "").unwrap();
         let mut follower = GuardFollower {
             reader: GuardLogReader::from_end(&log).unwrap(),
-            log,
+            log: log.clone(),
+            from: 0,
         };
         assert!(follower.poll().is_ok());
         assert!(follower.await_source_transfers_after(0, 1).is_ok());
+        assert_eq!(follower.source_stall(), None);
+    }
+
+    #[test]
+    fn a_source_stall_counts_only_since_following_began() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("guard.log");
+        let stall =
+            "KVCR source progress stalled for 1000 ms; new source writes disabled until restart";
+        std::fs::write(&log, format!("{stall}\n")).unwrap();
+        let view = GuardView { log: log.clone() };
+        let follower = view.follow().unwrap();
+        assert_eq!(follower.source_stall(), None, "a stall before following");
+        let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        std::io::Write::write_all(&mut file, format!("x\n  {stall}\n").as_bytes()).unwrap();
+        assert_eq!(follower.source_stall().as_deref(), Some(stall));
     }
 }

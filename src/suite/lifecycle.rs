@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use libtest_mimic::{Arguments, Completion, Failed};
 use once_cell::sync::{Lazy, OnceCell};
 
 use crate::config::{self, Env, Settings};
@@ -19,7 +19,7 @@ use crate::reference::{self, References};
 use crate::stack::{self, Stack, StackOptions};
 
 use super::ignore::Skip;
-use super::{signals, Case, CaseCtx, CaseError};
+use super::{signals, CaseCtx, CaseError, Trial};
 
 /// The file in a stack's scratch directory that hands out prompt families
 /// to every run on that stack.
@@ -60,19 +60,12 @@ impl Suite {
         self.engine.clone()
     }
 
-    /// The whole program of a harness test target.
-    pub fn main(target: &'static str, cases: Vec<Case>) -> ExitCode {
-        Self::main_with_defaults(target, cases, &[])
-    }
-
-    /// Like [`Suite::main`], with harness flags that apply unless the
-    /// command line sets them too (the command line comes later and wins),
-    /// e.g. `["--profile", "hybrid"]` for the hybrid-geometry target.
-    pub fn main_with_defaults(
-        target: &'static str,
-        cases: Vec<Case>,
-        defaults: &[&str],
-    ) -> ExitCode {
+    /// The whole program of a harness test target: `trials` under the
+    /// harness flags `defaults` (they apply unless the command line sets
+    /// them too: the command line comes later and wins), e.g.
+    /// `["--geometry", "hybrid"]` for the hybrid-geometry lane.
+    /// [`crate::lanes`] calls it with each lane's row of the lane table.
+    pub fn main(target: &'static str, trials: Vec<Trial>, defaults: &[String]) -> ExitCode {
         let (suite, libtest_argv) = match Self::from_argv(target, std::env::args(), defaults) {
             Ok(ready) => ready,
             Err(exit) => return exit,
@@ -84,10 +77,10 @@ impl Suite {
         if !args.list {
             install_teardown_on_signal();
         }
-        let trials = cases
+        let trials = trials
             .into_iter()
-            .filter(|case| filters.selects(&case.trial_name(), args.exact))
-            .map(|case| suite.trial(case))
+            .filter(|trial| filters.selects(&trial.trial_name(), args.exact))
+            .map(|trial| suite.trial(trial))
             .collect();
         let conclusion = libtest_mimic::run(&args, trials);
         if !args.list {
@@ -102,7 +95,7 @@ impl Suite {
     pub(super) fn from_argv(
         target: &'static str,
         argv: impl IntoIterator<Item = String>,
-        defaults: &[&str],
+        defaults: &[String],
     ) -> Result<(Arc<Suite>, Vec<String>), ExitCode> {
         let mut argv: Vec<String> = argv.into_iter().collect();
         let program = if argv.is_empty() {
@@ -111,7 +104,7 @@ impl Suite {
             argv.remove(0)
         };
         let argv = std::iter::once(program)
-            .chain(defaults.iter().map(|a| a.to_string()))
+            .chain(defaults.iter().cloned())
             .chain(argv);
         let (harness, libtest_argv) =
             config::split_args(argv).map_err(|e| usage_error(&e.to_string()))?;
@@ -155,9 +148,9 @@ impl Suite {
         })
     }
 
-    fn trial(self: &Arc<Self>, case: Case) -> Trial {
+    fn trial(self: &Arc<Self>, trial: Trial) -> libtest_mimic::Trial {
         let suite = self.clone();
-        Trial::ignorable_test(case.trial_name(), move || suite.run_trial(&case))
+        libtest_mimic::Trial::ignorable_test(trial.trial_name(), move || suite.run_trial(&trial))
     }
 
     /// Why the stack's second node cannot be made here (a topology over
@@ -169,20 +162,22 @@ impl Suite {
             .map(|e| format!("{case_id} on {topology}: {e}"))
     }
 
-    fn run_trial(&self, case: &Case) -> Result<Completion, Failed> {
+    fn run_trial(&self, case: &Trial) -> Result<Completion, Failed> {
         let started = Instant::now();
-        let skip = if !self.settings.selects(case.id) {
+        let skip = if !self.settings.selects(case.id()) {
             Some(Skip::not_selected(format!(
                 "{} is not selected by --cases",
-                case.id
+                case.id()
             )))
         } else {
             match self
                 .settings
                 .engine
-                .applies(case.id, self.settings.topology)
+                .applies(case.id(), self.settings.topology)
             {
-                Applicability::Applies => self.nodes_unavailable(case.id).map(Skip::machine_cannot),
+                Applicability::Applies => {
+                    self.nodes_unavailable(case.id()).map(Skip::machine_cannot)
+                }
                 Applicability::Ignored(reason) => Some(Skip::not_applicable(reason)),
             }
         };
@@ -226,7 +221,7 @@ impl Suite {
 
     /// The message a trial fails with when the shared setup failed: the
     /// whole error for the first trial, a pointer to it for the others.
-    fn setup_failure_for(&self, case: &Case, error: String) -> String {
+    fn setup_failure_for(&self, case: &Trial, error: String) -> String {
         let Ok(mut shown) = self.setup_failure_shown_by.lock() else {
             return error;
         };
@@ -253,7 +248,7 @@ impl Suite {
     #[allow(clippy::type_complexity)]
     fn run_case(
         &self,
-        case: &Case,
+        case: &Trial,
     ) -> Result<
         (
             Result<(), String>,
@@ -266,23 +261,28 @@ impl Suite {
         let stack = self.stack()?;
         let references = self.references()?;
         let ctx = CaseCtx::new(
-            case,
+            case.id(),
+            case.slug(),
             &self.settings,
             &stack,
             &references,
             &self.prompts,
             run_dir,
-        );
+        )
+        .map_err(|e| e.to_string())?;
         let pids_before: Vec<u32> = stack.workers().iter().map(|w| w.process.pid()).collect();
         let activity = ctx.activity.clone();
         let ((result, ctx), timed_out) = super::deadline::run_bounded(
             &case.trial_name(),
             self.settings.case_timeout,
             &activity,
-            move || ((case.run)(&ctx), ctx),
+            move || (case.run(&ctx), ctx),
         );
         let result = match &timed_out {
-            None => ctx.with_crashes(result).map_err(|e| e.to_string()),
+            None => ctx
+                .crashes
+                .judge(&stack, &ctx.evidence, result)
+                .map_err(|e| e.to_string()),
             Some(timed_out) => {
                 // The case's own late error ("cancelled") says less than this.
                 activity.resume();
@@ -293,16 +293,17 @@ impl Suite {
         // A timed-out case may have left a worker dead or a fault half-done;
         // after a crash the stack is restored, so the next case starts on a
         // whole stack instead of failing on the same dead process.
-        let result = if case.destructive || timed_out.is_some() || ctx.crash_count() > 0 {
-            let seen = ctx.crash_count();
-            let restored = result.and(restore(&stack, &ctx, &pids_before));
+        let result = if case.destructive() || timed_out.is_some() || ctx.crashes.count() > 0 {
+            let seen = ctx.crashes.count();
+            let restored = result.and(super::restore::restore(&stack, &ctx, &pids_before));
             // A crash during the restore is this case's too, and the next
             // case must still start on a whole stack.
             let restored = ctx
-                .with_crashes(restored.map_err(CaseError::new))
+                .crashes
+                .judge(&stack, &ctx.evidence, restored.map_err(CaseError::new))
                 .map_err(|e| e.to_string());
-            match ctx.crash_count() > seen {
-                true => restored.and(restore(&stack, &ctx, &pids_before)),
+            match ctx.crashes.count() > seen {
+                true => restored.and(super::restore::restore(&stack, &ctx, &pids_before)),
                 false => restored,
             }
         } else {
@@ -313,13 +314,13 @@ impl Suite {
 
     fn record(
         &self,
-        case: &Case,
+        case: &Trial,
         started: Instant,
         outcome: Outcome,
         evidence: Vec<PathBuf>,
         measurements: serde_json::Map<String, serde_json::Value>,
     ) {
-        let mut record = CaseRecord::start(case.id, case.trial_name());
+        let mut record = CaseRecord::start(case.id(), case.trial_name());
         record.started_at =
             crate::evidence::UtcTime(time::OffsetDateTime::now_utc() - started.elapsed());
         record.outcome = outcome;
@@ -760,20 +761,6 @@ impl Suite {
             eprintln!("[kvcr-e2e] could not write results after a trial: {e}");
         }
     }
-}
-
-/// After a destructive case: every dead worker replaced, and every
-/// replacement proven reachable by its peers.
-fn restore(stack: &Stack, ctx: &CaseCtx, pids_before: &[u32]) -> Result<(), String> {
-    stack
-        .ensure_whole()
-        .map_err(|e| format!("the stack could not be restored after the case: {e}"))?;
-    for worker in stack.workers() {
-        if !pids_before.contains(&worker.process.pid()) {
-            ctx.relink(&worker).map_err(|e| e.to_string())?;
-        }
-    }
-    Ok(())
 }
 
 /// SIGINT / SIGTERM: tear down the live stack (if any), then exit.

@@ -1,5 +1,5 @@
-//! A bounded streaming load through the router while a fault is injected,
-//! as Dynamo's fault-tolerance tests do: every request of the window is
+//! A bounded streaming load through the router while a fault is injected
+//! (`ctx.load()`), as Dynamo's fault-tolerance tests do: every request of the window is
 //! recorded (sent, done, outcome, serving worker) and every answer's tokens
 //! are checked against the reference.
 
@@ -50,17 +50,27 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-impl CaseCtx<'_> {
+/// A case's streaming load (`ctx.load()`).
+pub struct Load<'c> {
+    ctx: &'c CaseCtx<'c>,
+}
+
+impl<'c> Load<'c> {
+    pub(super) fn new(ctx: &'c CaseCtx<'c>) -> Self {
+        Self { ctx }
+    }
+
     /// Runs one streaming client per entry of `per_client` through the
     /// router, each sending its prompts one after another; once
     /// `fault_after` requests have finished, injects `fault` on this thread
     /// and lets the load run to its end. No request is retried.
-    pub fn load_with_fault<T>(
+    pub fn with_fault<T>(
         &self,
         per_client: Vec<Vec<Prompt>>,
         fault_after: usize,
         fault: impl FnOnce() -> Result<T, CaseError>,
     ) -> Result<LoadRun<T>, CaseError> {
+        let ctx = self.ctx;
         let started = Instant::now();
         let finished = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
@@ -68,11 +78,11 @@ impl CaseCtx<'_> {
             let jobs: Vec<_> = prompts
                 .iter()
                 .map(|p| {
-                    let reference = self.references.tokens(p).map(<[u32]>::to_vec);
-                    (p.key(), self.request(p, None), reference)
+                    let reference = ctx.references.tokens(p).map(<[u32]>::to_vec);
+                    (p.key(), ctx.requests.request(p, None), reference)
                 })
                 .collect();
-            let http = self.client.clone();
+            let http = ctx.client.clone();
             let finished = finished.clone();
             tasks.push(crate::rt::handle().spawn(async move {
                 let mut done = Vec::new();
@@ -96,7 +106,7 @@ impl CaseCtx<'_> {
                 done
             }));
         }
-        let budget = self
+        let budget = ctx
             .settings
             .request_timeout
             .saturating_mul(fault_after.max(1) as u32);
@@ -125,12 +135,10 @@ impl CaseCtx<'_> {
             fault: fault?,
         })
     }
-}
 
-impl CaseCtx<'_> {
     /// Puts the load's timeline into results.json and the report.
-    pub fn report_load<T>(&self, load: &LoadRun<T>) {
-        self.measure(
+    pub fn report<T>(&self, load: &LoadRun<T>) {
+        self.ctx.measure(
             crate::evidence::LOAD_TIMELINE,
             serde_json::json!({"fault_at_ms": load.fault_at_ms, "requests": load.requests}),
         );
@@ -145,8 +153,8 @@ fn judge(
         Ok(outcome) => outcome,
         Err(e) => return (LoadOutcome::Failed, None, Some(e.to_string())),
     };
-    let worker = outcome.worker_id;
-    match (outcome.token_ids.as_deref(), reference) {
+    let worker = outcome.generated.worker_id;
+    match (outcome.generated.token_ids.as_deref(), reference) {
         (_, None) => (
             LoadOutcome::Failed,
             worker,

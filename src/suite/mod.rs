@@ -3,39 +3,58 @@
 //! records gathered from every trial, then JUnit, results, report, teardown.
 //!
 //! ```no_run
-//! use kvcr_e2e::suite::{Case, Suite};
+//! use kvcr_e2e::suite::{Suite, Trial};
 //! fn main() -> std::process::ExitCode {
-//!     let cases: Vec<Case> = Vec::new(); // e2e/phase1/cases
-//!     Suite::main("phase1", cases)
+//!     let trials: Vec<Trial> = kvcr_e2e::cases::PHASE1.iter().copied().map(Trial::Case).collect();
+//!     Suite::main("phase1", trials, &["--geometry".into(), "hybrid".into()])
 //! }
 //! ```
+//!
+//! A test target does not call it itself: it names its lane
+//! ([`crate::lanes`]), whose row says which trials and which stack.
 
 mod activity;
+mod ask;
 mod case;
+mod case_evidence;
 pub mod commands;
+mod crashes;
 mod ctx;
 mod deadline;
 mod disagg;
+mod engine_fault;
 mod fault_row;
 mod faults;
-pub mod guard;
+mod guard;
 mod ignore;
-mod interval;
 mod kvcr_checks;
 mod lifecycle;
 pub mod live_commands;
-pub mod load;
+mod load;
 mod neighbours;
-pub mod observe;
+mod observe;
 mod perf;
+mod readings;
 mod records;
 pub mod replay;
+mod request_log;
 pub mod requests;
+mod restore;
 mod signals;
+mod trial;
 
+pub use ask::Answer;
 pub use case::{Case, CaseError, CaseResult};
-pub use ctx::{Answer, CaseCtx};
-pub use fault_row::{caught, expect_red};
-pub use faults::{EngineFaults, LinkCut, Stopped};
+pub use ctx::{CaseCtx, Eviction};
+pub use disagg::Disagg;
+pub use engine_fault::EngineFault;
+pub use fault_row::{caught, expect_red, Fault, FaultRow, Workers};
+pub use faults::{EngineFaults, Faults, LinkCut, Stopped};
+pub use guard::{GuardAttempt, GuardFollower, GuardView, Guards};
 pub use ignore::{machine_cannot_run, machine_cannot_run_trial, require_all_from_env, Skip};
 pub use lifecycle::Suite;
+pub use load::{Load, LoadRequest, LoadRun};
+pub use observe::{Observe, PeerTransferDeltas};
+pub use perf::{Measured, Perf};
+pub use readings::PrefillAccounting;
+pub use trial::Trial;

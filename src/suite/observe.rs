@@ -1,104 +1,280 @@
-//! Observations: telemetry deltas and Guard events turned into the plain
-//! numbers that verdicts judge. Every counter read here is required: one the
-//! worker does not report is a [`NotReported`] error, never a 0.
+//! What a case observes beyond one snapshot: a count it waits for, both
+//! sides of a peer transfer, one request's host-tier loads, the transport a
+//! transfer between nodes took (UCX's own report), the second telemetry
+//! source of a vLLM-style worker (its interval log), and the component log
+//! lines of one request. Every counter read is required: one a worker does
+//! not report fails, never reads as 0.
 
-use crate::telemetry::guard_log::{GuardEvent, GuardLogEntry};
-use crate::telemetry::{Counter, Delta, NotReported, OpResult, Scope, Tier};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::telemetry::{self, Counter, Delta, IntervalLogReader, NotReported, Snapshot};
 use crate::verdict::local::HostTierHit;
 use crate::verdict::transfer::PeerTransfer;
+use crate::verdict::Violation;
+use crate::wait::{self, Poll};
 
-fn ops(delta: &Delta, scope: Scope, result: OpResult) -> Result<u64, NotReported> {
-    delta.required_count(&Counter::OpCount(scope, result))
+use super::readings::{self, PrefillAccounting};
+use super::{CaseCtx, CaseError, CaseResult};
+use crate::stack::Worker;
+
+/// How often telemetry is polled while a case waits for a count.
+const TELEMETRY_POLL: Duration = Duration::from_millis(50);
+/// How long a case waits for asynchronous telemetry (deposits, the source
+/// side of a transfer, a UCX table) to show up.
+const TELEMETRY_DEADLINE: Duration = Duration::from_secs(15);
+/// Three stats intervals of vLLM: an interval line is logged every 10 s.
+const INTERVAL_LOG_DEADLINE: Duration = Duration::from_secs(35);
+const INTERVAL_LOG_POLL: Duration = Duration::from_millis(250);
+
+/// A peer transfer's numbers and the deltas they came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerTransferDeltas {
+    pub transfer: PeerTransfer,
+    pub source: Delta,
+    pub target: Delta,
 }
 
-/// A peer transfer seen from the source's and the target's telemetry.
-pub fn peer_transfer(source: &Delta, target: &Delta) -> Result<PeerTransfer, NotReported> {
-    Ok(PeerTransfer {
-        source_write_success_ops: ops(source, Scope::SourceWrite, OpResult::Success)?,
-        source_write_failed_ops: ops(source, Scope::SourceWrite, OpResult::Failed)?,
-        source_write_blocks: source.required_count(&Counter::TransferBlocks(Scope::SourceWrite))?,
-        source_write_bytes: source.required_count(&Counter::TransferBytes(Scope::SourceWrite))?,
-        ..target_side(target)?
-    })
+/// Telemetry waits and observations of one case (`ctx.observe()`).
+pub struct Observe<'c> {
+    ctx: &'c CaseCtx<'c>,
 }
 
-/// A transfer served by the Guard: the source side comes from the Guard's
-/// `source_transfer_completed` events (the Guard has no metrics).
-pub fn guard_transfer(
-    guard_events: &[GuardLogEntry],
-    target: &Delta,
-) -> Result<PeerTransfer, NotReported> {
-    let (served, failed): (Vec<_>, Vec<_>) = guard_events
-        .iter()
-        .filter_map(|e| match &e.event {
-            GuardEvent::SourceTransferCompleted(t) => Some(t),
-            _ => None,
+impl<'c> Observe<'c> {
+    pub(super) fn new(ctx: &'c CaseCtx<'c>) -> Self {
+        Self { ctx }
+    }
+
+    /// Polls `worker`'s telemetry until `counter` rose by at least `at_least`
+    /// since `before`, and returns the delta at that moment.
+    pub fn await_count(
+        &self,
+        worker: &Worker,
+        before: &Snapshot,
+        counter: &Counter,
+        at_least: u64,
+        what: &str,
+    ) -> Result<Delta, CaseError> {
+        let ctx = self.ctx;
+        ctx.doing(format!("waiting for {what}"))?;
+        wait::until(what, TELEMETRY_DEADLINE, TELEMETRY_POLL, || {
+            if let Err(cancelled) = ctx.activity.check() {
+                return Poll::Abort(cancelled.to_string());
+            }
+            match ctx.delta_since(worker, before) {
+                Ok(delta) => match delta.required_count(counter) {
+                    Ok(n) if n >= at_least => Poll::Ready(delta),
+                    Ok(n) => Poll::Pending(format!("{counter} rose by {n}")),
+                    Err(absent) => Poll::Pending(absent.to_string()),
+                },
+                Err(e) => Poll::Abort(e.message),
+            }
         })
-        .partition(|t| t.result.as_deref() == Some("success"));
-    Ok(PeerTransfer {
-        source_write_success_ops: served.len() as u64,
-        source_write_failed_ops: failed.len() as u64,
-        source_write_blocks: served.iter().map(|t| t.blocks).sum(),
-        source_write_bytes: served.iter().map(|t| t.bytes).sum(),
-        ..target_side(target)?
-    })
-}
+        .map_err(CaseError::from)
+    }
 
-fn target_side(target: &Delta) -> Result<PeerTransfer, NotReported> {
-    Ok(PeerTransfer {
-        remote_deliver_success_ops: ops(target, Scope::RemoteDeliver, OpResult::Success)?,
-        remote_deliver_partial_ops: ops(target, Scope::RemoteDeliver, OpResult::Partial)?,
-        remote_deliver_failed_ops: ops(target, Scope::RemoteDeliver, OpResult::Failed)?,
-        remote_deliver_blocks: target
-            .required_count(&Counter::TransferBlocks(Scope::RemoteDeliver))?,
-        target_read_bytes: target.required_count(&Counter::TieringReadBytes(Tier::Kvcr))?,
-        ..PeerTransfer::default()
-    })
-}
+    /// Both sides of a peer transfer since `source_before` / `target_before`.
+    /// The source reports its `source_write` asynchronously, so when the
+    /// target delivered remotely this waits for the source to say so.
+    pub fn peer_transfer(
+        &self,
+        source: &Worker,
+        source_before: &Snapshot,
+        target: &Worker,
+        target_before: &Snapshot,
+    ) -> Result<PeerTransferDeltas, CaseError> {
+        let target_delta = self.ctx.delta_since(target, target_before)?;
+        let delivered = target_delta.required_count(&Counter::OpCount(
+            telemetry::Scope::RemoteDeliver,
+            telemetry::OpResult::Success,
+        ))?;
+        let source_delta = if delivered > 0 {
+            self.await_count(
+                source,
+                source_before,
+                &Counter::OpCount(telemetry::Scope::SourceWrite, telemetry::OpResult::Success),
+                1,
+                &format!(
+                    "worker {} to report the source_write of the transfer to {}",
+                    source.name(),
+                    target.name()
+                ),
+            )
+            // The target delivered, so a source that never says so is its
+            // own failure (a lost or unreported write), not a silent 0.
+            .map_err(|e| CaseError {
+                message: format!(
+                    "the target {} delivered remotely, but the source did not report it: {}",
+                    target.name(),
+                    e.message
+                ),
+                ..e
+            })?
+        } else {
+            self.ctx.delta_since(source, source_before)?
+        };
+        Ok(PeerTransferDeltas {
+            transfer: readings::peer_transfer(&source_delta, &target_delta)?,
+            source: source_delta,
+            target: target_delta,
+        })
+    }
 
-/// How an engine tells how many prompt blocks it computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PrefillAccounting {
-    /// The engine counts them (`cpu_engine_computed_blocks`).
-    Counted,
-    /// vLLM counts none: the prompt tokens it looked up in the device cache,
-    /// minus those found there or loaded from outside it (host tier, KVCR),
-    /// were computed; whole blocks of them are computed blocks.
-    FromPrefixCache { block_size: u64 },
-}
-
-/// Prompt blocks the engine computed in `delta`'s window.
-pub fn computed_blocks(delta: &Delta, how: PrefillAccounting) -> Result<u64, NotReported> {
-    match how {
-        PrefillAccounting::Counted => delta.required_count(&Counter::ComputedBlocks),
-        PrefillAccounting::FromPrefixCache { block_size } => {
-            let looked_up = delta.required_count(&Counter::PrefixCacheQueries)?;
-            let found = delta.required_count(&Counter::PrefixCacheHits)?
-                + delta.required_count(&Counter::ExternalPrefixCacheHits)?;
-            Ok(looked_up.saturating_sub(found) / block_size.max(1))
+    /// How this stack's engine tells the prompt blocks it computed.
+    pub fn prefill_accounting(&self) -> PrefillAccounting {
+        if self.ctx.stack.engine.counts_blocks() {
+            PrefillAccounting::Counted
+        } else {
+            PrefillAccounting::FromPrefixCache {
+                block_size: u64::from(self.ctx.geometry().block_size_tokens),
+            }
         }
     }
-}
 
-/// One request's host-tier loads on one worker.
-pub fn host_tier_hit(
-    delta: &Delta,
-    cached_tokens: Option<u64>,
-    prefill: PrefillAccounting,
-) -> Result<HostTierHit, NotReported> {
-    let mut remote_deliver_ops = 0;
-    for result in [OpResult::Success, OpResult::Partial, OpResult::Failed] {
-        remote_deliver_ops += ops(delta, Scope::RemoteDeliver, result)?;
+    /// One request's host-tier loads on `delta`'s worker.
+    pub fn host_tier_hit(
+        &self,
+        delta: &Delta,
+        cached_tokens: Option<u64>,
+    ) -> Result<HostTierHit, NotReported> {
+        readings::host_tier_hit(delta, cached_tokens, self.prefill_accounting())
     }
-    Ok(HostTierHit {
-        local_deliver_success_ops: ops(delta, Scope::LocalDeliver, OpResult::Success)?,
-        local_deliver_blocks: delta
-            .required_count(&Counter::TransferBlocks(Scope::LocalDeliver))?,
-        host_tier_read_bytes: delta.required_count(&Counter::TieringReadBytes(Tier::Host))?,
-        kvcr_read_bytes: delta.required_count(&Counter::TieringReadBytes(Tier::Kvcr))?,
-        remote_deliver_ops,
-        device_cache_hit_tokens: delta.required_count(&Counter::PrefixCacheHits)?,
-        computed_blocks: computed_blocks(delta, prefill)?,
-        cached_tokens,
-    })
+
+    /// The component log lines of one request (its `x-request-id`, and the
+    /// Dynamo request id the frontend logged beside it).
+    pub fn log_lines_of(&self, request_id: &str) -> Vec<String> {
+        super::requests::log_lines(&self.ctx.stack.layout.logs_dir, &[request_id])
+    }
+
+    /// When `source` and `reader` run on different nodes: the transfer
+    /// between them went over TCP through the nodes' veth, as UCX itself
+    /// reports (`UCX_PROTO_INFO=y`) in the log of the side that moved the
+    /// data; a peer reached over shared memory (`cma`, `posix`, `sysv`)
+    /// fails. On one node there is nothing to check.
+    pub fn expect_crossed_network(&self, source: &Worker, reader: &Worker) -> CaseResult {
+        let Some(crossing) = self.ctx.stack.crossing(source, reader) else {
+            return Ok(());
+        };
+        let judge = |side: &crate::stack::Side| {
+            let log = std::fs::read_to_string(&side.log).unwrap_or_default();
+            crate::proc::ucx::expect_network_transfer(&log, &side.interface)
+        };
+        // UCX prints a protocol's table when it first selects it: wait (with
+        // a deadline) until one side's log shows the transfer.
+        let _ = wait::until(
+            format!(
+                "a UCX remote memory table in {} or {}",
+                crossing.source.log.display(),
+                crossing.reader.log.display()
+            ),
+            TELEMETRY_DEADLINE,
+            TELEMETRY_POLL,
+            || match (judge(&crossing.source), judge(&crossing.reader)) {
+                (Err(a), Err(b)) => Poll::Pending(format!("{a}; {b}")),
+                _ => Poll::Ready(()),
+            },
+        );
+        let (at_source, at_reader) = (judge(&crossing.source), judge(&crossing.reader));
+        let verdict = match (&at_source, &at_reader) {
+            (Ok(t), _) | (_, Ok(t)) => {
+                self.ctx.measure("ucx_transports", t);
+                Ok(())
+            }
+            (Err(s), Err(r)) => Err(Violation {
+                claim: "a peer transfer between nodes crossed the network",
+                detail: format!(
+                    "{} ({}) -> {} ({}): at {}: {s}; at {}: {r} (UCX reports: {}, {})",
+                    crossing.source.worker,
+                    crossing.source.address,
+                    crossing.reader.worker,
+                    crossing.reader.address,
+                    crossing.source.worker,
+                    crossing.reader.worker,
+                    crossing.source.log.display(),
+                    crossing.reader.log.display()
+                ),
+            }),
+        };
+        self.ctx.check(
+            "transport.json",
+            &json!({ "crossing": crossing, "at_source": at_source, "at_reader": at_reader }),
+            verdict,
+        )
+    }
+
+    /// Every `KV Transfer metrics:` line `worker` logged (the line a
+    /// vLLM-style engine logs once per stats interval) adds up to its
+    /// `/metrics` total for each of `counters`.
+    ///
+    /// Both are compared as totals since the worker started: a window would
+    /// cut an interval in two, since a line also carries what happened just
+    /// before the window opened. The line comes at the end of an interval,
+    /// so this polls, with a deadline, until the log has caught up.
+    pub fn expect_interval_log_agrees(&self, worker: &Worker, counters: &[Counter]) -> CaseResult {
+        let log = worker.process.log_path().to_path_buf();
+        let mut reader = IntervalLogReader::from_offset(&log, 0).with_worker(worker.name());
+        let what = format!(
+            "worker {}'s `KV Transfer metrics` lines to add up to its /metrics for {}",
+            worker.name(),
+            counters
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let mut last: Vec<(String, u64, u64)> = Vec::new();
+        let outcome = wait::until(what, INTERVAL_LOG_DEADLINE, INTERVAL_LOG_POLL, || {
+            if let Err(e) = reader.poll() {
+                return Poll::Abort(format!("cannot read {}: {e}", log.display()));
+            }
+            let exported = match self.ctx.snapshot(worker) {
+                Ok(s) => s,
+                Err(e) => return Poll::Abort(e.message),
+            };
+            let logged = reader.snapshot();
+            last = counters
+                .iter()
+                .map(|c| {
+                    let whole = |v: Option<f64>| v.map_or(0, |v| v.round().max(0.0) as u64);
+                    (
+                        c.to_string(),
+                        whole(logged.counter(c)),
+                        whole(exported.counter(c)),
+                    )
+                })
+                .collect();
+            if let Some((c, got, want)) = last.iter().find(|(_, got, want)| got > want) {
+                return Poll::Abort(format!(
+                    "worker {} logged {c} = {got}, its /metrics says {want}",
+                    worker.name()
+                ));
+            }
+            if last.iter().all(|(_, got, want)| got == want) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending(format!("logged vs /metrics so far: {last:?}"))
+            }
+        });
+        let path = self.ctx.record(
+            &format!("interval-log-{}.json", worker.name()),
+            &json!({
+                "log": log,
+                "lines": reader.accumulator().lines(),
+                "counters": last.iter().map(|(c, logged, exported)| {
+                    json!({"counter": c, "logged": logged, "metrics": exported})
+                }).collect::<Vec<_>>(),
+            }),
+        );
+        outcome.map_err(|e| {
+            // A mismatch is the verdict itself; a timeout says what it awaited.
+            let why = if e.aborted {
+                e.last_seen.clone()
+            } else {
+                e.to_string()
+            };
+            CaseError::new(format!("interval log agrees with /metrics: {why}")).with_evidence(path)
+        })
+    }
 }

@@ -1,4 +1,5 @@
-//! Measured streaming requests and per-arm summaries (TC-05, TC-06).
+//! Measured streaming requests and per-arm summaries (TC-05, TC-06),
+//! through `ctx.perf()`.
 //!
 //! A case streams a prompt, checks the tokens, and gets a [`RequestRecord`]
 //! with the client-side timings. Summaries go into the case's measurements
@@ -17,6 +18,7 @@ use crate::evidence::{
 use crate::prompts::Prompt;
 use crate::stack::Worker;
 
+use super::ask;
 use super::records::{ARM, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
 use super::{CaseCtx, CaseError};
 
@@ -26,7 +28,37 @@ pub struct Measured {
     pub cached_tokens: Option<u64>,
 }
 
-impl CaseCtx<'_> {
+/// Measured streams of one case (`ctx.perf()`).
+pub struct Perf<'c> {
+    ctx: &'c CaseCtx<'c>,
+}
+
+impl<'c> Perf<'c> {
+    pub(super) fn new(ctx: &'c CaseCtx<'c>) -> Self {
+        Self { ctx }
+    }
+
+    /// A streaming completion pinned to `worker` (or routed when `None`).
+    pub fn stream(
+        &self,
+        worker: Option<&Worker>,
+        prompt: &Prompt,
+    ) -> Result<StreamOutcome, CaseError> {
+        let ctx = self.ctx;
+        ctx.doing(format!(
+            "streaming {}{}",
+            prompt.key(),
+            ask::on_worker(worker)
+        ))?;
+        let request = ctx.requests.request(prompt, worker);
+        let outcome = ask::block_on(ctx, ctx.client.stream(&request))?
+            .map_err(|e| CaseError::new(format!("stream of {} failed: {e}", prompt.key())))?;
+        if let Some(w) = worker {
+            ask::expect_served_by(w, outcome.generated.worker.as_ref(), &prompt.key())?;
+        }
+        Ok(outcome)
+    }
+
     /// Streams `prompt` (pinned to `worker`, or routed), checks the tokens
     /// against the reference, and returns the request's record.
     pub fn stream_measured(
@@ -36,31 +68,28 @@ impl CaseCtx<'_> {
         arm: Arm,
     ) -> Result<Measured, CaseError> {
         let outcome = self.stream(worker, prompt)?;
-        let tokens = outcome.token_ids.clone().unwrap_or_default();
-        self.expect_reference(prompt, &tokens)?;
-        let mut record = request_record(self.id, Some(arm), None, prompt, &outcome);
-        record.request_id = self.request_id_of(&prompt.key());
+        let tokens = outcome.generated.token_ids.clone().unwrap_or_default();
+        self.ctx.expect_reference(prompt, &tokens)?;
+        let mut record = request_record(self.ctx.id, Some(arm), None, prompt, &outcome);
+        record.request_id = self.ctx.requests.id_of(&prompt.key());
         Ok(Measured {
-            cached_tokens: outcome
-                .usage
-                .as_ref()
-                .and_then(|u| u.cached_tokens)
-                .map(u64::from),
+            cached_tokens: outcome.generated.cached_tokens(),
             record,
         })
     }
 
     /// Summarises an arm against the KVCR-disabled baselines and records
-    /// it, with its TTFT accuracy ([`CaseCtx::ttft_accuracy`]).
+    /// it, with its TTFT accuracy ([`Perf::ttft_accuracy`]).
     pub fn report_arm(
         &self,
         arm: Arm,
         mut requests: Vec<RequestRecord>,
     ) -> Result<ArmSummary, CaseError> {
         let accuracy = self.ttft_accuracy(&mut requests);
-        let summary = ArmSummary::from_requests(arm, &requests, Some(&self.references.baseline));
-        self.measure(ARM, &summary);
-        self.measure(REQUESTS, &requests);
+        let summary =
+            ArmSummary::from_requests(arm, &requests, Some(&self.ctx.references.baseline));
+        self.ctx.measure(ARM, &summary);
+        self.ctx.measure(REQUESTS, &requests);
         accuracy?;
         Ok(summary)
     }
@@ -72,8 +101,8 @@ impl CaseCtx<'_> {
         mut requests: Vec<RequestRecord>,
     ) -> Result<(), CaseError> {
         let accuracy = self.ttft_accuracy(&mut requests);
-        self.measure(SWEEP, &levels);
-        self.measure(REQUESTS, &requests);
+        self.ctx.measure(SWEEP, &levels);
+        self.ctx.measure(REQUESTS, &requests);
         accuracy
     }
 
@@ -84,17 +113,18 @@ impl CaseCtx<'_> {
     /// with the reason; on one that stamps (the CPU engine), a request
     /// without a stamp fails the case, naming it: never a zero.
     pub fn ttft_accuracy(&self, requests: &mut [RequestRecord]) -> Result<(), CaseError> {
+        let ctx = self.ctx;
         let mut figure = TtftAccuracy {
-            case: self.case_name(),
-            engine: self.stack.engine.name().to_string(),
+            case: ctx.evidence.case_name(ctx.id),
+            engine: ctx.stack.engine.name().to_string(),
             source: "none".into(),
             offset_ms: None,
             unavailable: None,
         };
-        match self.stack.engine.first_token_stamp() {
+        match ctx.stack.engine.first_token_stamp() {
             FirstTokenStamp::Unavailable(why) => {
                 figure.unavailable = Some(why);
-                self.measure(TTFT_ACCURACY, &figure);
+                ctx.measure(TTFT_ACCURACY, &figure);
                 Ok(())
             }
             FirstTokenStamp::WorkerLog => {
@@ -109,7 +139,7 @@ impl CaseCtx<'_> {
                 // The stamp is logged right after the first token left; the
                 // whole stream has arrived since, so the line is normally
                 // there already. A short poll covers a slow log write.
-                let logs = self.stack.layout.logs_dir.clone();
+                let logs = ctx.stack.layout.logs_dir.clone();
                 let stamps = crate::wait::until(
                     "the engine's first-token stamps of the case's streams",
                     std::time::Duration::from_secs(3),
@@ -145,12 +175,12 @@ impl CaseCtx<'_> {
                             r.first_token_offset_ms = Some(o);
                         }
                         figure.offset_ms = Some(stats);
-                        self.measure(TTFT_ACCURACY, &figure);
+                        ctx.measure(TTFT_ACCURACY, &figure);
                         Ok(())
                     }
                     Err(why) => {
                         figure.unavailable = Some(format!("failed: {why}"));
-                        self.measure(TTFT_ACCURACY, &figure);
+                        ctx.measure(TTFT_ACCURACY, &figure);
                         Err(CaseError::new(format!(
                             "TTFT accuracy: {why} (the {} engine stamps every first token it sends; see the case's log-lines.txt)",
                             figure.engine
@@ -163,7 +193,7 @@ impl CaseCtx<'_> {
 
     /// Records the recovery timeline of TC-06.
     pub fn report_recovery(&self, timeline: &crate::evidence::RecoveryTimeline) {
-        self.measure(RECOVERY, timeline);
+        self.ctx.measure(RECOVERY, timeline);
     }
 
     /// Streams `prompts` through the router with `level` requests in flight,
@@ -173,12 +203,13 @@ impl CaseCtx<'_> {
         level: u32,
         prompts: &[Prompt],
     ) -> Result<(SweepLevel, Vec<RequestRecord>), CaseError> {
+        let ctx = self.ctx;
         let started = Instant::now();
         let outcomes: Vec<_> = crate::rt::block_on(
             stream::iter(prompts.iter().map(|prompt| async move {
-                let request = self.request(prompt, None);
+                let request = ctx.requests.request(prompt, None);
                 let id = request.request_id.clone();
-                (prompt, id, self.client.stream(&request).await)
+                (prompt, id, ctx.client.stream(&request).await)
             }))
             .buffer_unordered(level.max(1) as usize)
             .collect(),
@@ -192,8 +223,11 @@ impl CaseCtx<'_> {
                     prompt.key()
                 ))
             })?;
-            self.expect_reference(prompt, &outcome.token_ids.clone().unwrap_or_default())?;
-            let mut record = request_record(self.id, None, Some(level), prompt, &outcome);
+            ctx.expect_reference(
+                prompt,
+                &outcome.generated.token_ids.clone().unwrap_or_default(),
+            )?;
+            let mut record = request_record(ctx.id, None, Some(level), prompt, &outcome);
             record.request_id = Some(request_id);
             records.push(record);
         }
@@ -225,8 +259,12 @@ pub fn request_record(
             .unwrap_or_default(),
         e2el_ms: timings.map(|t| ms(t.latency)),
         prompt_tokens: prompt.tokens.len() as u32,
-        output_tokens: outcome.token_ids.as_ref().map_or(0, |t| t.len() as u32),
-        worker_id: outcome.worker_id,
+        output_tokens: outcome
+            .generated
+            .token_ids
+            .as_ref()
+            .map_or(0, |t| t.len() as u32),
+        worker_id: outcome.generated.worker_id,
         ok: true,
         error: None,
         request_id: None,

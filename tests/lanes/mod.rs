@@ -1,14 +1,16 @@
-//! What the runner and attach test targets share: budgets from the user's
-//! settings, polling with a deadline, children that die with the test, and
-//! the `phase1` suite binary.
+//! What the live test targets share (runner lanes, attach, lifecycle, the
+//! namespace node): budgets from the user's settings, polling with a
+//! deadline, children that die with the test, and the `phase1` suite
+//! binary.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kvcr_e2e::config;
+use kvcr_e2e::wait::{self, Poll};
 
 pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -29,19 +31,23 @@ pub fn stack_budget() -> Duration {
     settings().startup_timeout * 2
 }
 
-/// Polls `check` every 100 ms until it yields, or panics naming `what`.
+/// Polls `check` every 100 ms until it yields ([`wait::until`]), or panics
+/// naming `what`.
 pub fn poll<T>(what: &str, budget: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            started.elapsed() < budget,
-            "timed out after {budget:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait::until(what, budget, Duration::from_millis(100), || {
+        check().map_or_else(|| Poll::Pending("not yet".into()), Poll::Ready)
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Whether this host has a network link `name` (`ip link show`).
+pub fn link_exists(name: &str) -> bool {
+    Command::new("ip")
+        .args(["link", "show", name])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// A child process this test started; SIGKILLed and reaped when dropped.

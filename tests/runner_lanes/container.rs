@@ -14,6 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use kvcr_e2e::runner::{self, container::EVIDENCE_IN_CONTAINER};
+use kvcr_e2e::wait::{self, Poll};
 
 use super::lanes::{phase1_binary, root, stack_budget};
 
@@ -128,16 +129,16 @@ pub fn suite_in_container(evidence: &Path) -> Result<(), String> {
             .map_err(|e| format!("cannot start podman: {e}"))?,
     );
     let budget = stack_budget() * 2;
-    let started = std::time::Instant::now();
-    let status = loop {
-        if let Ok(Some(status)) = child.0.try_wait() {
-            break Some(status);
-        }
-        if started.elapsed() > budget {
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let status = wait::until(
+        "the suite's container to end",
+        budget,
+        std::time::Duration::from_millis(200),
+        || match child.0.try_wait() {
+            Ok(Some(status)) => Poll::Ready(status),
+            _ => Poll::Pending("still running".into()),
+        },
+    )
+    .ok();
     // Whatever happened, no container of ours stays.
     let _ = Command::new("podman")
         .args([

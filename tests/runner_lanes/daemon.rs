@@ -6,6 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use kvcr_e2e::proc::procfs;
+use kvcr_e2e::wait::{self, Poll};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
@@ -51,14 +52,18 @@ impl Daemon {
     pub fn stop(&mut self) {
         let pgid = Pid::from_raw(self.child.id() as i32);
         let _ = killpg(pgid, Signal::SIGTERM);
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                if procfs::group_members(self.child.id()).is_empty() {
-                    return;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let child = &mut self.child;
+        let ended = wait::until(
+            format!("{} to end after SIGTERM", self.name),
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            || match child.try_wait() {
+                Ok(Some(_)) if procfs::group_members(child.id()).is_empty() => Poll::Ready(()),
+                _ => Poll::Pending("its group is still running".into()),
+            },
+        );
+        if ended.is_ok() {
+            return;
         }
         let _ = killpg(pgid, Signal::SIGKILL);
         let _ = self.child.wait();

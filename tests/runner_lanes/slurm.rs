@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use kvcr_e2e::runner::{self, RunnerKind};
+use kvcr_e2e::wait::{self, Poll};
 
 use super::daemon::Daemon;
 use super::lanes::{poll, root};
@@ -88,24 +89,25 @@ impl Cluster {
             &d.join("log/slurmd.out"),
         )?);
         let mut cluster = Cluster { dir, conf, daemons };
-        let budget = super::lanes::settings().startup_timeout;
-        let started = std::time::Instant::now();
-        loop {
-            for daemon in &mut cluster.daemons {
-                daemon.check_running()?;
-            }
-            let state = cluster.output(Command::new("sinfo").args(["-h", "-N", "-o", "%T"]));
-            if state.as_deref().is_ok_and(|s| s.trim() == "idle") {
-                return Ok(cluster);
-            }
-            if started.elapsed() > budget {
-                return Err(format!(
-                    "the Slurm node is not idle after {budget:?} (sinfo: {state:?}); logs in {}",
-                    cluster.dir.path().join("log").display()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let logs = cluster.dir.path().join("log");
+        wait::until(
+            format!("the Slurm node to be idle (logs in {})", logs.display()),
+            super::lanes::settings().startup_timeout,
+            Duration::from_millis(200),
+            || {
+                for daemon in &mut cluster.daemons {
+                    if let Err(e) = daemon.check_running() {
+                        return Poll::Abort(e);
+                    }
+                }
+                match cluster.output(Command::new("sinfo").args(["-h", "-N", "-o", "%T"])) {
+                    Ok(state) if state.trim() == "idle" => Poll::Ready(()),
+                    state => Poll::Pending(format!("sinfo: {state:?}")),
+                }
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(cluster)
     }
 
     /// `command` talking to this cluster.

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kvcr_e2e::proc::procfs;
+use kvcr_e2e::wait::{self, Poll};
 use serde_json::Value;
 
 /// Pids and the scratch directory of a running stack.
@@ -22,25 +23,17 @@ pub fn await_stack(
     budget: Duration,
     ended: impl Fn() -> Option<String>,
 ) -> Result<StackSeen, String> {
-    let started = std::time::Instant::now();
-    loop {
-        if let Some(seen) = read_stack(path) {
-            return Ok(seen);
-        }
-        if let Some(why) = ended() {
-            return Err(format!(
-                "the run ended before {} described a running stack: {why}",
-                path.display()
-            ));
-        }
-        if started.elapsed() > budget {
-            return Err(format!(
-                "timed out after {budget:?} waiting for {} to describe a running stack",
-                path.display()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait::until(
+        format!("{} to describe a running stack", path.display()),
+        budget,
+        Duration::from_millis(100),
+        || match (read_stack(path), ended()) {
+            (Some(seen), _) => Poll::Ready(seen),
+            (None, Some(why)) => Poll::Abort(format!("the run ended first: {why}")),
+            (None, None) => Poll::Pending("no running stack described".into()),
+        },
+    )
+    .map_err(|e| e.to_string())
 }
 
 fn read_stack(path: &Path) -> Option<StackSeen> {
@@ -63,26 +56,33 @@ fn read_stack(path: &Path) -> Option<StackSeen> {
 /// After `how` (e.g. "scancel"): every recorded pid and every member of its
 /// group is gone, and the scratch directory (pools, sockets) is removed.
 pub fn expect_gone(seen: &StackSeen, how: &str) -> Result<(), String> {
-    let budget = Duration::from_secs(30);
-    let started = std::time::Instant::now();
-    loop {
-        let alive: Vec<u32> = seen
-            .pids
-            .iter()
-            .flat_map(|pid| procfs::group_members(*pid).into_iter().chain([*pid]))
-            .filter(|p| procfs::is_alive(*p))
-            .collect();
-        if alive.is_empty() && !seen.scratch.exists() {
-            return Ok(());
-        }
-        if started.elapsed() > budget {
-            return Err(format!(
-                "{budget:?} after {how}: stack processes {alive:?} alive, scratch {} {} (stack described in {})",
+    wait::until(
+        format!(
+            "the stack described in {} to be gone after {how}",
+            seen.description.display()
+        ),
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || {
+            let alive: Vec<u32> = seen
+                .pids
+                .iter()
+                .flat_map(|pid| procfs::group_members(*pid).into_iter().chain([*pid]))
+                .filter(|p| procfs::is_alive(*p))
+                .collect();
+            if alive.is_empty() && !seen.scratch.exists() {
+                return Poll::Ready(());
+            }
+            Poll::Pending(format!(
+                "stack processes {alive:?} alive, scratch {} {}",
                 seen.scratch.display(),
-                if seen.scratch.exists() { "still there" } else { "removed" },
-                seen.description.display()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+                if seen.scratch.exists() {
+                    "still there"
+                } else {
+                    "removed"
+                },
+            ))
+        },
+    )
+    .map_err(|e| e.to_string())
 }

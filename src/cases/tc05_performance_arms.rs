@@ -1,0 +1,176 @@
+//! TC-05 performance arms. A streaming client measures TTFT, TPOT and ITL
+//! per request; each arm runs over R fresh prompts, every stream must
+//! reproduce the reference tokens, and each request's telemetry must show
+//! the tier the arm is about:
+//! - **cold**: a fresh prompt, every block computed;
+//! - **local hit**: the prefix again on the same worker, from the device cache;
+//! - **DRAM hit**: the prefix again after evicting the device cache, from host memory;
+//! - **remote hit**: the prefix on the other worker, through a hinted peer transfer;
+//! - **concurrency sweep**: throughput and TTFT/TPOT percentiles per level.
+//!
+//! No latency thresholds: deltas against the KVCR-disabled baselines of the
+//! reference phase are recorded and plotted.
+
+use crate::evidence::Arm;
+use crate::suite::{Case, CaseCtx, CaseResult};
+use crate::verdict::local::{expect_computed, expect_device_hit, expect_host_tier_hit};
+use crate::verdict::transfer::expect_peer_transfer;
+
+pub const COLD: Case = Case {
+    id: "TC-05",
+    name: "cold",
+    destructive: false,
+    run: cold,
+};
+pub const LOCAL_HIT: Case = Case {
+    id: "TC-05",
+    name: "local_hit",
+    destructive: false,
+    run: local_hit,
+};
+pub const DRAM_HIT: Case = Case {
+    id: "TC-05",
+    name: "dram_hit",
+    destructive: false,
+    run: dram_hit,
+};
+pub const REMOTE_HIT: Case = Case {
+    id: "TC-05",
+    name: "remote_hit",
+    destructive: false,
+    run: remote_hit,
+};
+pub const SWEEP: Case = Case {
+    id: "TC-05",
+    name: "concurrency_sweep",
+    destructive: false,
+    run: sweep,
+};
+
+fn repeats(ctx: &CaseCtx) -> usize {
+    ctx.settings.perf_repeats as usize
+}
+
+fn cold(ctx: &CaseCtx) -> CaseResult {
+    let a = ctx.worker("A")?;
+    let mut records = Vec::new();
+    for family in ctx.families(repeats(ctx))? {
+        let prompt = family.variant(0);
+        let before = ctx.snapshot(&a)?;
+        records.push(
+            ctx.perf()
+                .stream_measured(Some(&a), prompt, Arm::Cold)?
+                .record,
+        );
+        let delta = ctx.delta_since(&a, &before)?;
+        let observed = ctx.observe().host_tier_hit(&delta, None)?;
+        let blocks = ctx.geometry().full_blocks(prompt.tokens.len() as u64);
+        ctx.check(
+            &format!("{}.json", prompt.key()),
+            &observed,
+            expect_computed(&observed, blocks),
+        )?;
+    }
+    ctx.perf().report_arm(Arm::Cold, records)?;
+    Ok(())
+}
+
+fn local_hit(ctx: &CaseCtx) -> CaseResult {
+    let a = ctx.worker("A")?;
+    let bs = u64::from(ctx.geometry().block_size_tokens);
+    let mut records = Vec::new();
+    for family in ctx.families(repeats(ctx))? {
+        ctx.commit(&a, family.variant(0))?;
+        let before = ctx.snapshot(&a)?;
+        records.push(
+            ctx.perf()
+                .stream_measured(Some(&a), family.variant(1), Arm::LocalHit)?
+                .record,
+        );
+        let observed = ctx
+            .observe()
+            .host_tier_hit(&ctx.delta_since(&a, &before)?, None)?;
+        ctx.check(
+            &format!("{}.json", family.variant(1).key()),
+            &observed,
+            expect_device_hit(&observed, family.shared_blocks(), bs),
+        )?;
+    }
+    ctx.perf().report_arm(Arm::LocalHit, records)?;
+    Ok(())
+}
+
+fn dram_hit(ctx: &CaseCtx) -> CaseResult {
+    let a = ctx.worker("A")?;
+    let geometry = ctx.geometry();
+    let families = ctx.families(repeats(ctx))?;
+    for family in &families {
+        ctx.commit(&a, family.variant(0))?;
+    }
+    let eviction = ctx.evict_device_cache(&a)?;
+    ctx.measure("eviction", &eviction);
+    let mut records = Vec::new();
+    for family in &families {
+        let before = ctx.snapshot(&a)?;
+        let measured = ctx
+            .perf()
+            .stream_measured(Some(&a), family.variant(1), Arm::DramHit)?;
+        let observed = ctx
+            .observe()
+            .host_tier_hit(&ctx.delta_since(&a, &before)?, measured.cached_tokens)?;
+        ctx.check(
+            &format!("{}.json", family.variant(1).key()),
+            &observed,
+            expect_host_tier_hit(
+                &observed,
+                family.shared_blocks(),
+                u64::from(geometry.block_size_tokens),
+                geometry.bytes_per_block(),
+            ),
+        )?;
+        records.push(measured.record);
+    }
+    ctx.perf().report_arm(Arm::DramHit, records)?;
+    Ok(())
+}
+
+fn remote_hit(ctx: &CaseCtx) -> CaseResult {
+    let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
+    let geometry = ctx.geometry();
+    let mut records = Vec::new();
+    for family in ctx.families(repeats(ctx))? {
+        ctx.commit(&a, family.variant(0))?;
+        let (a_before, b_before) = (ctx.snapshot(&a)?, ctx.snapshot(&b)?);
+        records.push(
+            ctx.perf()
+                .stream_measured(Some(&b), family.variant(1), Arm::RemoteHit)?
+                .record,
+        );
+        let observed = ctx.observe().peer_transfer(&a, &a_before, &b, &b_before)?;
+        ctx.check(
+            &format!("{}.json", family.variant(1).key()),
+            &observed,
+            expect_peer_transfer(
+                &observed.transfer,
+                family.shared_blocks(),
+                geometry.bytes_per_block(),
+            ),
+        )?;
+    }
+    ctx.perf().report_arm(Arm::RemoteHit, records)?;
+    Ok(())
+}
+
+fn sweep(ctx: &CaseCtx) -> CaseResult {
+    let levels = ctx.settings.perf_concurrency_levels.clone();
+    let (mut results, mut requests) = (Vec::new(), Vec::new());
+    for level in levels {
+        // Two waves per level: each request a fresh prompt, the router picks the worker.
+        let families = ctx.families(2 * level as usize)?;
+        let prompts: Vec<_> = families.iter().map(|f| f.variant(0).clone()).collect();
+        let (summary, records) = ctx.perf().run_concurrent(level, &prompts)?;
+        results.push(summary);
+        requests.extend(records);
+    }
+    ctx.perf().report_sweep(results, requests)
+}

@@ -1,0 +1,154 @@
+//! TC-06 Guard recovery timing.
+//!
+//! t0 is the harness's monotonic clock when it sends SIGKILL to A's engine.
+//! Attempts follow at a fixed cadence, each pinned to the live worker B with
+//! a prompt whose prefix A committed and which B has never seen (rotating, so
+//! a local recompute cannot pass). t1 is the first attempt that returns the
+//! reference tokens AND is covered by a `remote_deliver` on B sourced from
+//! the Guard at A's endpoint; a token mismatch fails at once. t2 is the first
+//! correct response served by the replacement A', which must show hits from
+//! the reclaimed pool. Records t1−t0, t2−t0 and the Guard's `promotion_ms`.
+//! t1 and t2 are stamped when the response arrives; the harness's own
+//! telemetry scrapes and Guard-log reads around an attempt are not in them.
+
+use std::time::{Duration, Instant};
+
+use crate::evidence::{RecoveryAttempt, RecoveryTimeline};
+use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
+use crate::telemetry::guard_log::GuardEvent;
+use crate::verdict::guard::AttemptOutcome;
+use crate::verdict::local::expect_host_tier_hit;
+
+pub const CASE: Case = Case {
+    id: "TC-06",
+    name: "guard_recovery_timing",
+    destructive: true,
+    run,
+};
+
+/// Prefixes committed on A: one per attempt, plus one for A'.
+const COMMITTED: usize = 16;
+/// Attempts stop here: Dynamo's file discovery drops a dead worker (and the
+/// router forgets its blocks) about 11 s after its death.
+const ATTEMPT_WINDOW: Duration = Duration::from_secs(9);
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+pub fn run(ctx: &CaseCtx) -> CaseResult {
+    let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
+    ctx.guard().expect_attached(&[&a, &b])?;
+    // The Guard holding A's pool: it serves it after A dies.
+    let guard = ctx.guard().of(&a)?;
+    let families = ctx.families(COMMITTED)?;
+    for family in &families {
+        ctx.commit(&a, family.variant(0))?;
+    }
+    let cadence = ctx.settings.tc06_cadence;
+
+    let mut guard_events = guard.follow()?;
+    let kill = ctx.faults().kill(&a)?;
+    let t0 = kill.sent_at;
+    let mut timeline = RecoveryTimeline::default();
+    let (attempt_families, spare) = families.split_at(families.len() - 1);
+
+    for (i, family) in attempt_families.iter().enumerate() {
+        // Fixed cadence: attempt i is sent at t0 + i × cadence.
+        let due = t0 + cadence * i as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        if t0.elapsed() > ATTEMPT_WINDOW {
+            break;
+        }
+        let attempt = ctx
+            .guard()
+            .attempt(&b, family.variant(1), &mut guard_events)?;
+        // Stamped at the request and at the response, not after the
+        // attempt's telemetry and Guard-log bookkeeping.
+        let sent = attempt.sent_at.saturating_duration_since(t0);
+        let outcome = attempt.outcome.clone();
+        timeline.attempts.push(RecoveryAttempt {
+            at_ms: ms(sent),
+            target: "B".into(),
+            outcome: format!("{}: {outcome:?}", attempt.prompt),
+        });
+        match outcome {
+            AttemptOutcome::GuardServed => {
+                timeline.t1_ms = Some(ms(attempt.answered_at.saturating_duration_since(t0)));
+                break;
+            }
+            AttemptOutcome::WrongTokens(mismatch) => {
+                let path = ctx.record("timeline.json", &timeline);
+                return Err(CaseError::new(format!(
+                    "attempt {i} at {:.0} ms returned wrong tokens: {mismatch}",
+                    ms(sent)
+                ))
+                .with_evidence(path));
+            }
+            _ => {}
+        }
+    }
+    guard_events.poll()?;
+    timeline.promotion_ms = guard_events.events().iter().find_map(|e| match &e.event {
+        GuardEvent::Promoted(p) if p.guard == a.slot.guard_index => Some(p.promotion_ms),
+        _ => None,
+    });
+    if timeline.t1_ms.is_none() {
+        let reason = format!(
+            "{} attempts in {:.1} s, none served by the Guard ({}); Guard promotion_ms {:?}",
+            timeline.attempts.len(),
+            t0.elapsed().as_secs_f64(),
+            summarize(&timeline),
+            timeline.promotion_ms
+        );
+        timeline.no_t1_reason = Some(reason.clone());
+        let path = ctx.record("timeline.json", &timeline);
+        ctx.perf().report_recovery(&timeline);
+        return Err(CaseError::new(format!("no t1: {reason}")).with_evidence(path));
+    }
+
+    // t2: the replacement serves a prefix A committed, from the reclaimed pool.
+    let replacement = ctx.stack.replace_worker("A")?;
+    let prompt = spare[0].variant(1);
+    let before = ctx.snapshot(&replacement)?;
+    let answer = ctx.complete_on(&replacement, prompt)?;
+    let answered = t0.elapsed();
+    ctx.expect_reference(prompt, &answer.tokens)?;
+    timeline.t2_ms = Some(ms(answered));
+    let hit = ctx.observe().host_tier_hit(
+        &ctx.delta_since(&replacement, &before)?,
+        answer.cached_tokens,
+    )?;
+    ctx.perf().report_recovery(&timeline);
+    ctx.record("timeline.json", &timeline);
+    let geometry = ctx.geometry();
+    ctx.check(
+        "replacement.json",
+        &hit,
+        expect_host_tier_hit(
+            &hit,
+            spare[0].shared_blocks(),
+            u64::from(geometry.block_size_tokens),
+            geometry.bytes_per_block(),
+        ),
+    )
+}
+
+fn summarize(timeline: &RecoveryTimeline) -> String {
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for attempt in &timeline.attempts {
+        let outcome = attempt
+            .outcome
+            .split_once(": ")
+            .map_or(attempt.outcome.as_str(), |(_, o)| o);
+        let kind = outcome.split(['(', ' ']).next().unwrap_or("").to_string();
+        *counts.entry(kind).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(k, n)| format!("{n}× {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,32 @@
+//! The fault matrix of the disaggregated paths (`cargo test --test
+//! fault_matrix_2p1d`): on a 2P+1D stack, each row targets the P→D check of
+//! TC-01 (a fresh prompt: the decode must pull exactly its full blocks from
+//! the prefill that answered).
+
+use crate::cases::tc01_generation_correctness as tc01;
+use crate::suite::{EngineFault, Fault, FaultRow, Workers};
+
+pub static ROWS: &[FaultRow] = &[
+    // The decode's pulled pages are corrupted after delivery: wrong tokens.
+    FaultRow {
+        case: tc01::CASE,
+        name: "decode_given_wrong_pages_is_caught",
+        fault: Fault::Engine(Workers::Decode, EngineFault::CorruptDeliveredPages),
+        claim: "reference tokens",
+    },
+    // The decode reports one page more than it read.
+    FaultRow {
+        case: tc01::CASE,
+        name: "decode_misreporting_bytes_is_caught",
+        fault: Fault::Engine(Workers::Decode, EngineFault::WrongTransferBytes),
+        claim: "P→D transfer reconciles",
+    },
+    // Whichever prefill answers dies before the decode pulls (and deposited
+    // nothing for its Guard): the decode recomputes.
+    FaultRow {
+        case: tc01::CASE,
+        name: "prefill_killed_before_the_pull_is_caught",
+        fault: Fault::Engine(Workers::Prefills, EngineFault::ExitAfterPrefill),
+        claim: "did not pull the prefill's pages",
+    },
+];

@@ -1,0 +1,117 @@
+//! The fault matrix of the two-node topology (`cargo test --test
+//! fault_matrix_two_node`): both rows target TC-03's transfer across the
+//! veth, and each needs its own arrangement (a cut timed to the transfer,
+//! a second stack).
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::stack::NODE_WITHOUT_PID_NAMESPACE;
+use crate::suite::{expect_red, CaseCtx, CaseError, CaseResult, Fault, FaultRow, LinkCut};
+use crate::wait::{self, Poll};
+
+use crate::cases::tc03_hinted_peer_transfer as tc03;
+
+pub static ROWS: &[FaultRow] = &[
+    FaultRow {
+        case: tc03::CASE,
+        name: "node_cut_off_the_network_during_a_transfer_is_caught",
+        fault: Fault::Arranged(node_cut_off),
+        claim: "which is cut off the network",
+    },
+    FaultRow {
+        case: tc03::CASE,
+        name: "transfer_over_shared_memory_is_caught",
+        fault: Fault::Arranged(shared_memory_transfer),
+        claim: "the transfer went over shared memory, not the network",
+    },
+];
+
+/// What Dynamo's runtime logs in a worker when a request reaches it.
+const REQUEST_ARRIVED: &str = "request received";
+
+/// What `log` holds past byte `from`.
+fn log_since(log: &Path, from: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = std::fs::File::open(log) {
+        if file.seek(SeekFrom::Start(from)).is_ok() {
+            let _ = file.read_to_string(&mut text);
+        }
+    }
+    text
+}
+
+/// Node 1 (worker B and its Guard) loses its network the moment TC-03's
+/// request reaches B, i.e. while B pulls A's pages across the veth (or
+/// answers): the pull and the answer hang in TCP. TC-03 must end at the
+/// client's deadline (`--request-timeout-s`, 20 s in this target) with an
+/// error that names the cut, not hang. The link is brought up again
+/// (verified) when the row ends; the suite then restores the stack.
+fn node_cut_off(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
+    let b = ctx.worker("B")?;
+    let log = b.process.log_path().to_path_buf();
+    let from = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    let case_over = AtomicBool::new(false);
+    let stack = ctx.stack;
+    std::thread::scope(|scope| {
+        let cutter = scope.spawn(|| -> Result<LinkCut<'_>, String> {
+            wait::until(
+                format!("a request to arrive at worker B ({})", log.display()),
+                Duration::from_secs(120),
+                Duration::from_millis(2),
+                || {
+                    if case_over.load(Ordering::SeqCst) {
+                        return Poll::Abort("the case ended before".to_string());
+                    }
+                    if log_since(&log, from).contains(REQUEST_ARRIVED) {
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending("no request yet".into())
+                    }
+                },
+            )
+            .map_err(|e| e.to_string())?;
+            LinkCut::now(stack).map_err(|e| e.message)
+        });
+        let verdict = expect_red(ctx, row.case.run, row.claim);
+        case_over.store(true, Ordering::SeqCst);
+        let cut = cutter
+            .join()
+            .map_err(|_| CaseError::new("the thread cutting node 1's link panicked"))?
+            .map_err(|e| {
+                CaseError::new(format!("fault not applied: node 1's link was not cut: {e}"))
+            })?;
+        ctx.record(
+            "link-cut.json",
+            &json!({"cut": cut.state, "verdict": verdict.as_ref().err().map(|e| e.to_string())}),
+        );
+        // Dropping the cut brings the link up again, and checks it.
+        drop(cut);
+        let restored = stack
+            .namespace_node()
+            .map(|n| n.link_state())
+            .ok_or_else(|| CaseError::new("the stack lost its namespace node"))?;
+        if !restored.is_up() {
+            return Err(CaseError::new(format!(
+                "node 1's link is not up again after the row: {restored}"
+            )));
+        }
+        verdict
+    })
+}
+
+/// A second two-node stack whose node 1 has no PID namespace of its own
+/// (a harness launch fault): UCX takes B's peer A for a same-host process
+/// and moves the pages through `cma`, a real transfer over shared memory.
+/// TC-03 on that stack must fail with UCX's own report of it.
+fn shared_memory_transfer(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
+    ctx.faults().on_faulty_stack(
+        "shm-stack",
+        &[NODE_WITHOUT_PID_NAMESPACE.to_string()],
+        |nested| expect_red(nested, row.case.run, row.claim),
+    )?
+}

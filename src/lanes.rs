@@ -1,0 +1,393 @@
+//! The lane matrix: which trials run on which stack (engine × topology ×
+//! geometry, with a profile), one row per `cargo test` target, the way
+//! wasmtime's `tests/wast.rs` generates its trials from a table. Each
+//! target's `main` names its lane in one line:
+//!
+//! ```no_run
+//! fn main() -> std::process::ExitCode {
+//!     kvcr_e2e::lanes::main("phase1_2p1d")
+//! }
+//! ```
+//!
+//! A lane's stack is set by harness flags placed before the command line's
+//! own, so `cargo test --test phase1_2p1d -- --geometry hybrid` still
+//! works, and a flag the user gives wins. A lane is what its flags make
+//! of the default stack: `cargo test --test phase1_2p1d` is `cargo test
+//! --test phase1 -- --topology 2p1d`.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::cases;
+use crate::engine::{GeometryKind, Kind, Topology};
+use crate::fault_matrix;
+use crate::suite::{Case, FaultRow, Suite, Trial};
+
+/// What a lane runs.
+#[derive(Clone, Copy)]
+pub enum Trials {
+    /// Test-plan cases.
+    Cases(&'static [Case]),
+    /// The rows of a fault matrix.
+    Rows(&'static [FaultRow]),
+    /// The rows of a fault matrix with these names, in the matrix's order.
+    RowsNamed(&'static [FaultRow], &'static [&'static str]),
+}
+
+impl Trials {
+    pub fn trials(self) -> Vec<Trial> {
+        match self {
+            Trials::Cases(cases) => cases.iter().copied().map(Trial::Case).collect(),
+            Trials::Rows(rows) => rows.iter().map(Trial::Row).collect(),
+            Trials::RowsNamed(rows, names) => rows
+                .iter()
+                .filter(|row| names.contains(&row.name))
+                .map(Trial::Row)
+                .collect(),
+        }
+    }
+}
+
+/// Harness flags a lane computes when it starts, from the repository root.
+pub type FlagsAtStart = fn(&Path) -> Result<Vec<String>, String>;
+
+/// One `cargo test --test <target>`: its stack and its trials.
+pub struct Lane {
+    /// The test target, which also names the run directory
+    /// (`target/phase1/runs/<target>/`).
+    pub target: &'static str,
+    pub engine: Kind,
+    pub topology: Topology,
+    pub geometry: GeometryKind,
+    /// A profile of `fixtures/profiles/` layered over the default: it
+    /// chooses the engine (and its platform) when one is named.
+    pub profile: Option<&'static str>,
+    /// Harness flags beyond the stack's own.
+    pub flags: &'static [&'static str],
+    /// Harness flags known only when the lane starts (from the repository
+    /// root), placed after `flags`; `Err` ends the program with the reason.
+    pub flags_at_start: Option<FlagsAtStart>,
+    pub trials: Trials,
+}
+
+/// Every lane. A stack is chosen with flags, not a profile (except the
+/// vLLM lanes' platform profile), so a profile the user or CI chooses
+/// (`PHASE1_PROFILE=ci`) still applies to every lane.
+pub const LANES: &[Lane] = &[
+    // The default stack: two CPU engine workers behind the real router.
+    Lane {
+        target: "phase1",
+        engine: Kind::Cpu,
+        topology: Topology::Agg,
+        geometry: GeometryKind::Dense,
+        profile: None,
+        flags: &[],
+        flags_at_start: None,
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    // KV blocks of attention pages plus SSM state parts (2 + 3 = 5 pages):
+    // TC-03 then checks exact pages per kind.
+    Lane {
+        target: "phase1_hybrid",
+        engine: Kind::Cpu,
+        topology: Topology::Agg,
+        geometry: GeometryKind::Hybrid,
+        profile: None,
+        flags: &[],
+        flags_at_start: None,
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    // Prefill workers A, B and decode worker C behind the real prefill
+    // router; the P→D transfer is KVCR's REMOTE path (TC-01 checks it).
+    Lane {
+        target: "phase1_2p1d",
+        engine: Kind::Cpu,
+        topology: Topology::TwoP1D,
+        geometry: GeometryKind::Dense,
+        profile: None,
+        flags: &[],
+        flags_at_start: None,
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    // Worker B and its own Guard on a namespace node the run makes (own
+    // network, PID and mount namespaces, private /dev/shm, a veth); TC-03
+    // checks from UCX's own report that B's reads crossed the veth. Needs
+    // root (or CAP_SYS_ADMIN and CAP_NET_ADMIN), else every case is ignored.
+    Lane {
+        target: "phase1_two_node",
+        engine: Kind::Cpu,
+        topology: Topology::TwoNode,
+        geometry: GeometryKind::Dense,
+        profile: None,
+        flags: &[],
+        flags_at_start: None,
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    // Real `dynamo.vllm` workers (vLLM's CPU build) with vLLM's own KVCR
+    // tier, one Guard per worker; the first run builds `.venv-vllm`.
+    Lane {
+        target: "phase1_vllm",
+        engine: Kind::Vllm,
+        topology: Topology::Agg,
+        geometry: GeometryKind::Dense,
+        profile: Some("vllm-cpu"),
+        flags: &[],
+        flags_at_start: None,
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    // The KVCR under test is a source tree: kvcr 0.1.1's sdist, unpacked
+    // (fetched once with pip into `target/kvcr-envs/sdist/`), so this lane
+    // runs what a KVCR developer runs with `cargo test --test phase1 --
+    // --kvcr <their checkout>`: the build is installed into a KVCR env
+    // over `.venv`, every Guard and worker must report importing it, and
+    // the evidence says `source dir`. TC-01 only unless `--cases` says
+    // otherwise (docs/kvcr-under-test.md).
+    Lane {
+        target: "phase1_kvcr_source",
+        engine: Kind::Cpu,
+        topology: Topology::Agg,
+        geometry: GeometryKind::Dense,
+        profile: None,
+        flags: &["--cases", "TC-01"],
+        flags_at_start: Some(kvcr_sdist_flags),
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    Lane {
+        target: "fault_matrix",
+        engine: Kind::Cpu,
+        topology: Topology::Agg,
+        geometry: GeometryKind::Dense,
+        profile: None,
+        flags: &[],
+        flags_at_start: None,
+        trials: Trials::Rows(fault_matrix::agg::ROWS),
+    },
+    Lane {
+        target: "fault_matrix_2p1d",
+        engine: Kind::Cpu,
+        topology: Topology::TwoP1D,
+        geometry: GeometryKind::Dense,
+        profile: None,
+        flags: &[],
+        flags_at_start: None,
+        trials: Trials::Rows(fault_matrix::p2d::ROWS),
+    },
+    // A request into a node that is cut off the network ends at the
+    // client's deadline: keep it short here.
+    Lane {
+        target: "fault_matrix_two_node",
+        engine: Kind::Cpu,
+        topology: Topology::TwoNode,
+        geometry: GeometryKind::Dense,
+        profile: None,
+        flags: &["--request-timeout-s", "20"],
+        flags_at_start: None,
+        trials: Trials::Rows(fault_matrix::two_node::ROWS),
+    },
+    // The rows whose fault needs no engine switch, on real vLLM.
+    Lane {
+        target: "fault_matrix_vllm",
+        engine: Kind::Vllm,
+        topology: Topology::Agg,
+        geometry: GeometryKind::Dense,
+        profile: Some("vllm-cpu"),
+        flags: &[],
+        flags_at_start: None,
+        trials: Trials::RowsNamed(fault_matrix::agg::ROWS, &fault_matrix::agg::ENGINE_NEUTRAL),
+    },
+];
+
+impl Lane {
+    /// The lane of test target `target`.
+    pub fn of(target: &str) -> Option<&'static Lane> {
+        LANES.iter().find(|lane| lane.target == target)
+    }
+
+    /// The harness flags that make the lane's stack, before the command
+    /// line's own: its profile, then whatever differs from the default
+    /// stack (an engine its profile does not choose, the topology, the
+    /// geometry), then its own flags.
+    pub fn default_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        let mut add = |flag: &str, value: &str| {
+            flags.push(flag.to_string());
+            flags.push(value.to_string());
+        };
+        match self.profile {
+            Some(profile) => add("--profile", profile),
+            None if self.engine != Kind::Cpu => add("--engine", self.engine.as_str()),
+            None => {}
+        }
+        if self.topology != Topology::Agg {
+            add("--topology", self.topology.as_str());
+        }
+        if self.geometry != GeometryKind::Dense {
+            add("--geometry", self.geometry.as_str());
+        }
+        flags.extend(self.flags.iter().map(|f| f.to_string()));
+        flags
+    }
+
+    /// The lane's whole program: its trials on its stack.
+    pub fn main(&self) -> ExitCode {
+        let mut flags = self.default_flags();
+        if let Some(at_start) = self.flags_at_start {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            match at_start(root) {
+                Ok(more) => flags.extend(more),
+                Err(e) => {
+                    eprintln!("error: lane {}: {e}", self.target);
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        Suite::main(self.target, self.trials.trials(), &flags)
+    }
+}
+
+/// `--kvcr <kvcr 0.1.1's sdist, unpacked>` (the CPU stack's Python env
+/// fetches it once).
+fn kvcr_sdist_flags(root: &Path) -> Result<Vec<String>, String> {
+    let base = crate::pyenv::ensure(root, None)
+        .map_err(|e| format!("the CPU stack's Python env: {e}"))?
+        .python;
+    let source = crate::pyenv::kvcr::sdist_source_dir(root, &base, "0.1.1")
+        .map_err(|e| format!("kvcr 0.1.1's sdist: {e}"))?;
+    Ok(vec!["--kvcr".into(), source.display().to_string()])
+}
+
+/// The program of test target `target`: its lane of [`LANES`].
+pub fn main(target: &str) -> ExitCode {
+    match Lane::of(target) {
+        Some(lane) => lane.main(),
+        None => {
+            eprintln!(
+                "error: no lane for test target {target:?} in kvcr_e2e::lanes::LANES (lanes: {})",
+                LANES
+                    .iter()
+                    .map(|l| l.target)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{self, Env};
+
+    /// The flags each target passed before the lanes were a table: the
+    /// same stack for the same command.
+    #[test]
+    fn each_lane_passes_the_flags_its_target_always_passed() {
+        let flags = |target: &str| Lane::of(target).unwrap().default_flags();
+        let none: Vec<String> = Vec::new();
+        assert_eq!(flags("phase1"), none);
+        assert_eq!(flags("fault_matrix"), none);
+        assert_eq!(flags("phase1_hybrid"), ["--geometry", "hybrid"]);
+        assert_eq!(flags("phase1_2p1d"), ["--topology", "2p1d"]);
+        assert_eq!(flags("fault_matrix_2p1d"), ["--topology", "2p1d"]);
+        assert_eq!(flags("phase1_two_node"), ["--topology", "two-node"]);
+        assert_eq!(
+            flags("fault_matrix_two_node"),
+            ["--topology", "two-node", "--request-timeout-s", "20"]
+        );
+        assert_eq!(flags("phase1_vllm"), ["--profile", "vllm-cpu"]);
+        // and `--kvcr <the sdist>`, known at start.
+        assert_eq!(flags("phase1_kvcr_source"), ["--cases", "TC-01"]);
+        assert_eq!(flags("fault_matrix_vllm"), ["--profile", "vllm-cpu"]);
+    }
+
+    /// A lane's flags resolve (with no `PHASE1_*` environment) to the
+    /// engine, topology and geometry its row says.
+    #[test]
+    fn each_lane_resolves_to_its_stack() {
+        for lane in LANES {
+            let argv = std::iter::once(lane.target.to_string()).chain(lane.default_flags());
+            let (harness, _) = config::split_args(argv).unwrap();
+            let env = Env::from_pairs(Vec::<(String, String)>::new());
+            let settings = config::resolve(&harness, &env).unwrap().settings;
+            assert_eq!(
+                (settings.engine, settings.topology, settings.geometry),
+                (lane.engine, lane.topology, lane.geometry),
+                "lane {}",
+                lane.target
+            );
+        }
+    }
+
+    /// Every lane is a `[[test]]` target whose `main` names it, and every
+    /// harness target under `e2e/` is a lane.
+    #[test]
+    fn every_lane_is_a_cargo_test_target_that_names_it() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+        let mut e2e_targets: Vec<&str> = manifest
+            .split("[[test]]")
+            .skip(1)
+            .filter(|t| t.contains("path = \"e2e/"))
+            .filter_map(|t| t.split('"').nth(1))
+            .collect();
+        let mut lanes: Vec<&str> = LANES.iter().map(|l| l.target).collect();
+        e2e_targets.sort();
+        lanes.sort();
+        assert_eq!(e2e_targets, lanes, "Cargo.toml's e2e targets");
+        for lane in LANES {
+            let main = std::fs::read_to_string(root.join(format!("e2e/{}.rs", lane.target)))
+                .unwrap_or_else(|e| panic!("e2e/{}.rs: {e}", lane.target));
+            assert!(
+                main.contains(&format!("kvcr_e2e::lanes::main(\"{}\")", lane.target)),
+                "e2e/{}.rs does not name its lane",
+                lane.target
+            );
+        }
+    }
+
+    #[test]
+    fn the_vllm_matrix_is_the_engine_neutral_rows() {
+        let Trials::RowsNamed(rows, names) = Lane::of("fault_matrix_vllm").unwrap().trials else {
+            panic!("fault_matrix_vllm runs named rows");
+        };
+        let picked = Trials::RowsNamed(rows, names).trials();
+        assert_eq!(picked.len(), names.len(), "every name is a row");
+        for trial in picked {
+            let Trial::Row(row) = trial else {
+                panic!("a row")
+            };
+            assert!(
+                row.fault.engine_neutral(),
+                "{} needs an engine switch",
+                row.name
+            );
+        }
+    }
+
+    /// `kvcr-e2e mutants` runs a mutant's trial on the target its header's
+    /// topology and geometry pick (`mutants::Header::target`): each is a
+    /// lane of that stack on the default engine.
+    #[test]
+    fn the_mutation_lanes_targets_are_lanes_of_their_stack() {
+        for (target, topology, geometry) in [
+            ("phase1", Topology::Agg, GeometryKind::Dense),
+            ("phase1_hybrid", Topology::Agg, GeometryKind::Hybrid),
+            ("phase1_2p1d", Topology::TwoP1D, GeometryKind::Dense),
+            ("phase1_two_node", Topology::TwoNode, GeometryKind::Dense),
+        ] {
+            let lane = Lane::of(target).unwrap_or_else(|| panic!("no lane {target}"));
+            assert_eq!(
+                (lane.engine, lane.topology, lane.geometry),
+                (Kind::Cpu, topology, geometry),
+                "lane {target}"
+            );
+            assert!(matches!(lane.trials, Trials::Cases(_)), "lane {target}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_target_is_a_usage_error() {
+        assert!(Lane::of("phase2").is_none());
+    }
+}

@@ -1,0 +1,203 @@
+//! The CPU engine's fault switches as a type (as Dynamo's mocker has its
+//! `enum Fault`): what a row turns on, spelled once, serialised to the
+//! engine's own words (`PUT /faults` JSON at run time, `--fault NAME[=ARG]`
+//! at launch). fixtures/cpu-engine/cpu_engine/faults.py is the engine's
+//! side; a unit test keeps the two in step.
+
+use std::fmt;
+
+use serde_json::{json, Value};
+
+/// One CPU-engine fault switch (off by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineFault {
+    /// Pages delivered into the device cache (local or remote) are corrupted.
+    CorruptDeliveredPages,
+    /// The engine reports one block fewer than it delivered.
+    UnderreportBlocks,
+    /// The target reports one page more than it read.
+    WrongTransferBytes,
+    /// The worker deposits nothing into its Guard-backed pool.
+    NoGuardDeposit,
+    /// A replacement does not take its Guard's pool back (launch switch).
+    NoReclaim,
+    /// A prefill worker exits after its prefill, before the decode pulls.
+    ExitAfterPrefill,
+    /// The `KV Transfer metrics` line reports one block more than `/metrics`.
+    SkewIntervalLog,
+    /// The device prefix cache finds nothing.
+    NoDeviceHits,
+    /// Newly computed blocks do not stay in the device cache.
+    NoDeviceEviction,
+    /// A hybrid block's SSM part is not read.
+    DropSsmPage,
+    /// The worker's KVCR progress loop fails (KVCR re-raises it on every
+    /// poll): the worker exits with its tier.
+    KvcrProgressFails,
+    /// Token N (0-based) of every answer is wrong.
+    WrongTokenAfter(u32),
+    /// A stream stops sending after N tokens (and stays open).
+    StallStreamAfter(u32),
+    /// A stream ends with an error after N tokens, without a finish.
+    CutStreamAfter(u32),
+    /// The engine stops exporting one metric family (samples and `# TYPE`).
+    DropSeries(&'static str),
+    /// The worker never registers with the frontend (launch only).
+    NeverRegister,
+    /// The worker exits during startup (launch only).
+    DieDuringStartup,
+}
+
+impl EngineFault {
+    /// The switch's name in the engine (`wrong_token_after`).
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineFault::CorruptDeliveredPages => "corrupt_delivered_pages",
+            EngineFault::UnderreportBlocks => "underreport_blocks",
+            EngineFault::WrongTransferBytes => "wrong_transfer_bytes",
+            EngineFault::NoGuardDeposit => "no_guard_deposit",
+            EngineFault::NoReclaim => "no_reclaim",
+            EngineFault::ExitAfterPrefill => "exit_after_prefill",
+            EngineFault::SkewIntervalLog => "skew_interval_log",
+            EngineFault::NoDeviceHits => "no_device_hits",
+            EngineFault::NoDeviceEviction => "no_device_eviction",
+            EngineFault::DropSsmPage => "drop_ssm_page",
+            EngineFault::KvcrProgressFails => "kvcr_progress_fails",
+            EngineFault::WrongTokenAfter(_) => "wrong_token_after",
+            EngineFault::StallStreamAfter(_) => "stall_stream_after",
+            EngineFault::CutStreamAfter(_) => "cut_stream_after",
+            EngineFault::DropSeries(_) => "drop_series",
+            EngineFault::NeverRegister => "never_register",
+            EngineFault::DieDuringStartup => "die_during_startup",
+        }
+    }
+
+    /// Its value in `PUT /faults`: `true`, a token count, or a family name.
+    pub fn value(self) -> Value {
+        match self {
+            EngineFault::WrongTokenAfter(n)
+            | EngineFault::StallStreamAfter(n)
+            | EngineFault::CutStreamAfter(n) => json!(n),
+            EngineFault::DropSeries(family) => json!(family),
+            _ => json!(true),
+        }
+    }
+
+    /// Whether the engine takes it only at launch (`--fault NAME`), not
+    /// through `PUT /faults`.
+    pub fn launch_only(self) -> bool {
+        matches!(
+            self,
+            EngineFault::NeverRegister | EngineFault::DieDuringStartup
+        )
+    }
+
+    /// The `PUT /faults` body that turns this switch (alone) on.
+    pub fn switches(self) -> Value {
+        json!({ self.name(): self.value() })
+    }
+}
+
+/// As a launch flag's value: `--fault wrong_token_after=2`, `--fault no_reclaim`.
+impl fmt::Display for EngineFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.value() {
+            Value::Bool(true) => f.write_str(self.name()),
+            Value::String(arg) => write!(f, "{}={arg}", self.name()),
+            arg => write!(f, "{}={arg}", self.name()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EVERY: [EngineFault; 17] = [
+        EngineFault::CorruptDeliveredPages,
+        EngineFault::UnderreportBlocks,
+        EngineFault::WrongTransferBytes,
+        EngineFault::NoGuardDeposit,
+        EngineFault::NoReclaim,
+        EngineFault::ExitAfterPrefill,
+        EngineFault::SkewIntervalLog,
+        EngineFault::NoDeviceHits,
+        EngineFault::NoDeviceEviction,
+        EngineFault::DropSsmPage,
+        EngineFault::WrongTokenAfter(2),
+        EngineFault::StallStreamAfter(2),
+        EngineFault::CutStreamAfter(3),
+        EngineFault::DropSeries("cpu_engine_computed_blocks"),
+        EngineFault::NeverRegister,
+        EngineFault::DieDuringStartup,
+        EngineFault::KvcrProgressFails,
+    ];
+
+    #[test]
+    fn switches_are_the_engines_json() {
+        assert_eq!(
+            EngineFault::WrongTokenAfter(2).switches(),
+            json!({"wrong_token_after": 2})
+        );
+        assert_eq!(
+            EngineFault::CorruptDeliveredPages.switches(),
+            json!({"corrupt_delivered_pages": true})
+        );
+        assert_eq!(
+            EngineFault::DropSeries("vllm:kvcr_duration_seconds").switches(),
+            json!({"drop_series": "vllm:kvcr_duration_seconds"})
+        );
+        assert_eq!(EngineFault::NoReclaim.to_string(), "no_reclaim");
+        assert_eq!(
+            EngineFault::CutStreamAfter(3).to_string(),
+            "cut_stream_after=3"
+        );
+        assert_eq!(EngineFault::DropSeries("x").to_string(), "drop_series=x");
+    }
+
+    /// Every switch is one the CPU engine knows, of the kind it expects
+    /// (a flag, a token count, a name, launch only), and every switch the
+    /// engine has is here.
+    #[test]
+    fn every_switch_is_the_cpu_engines() {
+        let source = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/cpu-engine/cpu_engine/faults.py"),
+        )
+        .unwrap();
+        let set = |name: &str| -> Vec<String> {
+            let start = source.find(&format!("{name} = {{")).unwrap();
+            let body = &source[start..];
+            let body = &body[body.find('{').unwrap() + 1..body.find('}').unwrap()];
+            body.split(',')
+                .map(|w| w.trim().trim_matches('"').to_string())
+                .filter(|w| !w.is_empty())
+                .collect()
+        };
+        let (flags, counts, names, launch) = (
+            set("FLAG_SWITCHES"),
+            set("COUNT_SWITCHES"),
+            set("NAME_SWITCHES"),
+            set("LAUNCH_ONLY"),
+        );
+        for fault in EVERY {
+            let kind = match fault.value() {
+                _ if fault.launch_only() => &launch,
+                Value::Bool(_) => &flags,
+                Value::Number(_) => &counts,
+                _ => &names,
+            };
+            assert!(
+                kind.iter().any(|w| w == fault.name()),
+                "{fault:?}: the CPU engine has no such switch of that kind"
+            );
+        }
+        let ours: Vec<&str> = EVERY.iter().map(|f| f.name()).collect();
+        for engine_switch in flags.iter().chain(&counts).chain(&names).chain(&launch) {
+            assert!(
+                ours.contains(&engine_switch.as_str()),
+                "the CPU engine's switch {engine_switch} has no EngineFault"
+            );
+        }
+    }
+}
