@@ -18,7 +18,17 @@ pub fn test_binary(repo_root: &Path, target: &str) -> Result<PathBuf, DriveError
         target: target.to_string(),
         message,
     };
-    let output = Command::new(&cargo)
+    let mut command = Command::new(&cargo);
+    // Under `cargo test` (a test target driving a lane) this process holds
+    // the `CARGO_*` variables cargo set for it; a build that sees them
+    // rebuilds dependencies whose build scripts watch them.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy().into_owned();
+        if (name.starts_with("CARGO_") && name != "CARGO_HOME") || name.starts_with("RUSTC") {
+            command.env_remove(&name);
+        }
+    }
+    let output = command
         .args(["test", "--no-run", "--test", target])
         .arg("--message-format=json-render-diagnostics")
         .current_dir(repo_root)

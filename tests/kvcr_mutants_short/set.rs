@@ -1,0 +1,76 @@
+//! The short set, in one place: which curated mutants each lane runs. The
+//! trial, message and lanes of each are its header's
+//! (`fixtures/kvcr-mutants/<name>.diff`). The trial `set::well_formed` (no
+//! stack) checks that every name exists, applies to its lane and is expected
+//! killed, and that the CPU set covers every class the suite claims to check.
+
+/// One mutant of the short set.
+pub struct Entry {
+    /// The class it stands for, as the trial name's middle part.
+    pub class_key: &'static str,
+    /// The curated mutant's name.
+    pub mutant: &'static str,
+}
+
+const fn e(class_key: &'static str, mutant: &'static str) -> Entry {
+    Entry { class_key, mutant }
+}
+
+/// CPU engine: one mutant per class the suite claims to check, the fastest
+/// of each that its header expects killed (7-27 s a stack in the hand
+/// validation).
+pub const CPU: &[Entry] = &[
+    e("host_tier", "local-deliver-pages-reversed"),
+    e("peer_transfer", "write-done-indices-one-based"),
+    e("transfer_accounting", "source-write-bytes-double-counted"),
+    e("hints", "hint-parser-drops-last-hash"),
+    e("guard_promotion", "guard-promoted-event-one-based"),
+    e("handback_reclaim", "handback-keeps-only-accessed"),
+    e("hybrid_pages", "peer-pull-drops-part-pages"),
+    e("p2d", "source-refuses-second-target"),
+];
+
+/// vLLM engine (`phase1_vllm`, aggregated dense): three mutants whose
+/// `lanes` include vllm. Ignored by default: a vLLM stack takes minutes.
+pub const VLLM: &[Entry] = &[
+    e("host_tier", "local-deliver-skips-last-block"),
+    e("transfer_accounting", "source-write-bytes-double-counted"),
+    e("hints", "hint-parser-drops-last-hash"),
+];
+
+/// The checks of `set::well_formed`, as one message per problem.
+pub fn problems(all: &[kvcr_e2e::mutants::curated::Mutant]) -> Vec<String> {
+    use kvcr_e2e::mutants::{Expect, Lane, MutantClass};
+    let mut problems = Vec::new();
+    for (lane, set) in [(Lane::Cpu, CPU), (Lane::Vllm, VLLM)] {
+        for entry in set {
+            let Some(m) = all.iter().find(|m| m.header.name == entry.mutant) else {
+                problems.push(format!("{}: no such curated mutant", entry.mutant));
+                continue;
+            };
+            let h = &m.header;
+            if !h.lanes.contains(&lane) {
+                problems.push(format!("{}: its lanes exclude {}", h.name, lane.as_str()));
+            }
+            if h.expect != Expect::Killed {
+                problems.push(format!("{}: its header expects it to survive", h.name));
+            }
+            if h.message.is_none() {
+                problems.push(format!("{}: its header names no message", h.name));
+            }
+        }
+    }
+    for class in MutantClass::ALL
+        .into_iter()
+        .filter(|c| c.phase1_claims_it())
+    {
+        let covered = CPU.iter().any(|entry| {
+            all.iter()
+                .any(|m| m.header.name == entry.mutant && m.header.class == class)
+        });
+        if !covered {
+            problems.push(format!("the CPU set has no mutant of class {class}"));
+        }
+    }
+    problems
+}
