@@ -162,9 +162,17 @@ fn compare_results(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
     let compared =
         compare::compare_runs(&parsed.base, &parsed.head, &parsed.rule, &parsed.bootstrap)
             .and_then(|c| compare::write_outputs(&c, &parsed.out).map(|w| (c, w)));
+    report_comparison("compare-results", compared)
+}
+
+/// Prints a comparison's summary and files; exit 0 = no regression.
+fn report_comparison<E: std::fmt::Display>(
+    command: &str,
+    compared: Result<(kvcr_e2e::compare::Comparison, kvcr_e2e::compare::Written), E>,
+) -> ExitCode {
     match compared {
         Ok((comparison, written)) => {
-            print!("{}", compare::render_summary(&comparison));
+            print!("{}", kvcr_e2e::compare::render_summary(&comparison));
             for path in [&written.json, &written.junit, &written.page] {
                 println!("{}", path.display());
             }
@@ -175,7 +183,7 @@ fn compare_results(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("error: compare-results: {e}");
+            eprintln!("error: {command}: {e}");
             ExitCode::FAILURE
         }
     }
@@ -194,23 +202,7 @@ fn compare(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
         let stamp = kvcr_e2e::mutants::driver::stamp(time::OffsetDateTime::now_utc());
         repo_root.join("target/compare").join(stamp)
     });
-    match compare::run_compare(repo_root, &parsed, &out) {
-        Ok((comparison, written)) => {
-            print!("{}", compare::render_summary(&comparison));
-            for path in [&written.json, &written.junit, &written.page] {
-                println!("{}", path.display());
-            }
-            if comparison.passed() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-        Err(e) => {
-            eprintln!("error: compare: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    report_comparison("compare", compare::run_compare(repo_root, &parsed, &out))
 }
 
 fn mutants(repo_root: &std::path::Path, args: &[String]) -> ExitCode {

@@ -289,7 +289,8 @@ fn never_registers(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
 /// abort when it sees the exit, quoting the worker's log, not wait for its
 /// deadline.
 fn dies_during_startup(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
-    let timeout = Duration::from_secs(60);
+    // The user's startup budget: an abort well inside it is the claim.
+    let timeout = ctx.settings.startup_timeout;
     let (result, took) = ctx.faults().provision_faulty(
         "die-during-startup",
         &[EngineFault::DieDuringStartup.to_string()],

@@ -61,7 +61,7 @@ fn node_cut_off(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
         let cutter = scope.spawn(|| -> Result<LinkCut<'_>, String> {
             wait::until(
                 format!("a request to arrive at worker B ({})", log.display()),
-                Duration::from_secs(120),
+                ctx.settings.request_timeout,
                 Duration::from_millis(2),
                 || {
                     if case_over.load(Ordering::SeqCst) {
