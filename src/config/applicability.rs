@@ -8,6 +8,12 @@
 //!
 //! TC-05's arms and baselines are defined on the aggregated topology, so the
 //! performance case is reported ignored on the others.
+//!
+//! The production-conditions cases (TC-07..TC-12, `cargo test --test phase2`)
+//! run on the CPU engine on agg: they read what only the CPU engine exposes
+//! of its KVCR (per-block deposit outcomes, KVCR's inventory events,
+//! deliveries by source, `/kvcr/holding`, the stall latch); dynamo.vllm
+//! exposes none of these, so they are reported ignored there, with the reason.
 
 use serde::Serialize;
 
@@ -45,6 +51,9 @@ pub fn base_case_id(case_id: &str) -> String {
 /// to `engine` on `topology`.
 pub fn applicability(engine: Engine, topology: Topology, case_id: &str) -> Applicability {
     let id = base_case_id(case_id);
+    if let Some(n @ 7..=12) = id.strip_prefix("TC-").and_then(|d| d.parse::<u8>().ok()) {
+        return production_case(engine, topology, &id, n);
+    }
     let n: u8 = match id.strip_prefix("TC-0").and_then(|d| d.parse().ok()) {
         Some(n @ 1..=6) => n,
         _ => {
@@ -72,5 +81,18 @@ pub fn applicability(engine: Engine, topology: Topology, case_id: &str) -> Appli
                 .to_string(),
         ),
         (Engine::Sglang, _) => Applicability::Applies,
+    }
+}
+
+/// TC-07..TC-12: the CPU engine on agg.
+fn production_case(engine: Engine, topology: Topology, id: &str, _n: u8) -> Applicability {
+    match (engine, topology) {
+        (Engine::Cpu, Topology::Agg) => Applicability::Applies,
+        (Engine::Cpu, _) => Applicability::Ignored(format!(
+            "{id} on {engine}/{topology}: the production-conditions cases are defined on the agg topology"
+        )),
+        _ => Applicability::Ignored(format!(
+            "{id} on {engine}/{topology}: needs the CPU engine's KVCR reports (per-block deposit outcomes, KVCR inventory events, deliveries by source, /kvcr/holding, the stall latch), which {engine} does not expose"
+        )),
     }
 }

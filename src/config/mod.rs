@@ -53,7 +53,10 @@ pub use settings::{
 };
 
 /// The phase 1 case ids.
-pub const KNOWN_CASES: &[&str] = &["TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06"];
+pub const KNOWN_CASES: &[&str] = &[
+    "TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07", "TC-08", "TC-09", "TC-10",
+    "TC-11", "TC-12",
+];
 
 impl Settings {
     /// Resolves settings from the process's argv-derived harness flags and

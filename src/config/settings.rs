@@ -120,6 +120,16 @@ pub struct CpuEngineProfile {
     pub stats_interval_s: f64,
     /// Size of the Guard service's pool, in GB.
     pub guard_pool_gb: f64,
+    /// Size of each Guard pool in blocks; overrides `guard_pool_gb`.
+    pub guard_pool_blocks: Option<u32>,
+    /// The Guard service's `--heartbeat-timeout-ms`; `None` = pidfd only.
+    pub guard_heartbeat_timeout_ms: Option<u64>,
+    /// `--operation-timeout-ms`: KVCR's operation timeout in the engine.
+    pub operation_timeout_ms: Option<u64>,
+    /// KVCR's disk tier per worker, in blocks; `None` = no G3.
+    pub g3_capacity_blocks: Option<u32>,
+    /// Where the workers' G3 files go; `None` = `<run dir>/g3`.
+    pub g3_dir: Option<PathBuf>,
 }
 
 impl CpuEngineProfile {
@@ -165,8 +175,12 @@ impl CpuEngineProfile {
             ("--local-pool-blocks", self.local_pool_blocks.to_string()),
             ("--stats-interval-s", self.stats_interval_s.to_string()),
         ];
+        let optional = self
+            .operation_timeout_ms
+            .map(|ms| ("--operation-timeout-ms", ms.to_string()));
         pairs
             .into_iter()
+            .chain(optional)
             .flat_map(|(f, v)| [f.to_string(), v])
             .collect()
     }
@@ -314,6 +328,11 @@ impl Settings {
                 local_pool_blocks: 0,
                 stats_interval_s: 0.0,
                 guard_pool_gb: 0.0,
+                guard_pool_blocks: None,
+                guard_heartbeat_timeout_ms: None,
+                operation_timeout_ms: None,
+                g3_capacity_blocks: None,
+                g3_dir: None,
             },
             prompts: PromptProfile {
                 seed: 0,
@@ -383,6 +402,13 @@ impl Settings {
             "cpu_engine.local_pool_blocks" => c.local_pool_blocks = v.uint()?,
             "cpu_engine.stats_interval_s" => c.stats_interval_s = v.float()?,
             "cpu_engine.guard_pool_gb" => c.guard_pool_gb = v.float()?,
+            "cpu_engine.guard_pool_blocks" => c.guard_pool_blocks = Some(v.uint()?),
+            "cpu_engine.guard_heartbeat_timeout_ms" => {
+                c.guard_heartbeat_timeout_ms = Some(v.uint()?)
+            }
+            "cpu_engine.operation_timeout_ms" => c.operation_timeout_ms = Some(v.uint()?),
+            "cpu_engine.g3_capacity_blocks" => c.g3_capacity_blocks = Some(v.uint()?),
+            "cpu_engine.g3_dir" => c.g3_dir = Some(v.path()?),
             "prompts.seed" => p.seed = v.uint()?,
             "prompts.families" => p.families = v.uint()?,
             "prompts.prefix_blocks" => p.prefix_blocks = v.uint()?,

@@ -487,7 +487,7 @@ fn bad_numbers_cases_bools_paths() {
     assert!(err(&["--perf-repeats", "0"], &[]).contains("expected an integer ≥ 1"));
     assert!(err(&["--perf-repeats", "-1"], &[]).contains("invalid value `-1`"));
     assert!(err(&["--tc06-cadence-ms", "fast"], &[]).contains("flag --tc06-cadence-ms"));
-    assert!(err(&["--cases", "TC-07"], &[]).contains("case ids out of TC-01, TC-02"));
+    assert!(err(&["--cases", "TC-13"], &[]).contains("case ids out of TC-01, TC-02"));
     assert!(err(&["--keep-stack=maybe"], &[]).contains("expected true or false"));
     assert!(err(&[], &[("PHASE1_CPU_ENGINE_STATS_INTERVAL_S", "-1")]).contains("a positive number"));
     assert!(
@@ -560,10 +560,28 @@ fn profile_value_of_the_wrong_shape() {
 // ---- applicability ---------------------------------------------------------
 
 #[test]
+fn production_cases_run_on_the_cpu_engine_on_agg_only() {
+    for c in &KNOWN_CASES[6..] {
+        assert!(applicability(Engine::Cpu, Topology::Agg, c).applies(), "{c}");
+        for (e, t) in [
+            (Engine::Vllm, Topology::Agg),
+            (Engine::Cpu, Topology::TwoPrefillOneDecode),
+            (Engine::Cpu, Topology::TwoNode),
+            (Engine::Sglang, Topology::Agg),
+        ] {
+            let Applicability::Ignored(why) = applicability(e, t, c) else {
+                panic!("{c} on {e}/{t} should be ignored");
+            };
+            assert!(why.contains(c), "{why}");
+        }
+    }
+}
+
+#[test]
 fn applicability_table() {
     use Applicability::*;
     let applies = |e, t, c| applicability(e, t, c).applies();
-    for c in KNOWN_CASES {
+    for c in &KNOWN_CASES[..6] {
         assert!(applies(Engine::Cpu, Topology::Agg, c));
         assert!(applies(Engine::Vllm, Topology::Agg, c));
         assert!(applies(Engine::Cpu, Topology::TwoPrefillOneDecode, c));
@@ -609,7 +627,7 @@ fn applicability_table() {
         Ignored(r) => assert!(r.contains("defined on the agg topology"), "{r}"),
         Applies => panic!("TC-05 is defined on agg only"),
     }
-    assert!(!applies(Engine::Cpu, Topology::Agg, "TC-09"));
+    assert!(!applies(Engine::Cpu, Topology::Agg, "TC-13"));
 }
 
 // ---- redaction -------------------------------------------------------------

@@ -54,6 +54,27 @@ impl CpuEngine {
         topology::plan_for(&self.worker_plans(), slot, &[])
     }
 
+    /// KVCR's disk tier, when the profile sets one: a file per slot (a
+    /// replacement opens the one its predecessor used: the Guard refuses a
+    /// claim whose G3 paths differ), under `g3_dir` or `<run dir>/g3`.
+    fn g3_flags(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> Vec<String> {
+        let Some(blocks) = self.profile.g3_capacity_blocks else {
+            return Vec::new();
+        };
+        let dir = match &self.profile.g3_dir {
+            Some(dir) if dir.is_absolute() => dir.clone(),
+            Some(dir) => ctx.repo_root.join(dir),
+            None => ctx.logs_dir.parent().unwrap_or(&ctx.logs_dir).join("g3"),
+        };
+        let _ = std::fs::create_dir_all(&dir);
+        vec![
+            "--g3-file".to_string(),
+            dir.join(format!("{}.bin", slot.name)).display().to_string(),
+            "--g3-capacity-blocks".to_string(),
+            blocks.to_string(),
+        ]
+    }
+
     fn package_dir(ctx: &LaunchContext) -> PathBuf {
         ctx.repo_root.join("fixtures/cpu-engine")
     }
@@ -133,10 +154,19 @@ impl Engine for CpuEngine {
     }
 
     fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
-        Some(dynamo::guard_service(
+        let geometry = self.geometry();
+        let sizes = match self.profile.guard_pool_blocks {
+            // Pools sized in blocks: the exact figure that holds them.
+            Some(blocks) => super::pool_size::pool_bytes_for_blocks(&geometry, u64::from(blocks))
+                .into_iter()
+                .map(super::pool_size::exact_gb)
+                .collect(),
+            None => vec![format!("{}", self.profile.guard_pool_gb); geometry.pool_kinds().len()],
+        };
+        Some(dynamo::guard_service_with(
             ctx,
-            &self.geometry(),
-            self.profile.guard_pool_gb,
+            &sizes,
+            self.profile.guard_heartbeat_timeout_ms,
         ))
     }
 
@@ -173,6 +203,7 @@ impl Engine for CpuEngine {
             .arg(slot.guard_socket.display().to_string())
             .args(["--guard-index", &slot.guard_index.to_string()])
             .args(["--compatibility-digest", &ctx.compatibility_digest])
+            .args(self.g3_flags(ctx, slot))
     }
 
     fn reference_worker(

@@ -16,6 +16,7 @@ use crate::proc::ProcessSpec;
 pub mod cpu;
 pub mod dynamo;
 pub mod placement;
+pub mod pool_size;
 pub mod sglang;
 pub mod topology;
 pub mod vllm;

@@ -255,6 +255,7 @@ fn attach_with(
         frontend_killed: Default::default(),
         replacement_faults: Mutex::new(Vec::new()),
         replace_hook_runs: Mutex::new(Vec::new()),
+        restarted_guards: Mutex::new(Vec::new()),
         logs: Mutex::new(super::LogSource {
             url: m.logs_url.clone(),
             mirror_dir: by_urls.then(|| mirror_dir.to_path_buf()),

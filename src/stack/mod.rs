@@ -17,6 +17,7 @@
 mod attach;
 mod discovery;
 mod exit_cause;
+mod guard_service;
 mod hooks;
 mod layout;
 mod log_url;
@@ -29,6 +30,7 @@ mod replace_by_hook;
 mod worker;
 
 pub use attach::{attach, attach_to_repair, AttachError};
+pub use guard_service::{GuardServiceKill, PoolFile};
 pub use hooks::{described_pid, hooks, run_hook, HookRun, Hooks};
 pub use layout::Layout;
 pub use nodes::{Crossing, Placement, Side};
@@ -58,6 +60,8 @@ pub struct Stack {
     pub guard: Option<Arc<Supervised>>,
     /// Every Guard service, named `guard` or `guard-<slot>`.
     pub guards: Vec<Arc<Supervised>>,
+    /// Guard services started again after the first died (TC-08), in order.
+    restarted_guards: Mutex<Vec<Arc<Supervised>>>,
     workers: Mutex<Vec<Arc<Worker>>>,
     /// The worker slots, planned before any worker starts.
     slots: Vec<crate::engine::WorkerSlot>,
@@ -146,6 +150,14 @@ impl Stack {
 
     /// The Guard service holding `worker`'s pool.
     pub fn guard_of(&self, worker: &Worker) -> Option<Arc<Supervised>> {
+        if let Some(restarted) = self
+            .restarted_guards
+            .lock()
+            .ok()
+            .and_then(|g| g.last().cloned())
+        {
+            return Some(restarted);
+        }
         self.guards
             .iter()
             .find(|g| g.name() == worker.slot.guard_service)
@@ -709,7 +721,12 @@ impl Stack {
             }
         }
         // Workers go before the Guards: they hand their groups back.
-        for guard in &self.guards {
+        let restarted = self
+            .restarted_guards
+            .lock()
+            .map(|g| g.clone())
+            .unwrap_or_default();
+        for guard in restarted.iter().rev().chain(&self.guards) {
             reports.push(guard.stop(grace));
         }
         self.placement.stop();

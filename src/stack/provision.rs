@@ -244,6 +244,7 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             frontend_killed: Default::default(),
             replacement_faults: Mutex::new(Vec::new()),
             replace_hook_runs: Mutex::new(Vec::new()),
+            restarted_guards: Mutex::new(Vec::new()),
             logs: Mutex::new(Default::default()),
             options: options.clone(),
             manifest: Mutex::new(None),
@@ -588,7 +589,7 @@ pub(super) fn died<T>(process: &Supervised) -> Option<Poll<T>> {
 }
 
 /// `socket` is the Guard's socket as this host sees it.
-fn await_guard(
+pub(super) fn await_guard(
     guard: &Supervised,
     socket: &std::path::Path,
     timeout: Duration,

@@ -24,6 +24,7 @@ mod lifecycle;
 pub mod load;
 pub mod observe;
 mod perf;
+pub mod pressure;
 mod records;
 mod requests;
 mod signals;

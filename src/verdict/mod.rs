@@ -7,8 +7,11 @@
 
 pub mod disagg;
 pub mod guard;
+pub mod ledger;
 pub mod load;
 pub mod local;
+pub mod log_scan;
+pub mod pressure;
 pub mod tokens;
 pub mod transfer;
 
