@@ -268,57 +268,16 @@ pub fn scan_since(dir: &Path, marks: &LogMarks) -> Vec<Found> {
     found
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scans_only_past_each_mark_and_new_files_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = dir.path().join("worker-A.log");
-        std::fs::write(&a, "Traceback (most recent call last):\n").unwrap();
-        let marks = LogMarks(
-            [(a.clone(), std::fs::metadata(&a).unwrap().len())]
-                .into_iter()
-                .collect(),
-        );
-        assert!(scan_since(dir.path(), &marks).is_empty());
-        std::fs::write(
-            &a,
-            "Traceback (most recent call last):\nKVCR pool recovery disabled; x\n",
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("guard.2.log"), "KVCR Guard 0 failed\n").unwrap();
-        let found = scan_since(dir.path(), &marks);
-        assert_eq!(found.len(), 2);
-        assert_eq!(
-            (found[0].log.as_str(), found[0].line_no),
-            ("guard.2.log", 1)
-        );
-        assert_eq!(
-            (found[1].log.as_str(), found[1].line_no),
-            ("worker-A.log", 2)
-        );
-    }
-}
-
-/// The source-stall latch, as a fact: which component, when, KVCR's words.
-#[derive(Debug, Clone, Serialize)]
-pub struct Latch {
-    pub component: String,
-    pub log: PathBuf,
-    pub line_no: usize,
-    /// The log line's own timestamp (its first two words).
-    pub at: String,
-    pub message: String,
-    /// What the engine's `/state` says (`kvcr_source_stalled`).
-    pub state_stalled: bool,
-}
+pub use crate::verdict::stall::Latch;
 
 impl CaseCtx<'_> {
     /// The blocks `worker` committed to its KVCR pool since `mark` and
     /// still holds there (stored minus removed, by KVCR's inventory events).
-    pub fn committed_since(&self, worker: &Worker, mark: LogMark) -> Result<BTreeSet<u64>, CaseError> {
+    pub fn committed_since(
+        &self,
+        worker: &Worker,
+        mark: LogMark,
+    ) -> Result<BTreeSet<u64>, CaseError> {
         let lines = self.kvcr_lines_since(worker, mark)?;
         Ok(engine_kvcr_log::resident(
             &lines,
@@ -367,7 +326,12 @@ impl CaseCtx<'_> {
             component: worker.process.name().to_string(),
             log: worker.process.log_path().to_path_buf(),
             line_no: line.line_no,
-            at: line.text.split_whitespace().take(2).collect::<Vec<_>>().join(" "),
+            at: line
+                .text
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" "),
             message: message.clone(),
             state_stalled: state["kvcr_source_stalled"].as_bool().unwrap_or(false),
         }))
@@ -380,7 +344,10 @@ impl CaseCtx<'_> {
         mark: LogMark,
         budget: Duration,
     ) -> Result<Latch, CaseError> {
-        let what = format!("worker {} to report KVCR's source-stall latch", worker.name());
+        let what = format!(
+            "worker {} to report KVCR's source-stall latch",
+            worker.name()
+        );
         self.doing(&what)?;
         wait::until(what, budget, LOG_POLL, || {
             if let Err(cancelled) = self.activity.check() {
@@ -388,7 +355,9 @@ impl CaseCtx<'_> {
             }
             match self.latch_since(worker, mark) {
                 Ok(Some(latch)) => Poll::Ready(latch),
-                Ok(None) => Poll::Pending("no `KVCR resilience event kind=source_stalled` line".into()),
+                Ok(None) => {
+                    Poll::Pending("no `KVCR resilience event kind=source_stalled` line".into())
+                }
                 Err(e) => Poll::Abort(e.message),
             }
         })
@@ -412,7 +381,11 @@ impl CaseCtx<'_> {
                 .find(|(label, _)| label.split(':').next() == Some(kind.as_str()))
                 .map_or(0, |(_, b)| *b);
             // The CPU engine names its one dense pool `kv`.
-            let name = if geometry.pool_kinds().len() == 1 { "kv".to_string() } else { kind };
+            let name = if geometry.pool_kinds().len() == 1 {
+                "kv".to_string()
+            } else {
+                kind
+            };
             cmd.args(["--pool", &format!("{name}:{bytes}")]);
         }
         cmd.env("PYTHONPATH", ctx.repo_root.join("fixtures/cpu-engine"))
@@ -434,15 +407,115 @@ impl CaseCtx<'_> {
     }
 }
 
-/// What one claim got.
-#[derive(Debug, Clone, serde::Deserialize, Serialize)]
-pub struct ClaimProbe {
-    /// `granted` or `refused`.
-    pub outcome: String,
-    pub message: String,
-    /// The claim itself, as the probe timed it.
-    pub ms: f64,
-    /// The probe process, start to exit.
-    #[serde(default)]
-    pub wall_ms: f64,
+pub use crate::verdict::service::ClaimProbe;
+
+/// A worker's engine stopped with SIGSTOP (state `T` verified); continued on
+/// drop, unless it died meanwhile (a Guard's heartbeat fence SIGKILLs it).
+pub struct StoppedWorker<'a> {
+    worker: &'a Worker,
+    /// When the stop was verified.
+    pub at: std::time::Instant,
+}
+
+impl CaseCtx<'_> {
+    /// SIGSTOPs `worker`'s engine process and verifies its state is `T`.
+    pub fn stop_worker_process<'w>(
+        &self,
+        worker: &'w Worker,
+    ) -> Result<StoppedWorker<'w>, CaseError> {
+        let pid = worker.process.pid();
+        worker
+            .process
+            .signal(nix::sys::signal::Signal::SIGSTOP)
+            .map_err(|e| {
+                CaseError::new(format!(
+                    "fault not applied: SIGSTOP of worker {}: {e}",
+                    worker.name()
+                ))
+            })?;
+        let stopped = StoppedWorker {
+            worker,
+            at: std::time::Instant::now(),
+        };
+        wait::until(
+            format!(
+                "worker {}'s pid {pid} to be stopped (state T)",
+                worker.name()
+            ),
+            Duration::from_secs(2),
+            Duration::from_millis(5),
+            || match crate::proc::procfs::state(pid) {
+                Some('T') => Poll::Ready(()),
+                other => Poll::Pending(format!("state {other:?}")),
+            },
+        )
+        .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+        Ok(stopped)
+    }
+}
+
+impl Drop for StoppedWorker<'_> {
+    fn drop(&mut self) {
+        if self.worker.process.is_running() {
+            if let Err(e) = self
+                .worker
+                .process
+                .signal(nix::sys::signal::Signal::SIGCONT)
+            {
+                tracing::warn!("could not continue worker {}: {e}", self.worker.name());
+            }
+        }
+    }
+}
+
+impl CaseCtx<'_> {
+    /// Turns `switches` on on `worker` in addition to those already on
+    /// (a fault row's), verified as [`CaseCtx::engine_faults`]; every
+    /// switch is cleared on drop.
+    pub fn engine_faults_added(
+        &self,
+        worker: &str,
+        switches: Value,
+    ) -> Result<super::EngineFaults, CaseError> {
+        let url = format!("{}/faults", self.worker(worker)?.admin_url());
+        let mut active = self.block_on(get_json(&url))?.map_err(CaseError::new)?;
+        if let (Some(active), Some(more)) = (active.as_object_mut(), switches.as_object()) {
+            active.extend(more.clone());
+        }
+        self.engine_faults(&[worker], active)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scans_only_past_each_mark_and_new_files_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("worker-A.log");
+        std::fs::write(&a, "Traceback (most recent call last):\n").unwrap();
+        let marks = LogMarks(
+            [(a.clone(), std::fs::metadata(&a).unwrap().len())]
+                .into_iter()
+                .collect(),
+        );
+        assert!(scan_since(dir.path(), &marks).is_empty());
+        std::fs::write(
+            &a,
+            "Traceback (most recent call last):\nKVCR pool recovery disabled; x\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("guard.2.log"), "KVCR Guard 0 failed\n").unwrap();
+        let found = scan_since(dir.path(), &marks);
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            (found[0].log.as_str(), found[0].line_no),
+            ("guard.2.log", 1)
+        );
+        assert_eq!(
+            (found[1].log.as_str(), found[1].line_no),
+            ("worker-A.log", 2)
+        );
+    }
 }

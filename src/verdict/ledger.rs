@@ -113,6 +113,30 @@ pub fn expect_nothing_lost(input: &LedgerInput) -> Result<Ledger, Violation> {
     }
 }
 
+/// After a clean release (no promotion): every committed block is held by
+/// the replacement, and there was something to hold.
+pub fn expect_reclaimed(input: &LedgerInput) -> Result<Ledger, Violation> {
+    let ledger = classify(input);
+    if input.committed.is_empty() {
+        return Err(Violation {
+            claim: CLAIM,
+            detail: "no block was committed to the pool: the ledger checks nothing".into(),
+        });
+    }
+    if ledger.lost.is_empty() {
+        return Ok(ledger);
+    }
+    Err(Violation {
+        claim: CLAIM,
+        detail: format!(
+            "{} of {} committed blocks lost across the handback (not held by the replacement): {}",
+            ledger.lost.len(),
+            ledger.committed,
+            few(&ledger.lost)
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +196,18 @@ mod tests {
             .unwrap_err()
             .detail
             .contains("fewer than the 4 committed"));
+    }
+
+    #[test]
+    fn a_reclaim_must_hold_every_committed_block() {
+        let mut i = input();
+        assert!(expect_reclaimed(&i).is_ok());
+        i.held_by_replacement = set(&[1, 2, 3]);
+        assert!(expect_reclaimed(&i)
+            .unwrap_err()
+            .detail
+            .contains("1 of 4 committed blocks lost across the handback"));
+        assert!(expect_reclaimed(&LedgerInput::default()).is_err());
     }
 
     #[test]
