@@ -562,7 +562,10 @@ fn profile_value_of_the_wrong_shape() {
 #[test]
 fn production_cases_run_on_the_cpu_engine_on_agg_only() {
     for c in &KNOWN_CASES[6..] {
-        assert!(applicability(Engine::Cpu, Topology::Agg, c).applies(), "{c}");
+        assert!(
+            applicability(Engine::Cpu, Topology::Agg, c).applies(),
+            "{c}"
+        );
         for (e, t) in [
             (Engine::Vllm, Topology::Agg),
             (Engine::Cpu, Topology::TwoPrefillOneDecode),
