@@ -1,9 +1,11 @@
 //! kvcr-e2e: an end-to-end test harness for KVCR stacks.
 pub mod client;
+pub mod compare;
 pub mod config;
 pub mod engine;
 pub mod evidence;
 pub mod gpu;
+pub mod mutants;
 pub mod peer_bench;
 pub mod proc;
 pub mod prompts;

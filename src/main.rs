@@ -8,6 +8,9 @@
 //! kvcr-e2e runner KIND       write the Slurm, container or Kubernetes artifacts
 //! kvcr-e2e gpu-check         NVML telemetry against a PyTorch allocation
 //! kvcr-e2e bench-client      our streaming client as a benchmark peer
+//! kvcr-e2e compare-results   compare phase1 runs of two builds
+//! kvcr-e2e live-runs         the machine's live runs; `exclusive -- CMD` holds the machine
+//! kvcr-e2e replay CASE_DIR ID  send a recorded request again, compare with the reference
 //! ```
 
 use std::path::PathBuf;
@@ -16,9 +19,12 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: kvcr-e2e <command>
 
 commands:
-  python-env [--env cpu|vllm|aiperf] [--python PATH]
+  python-env [--env cpu|vllm|aiperf] [--python PATH] [--kvcr SPEC]
                                create (or reuse) a pinned Python env, or check an
-                               existing interpreter (never modified) with --python:
+                               existing interpreter (never modified) with --python;
+                               with --kvcr, also the KVCR env of that build over it
+                               (pypi:VERSION, a wheel or a source directory; prints
+                               the interpreter a stack runs; docs/kvcr-under-test.md):
                                  cpu   (default) the CPU stack: the stand-in engine with
                                        real Dynamo, KVCR and NIXL; .venv from
                                        fixtures/python/requirements.lock (~30 s, ~620 MB)
@@ -34,7 +40,7 @@ commands:
                                bring the stack up (and the reference cache warm), write
                                its description (default target/phase1/stack.json), and
                                keep it running until `stack down` or Ctrl-C; takes the
-                               same flags as the suite (--profile, --geometry, ...)
+                               same flags as the suite (--profile, --geometry, --kvcr, ...)
   stack down [--manifest PATH] tear that stack down
   stack replace-worker [--manifest PATH] --worker SLOT [HARNESS FLAGS]
                                start a replacement for that stack's dead worker SLOT
@@ -44,8 +50,8 @@ commands:
                                from Debian packages (mmdebstrap + podman import; no
                                registry), unless podman has it; prints its name
   runner {slurm|container|k8s|all} [--out DIR] [--apply] [HARNESS FLAGS]
-                               write the runner's artifacts for the resolved settings
-                               (sbatch script; Containerfile + run.sh; Kubernetes Job,
+                               write the runner's artifacts for the resolved settings,
+                               --kvcr included (sbatch script; Containerfile + run.sh; Kubernetes Job,
                                stack pod and service) into DIR (default
                                target/runners/<kind>); see docs/ci.md. With k8s,
                                --apply then runs `kubectl apply` on the objects after
@@ -60,6 +66,33 @@ commands:
                                our streaming client as a peer in the client
                                benchmark (benches/client_peers.rs): streams N
                                completions, writes each one's stamps to PATH
+  compare-results BASE_RUN... --head HEAD_RUN... [--out DIR] [--resamples N]
+                    [--seed S] [--confidence C] [--min-change F]
+                               compare phase1 runs of two builds (run directories or
+                               their results.json): BASE_RUN i and HEAD_RUN i form round
+                               pair i. Per figure (TC-05 arms' TTFT p50/p90, TPOT and
+                               ITL p50, the sweep's throughput and TTFT p50 per level,
+                               TC-06's t1, t2 and Guard promotion) the head - base
+                               difference, its bootstrap interval (C, default 0.95;
+                               N resamples, default 2000, seeded by S) and a verdict:
+                               a regression when the interval excludes 0 and the
+                               change is at least F of base (default 0.10). Writes
+                               compare.json, junit.xml and compare.html into DIR
+                               (default target/compare) and prints a summary.
+                               Exit 0 = no regression, 1 = a regression, a figure
+                               missing from one build, or unreadable runs
+  live-runs [list] [--json] [--live-runs-dir DIR]
+                               every live kvcr-e2e run of this machine (all checkouts and
+                               users): pid, target, start, exclusive, run dir
+  live-runs exclusive [--live-runs-dir DIR] [--exclusive-timeout-s N] -- CMD [ARGS]
+                               wait until no other kvcr-e2e run is live, then run CMD
+                               holding the machine: runs started by CMD are its session
+                               (they do not wait for it), runs from outside are warned
+  replay CASE_DIR REQUEST_ID [--stack PATH | --frontend URL]
+                               send a request a case recorded (cases/<case>/requests.json)
+                               again to a running stack (default target/phase1/stack.json),
+                               re-pinned to the same worker slot (A, B) of that stack, and
+                               compare its tokens with the reference: exit 0 = same
   help                         this text
 
 Attach test runs to a running stack with
@@ -76,6 +109,9 @@ fn main() -> ExitCode {
         Some("runner") => runner(&repo_root, &args[1..]),
         Some("gpu-check") => gpu_check(&args[1..]),
         Some("bench-client") => bench_client(&args[1..]),
+        Some("compare-results") => compare_results(&repo_root, &args[1..]),
+        Some("replay") => kvcr_e2e::suite::replay::replay(&repo_root, &args[1..]),
+        Some("live-runs") => kvcr_e2e::suite::live_commands::live_runs(&repo_root, &args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             ExitCode::SUCCESS
@@ -83,6 +119,37 @@ fn main() -> ExitCode {
         Some(other) => {
             eprintln!("error: unknown command `{other}`\n\n{USAGE}");
             ExitCode::from(2)
+        }
+    }
+}
+
+fn compare_results(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
+    use kvcr_e2e::compare;
+    let parsed = match compare::CompareArgs::parse(args, repo_root.join("target/compare")) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            eprintln!("error: compare-results: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let compared =
+        compare::compare_runs(&parsed.base, &parsed.head, &parsed.rule, &parsed.bootstrap)
+            .and_then(|c| compare::write_outputs(&c, &parsed.out).map(|w| (c, w)));
+    match compared {
+        Ok((comparison, written)) => {
+            print!("{}", compare::render_summary(&comparison));
+            for path in [&written.json, &written.junit, &written.page] {
+                println!("{}", path.display());
+            }
+            if comparison.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("error: compare-results: {e}");
+            ExitCode::FAILURE
         }
     }
 }
@@ -226,10 +293,21 @@ fn python_env(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
     use kvcr_e2e::pyenv::{self, spec};
     let mut env = &pyenv::CPU_STACK;
     let mut user_python = None;
+    let mut kvcr = None;
     let mut rest = args.iter();
     while let Some(flag) = rest.next() {
         match (flag.as_str(), rest.next()) {
             ("--python", Some(path)) => user_python = Some(PathBuf::from(path)),
+            ("--kvcr", Some(text)) => match kvcr_e2e::config::KvcrSpec::parse(text) {
+                Ok(spec) => kvcr = Some(spec),
+                Err(why) => {
+                    eprintln!(
+                        "error: invalid value `{text}` for --kvcr: expected {} ({why})",
+                        kvcr_e2e::config::kvcr_spec::ACCEPTED
+                    );
+                    return ExitCode::from(2);
+                }
+            },
             ("--env", Some(name)) => match spec::by_name(name) {
                 Some(found) => env = found,
                 None => {
@@ -243,15 +321,25 @@ fn python_env(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
             },
             _ => {
                 eprintln!(
-                    "error: python-env takes only --env cpu|vllm|aiperf and --python PATH, saw `{flag}`\n\n{USAGE}"
+                    "error: python-env takes only --env cpu|vllm|aiperf, --python PATH and --kvcr SPEC, saw `{flag}`\n\n{USAGE}"
                 );
                 return ExitCode::from(2);
             }
         }
     }
-    match pyenv::ensure_env(repo_root, env, user_python.as_deref()) {
+    let ensured = pyenv::ensure_env(repo_root, env, user_python.as_deref())
+        .map_err(|e| e.to_string())
+        .and_then(|env| match &kvcr {
+            Some(spec) => pyenv::layer(repo_root, env, spec).map_err(|e| e.to_string()),
+            None => Ok(env),
+        });
+    match ensured {
         Ok(env) => {
             println!("{} ({}, env {})", env.python.display(), env.source, env.env);
+            if let Some(build) = &env.kvcr {
+                println!("{}", build.one_line());
+                println!("kvcr imported from {}", build.location.display());
+            }
             for patch in &env.patches {
                 println!(
                     "patch {} on {} (sha256 {})",

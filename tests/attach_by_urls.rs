@@ -140,7 +140,7 @@ fn available() -> Result<(), String> {
 #[test]
 fn tc01_and_tc04_pass_attached_through_urls_from_outside_the_stacks_pid_namespace() {
     if let Err(reason) = available() {
-        eprintln!("skipped: {reason}");
+        kvcr_e2e::suite::machine_cannot_run(reason);
         return;
     }
     // Kept after the test: its evidence (stack logs, runs) is read on failure.

@@ -21,7 +21,7 @@ fn permitted() -> bool {
     match netns::precondition() {
         Ok(()) => true,
         Err(e) => {
-            eprintln!("not applicable here: {e}");
+            kvcr_e2e::suite::machine_cannot_run(e);
             false
         }
     }

@@ -335,7 +335,7 @@ fn link_exists(name: &str) -> bool {
 #[test]
 fn a_two_node_run_sigkilled_leaves_no_process_namespace_or_link() {
     if let Err(e) = kvcr_e2e::proc::netns::precondition() {
-        eprintln!("not applicable here: {e}");
+        kvcr_e2e::suite::machine_cannot_run(e);
         return;
     }
     let _serial = serial();

@@ -34,6 +34,11 @@ pub fn all() -> Vec<Case> {
         row("TC-01", "dead_router_is_caught", dead_router),
         row(
             "TC-01",
+            "worker_whose_kvcr_fails_is_reported_and_replaced",
+            kvcr_fails,
+        ),
+        row(
+            "TC-01",
             "worker_that_never_registers_fails_startup",
             never_registers,
         ),
@@ -190,6 +195,18 @@ fn skewed_interval_log(ctx: &CaseCtx) -> CaseResult {
         ctx,
         tc03::run,
         "interval log agrees with /metrics: worker B logged",
+    )
+}
+
+/// Worker B's KVCR progress loop dies (KVCR then re-raises its failure on
+/// every poll): B exits with its tier, the case names the crash and its
+/// cause, and the suite replaces B before the next row.
+fn kvcr_fails(ctx: &CaseCtx) -> CaseResult {
+    let _fault = ctx.engine_faults(&["B"], json!({"kvcr_progress_fails": true}))?;
+    expect_red(
+        ctx,
+        tc01::run,
+        "worker-B exited on its own (exit status: 5): RuntimeError: fault kvcr_progress_fails: KVCR progress loop failed",
     )
 }
 

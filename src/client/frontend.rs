@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::ClientError;
-use super::request::Completion;
+use super::request::{Completion, WireRequest};
 use super::response::{as_u64, CompletionOutcome};
 use super::stream::StreamLimits;
 use crate::telemetry::names::dynamo;
@@ -35,6 +35,9 @@ pub struct Client {
     pub request_timeout: Duration,
     /// Deadlines of streaming requests.
     pub limits: StreamLimits,
+    /// Every request sent, as sent, when [`Client::recording`] asked for it
+    /// (shared by clones: a case's load clients record into its list).
+    sent: Option<std::sync::Arc<std::sync::Mutex<Vec<WireRequest>>>>,
 }
 
 /// One registered endpoint instance listed by `/health`.
@@ -136,6 +139,7 @@ impl Client {
             base,
             request_timeout: Duration::from_secs(120),
             limits: StreamLimits::default(),
+            sent: None,
         })
     }
 
@@ -160,12 +164,41 @@ impl Client {
         format!("{}{}", self.base, path)
     }
 
+    /// From now on, keeps every request this client (and its clones) sends,
+    /// exactly as sent ([`Client::sent`]).
+    pub fn recording(mut self) -> Self {
+        self.sent = Some(Default::default());
+        self
+    }
+
+    /// The requests sent since [`Client::recording`], in order.
+    pub fn sent(&self) -> Vec<WireRequest> {
+        self.sent
+            .as_ref()
+            .and_then(|s| s.lock().ok().map(|s| s.clone()))
+            .unwrap_or_default()
+    }
+
     pub(crate) fn post(&self, req: &Completion, stream: bool) -> reqwest::RequestBuilder {
+        let wire = req.wire(stream);
+        let rb = self.post_wire(&wire);
+        if let Some(sent) = &self.sent {
+            if let Ok(mut sent) = sent.lock() {
+                sent.push(wire);
+            }
+        }
+        rb
+    }
+
+    /// `wire`'s method, path, headers and body bytes, as they are.
+    pub(crate) fn post_wire(&self, wire: &WireRequest) -> reqwest::RequestBuilder {
+        let method =
+            reqwest::Method::from_bytes(wire.method.as_bytes()).unwrap_or(reqwest::Method::POST);
         let mut rb = self
             .http
-            .post(self.url(dynamo::PATH_COMPLETIONS))
-            .json(&req.body(stream));
-        for (k, v) in req.headers() {
+            .request(method, self.url(&wire.path))
+            .body(wire.body_bytes());
+        for (k, v) in &wire.headers {
             rb = rb.header(k, v);
         }
         rb
@@ -174,15 +207,44 @@ impl Client {
     /// A non-streaming completion. HTTP 200 with non-empty `choices`, or a
     /// typed error carrying the status, a body excerpt and the request.
     pub async fn complete(&self, req: &Completion) -> Result<CompletionOutcome, ClientError> {
+        self.complete_built(req.to_string(), self.post(req, false))
+            .await
+    }
+
+    /// A recorded request sent again as it is (`kvcr-e2e replay`): a
+    /// stream when its body asks for one. Returns the generated token ids
+    /// and the serving worker.
+    pub async fn send_recorded(
+        &self,
+        wire: &WireRequest,
+    ) -> Result<(Option<Vec<u32>>, Option<u64>), ClientError> {
+        let what = format!(
+            "recorded request {} {} (x-request-id {})",
+            wire.method,
+            wire.path,
+            wire.header(super::HEADER_REQUEST_ID).unwrap_or("none")
+        );
+        if wire.streams() {
+            let out = self.stream_built(what, self.post_wire(wire)).await?;
+            Ok((out.token_ids, out.worker_id))
+        } else {
+            let out = self.complete_built(what, self.post_wire(wire)).await?;
+            Ok((out.token_ids, out.worker_id))
+        }
+    }
+
+    async fn complete_built(
+        &self,
+        request: String,
+        built: reqwest::RequestBuilder,
+    ) -> Result<CompletionOutcome, ClientError> {
         let url = self.url(dynamo::PATH_COMPLETIONS);
-        let request = req.to_string();
         let transport = |source| ClientError::Transport {
             request: request.clone(),
             url: url.clone(),
             source,
         };
-        let resp = self
-            .post(req, false)
+        let resp = built
             .timeout(self.request_timeout)
             .send()
             .await

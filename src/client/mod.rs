@@ -39,7 +39,7 @@ mod tests;
 
 pub use error::{ClientError, StreamFailure};
 pub use frontend::{Client, Health, Instance};
-pub use request::{Completion, Prompt, TokenIdsRequest};
+pub use request::{shell_quote, Completion, Prompt, TokenIdsRequest, WireRequest};
 pub use request_id::{new_request_id, HEADER_REQUEST_ID};
 pub use response::{CompletionOutcome, TokenSource, Usage, WorkerIdentity};
 pub use stream::{Chunk, StreamLimits, StreamOutcome};

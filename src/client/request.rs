@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::telemetry::names::dynamo;
@@ -236,6 +237,117 @@ impl Completion {
         }
         h
     }
+}
+
+impl Completion {
+    /// The request as it goes on the wire: what [`Client`](super::Client)
+    /// sends, and what a case records.
+    pub fn wire(&self, stream: bool) -> WireRequest {
+        let mut headers = vec![(CONTENT_TYPE.to_string(), JSON.to_string())];
+        headers.extend(self.headers().into_iter().map(|(k, v)| (k.to_string(), v)));
+        WireRequest {
+            method: "POST".into(),
+            path: dynamo::PATH_COMPLETIONS.into(),
+            headers,
+            body: self.body(stream),
+        }
+    }
+}
+
+const CONTENT_TYPE: &str = "content-type";
+const JSON: &str = "application/json";
+
+/// A request exactly as sent: method, path, every header the harness sets
+/// (the HTTP library adds only `host`, `content-length` and `accept`), and
+/// the JSON body, whose bytes on the wire are [`WireRequest::body_bytes`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireRequest {
+    pub method: String,
+    /// Below the frontend's base URL (`/v1/completions`).
+    pub path: String,
+    /// In the order they were set; names lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+impl WireRequest {
+    /// The body's bytes as sent.
+    pub fn body_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.body).unwrap_or_default()
+    }
+
+    /// Whether the body asks for a stream (SSE).
+    pub fn streams(&self) -> bool {
+        self.body.get("stream").and_then(Value::as_bool) == Some(true)
+    }
+
+    /// The value of header `name`.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Sets header `name` (replacing it where it was, else at the end).
+    pub fn set_header(&mut self, name: &str, value: impl Into<String>) {
+        let value = value.into();
+        match self
+            .headers
+            .iter_mut()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        {
+            Some(slot) => slot.1 = value,
+            None => self.headers.push((name.to_ascii_lowercase(), value)),
+        }
+    }
+
+    /// Removes header `name`; returns its value.
+    pub fn remove_header(&mut self, name: &str) -> Option<String> {
+        let at = self
+            .headers
+            .iter()
+            .position(|(k, _)| k.eq_ignore_ascii_case(name))?;
+        Some(self.headers.remove(at).1)
+    }
+
+    /// A `curl` command line that sends this request again to the frontend
+    /// at `$KVCR_FRONTEND`, or at `base_url` when that is unset.
+    pub fn curl(&self, base_url: &str) -> String {
+        let mut words = vec![
+            "curl -sS -N -X".to_string(),
+            shell_quote(&self.method),
+            format!(
+                "\"${{KVCR_FRONTEND:-{}}}\"{}",
+                escape_in_double_quotes(base_url.trim_end_matches('/')),
+                shell_quote(&self.path)
+            ),
+        ];
+        for (k, v) in &self.headers {
+            words.push("-H".into());
+            words.push(shell_quote(&format!("{k}: {v}")));
+        }
+        words.push("--data-binary".into());
+        words.push(shell_quote(&String::from_utf8_lossy(&self.body_bytes())));
+        words.join(" ")
+    }
+}
+
+/// `s` as one shell word in single quotes (`'` written as `'\''`).
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// `s` safe inside double quotes (`"`, `$`, `` ` `` and `\` escaped).
+fn escape_in_double_quotes(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '"' | '$' | '`' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// One line about a request for error messages: model, prompt excerpt, pinning.

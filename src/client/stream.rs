@@ -201,8 +201,17 @@ impl Client {
     /// `[DONE]` or finish reason, a deadline of [`Client::limits`] passing)
     /// is a typed error naming what was awaited.
     pub async fn stream(&self, req: &Completion) -> Result<StreamOutcome, ClientError> {
+        self.stream_built(req.to_string(), self.post(req, true))
+            .await
+    }
+
+    /// [`Client::stream`] of a request already built (`request` describes it).
+    pub(crate) async fn stream_built(
+        &self,
+        request: String,
+        built: reqwest::RequestBuilder,
+    ) -> Result<StreamOutcome, ClientError> {
         let url = self.url(dynamo::PATH_COMPLETIONS);
-        let request = req.to_string();
         let limits = self.limits;
         let fail = |failure| ClientError::Stream {
             request: request.clone(),
@@ -212,23 +221,22 @@ impl Client {
         let send = Instant::now();
         let sent_monotonic_ns = super::timing::monotonic_ns();
         let overall_at = send + limits.overall;
-        let resp =
-            match tokio::time::timeout_at(overall_at.into(), self.post(req, true).send()).await {
-                Err(_) => {
-                    return Err(fail(StreamFailure::NoFirstChunk {
-                        waited: send.elapsed(),
-                        events: 0,
-                    }))
-                }
-                Ok(Err(source)) => {
-                    return Err(ClientError::Transport {
-                        request: request.clone(),
-                        url: url.clone(),
-                        source,
-                    })
-                }
-                Ok(Ok(r)) => r,
-            };
+        let resp = match tokio::time::timeout_at(overall_at.into(), built.send()).await {
+            Err(_) => {
+                return Err(fail(StreamFailure::NoFirstChunk {
+                    waited: send.elapsed(),
+                    events: 0,
+                }))
+            }
+            Ok(Err(source)) => {
+                return Err(ClientError::Transport {
+                    request: request.clone(),
+                    url: url.clone(),
+                    source,
+                })
+            }
+            Ok(Ok(r)) => r,
+        };
         let status = resp.status().as_u16();
         if status != 200 {
             let body = tokio::time::timeout(self.limits.idle, resp.text())

@@ -377,3 +377,128 @@ async fn health_and_models() {
     assert!(!h.is_healthy());
     assert_eq!(h.http_status, 503);
 }
+
+/// The head's headers, lower-cased names, in order.
+fn head_headers(head: &str) -> Vec<(String, String)> {
+    head.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            Some((k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_recording_client_keeps_each_request_exactly_as_sent_and_sends_it_again() {
+    let body = json!({"choices": [{"text": " a", "finish_reason": "length", "token_ids": [5, 6]}],
+                      "nvext": {"worker_id": 123}});
+    let c = |text: &str, id: u32, fin: Option<&str>| {
+        json!({"choices": [{"text": text, "token_ids": [id], "finish_reason": fin}], "nvext": {"worker_id": 9}})
+            .to_string()
+    };
+    let stream = vec![
+        sse_head(),
+        data(&c("x", 1, None)),
+        data(&c("y", 2, Some("stop"))),
+        data("[DONE]"),
+    ];
+    let srv = TestServer::start(vec![
+        http(200, "application/json", &body.to_string()),
+        stream.clone(),
+        http(200, "application/json", &body.to_string()),
+        stream,
+    ])
+    .await;
+    let client = Client::new(&srv.url).unwrap().recording();
+    let clone = client.clone();
+    let plain = req().token_ids(TokenIdsRequest::NvextField("completion_token_ids".into()));
+    client.complete(&plain).await.unwrap();
+    let streamed = req();
+    clone.stream(&streamed).await.unwrap();
+    let sent = client.sent();
+    assert_eq!(sent.len(), 2, "clones record into the same list");
+    assert_eq!(sent[0], plain.wire(false));
+    assert_eq!(sent[1], streamed.wire(true));
+    assert!(!sent[0].streams() && sent[1].streams());
+    for (i, wire) in sent.iter().enumerate() {
+        let got = srv.request(i);
+        assert_eq!(
+            got.body.as_bytes(),
+            wire.body_bytes().as_slice(),
+            "the exact bytes"
+        );
+        let received = head_headers(&got.head);
+        for header in &wire.headers {
+            assert!(received.contains(header), "{header:?} not in {received:?}");
+        }
+    }
+    assert_eq!(
+        sent[0].headers[..2],
+        [
+            ("content-type".to_string(), "application/json".to_string()),
+            ("x-request-id".to_string(), plain.request_id.clone())
+        ]
+    );
+    // Sent again as recorded (the replay): the same bytes, as a stream when
+    // the body asks for one.
+    let replayer = Client::new(&srv.url).unwrap();
+    let (tokens, worker) = replayer.send_recorded(&sent[0]).await.unwrap();
+    assert_eq!((tokens, worker), (Some(vec![5, 6]), Some(123)));
+    let (tokens, worker) = replayer.send_recorded(&sent[1]).await.unwrap();
+    assert_eq!((tokens, worker), (Some(vec![1, 2]), Some(9)));
+    assert_eq!(srv.request(2).body, srv.request(0).body);
+    assert_eq!(srv.request(3).body, srv.request(1).body);
+    assert!(
+        replayer.sent().is_empty(),
+        "only a recording client keeps them"
+    );
+}
+
+#[test]
+fn the_curl_line_quotes_every_word_for_the_shell() {
+    assert_eq!(shell_quote("plain"), "'plain'");
+    assert_eq!(shell_quote("it's $HOME `x`"), r#"'it'\''s $HOME `x`'"#);
+    let wire = Completion::new("tiny", "it's \"quoted\" $HOME")
+        .max_tokens(2)
+        .pin_worker(17114828166582755834)
+        .wire(false);
+    let line = wire.curl("http://127.0.0.1:23537/");
+    assert!(
+        line.starts_with("curl -sS -N -X 'POST' \"${KVCR_FRONTEND:-http://127.0.0.1:23537}\"'/v1/completions' -H 'content-type: application/json' -H 'x-request-id: "),
+        "{line}"
+    );
+    assert!(
+        line.contains(" -H 'x-dynamo-worker-instance-id: 17114828166582755834' --data-binary '{"),
+        "{line}"
+    );
+    // What a POSIX shell makes of it: the same words, the body byte for byte.
+    let script = format!(
+        "set -- {}; for w in \"$@\"; do printf '%s\\n' \"$w\"; done",
+        &line[5..]
+    );
+    let words = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env_remove("KVCR_FRONTEND")
+        .output()
+        .expect("sh runs");
+    let words = String::from_utf8(words.stdout).unwrap();
+    let words: Vec<&str> = words.lines().collect();
+    assert_eq!(words[..4], ["-sS", "-N", "-X", "POST"]);
+    assert_eq!(words[4], "http://127.0.0.1:23537/v1/completions");
+    assert_eq!(
+        words.last().unwrap().as_bytes(),
+        wire.body_bytes().as_slice()
+    );
+    let body: Value = serde_json::from_str(words.last().unwrap()).unwrap();
+    assert_eq!(body["prompt"], "it's \"quoted\" $HOME");
+    // $KVCR_FRONTEND points it at another frontend.
+    let elsewhere = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("KVCR_FRONTEND", "http://10.0.0.2:8000")
+        .output()
+        .expect("sh runs");
+    assert!(String::from_utf8_lossy(&elsewhere.stdout)
+        .lines()
+        .any(|w| w == "http://10.0.0.2:8000/v1/completions"));
+}

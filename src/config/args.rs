@@ -238,5 +238,6 @@ fn expected_static(kind: Kind) -> &'static str {
         Kind::Path => "a path",
         Kind::Bool => "true|false",
         Kind::Text => "a profile name or path",
+        Kind::Kvcr => "pypi:<version>, a wheel (*.whl), a KVCR source directory, or SPEC+FILE.diff",
     }
 }

@@ -24,6 +24,8 @@ pub enum Kind {
     Bool,
     /// Free text (a profile name or path).
     Text,
+    /// A KVCR build (`pypi:<version>`, a wheel, a source directory).
+    Kvcr,
 }
 
 impl Kind {
@@ -44,6 +46,7 @@ impl Kind {
             Kind::Path => "a path".to_string(),
             Kind::Bool => "true or false (1/0, yes/no, on/off)".to_string(),
             Kind::Text => "a name or a path".to_string(),
+            Kind::Kvcr => super::kvcr_spec::ACCEPTED.to_string(),
         }
     }
 
@@ -58,6 +61,7 @@ impl Kind {
             Kind::Path => "PATH".to_string(),
             Kind::Bool => String::new(),
             Kind::Text => "NAME|PATH".to_string(),
+            Kind::Kvcr => "pypi:VERSION|WHEEL|DIR|SPEC+DIFF".to_string(),
         }
     }
 }
@@ -239,6 +243,14 @@ pub const KEYS: &[KeySpec] = &[
         "use this Python interpreter instead of the project virtualenv",
     ),
     k(
+        "kvcr",
+        Some("--kvcr"),
+        "PHASE1_KVCR",
+        Kind::Kvcr,
+        true,
+        "the KVCR build under test: pypi:<version> (default pypi:0.1.1, the locks' pin), a wheel, a source directory, or SPEC+FILE.diff (that build patched; docs/kvcr-under-test.md)",
+    ),
+    k(
         "engine_profile",
         Some("--engine-profile"),
         "PHASE1_ENGINE_PROFILE",
@@ -269,6 +281,38 @@ pub const KEYS: &[KeySpec] = &[
         Kind::Bool,
         true,
         "leave the stack running after the run (attach to it later with --attach)",
+    ),
+    k(
+        "require_all",
+        Some("--require-all"),
+        "PHASE1_REQUIRE_ALL",
+        Kind::Bool,
+        true,
+        "fail, with the reason, every case this machine cannot run (not root for two-node, a missing tool), instead of reporting it ignored; a case that does not apply to the lane stays ignored",
+    ),
+    k(
+        "exclusive",
+        Some("--exclusive"),
+        "PHASE1_EXCLUSIVE",
+        Kind::Bool,
+        true,
+        "wait, before starting or attaching to a stack, until no other kvcr-e2e run is live on this machine (up to exclusive_timeout_s); later runs are warned",
+    ),
+    k(
+        "exclusive_timeout_s",
+        Some("--exclusive-timeout-s"),
+        "PHASE1_EXCLUSIVE_TIMEOUT_S",
+        Kind::Uint { min: 1 },
+        true,
+        "seconds --exclusive waits for the other live runs to end before the run fails",
+    ),
+    k(
+        "live_runs_dir",
+        Some("--live-runs-dir"),
+        "PHASE1_LIVE_RUNS_DIR",
+        Kind::Path,
+        true,
+        "the machine-wide registry of live kvcr-e2e runs (one owner file per run), shared by every checkout and user",
     ),
     k(
         "startup_timeout_s",

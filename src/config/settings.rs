@@ -237,6 +237,8 @@ pub struct Settings {
     pub attach: Option<PathBuf>,
     /// A Python interpreter to use instead of the project virtualenv.
     pub python: Option<PathBuf>,
+    /// The KVCR build under test (`--kvcr`).
+    pub kvcr: super::KvcrSpec,
     /// GPU engine settings file (`fixtures/engines/<engine>.toml` when unset).
     pub engine_profile: Option<PathBuf>,
     /// Leave the stack running after the run.
@@ -247,6 +249,14 @@ pub struct Settings {
     /// Prompt families in flight in the reference phase and TC-01, when the
     /// batch probe shows batching does not change tokens (else 1).
     pub reference_concurrency: u32,
+    /// Fail the cases this machine cannot run instead of ignoring them.
+    pub require_all: bool,
+    /// Wait until no other live run is registered before starting.
+    pub exclusive: bool,
+    /// Seconds `exclusive` waits before the run fails.
+    pub exclusive_timeout_s: u64,
+    /// The machine-wide registry of live runs.
+    pub live_runs_dir: PathBuf,
     /// Seconds the stack may take to become ready.
     pub startup_timeout_s: u64,
     /// Seconds one request may take.
@@ -306,10 +316,15 @@ impl Settings {
             junit: None,
             attach: None,
             python: None,
+            kvcr: super::KvcrSpec::default(),
             engine_profile: None,
             keep_stack: false,
             recompute_reference: false,
             reference_concurrency: 0,
+            require_all: false,
+            exclusive: false,
+            exclusive_timeout_s: 0,
+            live_runs_dir: PathBuf::new(),
             startup_timeout_s: 0,
             request_timeout_s: 0,
             case_timeout_s: 0,
@@ -382,10 +397,15 @@ impl Settings {
             "junit" => self.junit = Some(v.path()?),
             "attach" => self.attach = Some(v.path()?),
             "python" => self.python = Some(v.path()?),
+            "kvcr" => self.kvcr = v.kvcr()?,
             "engine_profile" => self.engine_profile = Some(v.path()?),
             "keep_stack" => self.keep_stack = v.boolean()?,
             "recompute_reference" => self.recompute_reference = v.boolean()?,
             "reference_concurrency" => self.reference_concurrency = v.uint()?,
+            "require_all" => self.require_all = v.boolean()?,
+            "exclusive" => self.exclusive = v.boolean()?,
+            "exclusive_timeout_s" => self.exclusive_timeout_s = v.uint()?,
+            "live_runs_dir" => self.live_runs_dir = v.path()?,
             "startup_timeout_s" => self.startup_timeout_s = v.uint()?,
             "request_timeout_s" => self.request_timeout_s = v.uint()?,
             "case_timeout_s" => self.case_timeout_s = v.uint()?,
@@ -500,6 +520,14 @@ impl Value<'_> {
             return Err(self.bad());
         }
         Ok(PathBuf::from(self.text))
+    }
+
+    fn kvcr(&self) -> Result<super::KvcrSpec, ConfigError> {
+        super::KvcrSpec::parse(self.text).map_err(|why| ConfigError::InvalidValue {
+            origin: self.origin.clone(),
+            value: self.text.to_string(),
+            expected: format!("{} ({why})", self.kind.expected()),
+        })
     }
 
     fn boolean(&self) -> Result<bool, ConfigError> {

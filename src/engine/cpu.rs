@@ -238,6 +238,11 @@ impl Engine for CpuEngine {
         true
     }
 
+    /// `--kvcr off`: the engine imports KVCR only with `--kvcr on`.
+    fn reference_imports_kvcr(&self) -> bool {
+        false
+    }
+
     fn token_identity(&self) -> String {
         let g = self.geometry();
         format!(

@@ -55,7 +55,8 @@ pub fn guard_service_with(
 ) -> ProcessSpec {
     let sizes = pool_sizes_gb.join(",");
     let spec = ProcessSpec::new("guard", &ctx.python, ctx.logs_dir.join("guard.log"))
-        .args(["-m", "kvcr.kvcr_service", "--socket-path"])
+        .args(["-m", crate::telemetry::names::kvcr_cli::GUARD_MODULE])
+        .arg("--socket-path")
         .arg(ctx.guard_socket.display().to_string())
         .arg("--pool-dir")
         .arg(ctx.pool_dir.display().to_string())

@@ -234,6 +234,13 @@ pub trait Engine: Send + Sync {
     /// A digest of everything that determines generated tokens (for the
     /// reference cache): model, geometry, engine knobs that matter.
     fn token_identity(&self) -> String;
+    /// Whether the reference engines (KVCR off) import KVCR, so that their
+    /// tokens could depend on the KVCR build under test and the reference
+    /// cache key must hold it. A run checks the answer: a reference whose
+    /// log shows a kvcr import fails the reference phase.
+    fn reference_imports_kvcr(&self) -> bool {
+        true
+    }
     /// The worker slots this engine's topology asks for (default: two
     /// aggregated workers `A`, `B` on the local node).
     fn worker_plans(&self) -> Vec<topology::WorkerPlan> {

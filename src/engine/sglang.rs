@@ -410,6 +410,11 @@ impl Engine for SglangEngine {
         node.wrap(spec)
     }
 
+    /// No `--hicache-storage-backend kvcr`: SGLang never loads KVCR.
+    fn reference_imports_kvcr(&self) -> bool {
+        false
+    }
+
     fn token_identity(&self) -> String {
         let p = &self.profile;
         format!(

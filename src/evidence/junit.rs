@@ -52,9 +52,10 @@ fn test_case(c: &CaseRecord) -> TestCase {
             s.set_description(description);
             s
         }
-        Outcome::Ignored { reason } => {
+        Outcome::Ignored { reason, because } => {
             let mut s = TestCaseStatus::skipped();
             s.set_message(reason.as_str());
+            s.set_type(because.words());
             s
         }
     };

@@ -22,6 +22,7 @@ mod errors;
 mod gpu;
 mod junit;
 mod perf;
+pub mod provenance;
 mod record;
 mod report;
 mod results;
@@ -40,9 +41,10 @@ pub use perf::{
     OffsetStats, Percentiles, PerfSummary, RecoveryAttempt, RecoveryTimeline, RequestRecord,
     SweepLevel, TtftAccuracy,
 };
+pub use provenance::{ComponentImport, GitState, KvcrBuild, KvcrProvenance, PatchState};
 pub use record::{
-    duration_ms, settings_digest, CaseRecord, Outcome, ReferenceSummary, RunRecord, StackSummary,
-    StartupTiming, UtcTime,
+    duration_ms, settings_digest, CaseRecord, IgnoredBecause, Neighbourhood, Outcome,
+    ReferenceSummary, RunRecord, StackSummary, StartupTiming, UtcTime,
 };
 pub use report::{render_report, write_report, LOAD_TIMELINE};
 pub use results::{Results, RESULTS_SCHEMA_VERSION};

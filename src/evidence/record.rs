@@ -45,6 +45,32 @@ pub mod duration_ms {
     }
 }
 
+/// Why a case did not run: what `--require-all` tells apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IgnoredBecause {
+    /// `--cases` did not select it.
+    NotSelected,
+    /// It does not apply to the lane by definition (TC-05 on two-node,
+    /// TC-03 on SGLang): never a failure.
+    #[default]
+    NotApplicable,
+    /// This machine cannot run it (not root for two-node, no GPU, a tool
+    /// or an env missing): a failure under `--require-all`.
+    MachineCannot,
+}
+
+impl IgnoredBecause {
+    /// A few words for the summary and the report.
+    pub fn words(self) -> &'static str {
+        match self {
+            IgnoredBecause::NotSelected => "not selected",
+            IgnoredBecause::NotApplicable => "does not apply to this lane",
+            IgnoredBecause::MachineCannot => "this machine cannot run it (--require-all fails it)",
+        }
+    }
+}
+
 /// How a case ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
@@ -56,10 +82,13 @@ pub enum Outcome {
         /// The failure message.
         message: String,
     },
-    /// It did not apply or was not selected.
+    /// It did not run: not selected, not applicable, or this machine
+    /// cannot run it.
     Ignored {
         /// Why.
         reason: String,
+        /// Which of the three.
+        because: IgnoredBecause,
     },
 }
 
@@ -109,7 +138,7 @@ impl CaseRecord {
         }
     }
 
-    /// An ignored case (never started).
+    /// A case that does not apply (never started).
     pub fn ignored(
         id: impl Into<String>,
         name: impl Into<String>,
@@ -118,6 +147,7 @@ impl CaseRecord {
         let mut r = CaseRecord::start(id, name);
         r.outcome = Outcome::Ignored {
             reason: reason.into(),
+            because: IgnoredBecause::NotApplicable,
         };
         r
     }
@@ -189,6 +219,21 @@ pub struct ReferenceSummary {
     pub batching: Option<String>,
 }
 
+/// The machine's other live kvcr-e2e runs and its load, when the run
+/// started its stack (or attached) and when its cases were done.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Neighbourhood {
+    /// The registry of live runs that was read.
+    pub registry: PathBuf,
+    /// Whether the run waited for the others first (`--exclusive`).
+    pub exclusive: bool,
+    /// How long it waited, seconds.
+    pub waited_s: f64,
+    pub at_start: crate::proc::live_runs::Surroundings,
+    /// `None` until the run's cases are done.
+    pub at_end: Option<crate::proc::live_runs::Surroundings>,
+}
+
 /// The whole run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunRecord {
@@ -208,10 +253,17 @@ pub struct RunRecord {
     pub reference: Option<ReferenceSummary>,
     /// Every trial, in order.
     pub cases: Vec<CaseRecord>,
+    /// The other live runs beside it and the load (`None`: no stack was
+    /// needed, or no registry could be read).
+    #[serde(default)]
+    pub neighbours: Option<Neighbourhood>,
     /// Facts about what ran, as `key = value` (the Python env, the patches
     /// applied to third-party packages); JUnit carries them as properties.
     #[serde(default)]
     pub environment: std::collections::BTreeMap<String, String>,
+    /// The KVCR build under test and what each KVCR process imported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kvcr: Option<super::provenance::KvcrProvenance>,
 }
 
 impl RunRecord {

@@ -94,7 +94,9 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
          <span class=\"pill failed\">{f} failed</span><span class=\"pill ignored\">{i} ignored</span></p>\n{}</section>\n",
         cases_table(run)
     );
+    o.push_str(&kvcr_section(run));
     o.push_str(&stack_section(run));
+    o.push_str(&neighbours_section(run));
     o.push_str(&arms_section(perf)?);
     o.push_str(&sweep_section(perf)?);
     o.push_str(&ttft_accuracy_section(perf));
@@ -130,7 +132,9 @@ fn cases_table(run: &RunRecord) -> String {
         let (class, msg) = match &c.outcome {
             Outcome::Passed => ("passed", String::new()),
             Outcome::Failed { message } => ("failed", message.clone()),
-            Outcome::Ignored { reason } => ("ignored", reason.clone()),
+            Outcome::Ignored { reason, because } => {
+                ("ignored", format!("{reason} ({})", because.words()))
+            }
         };
         let duration = match c.outcome {
             Outcome::Ignored { .. } => String::new(),
@@ -160,6 +164,113 @@ fn cases_table(run: &RunRecord) -> String {
         );
     }
     o.push_str("</tbody></table>");
+    o
+}
+
+/// Which KVCR ran, and what each KVCR process imported.
+fn kvcr_section(run: &RunRecord) -> String {
+    let Some(kvcr) = &run.kvcr else {
+        return String::new();
+    };
+    let b = &kvcr.build;
+    let mut o = String::from("<section><h2>KVCR under test</h2><table><tbody>");
+    let mut row = |k: &str, v: &str| {
+        let _ = write!(o, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v));
+    };
+    row("spec", &b.spec);
+    row("source", b.source_label());
+    row("version", &b.version);
+    row("files sha256", &b.files_sha256);
+    row("imported from", &b.location.display().to_string());
+    row(
+        "env",
+        &b.derived_env
+            .as_ref()
+            .map(|d| format!("derived env {d}"))
+            .unwrap_or_else(|| "the base env as is".into()),
+    );
+    if let Some(sha) = &b.artifact_sha256 {
+        row("artifact sha256", sha);
+    }
+    if let Some(git) = &b.git {
+        let state = if git.dirty { " (dirty)" } else { "" };
+        row("git commit", &format!("{}{state}", git.commit));
+    }
+    if let Some(p) = &b.patch {
+        row(
+            "patch",
+            &format!(
+                "{} (sha256 {}) over {}",
+                p.file.display(),
+                p.sha256,
+                p.base_spec
+            ),
+        );
+    }
+    o.push_str("</tbody></table>");
+    if !kvcr.imports.is_empty() {
+        o.push_str(
+            "<table><thead><tr><th>component</th><th class=\"num\">pid</th><th>version</th>\
+             <th>from</th><th>files sha256</th></tr></thead><tbody>",
+        );
+        for i in &kvcr.imports {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&i.component),
+                i.pid,
+                esc(&i.version),
+                esc(&i.location.display().to_string()),
+                esc(i.files_sha256.get(..12).unwrap_or(&i.files_sha256)),
+            );
+        }
+        o.push_str("</tbody></table>");
+    }
+    o.push_str("</section>\n");
+    o
+}
+
+/// The other live runs beside this one, and the load, at start and end.
+fn neighbours_section(run: &RunRecord) -> String {
+    let mut o = String::from("<section><h2>Machine: other live runs and load</h2>");
+    let Some(n) = &run.neighbours else {
+        o.push_str(&not_run(
+            "no stack was started or attached, or no registry of live runs could be read",
+        ));
+        o.push_str("</section>\n");
+        return o;
+    };
+    let _ = write!(
+        o,
+        "<p>registry {}{}</p><table><thead><tr><th>when</th><th>at</th><th>load 1/5/15 min</th>\
+         <th>other live runs</th></tr></thead><tbody>",
+        esc(&n.registry.display().to_string()),
+        if n.exclusive {
+            format!(" · exclusive: waited {:.1} s for the others", n.waited_s)
+        } else {
+            String::new()
+        }
+    );
+    for (when, s) in [("start", Some(&n.at_start)), ("end", n.at_end.as_ref())] {
+        let Some(s) = s else { continue };
+        let runs: Vec<String> = s
+            .neighbours
+            .iter()
+            .map(|b| format!("{} ({})", esc(&b.run.describe()), b.relation.words()))
+            .collect();
+        let _ = write!(
+            o,
+            "<tr><td>{when}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&s.at),
+            esc(&s.load_words()),
+            if runs.is_empty() {
+                "none".to_string()
+            } else {
+                runs.join("<br>")
+            }
+        );
+    }
+    o.push_str("</tbody></table></section>\n");
     o
 }
 

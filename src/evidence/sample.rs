@@ -88,7 +88,7 @@ pub(crate) fn run_record() -> RunRecord {
             case(
                 "TC-06",
                 "TC-06::guard_recovery_timing",
-                Outcome::Ignored { reason: "SGLang has no Guard and no disaggregation in KVCR 0.1.1".into() },
+                Outcome::Ignored { reason: "SGLang has no Guard and no disaggregation in KVCR 0.1.1".into(), because: IgnoredBecause::NotApplicable },
                 58,
                 0,
                 &[],
@@ -105,7 +105,48 @@ pub(crate) fn run_record() -> RunRecord {
                 c
             },
         ],
+        neighbours: Some(neighbours()),
         environment: Default::default(),
+        kvcr: None,
+    }
+}
+
+/// One other live run at the start, none at the end.
+pub(crate) fn neighbours() -> Neighbourhood {
+    use crate::proc::live_runs::{Entry, Neighbour, Relation, RunKind, Surroundings};
+    let other = Entry {
+        id: "5151-900-0".into(),
+        pid: 5151,
+        start_time: 900,
+        pid_namespace: Some("pid:[4026531836]".into()),
+        uid: 1000,
+        target: "fault_matrix".into(),
+        run_dir: PathBuf::from(
+            "/home/u/kvcr-e2e/target/phase1/runs/fault_matrix/20251129T173000Z-5151-cafe",
+        ),
+        started_at: "2025-11-29T17:30:00Z".into(),
+        kind: RunKind::Provisions,
+        exclusive: false,
+        host_pid: None,
+        session: None,
+    };
+    Neighbourhood {
+        registry: PathBuf::from("/tmp/kvcr-e2e-live"),
+        exclusive: false,
+        waited_s: 0.0,
+        at_start: Surroundings {
+            at: "2025-11-29T17:41:00Z".into(),
+            load_average: Some([3.52, 2.10, 1.05]),
+            neighbours: vec![Neighbour {
+                run: other,
+                relation: Relation::Other,
+            }],
+        },
+        at_end: Some(Surroundings {
+            at: "2025-11-29T17:42:10Z".into(),
+            load_average: Some([1.20, 1.80, 1.00]),
+            neighbours: Vec::new(),
+        }),
     }
 }
 

@@ -24,6 +24,31 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "kvcr-e2e phase1 · {} · run {}", run.label, run.run_id);
     let _ = writeln!(o, "run dir: {}", run.run_dir.display());
+    if let Some(kvcr) = &run.kvcr {
+        let _ = writeln!(o, "kvcr: {}", kvcr.build.one_line());
+        if !kvcr.imports.is_empty() {
+            let mut components: Vec<&str> =
+                kvcr.imports.iter().map(|i| i.component.as_str()).collect();
+            components.dedup();
+            let odd: Vec<&str> = kvcr
+                .imports
+                .iter()
+                .filter(|i| !kvcr.build.is_imported_by(i))
+                .map(|i| i.component.as_str())
+                .collect();
+            let verdict = if odd.is_empty() {
+                "all the same build".to_string()
+            } else {
+                format!("ANOTHER BUILD in {}", odd.join(", "))
+            };
+            let _ = writeln!(
+                o,
+                "      imported by {} processes ({}): {verdict}",
+                kvcr.imports.len(),
+                components.join(", ")
+            );
+        }
+    }
     if let Some(stack) = &run.stack {
         let how = if stack.attached {
             "attached"
@@ -66,6 +91,10 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
         );
     }
 
+    if let Some(n) = &run.neighbours {
+        neighbour_lines(&mut o, n);
+    }
+
     let _ = writeln!(o, "\ncases");
     for c in &run.cases {
         let dur = match c.outcome {
@@ -82,8 +111,8 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
                     let _ = writeln!(o, "      evidence: {}", run.run_dir.join(first).display());
                 }
             }
-            Outcome::Ignored { reason } => {
-                let _ = writeln!(o, "      {reason}");
+            Outcome::Ignored { reason, because } => {
+                let _ = writeln!(o, "      {reason} ({})", because.words());
             }
             Outcome::Passed => {}
         }
@@ -155,6 +184,40 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
         }
     }
     o.lines().map(str::trim_end).collect::<Vec<_>>().join("\n") + "\n"
+}
+
+/// `machine: load … at start, … at end; …` and one line per other live run.
+fn neighbour_lines(o: &mut String, n: &super::record::Neighbourhood) {
+    let others = |s: &crate::proc::live_runs::Surroundings| match s.neighbours.len() {
+        1 => "1 other live kvcr-e2e run".to_string(),
+        n => format!("{n} other live kvcr-e2e runs"),
+    };
+    let end = match &n.at_end {
+        Some(end) => format!(", {} at end ({})", end.load_words(), others(end)),
+        None => String::new(),
+    };
+    let waited = if n.exclusive {
+        format!("; exclusive, waited {:.1} s", n.waited_s)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        o,
+        "machine: {} at start ({}){end}{waited}",
+        n.at_start.load_words(),
+        others(&n.at_start)
+    );
+    let lists = [("start", Some(&n.at_start)), ("end", n.at_end.as_ref())];
+    for (when, s) in lists {
+        for b in s.into_iter().flat_map(|s| &s.neighbours) {
+            let _ = writeln!(
+                o,
+                "  beside at {when}: {} ({})",
+                b.run.describe(),
+                b.relation.words()
+            );
+        }
+    }
 }
 
 fn ptriple(p: &Percentiles) -> String {

@@ -143,7 +143,8 @@ fn case_record_json_has_units_and_outcome() {
     assert_eq!(
         rec.outcome,
         Outcome::Ignored {
-            reason: "why".into()
+            reason: "why".into(),
+            because: crate::evidence::IgnoredBecause::NotApplicable,
         }
     );
     assert_eq!(settings_digest(&serde_json::json!({"a": 1})).len(), 64);
@@ -231,6 +232,11 @@ fn report_contains_charts_and_tables() {
     assert!(html.contains("href=\"cases/TC-04/guard-log-tail.txt\""));
     assert!(html.contains("TC-04::guard_takeover_replacement"));
     assert!(html.contains("worker killed at <b>300 ms</b>") && html.contains("stream cut"));
+    assert!(
+        html.contains("<td>start</td><td>2025-11-29T17:41:00Z</td><td>load 3.52 2.10 1.05</td><td>pid 5151 fault_matrix (own stack)")
+            && html.contains("<td>end</td><td>2025-11-29T17:42:10Z</td><td>load 1.20 1.80 1.00</td><td>none</td>"),
+        "the other live runs and the load at start and end"
+    );
     assert!(!html.contains("not run"));
     assert!(!html.contains("http://") || html.contains("http://www.w3.org/2000/svg"));
     assert!(!html.contains("<script"));
@@ -245,9 +251,11 @@ fn report_says_not_run_for_missing_data() {
     results.perf = PerfSummary::default();
     results.run.stack = None;
     results.run.reference = None;
+    results.run.neighbours = None;
     let html = render_report(&results).unwrap();
     assert_eq!(html.matches("<svg").count(), 0);
     for s in [
+        "no registry of live runs could be read",
         "TC-05 recorded no arm",
         "TC-05 recorded no sweep level",
         "TC-06 recorded no timeline",

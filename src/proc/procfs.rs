@@ -240,6 +240,33 @@ fn process_group(pid: u32) -> Option<u32> {
         .ok()
 }
 
+/// When `pid` started, in clock ticks since boot (`/proc/<pid>/stat` field
+/// 22): with the pid, it names one process even after the pid is reused.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&stat)
+}
+
+fn parse_start_time(stat: &str) -> Option<u64> {
+    // Fields after the command start at field 3 (state): field 22 is the 20th.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// The 1, 5 and 15 minute load averages (`/proc/loadavg`).
+pub fn load_average() -> Option<[f64; 3]> {
+    parse_load_average(&fs::read_to_string("/proc/loadavg").ok()?)
+}
+
+fn parse_load_average(text: &str) -> Option<[f64; 3]> {
+    let mut fields = text.split_whitespace().map(|f| f.parse::<f64>().ok());
+    Some([fields.next()??, fields.next()??, fields.next()??])
+}
+
 /// This process's PID namespace (`pid:[4026531836]`): two processes see
 /// each other's pids only when it is the same.
 pub fn pid_namespace() -> Option<String> {
@@ -251,6 +278,21 @@ pub fn pid_namespace() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn start_time_and_load_average_are_parsed() {
+        let stat = "4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 987654 1000 10";
+        assert_eq!(parse_start_time(stat), Some(987_654));
+        assert_eq!(parse_start_time("4242 (x) S 1"), None);
+        let own = start_time(std::process::id()).expect("this process has a start time");
+        assert_eq!(start_time(std::process::id()), Some(own), "stable");
+        assert_eq!(
+            parse_load_average("0.52 1.10 2.00 2/345 6789\n"),
+            Some([0.52, 1.10, 2.00])
+        );
+        assert_eq!(parse_load_average("0.52 x 2.00"), None);
+        assert!(load_average().is_some());
+    }
 
     #[test]
     fn ns_pids_are_read_outermost_first() {

@@ -3,6 +3,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -134,6 +135,9 @@ pub struct Supervised {
     /// For a process seen only through the network (its pid means nothing
     /// here): the `host:port` it listens on while it runs.
     remote: Option<String>,
+    /// Set once this harness sent the process a signal that ends it
+    /// (SIGKILL, SIGTERM), so an exit after it is not a crash.
+    ended_by_harness: AtomicBool,
 }
 
 impl Supervised {
@@ -158,7 +162,7 @@ impl Supervised {
         }
         command
             .args(&spec.args)
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .envs(spec.env.iter().map(|(k, v)| (k, with_inherited(k, v))))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
@@ -225,6 +229,7 @@ impl Supervised {
             reaped,
             shm: Mutex::new(Vec::new()),
             remote: None,
+            ended_by_harness: AtomicBool::new(false),
         })
     }
 
@@ -240,6 +245,7 @@ impl Supervised {
             reaped: false,
             shm: Mutex::new(Vec::new()),
             remote: None,
+            ended_by_harness: AtomicBool::new(false),
         }
     }
 
@@ -302,6 +308,23 @@ impl Supervised {
         self.exit_status().is_none()
     }
 
+    /// The exit status of a process this harness started and did not end
+    /// itself: it crashed or exited on its own. `None` while it runs, after
+    /// the harness killed or stopped it, and for a process it only attached
+    /// to (whose exit it cannot tell from a kill delivered by a hook).
+    pub fn exited_on_its_own(&self) -> Option<ExitStatus> {
+        if self.child.is_none() || self.ended_by_harness.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.exit_status()
+    }
+
+    fn note_ending(&self, signal: Signal) {
+        if matches!(signal, Signal::SIGKILL | Signal::SIGTERM | Signal::SIGINT) {
+            self.ended_by_harness.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// Sends `signal` to the child process only (not its group).
     pub fn signal(&self, signal: Signal) -> Result<(), ProcError> {
         if self.is_remote() {
@@ -310,6 +333,7 @@ impl Supervised {
         if self.exit_status().is_some() {
             return Ok(());
         }
+        self.note_ending(signal);
         signal::kill(Pid::from_raw(self.pid as i32), signal).map_err(|source| ProcError::Signal {
             name: self.name.clone(),
             pid: self.pid,
@@ -324,6 +348,7 @@ impl Supervised {
         if self.is_remote() {
             return Err(self.unreachable());
         }
+        self.note_ending(Signal::SIGKILL);
         match signal::killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL) {
             Ok(()) | Err(nix::errno::Errno::ESRCH) => Ok(()),
             Err(source) => Err(ProcError::Signal {
@@ -351,6 +376,7 @@ impl Supervised {
         if self.is_remote() {
             return;
         }
+        self.note_ending(signal);
         // ESRCH (group already empty) is the expected end state.
         let _ = signal::killpg(Pid::from_raw(self.pid as i32), signal);
     }
@@ -461,6 +487,23 @@ fn accepts(address: &str) -> bool {
 }
 
 /// The last `lines` lines of a file (reading at most its last 64 KiB).
+/// A component's `PYTHONPATH` adds to the harness's own instead of
+/// replacing it: whatever the harness runs with (a KVCR build under test,
+/// a user's path) reaches every component alike, the CPU engine's workers
+/// (which set their package directory) as much as the Guard.
+fn with_inherited(key: &str, value: &str) -> String {
+    merged(key, value, std::env::var(key).ok().as_deref())
+}
+
+fn merged(key: &str, value: &str, inherited: Option<&str>) -> String {
+    match inherited {
+        Some(inherited) if key == "PYTHONPATH" && !inherited.is_empty() && !value.is_empty() => {
+            format!("{value}:{inherited}")
+        }
+        _ => value.to_string(),
+    }
+}
+
 pub fn log_tail(path: &Path, lines: usize) -> String {
     let Ok(mut file) = File::open(path) else {
         return format!("(no log at {})", path.display());
@@ -478,10 +521,37 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_components_pythonpath_is_prepended_to_the_harnesss() {
+        assert_eq!(
+            merged("PYTHONPATH", "/engine", Some("/kvcr-env/site")),
+            "/engine:/kvcr-env/site"
+        );
+        assert_eq!(merged("PYTHONPATH", "/engine", None), "/engine");
+        assert_eq!(merged("PYTHONPATH", "/engine", Some("")), "/engine");
+        assert_eq!(merged("OTHER", "x", Some("y")), "x");
+    }
+
     fn sh(dir: &Path, name: &str, script: &str) -> ProcessSpec {
         ProcessSpec::new(name, "/bin/sh", dir.join(format!("{name}.log")))
             .arg("-c")
             .arg(script)
+    }
+
+    #[test]
+    fn an_exit_of_its_own_is_told_apart_from_a_kill() {
+        let dir = tempfile::tempdir().unwrap();
+        let crashed = Supervised::spawn(&sh(dir.path(), "crashed", "exit 5")).unwrap();
+        let killed = Supervised::spawn(&sh(dir.path(), "killed", "sleep 30")).unwrap();
+        killed.kill_group().unwrap();
+        assert!(crashed.wait_exit(Duration::from_secs(5)).is_some());
+        assert!(killed.wait_exit(Duration::from_secs(5)).is_some());
+        let status = crashed.exited_on_its_own().expect("a crash");
+        assert_eq!(status.code(), Some(5));
+        assert!(
+            killed.exited_on_its_own().is_none(),
+            "the harness killed it"
+        );
     }
 
     #[test]

@@ -11,6 +11,11 @@
 //!
 //! `.ci/run`, `kvcr-e2e python-env` and the harness all go through here.
 
+pub mod derived;
+pub mod guard_cli;
+pub mod import_report;
+pub mod kvcr;
+pub mod kvcr_files;
 pub mod patches;
 pub mod spec;
 
@@ -31,7 +36,7 @@ pub const LOCK_FILE: &str = CPU_STACK.lock;
 /// The CPU stack's virtualenv, relative to the repository root.
 pub const VENV_DIR: &str = CPU_STACK.venv_dir;
 /// Inside a venv: the digest of the lock and patches it was built from.
-const MARKER: &str = "kvcr-e2e-lock.sha256";
+pub(crate) const MARKER: &str = "kvcr-e2e-lock.sha256";
 /// Inside a venv: the digest of the lock alone (its installed packages).
 const PACKAGES_MARKER: &str = "kvcr-e2e-packages.sha256";
 /// Inside a venv: copies of the patches applied to it, to revert them.
@@ -90,6 +95,25 @@ pub struct PythonEnv {
     /// The reviewed patches in this env: applied by the bootstrap (project
     /// venv) or verified as applied (user interpreter). Empty for `cpu`.
     pub patches: Vec<AppliedPatch>,
+    /// The KVCR build layered over the env ([`layer`]); `python` is then the
+    /// KVCR env's interpreter and `kvcr.base_python` the base env's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kvcr: Option<crate::evidence::KvcrBuild>,
+}
+
+/// `env` with the KVCR build `spec` layered over it ([`kvcr::resolve`]):
+/// the same env, run through the KVCR env's interpreter.
+pub fn layer(
+    repo_root: &Path,
+    env: PythonEnv,
+    spec: &crate::config::KvcrSpec,
+) -> Result<PythonEnv, kvcr::KvcrError> {
+    let layered = kvcr::resolve(repo_root, &env.python, spec)?;
+    Ok(PythonEnv {
+        python: layered.python,
+        kvcr: Some(layered.build),
+        ..env
+    })
 }
 
 /// Measurements of one bootstrap, recorded in the run's evidence.
@@ -140,6 +164,7 @@ pub fn ensure_env(
             source: "user-interpreter",
             bootstrap: None,
             patches: applied,
+            kvcr: None,
         });
     }
     let lock_path = repo_root.join(spec.lock);
@@ -161,6 +186,7 @@ pub fn ensure_env(
         source: "project-venv",
         bootstrap,
         patches,
+        kvcr: None,
     };
     if read_trimmed(&venv.join(MARKER)).as_deref() == Some(digest.as_str()) && python.exists() {
         let records = patch_files.iter().map(Patch::record).collect();

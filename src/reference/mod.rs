@@ -124,13 +124,26 @@ pub fn prompt_shape(settings: &Settings, engine: &dyn Engine) -> PromptShape {
     }
 }
 
-/// The cache key of a reference run.
-pub fn digest(settings: &Settings, engine: &dyn Engine) -> String {
+/// The cache key of a reference run. The KVCR build under test is part of
+/// it only when the engine's references import KVCR
+/// ([`Engine::reference_imports_kvcr`]; a run checks that claim): KVCR-off
+/// references of another build are still valid.
+pub fn digest(
+    settings: &Settings,
+    engine: &dyn Engine,
+    kvcr: Option<&crate::evidence::KvcrBuild>,
+) -> String {
     let mut h = Sha256::new();
     h.update(CACHE_FORMAT);
     h.update(engine.token_identity());
     h.update(prompts::digest(&prompt_shape(settings, engine)));
     h.update(format!("max_tokens={}", settings.prompts.max_tokens));
+    if engine.reference_imports_kvcr() {
+        h.update(format!(
+            "kvcr={}",
+            kvcr.map_or("unknown", |b| b.files_sha256.as_str())
+        ));
+    }
     hex::encode(h.finalize())
 }
 
@@ -139,11 +152,16 @@ fn cache_path(dir: &Path, digest: &str) -> PathBuf {
 }
 
 /// Whether a valid cache entry exists (then no reference workers are needed).
-pub fn cached(settings: &Settings, engine: &dyn Engine, dir: &Path) -> bool {
+pub fn cached(
+    settings: &Settings,
+    engine: &dyn Engine,
+    dir: &Path,
+    kvcr: Option<&crate::evidence::KvcrBuild>,
+) -> bool {
     if settings.recompute_reference {
         return false;
     }
-    let digest = digest(settings, engine);
+    let digest = digest(settings, engine, kvcr);
     read_cache(&cache_path(dir, &digest), &digest).is_some()
 }
 
@@ -160,7 +178,11 @@ pub fn load_or_run(
     book: &PromptBook,
     dir: &Path,
 ) -> Result<References, ReferenceError> {
-    let digest = digest(settings, stack.engine.as_ref());
+    let digest = digest(
+        settings,
+        stack.engine.as_ref(),
+        stack.options().kvcr.as_ref(),
+    );
     let path = cache_path(dir, &digest);
     let cache = match settings.recompute_reference {
         true => None,

@@ -150,6 +150,11 @@ pub fn container_run_argv(spec: &RunnerSpec) -> Vec<String> {
         argv.extend(["--ipc=private", "--network=bridge"].map(String::from));
     }
     argv.push(format!("--volume=$EVIDENCE:{EVIDENCE_IN_CONTAINER}"));
+    // A KVCR wheel or source tree under test, at the same path inside.
+    for path in spec.kvcr.local_paths() {
+        let path = path.display();
+        argv.push(format!("--volume={path}:{path}:ro"));
+    }
     argv.push(spec.image.clone());
     argv
 }

@@ -1,6 +1,6 @@
 //! What a runner needs to know, taken from the resolved settings.
 
-use crate::config::{Engine, Geometry, Settings, Topology};
+use crate::config::{Engine, Geometry, KvcrSpec, Settings, Topology};
 
 /// The resolved settings a runner artifact depends on, and the resources
 /// the stack needs from the scheduler.
@@ -27,6 +27,9 @@ pub struct RunnerSpec {
     pub time_limit_min: u32,
     /// Image name the container and Kubernetes runners use.
     pub image: String,
+    /// The KVCR build under test (`--kvcr`): the suite wherever it runs
+    /// builds its KVCR env from it (a path must be visible there).
+    pub kvcr: KvcrSpec,
 }
 
 impl RunnerSpec {
@@ -57,6 +60,7 @@ impl RunnerSpec {
             } else {
                 "localhost/kvcr-e2e-cpu:local".into()
             },
+            kvcr: settings.kvcr.clone(),
         }
     }
 
@@ -94,6 +98,9 @@ impl RunnerSpec {
             "PHASE1_STARTUP_TIMEOUT_S".into(),
             self.startup_timeout_s.to_string(),
         ));
+        if !self.kvcr.is_default() {
+            env.push(("PHASE1_KVCR".into(), self.kvcr.to_string()));
+        }
         env
     }
 }

@@ -189,3 +189,35 @@ fn every_worker_guard_socket_is_served_by_a_sidecar() {
     guard_sockets_match(&[]);
     guard_sockets_match(&["--engine", "vllm", "--topology", "2p1d"]);
 }
+
+/// `--kvcr` reaches the suite wherever a runner starts it: `PHASE1_KVCR`
+/// in every artifact, and a local build mounted at its path in the
+/// container; the default adds nothing.
+#[test]
+fn the_kvcr_under_test_is_carried_through_every_runner() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wheel = dir.path().join("kvcr-0.2.0-py3-none-any.whl");
+    std::fs::write(&wheel, b"zip").expect("write");
+    let wheel = wheel.canonicalize().expect("canonical");
+    let flags = ["--kvcr", wheel.to_str().expect("utf8")];
+    let expected = format!("PHASE1_KVCR={}", wheel.display());
+    for kind in RunnerKind::ALL {
+        let text = rendered(kind, &flags);
+        let carried = text.contains(&expected)
+            || (text.contains("\"name\": \"PHASE1_KVCR\"")
+                && text.contains(&format!("\"value\": \"{}\"", wheel.display())));
+        assert!(carried, "{} carries PHASE1_KVCR:\n{text}", kind.as_str());
+        assert!(
+            !rendered(kind, &[]).contains("PHASE1_KVCR"),
+            "{}",
+            kind.as_str()
+        );
+    }
+    let run = rendered(RunnerKind::Container, &flags);
+    assert!(
+        run.contains(&format!("--volume={0}:{0}:ro", wheel.display())),
+        "{run}"
+    );
+    let env = RunnerSpec::from_settings(&settings(&["--kvcr", "pypi:0.2.0"])).harness_env();
+    assert!(env.contains(&("PHASE1_KVCR".into(), "pypi:0.2.0".into())));
+}

@@ -47,6 +47,10 @@ pub struct StackOptions {
     /// several GB on a busy machine takes seconds to exit.
     #[serde(default = "default_kill_timeout")]
     pub kill_timeout: Duration,
+    /// The KVCR build every KVCR process of the stack imports (`python`
+    /// runs it); recorded in `stack.json` for runs that attach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kvcr: Option<crate::evidence::KvcrBuild>,
 }
 
 fn default_kill_timeout() -> Duration {

@@ -86,6 +86,11 @@ pub struct CaseCtx<'a> {
     requests: RefCell<Vec<super::requests::SentRequest>>,
     /// What the case is doing now; the suite cancels it past its timeout.
     pub(super) activity: super::activity::Activity,
+    /// Processes the case's own fault makes exit (`exit_after_prefill`):
+    /// their exit is not a crash.
+    expected_exits: RefCell<Vec<String>>,
+    /// Components seen crashed during the case (each reported once).
+    crashes: RefCell<Vec<crate::stack::Crash>>,
 }
 
 impl<'a> CaseCtx<'a> {
@@ -106,7 +111,8 @@ impl<'a> CaseCtx<'a> {
             prompts,
             client: Client::new(stack.frontend_url())
                 .expect("an HTTP client for the frontend")
-                .with_request_timeout(Duration::from_secs(settings.request_timeout_s)),
+                .with_request_timeout(Duration::from_secs(settings.request_timeout_s))
+                .recording(),
             run,
             evidence: RefCell::new(Vec::new()),
             unwritten: RefCell::new(Vec::new()),
@@ -114,6 +120,8 @@ impl<'a> CaseCtx<'a> {
             comparisons: RefCell::new(Vec::new()),
             requests: RefCell::new(Vec::new()),
             activity: super::activity::Activity::new(),
+            expected_exits: RefCell::new(Vec::new()),
+            crashes: RefCell::new(Vec::new()),
         }
     }
 
@@ -136,7 +144,8 @@ impl<'a> CaseCtx<'a> {
             prompts: self.prompts,
             client: Client::new(stack.frontend_url())
                 .map_err(|e| CaseError::new(format!("an HTTP client for {name}: {e}")))?
-                .with_request_timeout(Duration::from_secs(self.settings.request_timeout_s)),
+                .with_request_timeout(Duration::from_secs(self.settings.request_timeout_s))
+                .recording(),
             run: self.run,
             evidence: RefCell::new(Vec::new()),
             unwritten: RefCell::new(Vec::new()),
@@ -144,6 +153,8 @@ impl<'a> CaseCtx<'a> {
             comparisons: RefCell::new(Vec::new()),
             requests: RefCell::new(Vec::new()),
             activity: self.activity.clone(),
+            expected_exits: RefCell::new(Vec::new()),
+            crashes: RefCell::new(Vec::new()),
         };
         let result = case(&nested);
         nested.flush_comparisons();
@@ -202,11 +213,11 @@ impl<'a> CaseCtx<'a> {
         );
         self.requests
             .borrow_mut()
-            .push(super::requests::SentRequest {
-                request_id: request.request_id.clone(),
-                prompt: prompt.key(),
-                pinned_to: pin.map(|w| w.name().to_string()),
-            });
+            .push(super::requests::SentRequest::new(
+                request.request_id.clone(),
+                prompt.key(),
+                pin.map(|w| w.name().to_string()),
+            ));
         match pin {
             Some(worker) => worker.pin(request),
             None => request,
@@ -736,12 +747,19 @@ impl<'a> CaseCtx<'a> {
         verdict.map_err(|v| CaseError::from(v).with_evidence(path))
     }
 
-    /// `requests.json` (every request and its id) and `log-lines.txt` (the
+    /// `requests.json` (every request: its id, body and headers as sent,
+    /// a `curl` line, the reference tokens) and `log-lines.txt` (the
     /// component log lines naming them); a failure names both and the id
     /// of the case's last request.
     fn collect_request_logs(&self, result: Result<(), String>) -> Result<(), String> {
-        let requests = self.requests.borrow().clone();
-        let Some(last) = requests.last() else {
+        let built = self.requests.borrow().clone();
+        let requests = super::requests::with_wire(
+            built.clone(),
+            &self.client.sent(),
+            self.client.base_url(),
+            |prompt| self.references.tokens.get(prompt).cloned(),
+        );
+        let Some(last) = built.last().or(requests.last()) else {
             return result;
         };
         let ids: Vec<&str> = requests.iter().map(|r| r.request_id.as_str()).collect();
@@ -783,6 +801,45 @@ impl<'a> CaseCtx<'a> {
     /// The files written and the measurements taken, for the case record,
     /// and the case's result with any evidence that could not be written
     /// added as its own failure.
+    /// The process `name` may exit during this case: the case's fault makes it.
+    pub(super) fn expect_exit(&self, name: &str) {
+        self.expected_exits.borrow_mut().push(name.to_string());
+    }
+
+    /// `result`, failed first by every component that crashed (exited on
+    /// its own, not by this case's fault) since the last look, with the
+    /// cause its log gives: the case's own failure most likely follows from
+    /// the crash, and a crash must never pass unseen.
+    pub(super) fn with_crashes(&self, result: CaseResult) -> CaseResult {
+        let new: Vec<crate::stack::Crash> = self
+            .stack
+            .crashed_components()
+            .into_iter()
+            .filter(|c| !self.expected_exits.borrow().contains(&c.name))
+            .filter(|c| !self.crashes.borrow().iter().any(|seen| seen.name == c.name))
+            .collect();
+        if new.is_empty() {
+            return result;
+        }
+        self.crashes.borrow_mut().extend(new.iter().cloned());
+        let path = self.record("crashes.json", &*self.crashes.borrow());
+        let list = new
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        let then = match result {
+            Ok(()) => String::new(),
+            Err(case_failure) => format!("; the case then failed: {case_failure}"),
+        };
+        Err(CaseError::new(format!("crashed during the case: {list}{then}")).with_evidence(path))
+    }
+
+    /// How many components were seen crashed during the case.
+    pub(super) fn crash_count(&self) -> usize {
+        self.crashes.borrow().len()
+    }
+
     pub fn into_evidence(
         self,
         result: Result<(), String>,

@@ -33,7 +33,7 @@ pub fn caught(
     case: fn(&CaseCtx) -> CaseResult,
     claim: &str,
 ) -> Result<CaseError, CaseError> {
-    match case(ctx) {
+    match ctx.with_crashes(case(ctx)) {
         Ok(()) => Err(CaseError::new(format!(
             "the case PASSED with the fault on: its verdict cannot catch this fault (expected a failure naming `{claim}`)"
         ))),

@@ -55,6 +55,9 @@ async fn put_faults(worker: &Worker, switches: &Value) -> Result<Value, String> 
         .map_err(|e| format!("GET {url}: {e}"))
 }
 
+/// The CPU-engine switch that makes a prefill worker exit as a peer reads.
+const EXIT_AFTER_PREFILL: &str = "exit_after_prefill";
+
 impl CaseCtx<'_> {
     /// Turns CPU-engine fault switches on (`{"corrupt_delivered_pages": true}`)
     /// on the named workers and checks each reports them active.
@@ -68,6 +71,12 @@ impl CaseCtx<'_> {
             .map(|w| self.worker(w))
             .collect::<Result<Vec<_>, _>>()?;
         let guard = EngineFaults { workers };
+        // A fault that ends the worker's own process: its exit is the fault.
+        if switches.get(EXIT_AFTER_PREFILL) == Some(&Value::Bool(true)) {
+            for worker in &guard.workers {
+                self.expect_exit(worker.process.name());
+            }
+        }
         for worker in &guard.workers {
             let active = crate::rt::block_on(put_faults(worker, &switches)).map_err(|e| {
                 CaseError::new(format!(

@@ -17,7 +17,8 @@ use crate::pyenv::{self, PythonEnv};
 use crate::reference::{self, References};
 use crate::stack::{self, Stack, StackOptions};
 
-use super::{signals, Case, CaseCtx};
+use super::ignore::Skip;
+use super::{signals, Case, CaseCtx, CaseError};
 
 /// The file in a stack's scratch directory that hands out prompt families
 /// to every run on that stack.
@@ -36,6 +37,9 @@ pub struct Suite {
     python: OnceCell<Result<PythonEnv, String>>,
     stack: OnceCell<Result<Arc<Stack>, String>>,
     references: OnceCell<Result<Arc<References>, String>>,
+    /// What each KVCR process of the stack reported importing (checked
+    /// equal to the build under test at startup).
+    kvcr_imports: Mutex<Vec<crate::evidence::ComponentImport>>,
     prompts: PromptBook,
     records: Mutex<Vec<CaseRecord>>,
     /// The trial that printed the shared setup failure in full (the stack or
@@ -45,6 +49,8 @@ pub struct Suite {
     started_utc: crate::evidence::UtcTime,
     /// Scrubs secret values of the environment from everything written.
     redactor: crate::config::Redactor,
+    /// This run in the machine's registry of live runs, once it has a stack.
+    live_run: Mutex<Option<super::neighbours::LiveRun>>,
 }
 
 impl Suite {
@@ -137,12 +143,14 @@ impl Suite {
             python: OnceCell::new(),
             stack: OnceCell::new(),
             references: OnceCell::new(),
+            kvcr_imports: Mutex::new(Vec::new()),
             prompts,
             records: Mutex::new(Vec::new()),
             setup_failure_shown_by: Mutex::new(None),
             provisions: AtomicU32::new(0),
             started_utc: crate::evidence::UtcTime::now(),
             redactor: crate::config::Redactor::from_process_env(),
+            live_run: Mutex::new(None),
         })
     }
 
@@ -167,24 +175,21 @@ impl Suite {
     fn run_trial(&self, case: &Case) -> Result<Completion, Failed> {
         let started = Instant::now();
         let skip = if !self.settings.selects(case.id) {
-            Some(format!("{} is not selected by --cases", case.id))
+            Some(Skip::not_selected(format!(
+                "{} is not selected by --cases",
+                case.id
+            )))
         } else {
             match config::applicability(self.settings.engine, self.settings.topology, case.id) {
-                Applicability::Applies => self.nodes_unavailable(case.id),
-                Applicability::Ignored(reason) => Some(reason),
+                Applicability::Applies => self.nodes_unavailable(case.id).map(Skip::machine_cannot),
+                Applicability::Ignored(reason) => Some(Skip::not_applicable(reason)),
             }
         };
-        if let Some(reason) = skip {
-            self.record(
-                case,
-                started,
-                Outcome::Ignored {
-                    reason: reason.clone(),
-                },
-                Vec::new(),
-                Default::default(),
-            );
-            return Ok(Completion::ignored_with(reason));
+        if let Some(skip) = skip {
+            let require_all = self.settings.require_all;
+            let outcome = skip.outcome(require_all);
+            self.record(case, started, outcome, Vec::new(), Default::default());
+            return skip.completion(require_all);
         }
         crate::gpu::run::mark("case", &case.trial_name());
         let outcome = self.run_case(case);
@@ -276,7 +281,7 @@ impl Suite {
             move || ((case.run)(&ctx), ctx),
         );
         let result = match &timed_out {
-            None => result.map_err(|e| e.to_string()),
+            None => ctx.with_crashes(result).map_err(|e| e.to_string()),
             Some(timed_out) => {
                 // The case's own late error ("cancelled") says less than this.
                 activity.resume();
@@ -284,9 +289,21 @@ impl Suite {
                 Err(format!("{timed_out} (evidence: {})", path.display()))
             }
         };
-        // A timed-out case may have left a worker dead or a fault half-done.
-        let result = if case.destructive || timed_out.is_some() {
-            result.and(restore(&stack, &ctx, &pids_before))
+        // A timed-out case may have left a worker dead or a fault half-done;
+        // after a crash the stack is restored, so the next case starts on a
+        // whole stack instead of failing on the same dead process.
+        let result = if case.destructive || timed_out.is_some() || ctx.crash_count() > 0 {
+            let seen = ctx.crash_count();
+            let restored = result.and(restore(&stack, &ctx, &pids_before));
+            // A crash during the restore is this case's too, and the next
+            // case must still start on a whole stack.
+            let restored = ctx
+                .with_crashes(restored.map_err(CaseError::new))
+                .map_err(|e| e.to_string());
+            match ctx.crash_count() > seen {
+                true => restored.and(restore(&stack, &ctx, &pids_before)),
+                false => restored,
+            }
         } else {
             result
         };
@@ -335,10 +352,26 @@ impl Suite {
             .map_err(Clone::clone)
     }
 
+    /// Registers this run among the machine's live runs (with
+    /// `--exclusive`, once the others are gone) and says whom it runs beside.
+    fn join_live_runs(&self, run: &RunDir) -> Result<(), String> {
+        let live = super::neighbours::LiveRun::join(
+            &self.settings,
+            &self.repo_root,
+            self.target,
+            run.root(),
+            self.settings.attach.as_deref(),
+        )?;
+        if let Ok(mut slot) = self.live_run.lock() {
+            *slot = live;
+        }
+        Ok(())
+    }
+
     fn python(&self) -> Result<&PythonEnv, String> {
         self.python
             .get_or_init(|| {
-                match (self.engine.python_env(), self.settings.python.as_deref()) {
+                let base = match (self.engine.python_env(), self.settings.python.as_deref()) {
                     (Some(spec), user) => pyenv::ensure_env(&self.repo_root, spec, user),
                     (None, Some(user)) => pyenv::ensure(&self.repo_root, Some(user)),
                     (None, None) => {
@@ -349,7 +382,10 @@ impl Suite {
                         ))
                     }
                 }
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+                // The KVCR build under test, over that env (docs/kvcr-under-test.md).
+                pyenv::layer(&self.repo_root, base, &self.settings.kvcr)
+                    .map_err(|e| format!("the KVCR build under test is not usable: {e}"))
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -361,6 +397,7 @@ impl Suite {
         self.stack
             .get_or_init(|| {
                 let run = self.run_dir()?;
+                self.join_live_runs(run)?;
                 if let Some(path) = &self.settings.attach {
                     let mirror = run.logs_dir().join("attached");
                     let stack = stack::attach(self.engine.clone(), path, &mirror)
@@ -383,6 +420,7 @@ impl Suite {
                             .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
                     }
                     let _ = run.write_stack(&stack.describe());
+                    self.check_attached_kvcr(&stack)?;
                     return Ok(Arc::new(stack));
                 }
                 let python_env = self.python()?;
@@ -390,6 +428,15 @@ impl Suite {
                 // and the bootstrap's time and size when this run built it.
                 let _ = run.write_root_json("python-env.json", python_env);
                 let python = python_env.python.clone();
+                if let Some(build) = &python_env.kvcr {
+                    super::kvcr_checks::preflight_guard(
+                        self.engine.as_ref(),
+                        &python,
+                        build,
+                        &self.repo_root,
+                    )
+                    .map_err(|e| format!("KVCR preflight failed: {e}"))?;
+                }
                 self.engine
                     .preflight(&python)
                     .map_err(|e| format!("engine preflight failed: {e}"))?;
@@ -397,6 +444,7 @@ impl Suite {
                     &self.settings,
                     self.engine.as_ref(),
                     &self.reference_cache_dir(),
+                    python_env.kvcr.as_ref(),
                 );
                 // GPUs before any process starts: placement, then NVML (off,
                 // with one line, on a machine without a driver).
@@ -420,6 +468,7 @@ impl Suite {
                     worker_faults: Vec::new(),
                     with_reference,
                     kill_timeout: Duration::from_secs(self.settings.request_timeout_s),
+                    kvcr: python_env.kvcr.clone(),
                 };
                 eprintln!(
                     "[kvcr-e2e] starting the {} stack (logs: {})",
@@ -461,6 +510,15 @@ impl Suite {
                 for (name, pid) in stack.components() {
                     crate::gpu::run::watch(&name, pid);
                 }
+                // Before any case: every Guard and worker imports the build.
+                if let Err(error) = self.check_kvcr_imports(&stack) {
+                    let stops = stack.teardown();
+                    let _ = run.write_root_json("teardown.json", &stops);
+                    if let Ok(mut live) = LIVE_STACK.lock() {
+                        *live = None;
+                    }
+                    return Err(error);
+                }
                 eprintln!(
                     "[kvcr-e2e] stack ready in {:.1} s",
                     stack.timings().total_ms as f64 / 1000.0
@@ -493,7 +551,55 @@ impl Suite {
                 );
             }
         }
+        if let Some(build) = self.kvcr_build() {
+            env.extend(build.properties());
+        }
         env
+    }
+
+    /// The KVCR build of the run: the one this run resolved, or, attached,
+    /// the one the stack's owner started it with.
+    fn kvcr_build(&self) -> Option<crate::evidence::KvcrBuild> {
+        if let Some(Ok(python)) = self.python.get() {
+            return python.kvcr.clone();
+        }
+        let stack = self.stack.get()?.as_ref().ok()?;
+        stack.options().kvcr.clone()
+    }
+
+    /// Every Guard and worker of a stack this run started imports the build
+    /// under test; their reports go into the evidence.
+    fn check_kvcr_imports(&self, stack: &Stack) -> Result<(), String> {
+        let Some(build) = self.kvcr_build() else {
+            return Ok(());
+        };
+        let imports = super::kvcr_checks::check_imports(stack, &build)
+            .map_err(|e| format!("KVCR import check failed: {e}"))?;
+        eprintln!(
+            "[kvcr-e2e] {} ({} KVCR processes checked)",
+            build.one_line(),
+            imports.len()
+        );
+        if let Ok(mut all) = self.kvcr_imports.lock() {
+            *all = imports;
+        }
+        Ok(())
+    }
+
+    /// An attached stack runs the build its owner resolved: a run that asks
+    /// for another one (`--kvcr`) fails instead of testing the wrong build.
+    fn check_attached_kvcr(&self, stack: &Stack) -> Result<(), String> {
+        let asked = &self.settings.kvcr;
+        match &stack.options().kvcr {
+            Some(build) if !asked.is_default() && build.spec != asked.to_string() => Err(format!(
+                "the attached stack runs {}, this run asks for --kvcr {asked}: start a stack with that build (`kvcr-e2e stack up --kvcr {asked}`)",
+                build.one_line()
+            )),
+            None if !asked.is_default() => Err(format!(
+                "the attached stack does not say which KVCR it runs (its stack.json predates --kvcr), this run asks for --kvcr {asked}"
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn reference_cache_dir(&self) -> PathBuf {
@@ -521,6 +627,10 @@ impl Suite {
         .map_err(|e| format!("reference phase failed: {e}"));
         stack.stop_references();
         let refs = refs?;
+        if !refs.from_cache {
+            super::kvcr_checks::check_references(stack.engine.as_ref(), &run.logs_dir())
+                .map_err(|e| format!("reference phase failed: {e}"))?;
+        }
         let _ = run.write_root_json("reference.json", &refs.summary());
         Ok(Arc::new(refs))
     }
@@ -531,7 +641,17 @@ impl Suite {
         let Some(Ok(run)) = self.run_dir.get() else {
             return;
         };
+        // Replacements started during the cases report their kvcr too.
+        let seen = crate::pyenv::import_report::scan(&run.logs_dir());
+        if !seen.is_empty() {
+            if let Ok(mut imports) = self.kvcr_imports.lock() {
+                *imports = seen;
+            }
+        }
         let stack = self.stack.get().and_then(|s| s.as_ref().ok()).cloned();
+        if let Some(live) = self.live_run.lock().ok().as_mut().and_then(|l| l.as_mut()) {
+            live.look_at_end();
+        }
         if let Some(stack) = &stack {
             if self.settings.keep_stack {
                 eprintln!(
@@ -566,6 +686,9 @@ impl Suite {
             run.root().display(),
             junit.display()
         );
+        if let Some(live) = self.live_run.lock().ok().and_then(|mut l| l.take()) {
+            live.end();
+        }
         crate::proc::reaper::finish();
     }
 }
@@ -591,7 +714,22 @@ impl Suite {
                 .map(|s| super::records::stack_summary(s, self.provisions.load(Ordering::SeqCst))),
             reference: references.as_deref().map(super::records::reference_summary),
             cases,
+            neighbours: self
+                .live_run
+                .lock()
+                .ok()
+                .and_then(|l| l.as_ref().map(|l| l.record())),
             environment: self.environment(),
+            kvcr: self
+                .kvcr_build()
+                .map(|build| crate::evidence::KvcrProvenance {
+                    build,
+                    imports: self
+                        .kvcr_imports
+                        .lock()
+                        .map(|i| i.clone())
+                        .unwrap_or_default(),
+                }),
         };
         crate::evidence::Results::new(record, requests, perf)
     }
@@ -676,12 +814,15 @@ mod gpu_engine_preflight_tests {
     fn engine_sglang_without_the_kvcr_backend_fails_at_preflight() {
         let dir = tempfile::tempdir().expect("temp dir");
         let python = dir.path().join("python");
-        // Answers the harness's interpreter probes (site-packages, imports)
-        // and the SGLang choices probe, as a Python without PR #36409 would.
+        // Answers the harness's interpreter probes (site-packages, imports,
+        // where kvcr is) and the SGLang choices probe, as a Python without
+        // PR #36409 would.
+        std::fs::create_dir_all(dir.path().join("kvcr")).expect("mkdir");
+        std::fs::write(dir.path().join("kvcr/__init__.py"), "").expect("write");
         std::fs::write(
             &python,
             format!(
-                "#!/bin/sh\ncase \"$2\" in\n  *hicache-storage-backend*) printf 'VERSION 0.5.23\\nCHOICES file mooncake nixl\\n';;\n  *purelib*) echo {};;\nesac\nexit 0\n",
+                "#!/bin/sh\ncase \"$2\" in\n  *hicache-storage-backend*) printf 'VERSION 0.5.23\\nCHOICES file mooncake nixl\\n';;\n  *purelib*) echo {0};;\n  *find_spec*) printf 'locations=1\\nlocation={0}/kvcr\\nversion=0.1.1\\n';;\nesac\nexit 0\n",
                 dir.path().display()
             ),
         )

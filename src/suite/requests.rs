@@ -1,5 +1,6 @@
 //! Triage by request id: the requests a case sent (each with its own
-//! `x-request-id`) and the component log lines that name them.
+//! `x-request-id`, its body and headers exactly as sent, and a `curl` line
+//! that sends it again) and the component log lines that name them.
 //!
 //! Dynamo's frontend (1.6.1) keeps its own id for a request, the one the
 //! workers see and log (Dynamo's request plane, and the CPU engine's prefill
@@ -13,16 +14,93 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// One request a case sent.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+use crate::client::WireRequest;
+
+/// What `requests.json` names a request by when it is not from the prompt
+/// set (a case built it itself: an over-long prompt, an unknown model).
+pub const NOT_A_PROMPT: &str = "(not from the prompt set)";
+
+/// One request a case sent: `requests.json`, read back by `kvcr-e2e replay`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SentRequest {
     pub request_id: String,
     /// The prompt's key (`f12/v0`).
     pub prompt: String,
     /// The worker slot it was pinned to; `None` when the router picked.
     pub pinned_to: Option<String>,
+    /// The frontend it was sent to (base URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend: Option<String>,
+    /// Method, path, headers and body exactly as sent (`None`: built but
+    /// never sent, e.g. cancelled by the case's timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<WireRequest>,
+    /// A `curl` line that sends it again (`KVCR_FRONTEND=URL` for another
+    /// frontend; the pin names an instance of this run's stack).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub curl: Option<String>,
+    /// The reference engine's tokens for its prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_tokens: Option<Vec<u32>>,
+}
+
+impl SentRequest {
+    /// A request built for `prompt` (its key), pinned to slot `pinned_to`.
+    pub fn new(request_id: String, prompt: String, pinned_to: Option<String>) -> Self {
+        SentRequest {
+            request_id,
+            prompt,
+            pinned_to,
+            frontend: None,
+            sent: None,
+            curl: None,
+            reference_tokens: None,
+        }
+    }
+}
+
+/// `built` with what went on the wire (`sent`, matched by `x-request-id`)
+/// and the reference tokens of each prompt; requests sent that no entry
+/// names come last, as [`NOT_A_PROMPT`].
+pub fn with_wire(
+    built: Vec<SentRequest>,
+    sent: &[WireRequest],
+    frontend: &str,
+    reference: impl Fn(&str) -> Option<Vec<u32>>,
+) -> Vec<SentRequest> {
+    let id_of = |w: &WireRequest| {
+        w.header(crate::client::HEADER_REQUEST_ID)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let complete = |mut r: SentRequest, wire: Option<&WireRequest>| {
+        if let Some(wire) = wire {
+            r.frontend = Some(frontend.to_string());
+            r.curl = Some(wire.curl(frontend));
+            r.sent = Some(wire.clone());
+        }
+        r.reference_tokens = reference(&r.prompt);
+        r
+    };
+    let mut out: Vec<SentRequest> = built
+        .into_iter()
+        .map(|r| {
+            let wire = sent.iter().find(|w| id_of(w) == r.request_id);
+            complete(r, wire)
+        })
+        .collect();
+    for wire in sent {
+        let id = id_of(wire);
+        if !out.iter().any(|r| r.request_id == id) {
+            out.push(complete(
+                SentRequest::new(id, NOT_A_PROMPT.into(), None),
+                Some(wire),
+            ));
+        }
+    }
+    out
 }
 
 /// Every line of the `*.log` files in `logs_dir` that names one of `ids`,
@@ -160,6 +238,50 @@ fn strip_ansi(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_request_is_recorded_as_sent_with_a_curl_line_and_its_reference() {
+        use crate::client::Completion;
+        let pinned = Completion::new("tiny", vec![3u32, 4, 5]).pin_worker(42);
+        let never_sent = Completion::new("tiny", vec![6u32]);
+        let direct = Completion::new("no-such-model", "hello");
+        let built = vec![
+            SentRequest::new(pinned.request_id.clone(), "f1v0".into(), Some("A".into())),
+            SentRequest::new(never_sent.request_id.clone(), "f2v0".into(), None),
+        ];
+        let sent = [pinned.wire(true), direct.wire(false)];
+        let reference = |p: &str| (p == "f1v0").then(|| vec![7, 8]);
+        let out = with_wire(built, &sent, "http://127.0.0.1:9", reference);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0].sent.as_ref(), Some(&sent[0]));
+        assert_eq!(out[0].frontend.as_deref(), Some("http://127.0.0.1:9"));
+        assert_eq!(
+            out[0].curl.as_deref(),
+            Some(sent[0].curl("http://127.0.0.1:9").as_str())
+        );
+        assert_eq!(out[0].reference_tokens, Some(vec![7, 8]));
+        assert_eq!(out[0].pinned_to.as_deref(), Some("A"));
+        assert!(
+            out[1].sent.is_none() && out[1].curl.is_none(),
+            "built, never sent"
+        );
+        assert_eq!(out[2].prompt, NOT_A_PROMPT);
+        assert_eq!(out[2].request_id, direct.request_id);
+        assert_eq!(out[2].sent.as_ref(), Some(&sent[1]));
+        // requests.json reads back as written (what `kvcr-e2e replay` does).
+        let text = serde_json::to_string_pretty(&out).unwrap();
+        let back: Vec<SentRequest> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, out);
+        assert_eq!(
+            back[0].sent.as_ref().unwrap().body_bytes(),
+            sent[0].body_bytes()
+        );
+        // An older requests.json (ids only) still reads.
+        let old: Vec<SentRequest> =
+            serde_json::from_str(r#"[{"request_id": "x", "prompt": "f1v0", "pinned_to": null}]"#)
+                .unwrap();
+        assert!(old[0].sent.is_none());
+    }
 
     #[test]
     fn the_lines_naming_a_case_request_are_found_in_every_log() {

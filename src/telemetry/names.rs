@@ -114,6 +114,12 @@ pub mod kvcr_service_log {
     pub const UNREACHABLE: &str = "KVCR-Service is unreachable";
     /// DEBUG: a clean release wrote the group's handback region.
     pub const SNAPSHOT_WRITTEN: &str = "snapshot_written";
+
+/// KVCR's command lines (kvcr 0.1.1). The Guard's flags are checked
+/// against the build's own `--help` before a run (`pyenv::guard_cli`).
+pub mod kvcr_cli {
+    /// `python -m kvcr.kvcr_service`: the Guard service.
+    pub const GUARD_MODULE: &str = "kvcr.kvcr_service";
 }
 
 /// SGLang's names: its Prometheus cache-hit metrics and the counters of

@@ -26,7 +26,8 @@ use nix::unistd::Pid;
 
 /// Why a lane cannot run here.
 pub enum Unavailable {
-    /// Not something a test can fix (not root, no apt-get): ignore.
+    /// Not something a test can fix (not root, no apt-get): ignored, or a
+    /// failure under `PHASE1_REQUIRE_ALL`.
     Ignore(String),
     /// The tools are there but broke: a failure.
     Broken(String),
@@ -194,7 +195,9 @@ fn with_cluster(
     if guard.is_none() {
         *guard = Some(match slurm::Cluster::start() {
             Ok(c) => Ok(c),
-            Err(Unavailable::Ignore(reason)) => return Ok(Completion::ignored_with(reason)),
+            Err(Unavailable::Ignore(reason)) => {
+                return kvcr_e2e::suite::machine_cannot_run_trial(reason)
+            }
             Err(Unavailable::Broken(e)) => Err(e),
         });
     }
@@ -258,7 +261,7 @@ fn main() -> ExitCode {
             || {
                 match container::available() {
                     Err(Unavailable::Ignore(reason)) => {
-                        return Ok(Completion::ignored_with(reason))
+                        return kvcr_e2e::suite::machine_cannot_run_trial(reason)
                     }
                     Err(Unavailable::Broken(e)) => return Err(Failed::from(e)),
                     Ok(()) => {}

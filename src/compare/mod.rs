@@ -1,0 +1,132 @@
+//! Comparing two KVCR builds: interleaved rounds, bootstrap intervals of
+//! head − base per figure, a verdict per figure, and the writers over the
+//! result (`compare.json`, JUnit, `compare.html`, the terminal summary).
+//! Also the open-loop arrival schedule for the sweep ([`OpenLoop`]).
+//!
+//! ```no_run
+//! use kvcr_e2e::compare::{self, Bootstrap, Collector, RoundPlan, Rule, RunResults};
+//! # fn run_phase1(_: compare::Build) -> std::path::PathBuf { todo!() }
+//! # fn main() -> Result<(), compare::CompareError> {
+//! let plan = RoundPlan::abba(6)?;                        // A B B A A B
+//! let mut collector = Collector::default();
+//! for round in plan.rounds() {
+//!     let run_dir = run_phase1(round.build);              // TC-05 + TC-06 on that build
+//!     let (results, file) = RunResults::read(&run_dir)?;
+//!     collector.add_round(*round, &results, file.display().to_string());
+//! }
+//! let comparison = collector.compare(&Rule::default(), &Bootstrap::default());
+//! compare::write_outputs(&comparison, "target/compare".as_ref())?;
+//! print!("{}", compare::render_summary(&comparison));
+//! std::process::exit(if comparison.passed() { 0 } else { 1 });
+//! # }
+//! ```
+
+mod arrivals;
+mod cli;
+mod comparison;
+mod errors;
+mod figures;
+mod junit;
+mod page;
+mod rng;
+mod rounds;
+mod stats;
+mod summary;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+pub use arrivals::{DelaySummary, OpenLoop, ScheduledSend};
+pub use cli::CompareArgs;
+pub use comparison::{
+    verdict, Collector, Comparison, FigureResult, RoundRecord, Rule, Sample, Verdict,
+    COMPARE_SCHEMA_VERSION,
+};
+pub use errors::CompareError;
+pub use figures::{Better, FigureSpec, FigureValues, RunInfo, RunResults};
+pub use junit::{junit_report, junit_xml, SUITE};
+pub use page::render_page;
+pub use rounds::{Build, Round, RoundPlan};
+pub use stats::{
+    difference, estimate, quantile, windowed_throughput, Bootstrap, Difference, Estimate, Interval,
+    PairSamples, Statistic,
+};
+pub use summary::render_summary;
+
+/// The files [`write_outputs`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    /// `compare.json`.
+    pub json: PathBuf,
+    /// `junit.xml`.
+    pub junit: PathBuf,
+    /// `compare.html`.
+    pub page: PathBuf,
+}
+
+/// Writes `compare.json`, `junit.xml` and `compare.html` into `dir`
+/// (created if needed).
+pub fn write_outputs(c: &Comparison, dir: &Path) -> Result<Written, CompareError> {
+    let write = |name: &str, text: &str| -> Result<PathBuf, CompareError> {
+        let path = dir.join(name);
+        std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(&path, text))
+            .map_err(|e| CompareError::Write {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(path)
+    };
+    let json = serde_json::to_string_pretty(c).map_err(|e| CompareError::Write {
+        path: dir.join("compare.json"),
+        message: e.to_string(),
+    })?;
+    let xml = junit_xml(c).map_err(|e| CompareError::Write {
+        path: dir.join("junit.xml"),
+        message: e.to_string(),
+    })?;
+    Ok(Written {
+        json: write("compare.json", &json)?,
+        junit: write("junit.xml", &xml)?,
+        page: write("compare.html", &render_page(c)?)?,
+    })
+}
+
+/// Compares existing phase1 runs: `base[i]` and `head[i]` form round pair
+/// i (paths are run directories or their results.json). What
+/// `kvcr-e2e compare-results` does.
+pub fn compare_runs(
+    base: &[PathBuf],
+    head: &[PathBuf],
+    rule: &Rule,
+    bootstrap: &Bootstrap,
+) -> Result<Comparison, CompareError> {
+    if base.len() != head.len() || base.is_empty() {
+        return Err(CompareError::Unpaired {
+            base: base.len(),
+            head: head.len(),
+        });
+    }
+    let rule = rule.checked()?;
+    if bootstrap.resamples == 0 {
+        return Err(CompareError::Setting(
+            "the bootstrap needs at least 1 resample (2000 by default)".into(),
+        ));
+    }
+    let plan = RoundPlan::abba(2 * base.len() as u32)?;
+    let (mut next_base, mut next_head) = (base.iter(), head.iter());
+    let mut collector = Collector::default();
+    for round in plan.rounds() {
+        let path = match round.build {
+            Build::Base => next_base.next(),
+            Build::Head => next_head.next(),
+        };
+        // The plan has exactly base.len() rounds of each build.
+        let Some(path) = path else { continue };
+        let (results, file) = RunResults::read(path)?;
+        collector.add_round(*round, &results, file.display().to_string());
+    }
+    Ok(collector.compare(&rule, bootstrap))
+}
