@@ -270,16 +270,25 @@ mod tests {
         let diff = dir.path().join("m01.diff");
         std::fs::write(&diff, "--- a/kvcr/x.py\n").expect("write");
         let diff = diff.canonicalize().expect("canonical");
-        let spec = KvcrSpec::parse(&format!("pypi:0.3.0+local+{}", diff.display())).expect("patched");
+        let spec =
+            KvcrSpec::parse(&format!("pypi:0.3.0+local+{}", diff.display())).expect("patched");
         assert_eq!(
             spec,
-            KvcrSpec::patched(KvcrSpec::Pypi { version: "0.3.0+local".into() }, &diff)
+            KvcrSpec::patched(
+                KvcrSpec::Pypi {
+                    version: "0.3.0+local".into()
+                },
+                &diff
+            )
         );
         assert_eq!(KvcrSpec::parse(&spec.to_string()), Ok(spec));
         let bare = KvcrSpec::parse(&diff.display().to_string()).expect("bare diff");
         assert_eq!(bare, KvcrSpec::patched(KvcrSpec::default(), &diff));
         let err = KvcrSpec::parse("pypi:0.1.1+/no/such.diff").expect_err("missing");
-        assert!(err.contains("the diff /no/such.diff does not exist"), "{err}");
+        assert!(
+            err.contains("the diff /no/such.diff does not exist"),
+            "{err}"
+        );
         let err = KvcrSpec::parse(&format!("pypi:x+{}", diff.display())).expect_err("bad base");
         assert!(err.contains("is not a version"), "{err}");
     }

@@ -180,6 +180,33 @@ pub fn removed(lines: &[Located], tier: &str) -> Vec<u64> {
         .collect()
 }
 
+/// The blocks of `tier` these lines removed without storing them first: in
+/// a replacement's log from its start, blocks it reclaimed from its Guard
+/// pool (KVCR announces no inventory for those) and later evicted.
+pub fn removed_unstored(lines: &[Located], tier: &str) -> BTreeSet<u64> {
+    let (mut stored, mut removed) = (BTreeSet::new(), BTreeSet::new());
+    for l in lines {
+        if let EngineKvcrLine::Inventory {
+            removed: r,
+            tier: t,
+            hashes,
+        } = &l.event
+        {
+            if t != tier {
+                continue;
+            }
+            for h in hashes {
+                if !*r {
+                    stored.insert(*h);
+                } else if !stored.contains(h) {
+                    removed.insert(*h);
+                }
+            }
+        }
+    }
+    removed
+}
+
 /// Deposit outcomes of these lines, summed: (success, failed, dropped) blocks,
 /// and the failed blocks by hash.
 pub fn deposits(lines: &[Located]) -> (u64, u64, u64, Vec<u64>) {
@@ -291,6 +318,20 @@ mod tests {
                 })
             })
             .collect()
+    }
+
+    #[test]
+    fn removed_unstored_skips_what_the_process_stored_itself() {
+        let lines = located(&[
+            "KVCR inventory removed tier=LOCAL_G2 hashes=1",
+            "KVCR inventory stored tier=LOCAL_G2 hashes=2",
+            "KVCR inventory removed tier=LOCAL_G2 hashes=2,3",
+            "KVCR inventory removed tier=G3 hashes=4",
+        ]);
+        assert_eq!(
+            removed_unstored(&lines, "LOCAL_G2"),
+            [1, 3].into_iter().collect()
+        );
     }
 
     #[test]

@@ -93,6 +93,9 @@ pub mod kvcr_bad_lines {
     pub const PLACEMENT_FAILED: &str = "KVCR placement failed";
     /// Python's traceback header.
     pub const TRACEBACK: &str = "Traceback (most recent call last)";
+    /// WARNING with a traceback: a source refusing a write it cannot set up
+    /// (a promoted Guard, for a target whose metadata it never received).
+    pub const START_WRITE_SETUP_FAILED: &str = "KVCR start_write setup failed";
     /// CRITICAL: `Uncontained KVCR pool failure` (the service stops).
     pub const UNCONTAINED: &str = "Uncontained KVCR pool failure";
     /// `KVCR Guard N failed` is matched with [`super::kvcr_log::GUARD_PREFIX`]
@@ -114,6 +117,7 @@ pub mod kvcr_service_log {
     pub const UNREACHABLE: &str = "KVCR-Service is unreachable";
     /// DEBUG: a clean release wrote the group's handback region.
     pub const SNAPSHOT_WRITTEN: &str = "snapshot_written";
+}
 
 /// KVCR's command lines (kvcr 0.1.1). The Guard's flags are checked
 /// against the build's own `--help` before a run (`pyenv::guard_cli`).

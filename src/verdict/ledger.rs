@@ -3,7 +3,9 @@
 //! Like Jepsen's set checker: every block the dead worker had committed to
 //! its Guard pool (stored, and not evicted, by KVCR's own inventory events
 //! in the case's window) is classified once the replacement has reclaimed
-//! the pool: **recovered** (held by the replacement), **lost** (committed,
+//! the pool: **recovered** (held by the replacement, or reclaimed by it and
+//! then evicted by its own LRU: a replacement that starts on a full pool
+//! makes room for its first deposits), **lost** (committed,
 //! not held), **unexpected** (served by the Guard or held, but never
 //! committed). And the Guard must have recovered the whole pool: its
 //! `recovered_blocks` equals the blocks the pool held at the kill.
@@ -28,6 +30,11 @@ pub struct LedgerInput {
     pub served_by_guard: BTreeSet<u64>,
     /// Blocks the replacement holds after its claim (of those asked for).
     pub held_by_replacement: BTreeSet<u64>,
+    /// Blocks the replacement's KVCR evicted without having stored them
+    /// (its inventory `removed` events): reclaimed, then evicted to make
+    /// room. Held once, so recovered.
+    #[serde(default)]
+    pub evicted_by_replacement: BTreeSet<u64>,
 }
 
 /// Every committed block, classified.
@@ -38,22 +45,35 @@ pub struct Ledger {
     pub lost: Vec<u64>,
     pub unexpected: Vec<u64>,
     pub served_by_guard: Vec<u64>,
+    /// Recovered blocks the replacement evicted since (not held any more).
+    pub evicted_after_reclaim: Vec<u64>,
 }
 
 /// The ledger of `input`.
 pub fn classify(input: &LedgerInput) -> Ledger {
-    let held = &input.held_by_replacement;
+    let once_held: BTreeSet<u64> = input
+        .held_by_replacement
+        .union(&input.evicted_by_replacement)
+        .copied()
+        .collect();
     Ledger {
         committed: input.committed.len(),
-        recovered: input.committed.intersection(held).copied().collect(),
-        lost: input.committed.difference(held).copied().collect(),
+        recovered: input.committed.intersection(&once_held).copied().collect(),
+        lost: input.committed.difference(&once_held).copied().collect(),
+        // Evictions reach blocks committed before the case too: not judged.
         unexpected: input
             .served_by_guard
-            .union(held)
+            .union(&input.held_by_replacement)
             .filter(|h| !input.committed.contains(h))
             .copied()
             .collect(),
         served_by_guard: input.served_by_guard.iter().copied().collect(),
+        evicted_after_reclaim: input
+            .committed
+            .intersection(&input.evicted_by_replacement)
+            .filter(|h| !input.held_by_replacement.contains(h))
+            .copied()
+            .collect(),
     }
 }
 
@@ -152,7 +172,25 @@ mod tests {
             guard_recovered_blocks: Some(6),
             served_by_guard: set(&[1, 2]),
             held_by_replacement: set(&[1, 2, 3, 4]),
+            evicted_by_replacement: set(&[]),
         }
+    }
+
+    #[test]
+    fn a_block_the_replacement_evicted_after_reclaiming_is_recovered() {
+        let mut i = input();
+        i.held_by_replacement = set(&[1, 2, 3]);
+        i.evicted_by_replacement = set(&[4, 99]);
+        let ledger = expect_nothing_lost(&i).unwrap();
+        assert_eq!(ledger.evicted_after_reclaim, vec![4]);
+        assert!(ledger.lost.is_empty());
+        // Evicted by the replacement, never committed: not unexpected.
+        assert!(ledger.unexpected.is_empty());
+        i.evicted_by_replacement = set(&[]);
+        assert!(expect_nothing_lost(&i)
+            .unwrap_err()
+            .detail
+            .contains("1 of 4 committed blocks lost"));
     }
 
     #[test]

@@ -18,6 +18,11 @@ pub enum BadLine {
     GuardFailed,
     PlacementFailed,
     Traceback,
+    /// A traceback that follows `KVCR start_write setup failed`: a promoted
+    /// Guard refusing a target's first write because the target sent its
+    /// metadata to the dead primary only (KVCR 0.1.1, docs/cpu-engine.md);
+    /// the target re-sends it and its next read is served.
+    StartWriteRefused,
     Uncontained,
 }
 
@@ -55,17 +60,26 @@ pub struct Found {
 
 /// Every bad line of `text` (a log's window starting at line `first_line_no`).
 pub fn scan(log: &str, text: &str, first_line_no: usize) -> Vec<Found> {
-    text.lines()
-        .enumerate()
-        .filter_map(|(i, line)| {
-            BadLine::of(line).map(|kind| Found {
+    let mut previous = "";
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let kind = match BadLine::of(line) {
+            Some(BadLine::Traceback) if previous.contains(bad::START_WRITE_SETUP_FAILED) => {
+                Some(BadLine::StartWriteRefused)
+            }
+            other => other,
+        };
+        if let Some(kind) = kind {
+            found.push(Found {
                 log: log.to_string(),
                 line_no: first_line_no + i,
                 kind,
                 text: line.trim().chars().take(300).collect(),
-            })
-        })
-        .collect()
+            });
+        }
+        previous = line;
+    }
+    found
 }
 
 /// Passes when every bad line found is of a kind the case expects.
@@ -115,6 +129,18 @@ mod tests {
             ]
         );
         assert_eq!(found[0].line_no, 11);
+    }
+
+    #[test]
+    fn a_traceback_after_a_refused_start_write_is_its_own_kind() {
+        let text = "WARNING:kvcr.core:KVCR start_write setup failed for op=1\n\
+            Traceback (most recent call last):\n\
+            INFO other\n\
+            Traceback (most recent call last):\n";
+        let kinds: Vec<BadLine> = scan("guard.log", text, 1).iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, vec![BadLine::StartWriteRefused, BadLine::Traceback]);
+        let found = scan("guard.log", text, 1);
+        assert!(expect_no_bad_lines(&found, &[BadLine::StartWriteRefused]).is_err());
     }
 
     #[test]

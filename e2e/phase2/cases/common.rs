@@ -9,6 +9,8 @@ use kvcr_e2e::stack::Worker;
 use kvcr_e2e::suite::guard::{GuardAttempt, GuardFollower};
 use kvcr_e2e::suite::pressure::LogMark;
 use kvcr_e2e::suite::{CaseCtx, CaseError};
+use kvcr_e2e::telemetry::engine_kvcr_log;
+use kvcr_e2e::telemetry::names::engine_kvcr_log::TIER_LOCAL_G2;
 use kvcr_e2e::verdict::guard::AttemptOutcome;
 use kvcr_e2e::verdict::ledger::{expect_nothing_lost, Ledger, LedgerInput};
 
@@ -79,6 +81,7 @@ pub fn ledger(
         guard_recovered_blocks,
         served_by_guard: served,
         held_by_replacement: held,
+        evicted_by_replacement: evicted_after_reclaim(ctx, replacement)?,
     };
     let verdict = expect_nothing_lost(&input);
     let path = ctx.record(
@@ -90,6 +93,17 @@ pub fn ledger(
     ctx.measure("ledger_recovered", ledger.recovered.len());
     ctx.measure("ledger_lost", ledger.lost.len());
     Ok(ledger)
+}
+
+/// The blocks `replacement`'s KVCR evicted since its start without having
+/// stored them: reclaimed from its Guard pool, then evicted to make room
+/// (its readiness requests deposit into a full pool).
+pub fn evicted_after_reclaim(
+    ctx: &CaseCtx,
+    replacement: &Worker,
+) -> Result<std::collections::BTreeSet<u64>, CaseError> {
+    let lines = ctx.kvcr_lines_since(replacement, LogMark(0))?;
+    Ok(engine_kvcr_log::removed_unstored(&lines, TIER_LOCAL_G2))
 }
 
 /// Milliseconds of a duration, for measurements.

@@ -21,6 +21,7 @@ use kvcr_e2e::telemetry::names::kvcr_service_log::{
     POOL_STILL_IN_USE, STALE_SOCKET_REMOVED, UNREACHABLE,
 };
 use kvcr_e2e::verdict::guard::expect_promoted;
+use kvcr_e2e::verdict::log_scan::BadLine;
 use kvcr_e2e::verdict::service::{expect_service_restart, ServiceRestart};
 use serde_json::json;
 
@@ -139,5 +140,5 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         &replacement,
     )?;
     ctx.measure("pool_files_at_end", ctx.stack.pool_files().len());
-    ctx.expect_no_bad_lines_since(&marks, &[])
+    ctx.expect_no_bad_lines_since(&marks, &[BadLine::StartWriteRefused])
 }

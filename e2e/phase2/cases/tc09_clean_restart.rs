@@ -25,7 +25,7 @@ use kvcr_e2e::verdict::log_scan::BadLine;
 use kvcr_e2e::verdict::restart::{expect_clean_stop, expect_refused, CleanStop};
 use serde_json::json;
 
-use super::common::ms;
+use super::common::{evicted_after_reclaim, ms};
 
 pub const CASE: Case = Case {
     id: "TC-09",
@@ -67,6 +67,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let ledger = LedgerInput {
         committed: committed.clone(),
         held_by_replacement: held,
+        evicted_by_replacement: evicted_after_reclaim(ctx, &replacement)?,
         ..Default::default()
     };
     ctx.check(
@@ -124,6 +125,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let after_refusal = LedgerInput {
         committed,
         held_by_replacement: held,
+        evicted_by_replacement: evicted_after_reclaim(ctx, &again)?,
         ..Default::default()
     };
     ctx.check(

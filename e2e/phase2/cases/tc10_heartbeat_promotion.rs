@@ -18,6 +18,7 @@ use std::time::Duration;
 use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
 use kvcr_e2e::telemetry::guard_log::GuardEvent;
 use kvcr_e2e::verdict::guard::expect_promoted;
+use kvcr_e2e::verdict::log_scan::BadLine;
 use kvcr_e2e::verdict::restart::expect_heartbeat_promotion;
 use serde_json::json;
 
@@ -134,5 +135,5 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         peer_mark,
         &replacement,
     )?;
-    ctx.expect_no_bad_lines_since(&marks, &[])
+    ctx.expect_no_bad_lines_since(&marks, &[BadLine::StartWriteRefused])
 }
