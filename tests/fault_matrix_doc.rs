@@ -53,11 +53,13 @@ fn claims(body: &str) -> Vec<String> {
 #[test]
 fn every_fault_matrix_row_is_documented_with_its_exact_message() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    // Every matrix: the aggregated one, the 2P+1D one and the two-node one.
+    // Every matrix: the aggregated one, the 2P+1D one, the two-node one and
+    // the production cases' one.
     let rows = [
         "e2e/fault_matrix/rows.rs",
         "e2e/fault_matrix_2p1d/rows.rs",
         "e2e/fault_matrix_two_node/rows.rs",
+        "e2e/fault_matrix_phase2/rows.rs",
     ]
     .map(|f| std::fs::read_to_string(root.join(f)).unwrap())
     .concat();

@@ -72,20 +72,21 @@ pub fn expect_lru(order: &EvictionOrder) -> Result<(), Violation> {
     checks.verdict()
 }
 
-/// A deposit of more blocks than the pool can take at once: KVCR answers
-/// FAILED for the rest, and the engine reports them.
+/// A deposit of more blocks than the pool can take at once (`room`: its
+/// free and evictable blocks): KVCR answers FAILED for the rest, and the
+/// engine reports them.
 pub fn expect_failed_reported(
     deposited_blocks: u64,
-    pool_blocks: u64,
+    room: u64,
     success: u64,
     failed: u64,
     dropped: u64,
 ) -> Result<(), Violation> {
     let mut checks = Checks::new("a deposit into a full pool is reported failed, not lost");
-    let must_fail = deposited_blocks.saturating_sub(pool_blocks);
+    let must_fail = deposited_blocks.saturating_sub(room);
     if failed < must_fail {
         checks.check(false, || format!(
-            "{deposited_blocks} blocks deposited into a pool of {pool_blocks}: {failed} reported failed, at least {must_fail} must be"
+            "{deposited_blocks} blocks deposited into a pool with room for {room}: {failed} reported failed, at least {must_fail} must be"
         ));
     }
     if success + failed + dropped != deposited_blocks {
