@@ -367,26 +367,52 @@ impl CaseCtx<'_> {
     /// What a new claimant of group `guard_index` gets from the stack's
     /// Guard service now (`python -m cpu_engine.claim_probe`).
     pub fn claim_probe(&self, guard_index: u32) -> Result<ClaimProbe, CaseError> {
-        let ctx = &self.stack.ctx;
+        self.claim_probe_with(guard_index, &self.claim_pools(), None)
+    }
+
+    /// The pools a worker of this stack claims with: (name, bytes per page).
+    pub fn claim_pools(&self) -> Vec<(String, u64)> {
         let geometry = self.geometry();
+        let kinds = geometry.pool_kinds();
+        kinds
+            .iter()
+            .map(|kind| {
+                let bytes = geometry
+                    .pages
+                    .iter()
+                    .find(|(label, _)| label.split(':').next() == Some(kind.as_str()))
+                    .map_or(0, |(_, b)| *b);
+                // The CPU engine names its one dense pool `kv`.
+                let name = if kinds.len() == 1 {
+                    "kv".to_string()
+                } else {
+                    kind.clone()
+                };
+                (name, bytes)
+            })
+            .collect()
+    }
+
+    /// A claim of `guard_index` with these pools (a wrong layout on purpose)
+    /// and this control port (a group answers on its first holder's port
+    /// only; `None`: a free one).
+    pub fn claim_probe_with(
+        &self,
+        guard_index: u32,
+        pools: &[(String, u64)],
+        port: Option<u16>,
+    ) -> Result<ClaimProbe, CaseError> {
+        let ctx = &self.stack.ctx;
         let mut cmd = std::process::Command::new(&ctx.python);
         cmd.args(["-m", "cpu_engine.claim_probe", "--socket"])
             .arg(&ctx.guard_socket)
             .args(["--guard-index", &guard_index.to_string()])
             .args(["--digest", &ctx.compatibility_digest]);
-        for kind in geometry.pool_kinds() {
-            let bytes = geometry
-                .pages
-                .iter()
-                .find(|(label, _)| label.split(':').next() == Some(kind.as_str()))
-                .map_or(0, |(_, b)| *b);
-            // The CPU engine names its one dense pool `kv`.
-            let name = if geometry.pool_kinds().len() == 1 {
-                "kv".to_string()
-            } else {
-                kind
-            };
+        for (name, bytes) in pools {
             cmd.args(["--pool", &format!("{name}:{bytes}")]);
+        }
+        if let Some(port) = port {
+            cmd.args(["--port", &port.to_string()]);
         }
         cmd.env("PYTHONPATH", ctx.repo_root.join("fixtures/cpu-engine"))
             .current_dir(&ctx.repo_root);

@@ -111,6 +111,12 @@ pub mod kvcr_service_log {
     pub const POOL_STILL_IN_USE: &str = "Leaving KVCR pool still in use";
     /// WARNING at start: a pool file nobody held was removed.
     pub const ORPHAN_RECLAIMED: &str = "Reclaimed orphaned KVCR pool from a dead instance";
+    /// The refusal a claim of a group some live worker holds gets.
+    pub const HELD_BY_ANOTHER: &str = "is held by another worker";
+    /// The refusal a claim of an index past the service's groups gets.
+    pub const OUT_OF_RANGE: &str = "is out of range";
+    /// The refusal a claim with another number of pools gets.
+    pub const POOL_COUNT_MISMATCH: &str = "pool layout must match the number of pools in the Guard";
     /// The refusal a claim of another tier configuration gets.
     pub const OTHER_TIER_CONFIG: &str = "claimed with another tier configuration";
     /// What a claim gets while no service listens.

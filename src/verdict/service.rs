@@ -72,9 +72,77 @@ pub fn expect_service_restart(r: &ServiceRestart, unreachable: &str) -> Result<(
     c.verdict()
 }
 
+/// A claim the running service must refuse, and which refusal: KVCR's
+/// message, quoted.
+#[derive(Debug, Clone, Serialize)]
+pub struct Refusal {
+    /// What the claim did wrong, in words.
+    pub what: String,
+    /// The substring of KVCR's refusal it must get.
+    pub expected: String,
+    pub probe: ClaimProbe,
+}
+
+/// Each claim was refused, fast, with KVCR's message for it.
+pub fn expect_claims_refused(refusals: &[Refusal]) -> Result<(), Violation> {
+    let mut c = Checks::new("a wrong claim is refused clearly, quoting KVCR");
+    c.check(!refusals.is_empty(), || "no claim was tried".to_string());
+    for r in refusals {
+        c.check(r.probe.outcome == "refused", || {
+            format!("{} was {}: {}", r.what, r.probe.outcome, r.probe.message)
+        })
+        .check(r.probe.message.contains(&r.expected), || {
+            format!(
+                "{} was refused without `{}`: {}",
+                r.what, r.expected, r.probe.message
+            )
+        })
+        .check(r.probe.ms < REFUSAL_MS, || {
+            format!(
+                "{} took {:.0} ms to be refused (a refusal, not a hang: < {REFUSAL_MS} ms)",
+                r.what, r.probe.ms
+            )
+        });
+    }
+    c.verdict()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wrong_claim_must_be_refused_with_its_message() {
+        let refusal = |outcome: &str, message: &str, ms: f64| Refusal {
+            what: "a claim of a held index".into(),
+            expected: "is held by another worker".into(),
+            probe: ClaimProbe {
+                outcome: outcome.into(),
+                message: message.into(),
+                ms,
+                wall_ms: ms,
+            },
+        };
+        let ok = refusal(
+            "refused",
+            "KVCRClaimError: guard 0 is held by another worker",
+            3.0,
+        );
+        assert!(expect_claims_refused(std::slice::from_ref(&ok)).is_ok());
+        assert!(expect_claims_refused(&[]).is_err());
+        let granted = refusal("granted", "", 3.0);
+        assert!(expect_claims_refused(&[granted])
+            .unwrap_err()
+            .detail
+            .contains("a claim of a held index was granted"));
+        let other = refusal("refused", "out of range", 3.0);
+        assert!(expect_claims_refused(&[other])
+            .unwrap_err()
+            .detail
+            .contains("refused without `is held by another worker`"));
+        let slow = refusal("refused", "is held by another worker", 9000.0);
+        assert!(expect_claims_refused(&[slow]).is_err());
+    }
 
     fn restart() -> ServiceRestart {
         ServiceRestart {

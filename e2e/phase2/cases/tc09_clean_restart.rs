@@ -10,7 +10,12 @@
 //! replacement whose KV layout changed (twice the pages of half the size,
 //! the `changed_layout` launch switch) is refused at startup, fast, quoting
 //! KVCR: `claimed with another tier configuration`. A normal replacement
-//! after it still finds the pool warm.
+//! after it still finds the pool warm. Three wrong claims are refused fast
+//! with KVCR's own words: while A holds its group, the held index (`is held
+//! by another worker`) and an index past the service's groups (`is out of
+//! range`); once A has stopped, one pool too many for its free group
+//! (`claimed with another tier configuration`: the group's first claim fixed
+//! its configuration), which must leave the handback to the replacement.
 
 use std::time::Instant;
 
@@ -18,11 +23,14 @@ use kvcr_e2e::stack::Worker;
 use kvcr_e2e::suite::{Case, CaseCtx, CaseError, CaseResult};
 use kvcr_e2e::telemetry::engine_kvcr_log::EngineKvcrLine;
 use kvcr_e2e::telemetry::guard_log::GuardEvent;
-use kvcr_e2e::telemetry::names::kvcr_service_log::{OTHER_TIER_CONFIG, SNAPSHOT_WRITTEN};
+use kvcr_e2e::telemetry::names::kvcr_service_log::{
+    HELD_BY_ANOTHER, OTHER_TIER_CONFIG, OUT_OF_RANGE, SNAPSHOT_WRITTEN,
+};
 use kvcr_e2e::verdict::ledger::LedgerInput;
 use kvcr_e2e::verdict::local::expect_host_tier_hit;
 use kvcr_e2e::verdict::log_scan::BadLine;
 use kvcr_e2e::verdict::restart::{expect_clean_stop, expect_refused, CleanStop};
+use kvcr_e2e::verdict::service::{expect_claims_refused, Refusal};
 use serde_json::json;
 
 use super::common::{evicted_after_reclaim, ms};
@@ -49,9 +57,16 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     }
     let committed = ctx.committed_since(&a, mark)?;
 
+    // Wrong claims while A holds its group: refused, fast, quoting KVCR.
+    let mut refused = held_refusals(ctx, a.slot.guard_index)?;
+
     // SIGTERM: close, hand back, no promotion.
     let mut events = guard.follow()?;
     let stop = clean_stop(ctx, &a, &mut events)?;
+    // The group is free now: a claim with one pool too many is refused too
+    // (and must leave the handback to the replacement).
+    refused.push(pool_count_refusal(ctx, &a)?);
+    ctx.check("refusals.json", &refused, expect_claims_refused(&refused))?;
     let replacement = ctx.stack.replace_worker("A")?;
     events.poll()?;
     let promotions = promotions_of(events.events(), a.slot.guard_index);
@@ -135,6 +150,41 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     )?;
     // The refused replacement's traceback is the refusal itself.
     ctx.expect_no_bad_lines_since(&marks, &[BadLine::Traceback])
+}
+
+/// A claim of the index A holds and of an index past the service's
+/// groups (KVCR checks the holder before the layout, so a layout refusal
+/// needs a free group: [`pool_count_refusal`]).
+fn held_refusals(ctx: &CaseCtx, held: u32) -> Result<Vec<Refusal>, CaseError> {
+    let out_of_range = ctx.stack.ctx.guard_count;
+    Ok(vec![
+        Refusal {
+            what: format!("a second claim of group {held}, held by worker A"),
+            expected: HELD_BY_ANOTHER.into(),
+            probe: ctx.claim_probe(held)?,
+        },
+        Refusal {
+            what: format!("a claim of group {out_of_range} (the service has {out_of_range})"),
+            expected: OUT_OF_RANGE.into(),
+            probe: ctx.claim_probe(out_of_range)?,
+        },
+    ])
+}
+
+/// A claim of stopped `worker`'s free group, on its control port, with one
+/// pool more than the service has. The group's first claim fixed its tier
+/// configuration (docs/kvcr-findings.md 13), so KVCR 0.1.1 answers with that
+/// refusal, not `pool layout must match the number of pools in the Guard`
+/// (which only a group never claimed since the service started gives).
+fn pool_count_refusal(ctx: &CaseCtx, worker: &Worker) -> Result<Refusal, CaseError> {
+    let free = worker.slot.guard_index;
+    let mut pools = ctx.claim_pools();
+    pools.push(("extra".into(), pools.first().map_or(4096, |p| p.1)));
+    Ok(Refusal {
+        what: format!("a claim of group {free} with {} pools", pools.len()),
+        expected: OTHER_TIER_CONFIG.into(),
+        probe: ctx.claim_probe_with(free, &pools, Some(worker.slot.control_port))?,
+    })
 }
 
 /// SIGTERMs `worker` and reads what its stop showed (promotions are counted
