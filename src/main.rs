@@ -69,7 +69,7 @@ commands:
                                benchmark (benches/client_peers.rs): streams N
                                completions, writes each one's stamps to PATH
   compare-results BASE_RUN... --head HEAD_RUN... [--out DIR] [--resamples N]
-                    [--seed S] [--confidence C] [--min-change F]
+                    [--seed S] [--confidence C] [--min-change F] [--min-pairs K]
                                compare phase1 runs of two builds (run directories or
                                their results.json): BASE_RUN i and HEAD_RUN i form round
                                pair i. Per figure (TC-05 arms' TTFT p50/p90, TPOT and
@@ -78,16 +78,19 @@ commands:
                                difference, its bootstrap interval (C, default 0.95;
                                N resamples, default 2000, seeded by S) and a verdict:
                                a regression when the interval excludes 0 and the
-                               change is at least F of base (default 0.10). Writes
+                               change is at least F of base (default 0.10), over
+                               at least K round pairs (default 6; fewer: the figure is
+                               inconclusive, which does not fail the exit code). Writes
                                compare.json, junit.xml and compare.html into DIR
                                (default target/compare) and prints a summary.
                                Exit 0 = no regression, 1 = a regression, a figure
                                missing from one build, or unreadable runs
   compare --base SPEC --head SPEC [--rounds N] [--trials FILTER,...] [--out DIR]
-          [--resamples N] [--seed S] [--confidence C] [--min-change F] [HARNESS FLAGS]
+          [--resamples N] [--seed S] [--confidence C] [--min-change F] [--min-pairs K]
+          [HARNESS FLAGS]
                                run phase1's perf trials (default TC-05 and TC-06: every
                                TC-05 arm and the Guard recovery timing) N rounds (default
-                               4, even) in ABBA order, each round a fresh phase1 run with
+                               12, even) in ABBA order, each round a fresh phase1 run with
                                --kvcr of its build (specs as for --kvcr), then compare the
                                runs as compare-results does; DIR (default
                                target/compare/<timestamp>) holds rounds/ and the outputs.

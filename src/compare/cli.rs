@@ -70,7 +70,8 @@ impl CompareArgs {
 }
 
 /// Applies one of the statistics flags shared by `compare-results` and
-/// `compare` (`--resamples`, `--seed`, `--confidence`, `--min-change`);
+/// `compare` (`--resamples`, `--seed`, `--confidence`, `--min-change`,
+/// `--min-pairs`);
 /// `Ok(false)` when `arg` is none of them.
 pub fn apply_statistics_flag(
     arg: &str,
@@ -92,6 +93,7 @@ pub fn apply_statistics_flag(
         "--min-change" => {
             rule.min_relative_change = value.parse().map_err(|_| bad("not a number"))?
         }
+        "--min-pairs" => rule.min_pairs = value.parse().map_err(|_| bad("not a count"))?,
         _ => return Ok(false),
     }
     Ok(true)
@@ -118,6 +120,9 @@ mod tests {
         assert_eq!(a.bootstrap.resamples, 500);
         assert_eq!(a.rule.min_relative_change, 0.2);
         assert_eq!(a.rule.confidence, 0.95);
+        assert_eq!(a.rule.min_pairs, crate::compare::DEFAULT_MIN_PAIRS);
+        let p = CompareArgs::parse(&args("a --head b --min-pairs 8"), "o".into()).unwrap();
+        assert_eq!(p.rule.min_pairs, 8);
         let d = CompareArgs::parse(&args("a --head b"), "dflt".into()).unwrap();
         assert_eq!((d.out, d.bootstrap), ("dflt".into(), Bootstrap::default()));
     }
@@ -129,6 +134,8 @@ mod tests {
             ("--head b", "one base run"),
             ("a --head b --resamples 0", "above 0"),
             ("a --head b --confidence 1.5", "between 0 and 1"),
+            ("a --head b --min-pairs 1", "at least 2"),
+            ("a --head b --min-pairs x", "not a count"),
             ("a --head b --seed", "needs a value"),
             ("a --head b --frobnicate 1", "unknown flag"),
         ] {

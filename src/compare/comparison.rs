@@ -12,6 +12,22 @@ use super::stats::{difference, Bootstrap, Difference, PairSamples};
 /// Version of the compare.json layout.
 pub const COMPARE_SCHEMA_VERSION: u32 = 1;
 
+/// The fewest round pairs a figure needs for a verdict (`--min-pairs`).
+///
+/// Why 6: the pairs are the independent units (rounds differ far more than
+/// requests within a round), and with k pairs no test that treats their
+/// differences as exchangeable reaches p < 0.05 two-sided below k = 6: the
+/// exact sign-flip test's smallest p is 2 / 2^k (0.0625 at k = 5, 0.031 at
+/// k = 6). Below that an interval that excludes 0 says more about how the
+/// rounds fell (two pairs that happen to agree give a near-zero-width
+/// interval) than about the builds. The simulation in docs/benchmarks.md
+/// ("False-positive and detection rates") measures the rates per k.
+pub const DEFAULT_MIN_PAIRS: u32 = 6;
+
+fn default_min_pairs() -> u32 {
+    DEFAULT_MIN_PAIRS
+}
+
 /// When a difference is a verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Rule {
@@ -19,6 +35,10 @@ pub struct Rule {
     pub confidence: f64,
     /// The smallest |head − base| / |base| that counts (0.10: 10 %).
     pub min_relative_change: f64,
+    /// The fewest complete round pairs for a verdict; with fewer a figure is
+    /// [`Verdict::Inconclusive`] ([`DEFAULT_MIN_PAIRS`]).
+    #[serde(default = "default_min_pairs")]
+    pub min_pairs: u32,
 }
 
 impl Default for Rule {
@@ -26,6 +46,7 @@ impl Default for Rule {
         Rule {
             confidence: 0.95,
             min_relative_change: 0.10,
+            min_pairs: DEFAULT_MIN_PAIRS,
         }
     }
 }
@@ -45,15 +66,24 @@ impl Rule {
                 self.min_relative_change
             )));
         }
+        if self.min_pairs < 2 {
+            return Err(CompareError::Setting(format!(
+                "the minimum number of round pairs must be at least 2 (an interval needs the \
+                 spread between pairs; {DEFAULT_MIN_PAIRS} by default), got {}",
+                self.min_pairs
+            )));
+        }
         Ok(self)
     }
 
     /// The rule in words.
     pub fn describe(&self) -> String {
         format!(
-            "the {:.0} % interval of head − base excludes 0 and |change| ≥ {:.0} % of base",
+            "the {:.0} % interval of head − base excludes 0 and |change| ≥ {:.0} % of base, \
+             over at least {} round pairs",
             self.confidence * 100.0,
-            self.min_relative_change * 100.0
+            self.min_relative_change * 100.0,
+            self.min_pairs
         )
     }
 }
@@ -74,6 +104,11 @@ pub enum Verdict {
     /// compare, which is a failure (absent is not zero).
     #[serde(rename = "missing")]
     Missing,
+    /// Both builds have samples, but in fewer round pairs than
+    /// [`Rule::min_pairs`]: no verdict either way. Not a failure, but the
+    /// summary, JUnit (skipped) and the page say so.
+    #[serde(rename = "inconclusive")]
+    Inconclusive,
 }
 
 impl Verdict {
@@ -84,6 +119,7 @@ impl Verdict {
             Verdict::Improvement => "improvement",
             Verdict::NoChange => "no change detected",
             Verdict::Missing => "missing",
+            Verdict::Inconclusive => "inconclusive",
         }
     }
 
@@ -166,16 +202,32 @@ pub struct Comparison {
     pub figures: Vec<FigureResult>,
 }
 
+/// How many figures got each verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    /// Regressions.
+    pub regression: usize,
+    /// Improvements.
+    pub improvement: usize,
+    /// No change detected.
+    pub no_change: usize,
+    /// Missing from one build.
+    pub missing: usize,
+    /// Too few round pairs for a verdict.
+    pub inconclusive: usize,
+}
+
 impl Comparison {
-    /// How many figures got each verdict: (regression, improvement, no change, missing).
-    pub fn counts(&self) -> (usize, usize, usize, usize) {
+    /// How many figures got each verdict.
+    pub fn counts(&self) -> Counts {
         let n = |v: Verdict| self.figures.iter().filter(|f| f.verdict == v).count();
-        (
-            n(Verdict::Regression),
-            n(Verdict::Improvement),
-            n(Verdict::NoChange),
-            n(Verdict::Missing),
-        )
+        Counts {
+            regression: n(Verdict::Regression),
+            improvement: n(Verdict::Improvement),
+            no_change: n(Verdict::NoChange),
+            missing: n(Verdict::Missing),
+            inconclusive: n(Verdict::Inconclusive),
+        }
     }
 
     /// No regression and nothing missing.
@@ -187,10 +239,16 @@ impl Comparison {
     /// pair, two runs of the same build that differ by chance (load, a
     /// slower stack) look like a difference between the builds.
     pub fn caution(&self) -> Option<String> {
-        (self.rounds.len() < 4).then(|| {
-            "one round pair: the spread between rounds is not measured, so a chance \
-             difference between two runs can pass for a change; use 4 rounds or more"
-                .to_string()
+        let inconclusive = self.counts().inconclusive;
+        (inconclusive > 0).then(|| {
+            format!(
+                "{inconclusive} figure(s) inconclusive: fewer than {} round pairs with samples \
+                 of both builds, too few to tell a change from how the rounds fell (a drift \
+                 of the machine across rounds looks like a difference between builds); run \
+                 --rounds {} or more. Not counted as a regression.",
+                self.rule.min_pairs,
+                2 * self.rule.min_pairs
+            )
         })
     }
 
@@ -324,6 +382,15 @@ fn compare_figure(
     let diff = difference(&pairs, spec.statistic, rule.confidence, &boot);
     let (verdict, reason) = match &diff {
         None => (Verdict::Missing, missing_reason(&pairs)),
+        Some(d) if complete < rule.min_pairs => (
+            Verdict::Inconclusive,
+            format!(
+                "{}, but only {complete} round pair(s) with both builds, fewer than the {} a \
+                 verdict needs (--min-pairs)",
+                measured(spec, d, rule),
+                rule.min_pairs
+            ),
+        ),
         Some(d) => {
             let v = verdict(d, spec.better, rule);
             (v, reason(spec, d, v, rule))
@@ -349,13 +416,14 @@ fn missing_reason(pairs: &[PairSamples]) -> String {
     }
 }
 
-fn reason(spec: &FigureSpec, d: &Difference, v: Verdict, rule: &Rule) -> String {
+/// The figures in words: statistic, base → head, difference, interval.
+fn measured(spec: &FigureSpec, d: &Difference, rule: &Rule) -> String {
     let u = &spec.unit;
     let rel = d
         .relative
         .map(|r| format!(" ({:+.1} %)", r * 100.0))
         .unwrap_or_default();
-    let head = format!(
+    format!(
         "{} {:.2} → {:.2} {u}, head − base {:+.2} {u}{rel}, {:.0} % interval [{:+.2}, {:+.2}]",
         spec.statistic.as_str(),
         d.base,
@@ -364,7 +432,11 @@ fn reason(spec: &FigureSpec, d: &Difference, v: Verdict, rule: &Rule) -> String 
         rule.confidence * 100.0,
         d.interval.lo,
         d.interval.hi,
-    );
+    )
+}
+
+fn reason(spec: &FigureSpec, d: &Difference, v: Verdict, rule: &Rule) -> String {
+    let head = measured(spec, d, rule);
     let why = match v {
         Verdict::Regression | Verdict::Improvement => format!(
             "excludes 0 and the change is at least {:.0} %",
@@ -427,9 +499,15 @@ mod tests {
             let rule = Rule {
                 confidence,
                 min_relative_change: min,
+                ..Rule::default()
             };
             assert!(rule.checked().is_err(), "{rule:?}");
         }
+        let one = Rule {
+            min_pairs: 1,
+            ..Rule::default()
+        };
+        assert!(one.checked().is_err());
     }
 
     fn spec(id: &str) -> FigureSpec {
@@ -444,7 +522,7 @@ mod tests {
 
     #[test]
     fn samples_keep_their_round_and_a_one_sided_figure_is_missing() {
-        let plan = crate::compare::RoundPlan::abba(4).unwrap();
+        let plan = crate::compare::RoundPlan::abba(12).unwrap();
         let mut c = Collector::default();
         for round in plan.rounds() {
             let shift = if round.build == Build::Head {
@@ -461,8 +539,8 @@ mod tests {
         let cmp = c.compare(&Rule::default(), &Bootstrap::default());
         let slow = &cmp.figures[0];
         assert_eq!(slow.verdict, Verdict::Regression, "{}", slow.reason);
-        assert_eq!(slow.pairs, 2);
-        assert_eq!(slow.base.len(), 16);
+        assert_eq!(slow.pairs, 6);
+        assert_eq!(slow.base.len(), 48);
         assert_eq!(slow.base[0].round, 0);
         assert_eq!(slow.head[0].round, 1);
         assert_eq!(slow.base[8].round, 3);
@@ -470,8 +548,48 @@ mod tests {
         let missing = &cmp.figures[1];
         assert_eq!(missing.verdict, Verdict::Missing);
         assert_eq!(missing.reason, "no head round has samples of this figure");
-        assert_eq!(cmp.counts(), (1, 0, 0, 1));
+        let counts = cmp.counts();
+        assert_eq!((counts.regression, counts.missing), (1, 1));
         assert!(!cmp.passed());
+    }
+
+    #[test]
+    fn too_few_pairs_are_inconclusive_even_with_a_tight_interval() {
+        // As seen live (A against A, 2 pairs): both base rounds ≈ 499 ms,
+        // both head rounds ≈ 440 ms, so the interval is a fraction of a ms
+        // wide and excludes 0. Below min_pairs that is no verdict.
+        let figure = FigureSpec {
+            statistic: Statistic::Mean,
+            ..spec("t1")
+        };
+        let mut c = Collector::default();
+        for (round, value) in crate::compare::RoundPlan::abba(4)
+            .unwrap()
+            .rounds()
+            .iter()
+            .zip([499.4, 439.6, 440.0, 499.6])
+        {
+            c.add_samples(*round, &figure, &[value]);
+        }
+        let cmp = c.compare(&Rule::default(), &Bootstrap::default());
+        let t1 = &cmp.figures[0];
+        assert!(t1.difference.unwrap().interval.excludes_zero(), "{t1:?}");
+        assert_eq!(t1.verdict, Verdict::Inconclusive, "{}", t1.reason);
+        assert!(t1.reason.contains("2 round pair(s)"), "{}", t1.reason);
+        assert!(t1.reason.contains("fewer than the 6"), "{}", t1.reason);
+        assert!(!t1.verdict.fails() && cmp.passed());
+        assert_eq!(cmp.counts().inconclusive, 1);
+        assert!(cmp.caution().unwrap().contains("--rounds 12"));
+        // The same figures with a lower bar give the (false) verdict.
+        let loose = Rule {
+            min_pairs: 2,
+            ..Rule::default()
+        };
+        assert_eq!(
+            c.compare(&loose, &Bootstrap::default()).figures[0].verdict,
+            Verdict::Improvement
+        );
+        assert_eq!(c.compare(&loose, &Bootstrap::default()).caution(), None);
     }
 
     #[test]

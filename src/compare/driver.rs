@@ -5,15 +5,16 @@
 use std::path::{Path, PathBuf};
 
 use super::cli::apply_statistics_flag;
-use super::comparison::{Comparison, Rule};
+use super::comparison::{Comparison, Rule, DEFAULT_MIN_PAIRS};
 use super::rounds::{Build, Round, RoundPlan};
 use super::stats::Bootstrap;
 use super::{compare_runs, write_outputs, Written};
 use crate::config::{kvcr_spec, KvcrSpec};
 use crate::drive::{self, Phase1Child};
 
-/// Rounds without `--rounds`: two ABBA pairs.
-pub const DEFAULT_ROUNDS: u32 = 4;
+/// Rounds without `--rounds`: just enough pairs for a verdict
+/// ([`DEFAULT_MIN_PAIRS`]); fewer leave every figure inconclusive.
+pub const DEFAULT_ROUNDS: u32 = 2 * DEFAULT_MIN_PAIRS;
 
 /// Trial filters without `--trials`: every TC-05 arm and TC-06.
 pub const DEFAULT_TRIALS: &[&str] = &["TC-05", "TC-06"];
@@ -64,6 +65,7 @@ impl CompareDriveArgs {
                     | "--seed"
                     | "--confidence"
                     | "--min-change"
+                    | "--min-pairs"
             );
             if !ours {
                 harness.push(arg.clone());
@@ -250,11 +252,11 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_four_rounds_of_tc05_and_tc06() {
+    fn defaults_are_twelve_rounds_of_tc05_and_tc06() {
         let a = CompareDriveArgs::parse(&args("--base pypi:0.1.1 --head pypi:0.1.2")).unwrap();
         assert_eq!(a.base.to_string(), "pypi:0.1.1");
         assert_eq!(a.head.to_string(), "pypi:0.1.2");
-        assert_eq!(a.rounds, 4);
+        assert_eq!(a.rounds, 12);
         assert_eq!(a.trials, ["TC-05", "TC-06"]);
         assert_eq!(
             (a.out, a.rule, a.bootstrap),

@@ -1,6 +1,7 @@
 //! JUnit XML of a comparison: one testsuite `compare`, one testcase per
 //! figure; a regression or a missing figure is a failure, so CI can gate
-//! on it. Improvements and "no change detected" pass.
+//! on it. Improvements and "no change detected" pass; an inconclusive
+//! figure (too few round pairs) is skipped, with the reason.
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
@@ -39,6 +40,11 @@ fn test_case(f: &FigureResult) -> TestCase {
         let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
         s.set_message(format!("{}: {}", f.verdict.as_str(), f.spec.label));
         s.set_description(f.reason.clone());
+        s
+    } else if f.verdict == Verdict::Inconclusive {
+        // Skipped, not passed: CI does not fail on it, but shows it.
+        let mut s = TestCaseStatus::skipped();
+        s.set_message(format!("inconclusive: {}", f.reason));
         s
     } else {
         TestCaseStatus::success()

@@ -32,8 +32,11 @@ mod page;
 mod rng;
 mod rounds;
 mod stats;
+mod student;
 mod summary;
 
+#[cfg(test)]
+mod simulation;
 #[cfg(test)]
 mod tests;
 
@@ -42,8 +45,8 @@ use std::path::{Path, PathBuf};
 pub use arrivals::{DelaySummary, OpenLoop, ScheduledSend};
 pub use cli::CompareArgs;
 pub use comparison::{
-    verdict, Collector, Comparison, FigureResult, RoundRecord, Rule, Sample, Verdict,
-    COMPARE_SCHEMA_VERSION,
+    verdict, Collector, Comparison, Counts, FigureResult, RoundRecord, Rule, Sample, Verdict,
+    COMPARE_SCHEMA_VERSION, DEFAULT_MIN_PAIRS,
 };
 pub use driver::{
     round_runs, run_compare, CompareDriveArgs, RoundRun, DEFAULT_ROUNDS, DEFAULT_TRIALS,
@@ -53,6 +56,7 @@ pub use figures::{Better, FigureSpec, FigureValues, RunInfo, RunResults};
 pub use junit::{junit_report, junit_xml, SUITE};
 pub use page::render_page;
 pub use rounds::{Build, Round, RoundPlan};
+pub use stats::small_sample_widening;
 pub use stats::{
     difference, estimate, quantile, windowed_throughput, Bootstrap, Difference, Estimate, Interval,
     PairSamples, Statistic,

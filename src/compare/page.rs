@@ -25,7 +25,7 @@ th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #e5e8eb;vertical-a
 th{color:#5b6b7f;font-weight:600}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .pill{display:inline-block;border-radius:10px;padding:1px 9px;font-size:12px;font-weight:600}
-.regression,.missing{background:#fbdada;color:#a11d1d}.improvement{background:#d8f3ee;color:#1b6f65}.nochange{background:#eceff2;color:#5b6b7f}
+.regression,.missing{background:#fbdada;color:#a11d1d}.improvement{background:#d8f3ee;color:#1b6f65}.nochange{background:#eceff2;color:#5b6b7f}.inconclusive{background:#fdf0d2;color:#7a5200}
 .fig svg{max-width:100%;height:auto;border:1px solid #eef0f2;border-radius:6px}
 .reason{font-size:13px;color:#3a4552}
 "#;
@@ -52,13 +52,21 @@ fn class(v: Verdict) -> &'static str {
         Verdict::Improvement => "improvement",
         Verdict::NoChange => "nochange",
         Verdict::Missing => "missing",
+        Verdict::Inconclusive => "inconclusive",
     }
 }
 
 /// Renders the comparison page.
 pub fn render_page(c: &Comparison) -> Result<String, CompareError> {
     let mut o = String::new();
-    let (r, i, n, m) = c.counts();
+    let k = c.counts();
+    let (r, i, n, m, u) = (
+        k.regression,
+        k.improvement,
+        k.no_change,
+        k.missing,
+        k.inconclusive,
+    );
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -68,7 +76,8 @@ pub fn render_page(c: &Comparison) -> Result<String, CompareError> {
          {letters} · {resamples} bootstrap resamples (seed {seed}) · verdict rule: {rule}</div></header>\n<main>\n\
          <section><h2>Figures</h2><p><span class=\"pill regression\">{r} regression(s)</span> \
          <span class=\"pill improvement\">{i} improvement(s)</span> <span class=\"pill nochange\">{n} no change \
-         detected</span> <span class=\"pill missing\">{m} missing</span></p>\n",
+         detected</span> <span class=\"pill missing\">{m} missing</span> <span class=\"pill inconclusive\">{u} \
+         inconclusive</span></p>\n",
         rounds = c.rounds.len(),
         letters = c.letters(),
         resamples = c.bootstrap.resamples,

@@ -6,6 +6,16 @@
 //! late, so a machine that drifts (warms up, gets a noisy neighbour) slows
 //! both builds alike, and the statistics resample whole pairs
 //! ([`super::stats`]).
+//!
+//! A linear drift of d per round gives the pairs' head − base differences
+//! +d (AB), −d (BA), +d, −d …: it does not lean every pair the same way, it
+//! cancels over each two pairs (an even pair count cancels it exactly; an
+//! odd one leaves d / pairs) and only widens the interval. What ABBA cannot
+//! cancel is curvature: a machine slower at both ends of an ABBA block (a
+//! U shape) leans both of its pairs the same way. Over one block that looks
+//! like a difference; over several blocks with different shapes it is
+//! spread, which is why a verdict needs several pairs
+//! ([`super::Rule::min_pairs`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -135,6 +145,34 @@ mod tests {
             let err = RoundPlan::abba(n).unwrap_err();
             assert!(err.to_string().contains("even"), "{err}");
         }
+    }
+
+    /// head − base of each pair when round i takes `f(i)` (the machine
+    /// alone: both builds equal).
+    fn pair_differences(pairs: u32, f: impl Fn(f64) -> f64) -> Vec<f64> {
+        let plan = RoundPlan::abba(2 * pairs).unwrap();
+        (0..pairs)
+            .map(|p| {
+                let at = |b| {
+                    let r = plan.rounds().iter().find(|r| r.pair() == p && r.build == b);
+                    f(f64::from(r.unwrap().index))
+                };
+                at(Build::Head) - at(Build::Base)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn linear_drift_alternates_across_pairs_and_cancels() {
+        let d = pair_differences(6, |i| 100.0 + 3.0 * i);
+        assert_eq!(d, vec![3.0, -3.0, 3.0, -3.0, 3.0, -3.0]);
+        assert_eq!(d.iter().sum::<f64>(), 0.0);
+        // An odd count leaves one pair's worth over all pairs.
+        assert_eq!(pair_differences(5, |i| 3.0 * i).iter().sum::<f64>(), 3.0);
+        // Curvature within a block (slow at both ends) leans both of its
+        // pairs the same way: the live A-against-A pattern.
+        let u = pair_differences(2, |i| 60.0 * (i - 1.5).abs().floor());
+        assert_eq!(u, vec![-60.0, -60.0]);
     }
 
     #[test]

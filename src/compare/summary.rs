@@ -26,6 +26,7 @@ fn row(f: &FigureResult) -> String {
     let verdict = match f.verdict {
         Verdict::Regression => "REGRESSION",
         Verdict::Missing => "MISSING",
+        Verdict::Inconclusive => "inconclusive (too few pairs)",
         v => v.as_str(),
     };
     match &f.difference {
@@ -73,14 +74,27 @@ pub fn render_summary(c: &Comparison) -> String {
     {
         let _ = writeln!(o, "regression {}: {}", f.spec.id, f.reason);
     }
+    for f in c
+        .figures
+        .iter()
+        .filter(|f| f.verdict == Verdict::Inconclusive)
+    {
+        let _ = writeln!(o, "inconclusive {}: {}", f.spec.id, f.reason);
+    }
     if let Some(caution) = c.caution() {
         let _ = writeln!(o, "caution: {caution}");
     }
-    let (r, i, n, m) = c.counts();
+    let k = c.counts();
+    let verdict = match (c.passed(), k.inconclusive) {
+        (false, _) => "FAIL".to_string(),
+        (true, 0) => "PASS".to_string(),
+        (true, n) => format!("PASS, but {n} figure(s) had no verdict (inconclusive)"),
+    };
     let _ = writeln!(
         o,
-        "{r} regression(s), {i} improvement(s), {n} no change detected, {m} missing: {}",
-        if c.passed() { "PASS" } else { "FAIL" }
+        "{} regression(s), {} improvement(s), {} no change detected, {} missing, \
+         {} inconclusive: {verdict}",
+        k.regression, k.improvement, k.no_change, k.missing, k.inconclusive
     );
     o
 }

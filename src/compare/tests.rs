@@ -14,7 +14,7 @@ fn spec(id: &str, label: &str, unit: &str, statistic: Statistic, better: Better)
     }
 }
 
-/// Four rounds, four figures: one of each verdict.
+/// Twelve rounds (6 pairs), five figures: one of each verdict.
 fn sample_comparison() -> Comparison {
     let cold = spec(
         "TC-05::cold::ttft_p50",
@@ -44,7 +44,14 @@ fn sample_comparison() -> Comparison {
         Statistic::P50,
         Better::Lower,
     );
-    let plan = RoundPlan::abba(4).unwrap();
+    let t2 = spec(
+        "TC-06::guard_recovery_timing::t2",
+        "TC-06 t2 (first hit)",
+        "ms",
+        Statistic::P50,
+        Better::Lower,
+    );
+    let plan = RoundPlan::abba(12).unwrap();
     let mut c = Collector::default();
     for round in plan.rounds() {
         let head = round.build == Build::Head;
@@ -57,6 +64,10 @@ fn sample_comparison() -> Comparison {
         c.add_samples(*round, &tput, &[if head { 31.0 } else { 24.0 } + k / 4.0]);
         if !head {
             c.add_samples(*round, &t1, &[800.0 + k]);
+        }
+        // Only the first two pairs recorded t2: a tight but too-short run.
+        if round.pair() < 2 {
+            c.add_samples(*round, &t2, &[if head { 440.0 } else { 499.0 } + k / 10.0]);
         }
     }
     c.compare(&Rule::default(), &Bootstrap::default())
@@ -72,7 +83,8 @@ fn sample_comparison_has_one_figure_of_each_verdict() {
             Verdict::NoChange,
             Verdict::Regression,
             Verdict::Improvement,
-            Verdict::Missing
+            Verdict::Missing,
+            Verdict::Inconclusive
         ]
     );
 }
@@ -111,11 +123,13 @@ fn the_page_draws_every_compared_figure() {
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert_eq!(
         html.matches("<svg").count(),
-        3,
+        4,
         "the missing figure has no chart"
     );
     assert!(html.contains("id=\"TC-05::dram_hit::ttft_p50\""));
     assert!(html.contains("no head round has samples"));
+    assert!(html.contains("pill inconclusive\">inconclusive"));
+    assert!(html.contains("fewer than the 6 a verdict needs"));
     assert!(!html.contains("<script"), "self-contained, no scripts");
 }
 
@@ -134,13 +148,13 @@ fn outputs_are_written_and_runs_are_paired() {
     )
     .unwrap();
     let same = compare_runs(
-        &[run.clone(), run.clone()],
-        &[run.clone(), run.clone()],
+        &vec![run.clone(); 6],
+        &vec![run.clone(); 6],
         &Rule::default(),
         &Bootstrap::default(),
     )
     .unwrap();
-    assert_eq!(same.letters(), "ABBA");
+    assert_eq!(same.letters(), "ABBAABBAABBA");
     assert!(same.figures.len() >= 10, "{}", same.figures.len());
     assert!(
         same.figures.iter().all(|f| f.verdict == Verdict::NoChange),
@@ -286,8 +300,8 @@ fn same_build_is_rarely_called_a_regression() {
 
 #[test]
 fn a_twenty_percent_slowdown_is_detected() {
-    // 20 requests per round, 6 rounds (ABBA AB).
-    let r = rates(NOISY, 20, 6, 0.20, Statistic::P50, QUICK);
+    // 20 requests per round, 12 rounds (6 pairs, the minimum).
+    let r = rates(NOISY, 20, 12, 0.20, Statistic::P50, QUICK);
     assert!(r.regression >= 0.8, "detection rate {}", r.regression);
     assert_eq!(r.improvement, 0.0, "a slowdown called an improvement");
 }
@@ -317,7 +331,7 @@ fn error_rate_table() {
             arm.drift
         );
         for &stat in stats {
-            for rounds in [4, 6, 8] {
+            for rounds in [12, 16, 20] {
                 for n in [10, 20, 40] {
                     let r: Vec<String> = [0.0, 0.10, 0.20, 0.40]
                         .iter()
