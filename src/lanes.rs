@@ -184,6 +184,43 @@ pub const LANES: &[Lane] = &[
         flags_at_start: None,
         trials: Trials::Rows(fault_matrix::two_node::ROWS),
     },
+    // Production conditions (TC-07..TC-11): Guard pools of 12 blocks that
+    // the working set overflows, no host tier, heartbeat promotion, a 2 s
+    // KVCR operation timeout (fixtures/profiles/phase2.toml).
+    Lane {
+        target: "phase2",
+        engine: Kind::Cpu,
+        topology: Topology::Agg,
+        geometry: GeometryKind::Dense,
+        profile: Some("phase2"),
+        flags: &[],
+        flags_at_start: None,
+        trials: Trials::Cases(cases::PHASE2),
+    },
+    // KVCR's disk tier (TC-12): a G3 file of 64 blocks per worker beside a
+    // Guard pool of 8, so blocks spill from DRAM to disk
+    // (fixtures/profiles/phase2-g3.toml).
+    Lane {
+        target: "phase2_g3",
+        engine: Kind::Cpu,
+        topology: Topology::Agg,
+        geometry: GeometryKind::Dense,
+        profile: Some("phase2-g3"),
+        flags: &[],
+        flags_at_start: None,
+        trials: Trials::Cases(cases::PHASE2_G3),
+    },
+    // The production cases' fault rows, on the phase2 stack.
+    Lane {
+        target: "fault_matrix_phase2",
+        engine: Kind::Cpu,
+        topology: Topology::Agg,
+        geometry: GeometryKind::Dense,
+        profile: Some("phase2"),
+        flags: &[],
+        flags_at_start: None,
+        trials: Trials::Rows(fault_matrix::phase2::ROWS),
+    },
     // The rows whose fault needs no engine switch, on real vLLM.
     Lane {
         target: "fault_matrix_vllm",
@@ -299,6 +336,9 @@ mod tests {
         // and `--kvcr <the sdist>`, known at start.
         assert_eq!(flags("phase1_kvcr_source"), ["--cases", "TC-01"]);
         assert_eq!(flags("fault_matrix_vllm"), ["--profile", "vllm-cpu"]);
+        assert_eq!(flags("phase2"), ["--profile", "phase2"]);
+        assert_eq!(flags("phase2_g3"), ["--profile", "phase2-g3"]);
+        assert_eq!(flags("fault_matrix_phase2"), ["--profile", "phase2"]);
     }
 
     /// A lane's flags resolve (with no `PHASE1_*` environment) to the
@@ -388,6 +428,6 @@ mod tests {
 
     #[test]
     fn an_unknown_target_is_a_usage_error() {
-        assert!(Lane::of("phase2").is_none());
+        assert!(Lane::of("phase3").is_none());
     }
 }

@@ -1,4 +1,4 @@
-//! The phase 1 cases, one file each, each written like its paragraph of
+//! The cases (phase 1's TC-01..TC-06, the production-conditions TC-07..TC-12), one file each, each written like its paragraph of
 //! docs/test-plan.md: arrange, act, check with named verdicts. They are
 //! registered once, here, in test-plan order; the lane table
 //! ([`crate::lanes`]) runs them on every engine and topology, and the fault
@@ -14,6 +14,14 @@ pub mod tc04_worker_killed_under_load;
 pub mod tc05_performance_arms;
 pub mod tc06_guard_recovery_timing;
 
+mod production_common;
+pub mod tc07_pool_pressure;
+pub mod tc08_guard_service_crash;
+pub mod tc09_clean_restart;
+pub mod tc10_heartbeat_promotion;
+pub mod tc11_source_stall_latch;
+pub mod tc12_disk_tier;
+
 /// Every phase 1 case (and arm), in test-plan order.
 pub const PHASE1: &[Case] = &[
     tc01_generation_correctness::CASE,
@@ -28,3 +36,17 @@ pub const PHASE1: &[Case] = &[
     tc05_performance_arms::SWEEP,
     tc06_guard_recovery_timing::CASE,
 ];
+
+/// The production-conditions cases on the `phase2` stack (TC-07..TC-11),
+/// in the order they run: the Guard service crash last, as it leaves a
+/// restarted service.
+pub const PHASE2: &[Case] = &[
+    tc07_pool_pressure::CASE,
+    tc09_clean_restart::CASE,
+    tc10_heartbeat_promotion::CASE,
+    tc11_source_stall_latch::CASE,
+    tc08_guard_service_crash::CASE,
+];
+
+/// KVCR's disk tier (TC-12), on the `phase2-g3` stack.
+pub const PHASE2_G3: &[Case] = &[tc12_disk_tier::CASE];

@@ -205,6 +205,11 @@ impl Settings {
                 local_pool_blocks: 0,
                 stats_interval_s: 0.0,
                 guard_pool_gb: 0.0,
+                guard_pool_blocks: None,
+                guard_heartbeat_timeout_ms: None,
+                operation_timeout_ms: None,
+                g3_capacity_blocks: None,
+                g3_dir: None,
             },
             prompts: PromptProfile {
                 seed: 0,
@@ -281,6 +286,13 @@ impl Settings {
             "cpu_engine.local_pool_blocks" => c.local_pool_blocks = v.uint()?,
             "cpu_engine.stats_interval_s" => c.stats_interval_s = v.float()?,
             "cpu_engine.guard_pool_gb" => c.guard_pool_gb = v.float()?,
+            "cpu_engine.guard_pool_blocks" => c.guard_pool_blocks = Some(v.uint()?),
+            "cpu_engine.guard_heartbeat_timeout_ms" => {
+                c.guard_heartbeat_timeout_ms = Some(v.uint()?)
+            }
+            "cpu_engine.operation_timeout_ms" => c.operation_timeout_ms = Some(v.uint()?),
+            "cpu_engine.g3_capacity_blocks" => c.g3_capacity_blocks = Some(v.uint()?),
+            "cpu_engine.g3_dir" => c.g3_dir = Some(v.path()?),
             "prompts.seed" => p.seed = v.uint()?,
             "prompts.families" => p.families = v.uint()?,
             "prompts.prefix_blocks" => p.prefix_blocks = v.uint()?,

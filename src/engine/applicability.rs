@@ -10,11 +10,30 @@
 //!
 //! TC-05's arms and baselines are defined on the aggregated topology, so the
 //! performance case is reported ignored on the others ([`off_agg`]).
+//!
+//! The production-conditions cases (TC-07..TC-12, `cargo test --test phase2`
+//! and `phase2_g3`) run on the CPU engine on agg ([`production_on`]): they
+//! read what only the CPU engine exposes of its KVCR (per-block deposit
+//! outcomes, KVCR's inventory events, deliveries by source,
+//! `/kvcr/holding`, the stall latch); the other engines expose none of
+//! these, so they report them ignored ([`NEEDS_CPU_KVCR_REPORTS`]).
 
 use serde::Serialize;
 
-/// The phase 1 case ids.
-pub const KNOWN_CASES: &[&str] = &["TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06"];
+/// The case ids: phase 1's TC-01..TC-06, then the production-conditions
+/// cases TC-07..TC-12.
+pub const KNOWN_CASES: &[&str] = &[
+    "TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07", "TC-08", "TC-09", "TC-10",
+    "TC-11", "TC-12",
+];
+
+/// Why a production-conditions case does not run on an engine other than
+/// the CPU engine.
+pub const NEEDS_CPU_KVCR_REPORTS: &str = "needs the CPU engine's KVCR reports (per-block deposit outcomes, KVCR inventory events, deliveries by source, /kvcr/holding, the stall latch), which this engine does not expose";
+
+/// Why a production-conditions case does not run off the aggregated topology.
+pub const PRODUCTION_ON_AGG: &str =
+    "the production-conditions cases are defined on the agg topology";
 
 /// Why TC-05 does not run off the aggregated topology.
 pub const PERFORMANCE_ON_AGG: &str =
@@ -52,10 +71,10 @@ impl Case {
     /// [`KNOWN_CASES`].
     pub fn of(case_id: &str) -> Option<Self> {
         match base_case_id(case_id)
-            .strip_prefix("TC-0")
+            .strip_prefix("TC-")
             .and_then(|d| d.parse().ok())
         {
-            Some(n @ 1..=6) => Some(Case(n)),
+            Some(n @ 1..=12) => Some(Case(n)),
             _ => None,
         }
     }
@@ -65,9 +84,23 @@ impl Case {
         self.0
     }
 
+    /// Whether this is a production-conditions case (TC-07..TC-12).
+    pub fn is_production(self) -> bool {
+        self.0 >= 7
+    }
+
     /// `TC-05`.
     pub fn id(self) -> String {
         format!("TC-{:02}", self.0)
+    }
+}
+
+/// The CPU engine's answer for a production-conditions case: it runs on
+/// agg only ([`PRODUCTION_ON_AGG`]).
+pub fn production_on(topology: super::Topology) -> Applicability {
+    match topology {
+        super::Topology::Agg => Applicability::Applies,
+        _ => Applicability::ignored(PRODUCTION_ON_AGG),
     }
 }
 
@@ -80,7 +113,7 @@ pub fn base_case_id(case_id: &str) -> String {
 /// The answer for a case id that is no phase 1 case.
 pub fn unknown_case(case_id: &str) -> Applicability {
     Applicability::Ignored(format!(
-        "`{case_id}` is not a phase 1 case (known: {})",
+        "`{case_id}` is not a known case (known: {})",
         KNOWN_CASES.join(", ")
     ))
 }
@@ -120,7 +153,7 @@ mod tests {
     fn applicability_table() {
         use Applicability::*;
         let applies = |e: Kind, t, c| e.applies(c, t).applies();
-        for c in KNOWN_CASES {
+        for c in &KNOWN_CASES[..6] {
             assert!(applies(Kind::Cpu, Topology::Agg, c));
             assert!(applies(Kind::Vllm, Topology::Agg, c));
             assert!(applies(Kind::Cpu, Topology::TwoP1D, c));
@@ -167,12 +200,30 @@ mod tests {
             Ignored(format!("TC-05 on cpu/two-node: {PERFORMANCE_ON_AGG}"))
         );
         assert_eq!(
-            Kind::Cpu.applies("TC-09", Topology::Agg),
+            Kind::Cpu.applies("TC-13", Topology::Agg),
             Ignored(
-                "`TC-09` is not a phase 1 case (known: TC-01, TC-02, TC-03, TC-04, TC-05, TC-06)"
+                "`TC-13` is not a known case (known: TC-01, TC-02, TC-03, TC-04, TC-05, TC-06, TC-07, TC-08, TC-09, TC-10, TC-11, TC-12)"
                     .into()
             )
         );
+    }
+
+    #[test]
+    fn production_cases_run_on_the_cpu_engine_on_agg_only() {
+        for c in &KNOWN_CASES[6..] {
+            assert!(Kind::Cpu.applies(c, Topology::Agg).applies(), "{c}");
+            for (e, t) in [
+                (Kind::Vllm, Topology::Agg),
+                (Kind::Cpu, Topology::TwoP1D),
+                (Kind::Cpu, Topology::TwoNode),
+                (Kind::Sglang, Topology::Agg),
+            ] {
+                let Applicability::Ignored(why) = e.applies(c, t) else {
+                    panic!("{c} on {e:?}/{t} should be ignored");
+                };
+                assert!(why.contains(c), "{why}");
+            }
+        }
     }
 
     #[test]
@@ -182,7 +233,9 @@ mod tests {
             Case::of("TC-05/cold").map(Case::id).as_deref(),
             Some("TC-05")
         );
-        assert_eq!(Case::of("TC-07"), None);
+        assert_eq!(Case::of("TC-07").map(Case::is_production), Some(true));
+        assert_eq!(Case::of("TC-12").map(Case::id).as_deref(), Some("TC-12"));
+        assert_eq!(Case::of("TC-13"), None);
         assert_eq!(Case::of("TC-00"), None);
     }
 }

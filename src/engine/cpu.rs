@@ -56,6 +56,21 @@ pub struct CpuEngineProfile {
     pub stats_interval_s: f64,
     /// Size of the Guard service's pool, in GB.
     pub guard_pool_gb: f64,
+    /// Size of each Guard pool in blocks; overrides `guard_pool_gb`.
+    #[serde(default)]
+    pub guard_pool_blocks: Option<u32>,
+    /// The Guard service's `--heartbeat-timeout-ms`; `None` = pidfd only.
+    #[serde(default)]
+    pub guard_heartbeat_timeout_ms: Option<u64>,
+    /// `--operation-timeout-ms`: KVCR's operation timeout in the engine.
+    #[serde(default)]
+    pub operation_timeout_ms: Option<u64>,
+    /// KVCR's disk tier per worker, in blocks; `None` = no G3.
+    #[serde(default)]
+    pub g3_capacity_blocks: Option<u32>,
+    /// Where the workers' G3 files go; `None` = `<run dir>/g3`.
+    #[serde(default)]
+    pub g3_dir: Option<PathBuf>,
 }
 
 impl CpuEngineProfile {
@@ -101,8 +116,12 @@ impl CpuEngineProfile {
             ("--local-pool-blocks", self.local_pool_blocks.to_string()),
             ("--stats-interval-s", self.stats_interval_s.to_string()),
         ];
+        let optional = self
+            .operation_timeout_ms
+            .map(|ms| ("--operation-timeout-ms", ms.to_string()));
         pairs
             .into_iter()
+            .chain(optional)
             .flat_map(|(f, v)| [f.to_string(), v])
             .collect()
     }
@@ -158,6 +177,27 @@ impl CpuEngine {
         topology::plan_for(&self.worker_plans(), slot, &[])
     }
 
+    /// KVCR's disk tier, when the profile sets one: a file per slot (a
+    /// replacement opens the one its predecessor used: the Guard refuses a
+    /// claim whose G3 paths differ), under `g3_dir` or `<run dir>/g3`.
+    fn g3_flags(&self, ctx: &LaunchContext, slot: &WorkerSlot) -> Vec<String> {
+        let Some(blocks) = self.profile.g3_capacity_blocks else {
+            return Vec::new();
+        };
+        let dir = match &self.profile.g3_dir {
+            Some(dir) if dir.is_absolute() => dir.clone(),
+            Some(dir) => ctx.repo_root.join(dir),
+            None => ctx.logs_dir.parent().unwrap_or(&ctx.logs_dir).join("g3"),
+        };
+        let _ = std::fs::create_dir_all(&dir);
+        vec![
+            "--g3-file".to_string(),
+            dir.join(format!("{}.bin", slot.name)).display().to_string(),
+            "--g3-capacity-blocks".to_string(),
+            blocks.to_string(),
+        ]
+    }
+
     fn package_dir(ctx: &LaunchContext) -> PathBuf {
         ctx.repo_root.join("fixtures/cpu-engine")
     }
@@ -202,6 +242,9 @@ impl Engine for CpuEngine {
     }
 
     fn applies(case: Case, topology: Topology) -> Applicability {
+        if case.is_production() {
+            return applicability::production_on(topology);
+        }
         match topology {
             Topology::Agg | Topology::TwoP1D => Applicability::Applies,
             Topology::TwoNode => applicability::off_agg(case),
@@ -246,6 +289,23 @@ impl Engine for CpuEngine {
         }
     }
 
+    fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
+        let geometry = self.geometry();
+        let sizes = match self.profile.guard_pool_blocks {
+            // Pools sized in blocks: the exact figure that holds them.
+            Some(blocks) => super::pool_size::pool_bytes_for_blocks(&geometry, u64::from(blocks))
+                .into_iter()
+                .map(super::pool_size::exact_gb)
+                .collect(),
+            None => vec![format!("{}", self.profile.guard_pool_gb); geometry.pool_kinds().len()],
+        };
+        Some(dynamo::guard_service_with(
+            ctx,
+            &sizes,
+            self.profile.guard_heartbeat_timeout_ms,
+        ))
+    }
+
     fn worker_plans(&self) -> Vec<WorkerPlan> {
         topology::plan_cpu_workers(self.topology)
     }
@@ -279,6 +339,7 @@ impl Engine for CpuEngine {
             .arg(slot.guard_socket.display().to_string())
             .args(["--guard-index", &slot.guard_index.to_string()])
             .args(["--compatibility-digest", &ctx.compatibility_digest])
+            .args(self.g3_flags(ctx, slot))
     }
 
     /// `--fault NAME[=ARG]` each (docs/cpu-engine.md).

@@ -48,8 +48,19 @@ pub fn frontend(ctx: &LaunchContext) -> ProcessSpec {
 
 /// `python -m kvcr.kvcr_service`, one pool per page kind of the geometry.
 pub fn guard_service(ctx: &LaunchContext, geometry: &Geometry, pool_gb: f64) -> ProcessSpec {
-    let sizes = vec![format!("{pool_gb}"); geometry.pool_kinds().len()].join(",");
-    ProcessSpec::new("guard", &ctx.python, ctx.logs_dir.join("guard.log"))
+    let sizes = vec![format!("{pool_gb}"); geometry.pool_kinds().len()];
+    guard_service_with(ctx, &sizes, None)
+}
+
+/// `python -m kvcr.kvcr_service` with these `--pool-sizes-gb` figures (one
+/// per page kind) and, when set, `--heartbeat-timeout-ms`.
+pub fn guard_service_with(
+    ctx: &LaunchContext,
+    pool_sizes_gb: &[String],
+    heartbeat_timeout_ms: Option<u64>,
+) -> ProcessSpec {
+    let sizes = pool_sizes_gb.join(",");
+    let spec = ProcessSpec::new("guard", &ctx.python, ctx.logs_dir.join("guard.log"))
         .args(["-m", crate::telemetry::names::kvcr_cli::GUARD_MODULE])
         .arg("--socket-path")
         .arg(ctx.guard_socket.display().to_string())
@@ -64,7 +75,11 @@ pub fn guard_service(ctx: &LaunchContext, geometry: &Geometry, pool_gb: f64) -> 
         // DEBUG carries primary_attached and the promotion stages.
         .args(["--log-level", "DEBUG"])
         .env("PYTHONUNBUFFERED", "1")
-        .cwd(&ctx.repo_root)
+        .cwd(&ctx.repo_root);
+    match heartbeat_timeout_ms {
+        Some(ms) => spec.args(["--heartbeat-timeout-ms", &ms.to_string()]),
+        None => spec,
+    }
 }
 
 /// `--kv-events-config`: ZMQ publisher on the slot's harness-allocated port.

@@ -30,6 +30,7 @@ pub mod dynamo;
 pub mod geometry;
 pub mod model_files;
 pub mod placement;
+pub mod pool_size;
 pub mod sglang;
 pub mod slots;
 pub mod topology;

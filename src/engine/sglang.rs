@@ -347,6 +347,9 @@ impl Engine for SglangEngine {
     }
 
     fn applies(case: Case, topology: Topology) -> Applicability {
+        if case.is_production() {
+            return Applicability::ignored(applicability::NEEDS_CPU_KVCR_REPORTS);
+        }
         match (topology, case.number()) {
             (Topology::TwoP1D, _) | (_, 4 | 6) => {
                 Applicability::ignored(NO_GUARD_NO_DISAGGREGATION)

@@ -8,4 +8,5 @@
 
 pub mod agg;
 pub mod p2d;
+pub mod phase2;
 pub mod two_node;

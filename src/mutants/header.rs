@@ -173,11 +173,17 @@ pub struct MutantHeader {
     pub reading: Option<String>,
     /// What must run before the named trials, in words (e.g. TC-04 first).
     pub needs: Option<String>,
+    /// A test target of its own (`phase2`, `phase2_g3`: the production
+    /// cases' stacks), in place of the one topology and geometry pick.
+    pub suite: Option<&'static str>,
 }
 
 impl MutantHeader {
     /// The test target that runs the mutant's cases.
     pub fn target(&self) -> &'static str {
+        if let Some(suite) = self.suite {
+            return suite;
+        }
         match (self.topology, self.geometry) {
             (Topology::Agg, Geometry::Dense) => "phase1",
             (Topology::Agg, Geometry::Hybrid) => "phase1_hybrid",
@@ -227,7 +233,10 @@ pub enum HeaderError {
 }
 
 const KNOWN_FIELDS: &str =
-    "mutant, models, class, caught-by, message, lanes, topology, geometry, expect, reading, needs";
+    "mutant, models, class, caught-by, message, lanes, topology, geometry, expect, reading, needs, suite";
+
+/// Targets a mutant's `suite` may name.
+const SUITES: [&str; 2] = ["phase2", "phase2_g3"];
 
 /// Parses the header of `text`, the whole `.diff` file named `file_stem`.diff.
 pub fn parse(file_stem: &str, text: &str) -> Result<MutantHeader, HeaderError> {
@@ -402,6 +411,19 @@ pub fn parse(file_stem: &str, text: &str) -> Result<MutantHeader, HeaderError> {
             ))
         }
     };
+    let suite = match optional("suite") {
+        None => None,
+        Some(given) => match SUITES.iter().find(|s| **s == given.as_str()) {
+            Some(suite) => Some(*suite),
+            None => {
+                return Err(invalid(
+                    "suite",
+                    given,
+                    format!("expected one of {}", SUITES.join(", ")),
+                ))
+            }
+        },
+    };
     let header = MutantHeader {
         name,
         models,
@@ -414,6 +436,7 @@ pub fn parse(file_stem: &str, text: &str) -> Result<MutantHeader, HeaderError> {
         expect,
         reading,
         needs: optional("needs").cloned(),
+        suite,
     };
     check_diff_paths(&file, text)?;
     Ok(header)
@@ -718,6 +741,12 @@ mod tests {
         let p2d_hybrid = with("# topology: 2p1d\n# geometry: hybrid");
         assert_eq!(p2d_hybrid.harness_flags(), ["--geometry", "hybrid"]);
         assert_eq!(with("# topology: two-node").target(), "phase1_two_node");
+        assert_eq!(with("# suite: phase2").target(), "phase2");
+        assert!(parse(
+            "m",
+            &killed().replace("# expect: killed", "# expect: killed\n# suite: phase3")
+        )
+        .is_err());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! What one mutant runs: the test target its header implies, the trials
-//! (TC-01 plus its `caught-by`), and the flags that build it.
+//! (TC-01 plus its `caught-by`; a mutant of a production suite, whose
+//! target has no TC-01, its `caught-by` only), and the flags that build it.
 
 use super::curated::Mutant;
 use super::header::Lane;
@@ -16,10 +17,11 @@ pub const RESERVED_KEYS: &[&str] = &[
 /// One mutant's child run, before it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MutantRun {
-    /// `phase1`, `phase1_hybrid`, `phase1_2p1d`, `phase1_two_node` or
-    /// `phase1_vllm`.
+    /// `phase1`, `phase1_hybrid`, `phase1_2p1d`, `phase1_two_node`,
+    /// `phase1_vllm`, or a production suite's `phase2` / `phase2_g3`.
     pub target: &'static str,
-    /// Whole trial names, TC-01 first, no repeats.
+    /// Whole trial names, TC-01 first (but on a production suite), no
+    /// repeats.
     pub trials: Vec<String>,
     /// Harness flags: the user's, then the target's own and `--kvcr`.
     pub flags: Vec<String>,
@@ -29,6 +31,12 @@ pub struct MutantRun {
 pub fn plan(mutant: &Mutant, lane: Lane, user_flags: &[String]) -> Result<MutantRun, String> {
     let header = &mutant.header;
     let target = match (lane, header.target()) {
+        (Lane::Vllm, target) if header.suite.is_some() => {
+            return Err(format!(
+                "{}: the vLLM lane does not run the production suite {target} (CPU engine only)",
+                header.name
+            ))
+        }
         (Lane::Cpu, target) => target,
         (Lane::Vllm, "phase1") => "phase1_vllm",
         (Lane::Vllm, other) => {
@@ -38,7 +46,11 @@ pub fn plan(mutant: &Mutant, lane: Lane, user_flags: &[String]) -> Result<Mutant
             ))
         }
     };
-    let mut trials = vec![TC01.to_string()];
+    // The production suites' targets have no TC-01.
+    let mut trials = match header.suite {
+        Some(_) => Vec::new(),
+        None => vec![TC01.to_string()],
+    };
     for trial in &header.caught_by {
         if !trials.contains(trial) {
             trials.push(trial.clone());
@@ -100,6 +112,20 @@ mod tests {
             want.extend(["--kvcr".into(), "/repo/fixtures/kvcr-mutants/m.diff".into()]);
             assert_eq!(run.flags, want, "{extra}");
         }
+    }
+
+    #[test]
+    fn a_production_suite_mutant_runs_its_caught_by_trials_on_its_suite() {
+        let m = mutant("m", "# suite: phase2\n");
+        let run = plan(&m, Lane::Cpu, &[]).unwrap();
+        assert_eq!(run.target, "phase2");
+        assert_eq!(
+            run.trials,
+            ["TC-03::hinted_peer_transfer", TC01],
+            "its caught-by only, in its order"
+        );
+        let err = plan(&m, Lane::Vllm, &[]).unwrap_err();
+        assert!(err.contains("production suite phase2"), "{err}");
     }
 
     #[test]

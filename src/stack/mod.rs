@@ -22,6 +22,7 @@ mod crash;
 mod description;
 mod discovery;
 mod exit_cause;
+mod guard_service;
 mod hooks;
 mod kill;
 mod layout;
@@ -39,6 +40,7 @@ mod worker;
 
 pub use attach::{attach, attach_to_repair, AttachError};
 pub use crash::Crash;
+pub use guard_service::{GuardServiceKill, PoolFile};
 pub use hooks::{described_pid, hooks, run_hook, HookRun, Hooks};
 pub use kill::KillReport;
 pub use layout::Layout;
@@ -69,6 +71,8 @@ pub struct Stack {
     pub guard: Option<Arc<Supervised>>,
     /// Every Guard service, named `guard` or `guard-<slot>`.
     pub guards: Vec<Arc<Supervised>>,
+    /// Guard services started again after the first died (TC-08), in order.
+    restarted_guards: Mutex<Vec<Arc<Supervised>>>,
     workers: Mutex<Vec<Arc<Worker>>>,
     /// The worker slots, planned before any worker starts.
     slots: Vec<WorkerSlot>,
@@ -156,6 +160,7 @@ impl Stack {
             frontend_killed: AtomicBool::new(false),
             replacement_faults: Mutex::new(Vec::new()),
             replace_hook_runs: Mutex::new(Vec::new()),
+            restarted_guards: Mutex::new(Vec::new()),
             logs_url: Mutex::new(parts.logs_url),
             timings: Mutex::new(parts.timings),
             options: parts.options,
@@ -188,6 +193,14 @@ impl Stack {
 
     /// The Guard service holding `worker`'s pool.
     pub fn guard_of(&self, worker: &Worker) -> Option<Arc<Supervised>> {
+        if let Some(restarted) = self
+            .restarted_guards
+            .lock()
+            .ok()
+            .and_then(|g| g.last().cloned())
+        {
+            return Some(restarted);
+        }
         self.guards
             .iter()
             .find(|g| g.name() == worker.slot.guard_service)
@@ -394,7 +407,12 @@ impl Stack {
             }
         }
         // Workers go before the Guards: they hand their groups back.
-        for guard in &self.guards {
+        let restarted = self
+            .restarted_guards
+            .lock()
+            .map(|g| g.clone())
+            .unwrap_or_default();
+        for guard in restarted.iter().rev().chain(&self.guards) {
             reports.push(guard.stop(grace));
         }
         self.placement.stop();

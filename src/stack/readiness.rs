@@ -85,7 +85,7 @@ pub(super) fn died<T>(process: &Supervised) -> Option<Poll<T>> {
 }
 
 /// `socket` is the Guard's socket as this host sees it.
-fn await_guard(
+pub(super) fn await_guard(
     guard: &Supervised,
     socket: &std::path::Path,
     timeout: Duration,

@@ -36,7 +36,7 @@ use super::case_evidence::{CaseEvidence, Closed};
 use super::crashes::Crashes;
 use super::request_log::RequestLog;
 use super::{CaseError, CaseResult};
-use super::{Disagg, Faults, Guards, Load, Observe, Perf};
+use super::{Disagg, Faults, Guards, Load, Observe, Perf, Pressure};
 
 /// Proof that a device cache was pushed out.
 #[derive(Debug, Clone, Serialize)]
@@ -364,5 +364,12 @@ impl<'a> CaseCtx<'a> {
     /// The prefill and decode workers of a disaggregated stack.
     pub fn disagg(&self) -> Disagg<'_> {
         Disagg::new(self)
+    }
+
+    /// KVCR's own reports under production conditions (TC-07..TC-12):
+    /// block hashes, where blocks are held, deposits, the stall latch,
+    /// the logs' bad lines, claim probes, a stopped worker.
+    pub fn pressure(&self) -> Pressure<'_> {
+        Pressure::new(self)
     }
 }

@@ -46,6 +46,20 @@ pub enum EngineFault {
     NeverRegister,
     /// The worker exits during startup (launch only).
     DieDuringStartup,
+    /// Every deposited block is reported a success, whatever KVCR said (TC-07).
+    HideFailedDeposits,
+    /// The router is never told that a block left KVCR's pool (TC-07).
+    DropRemovedInventory,
+    /// KVCR's source-stall latch is not reported (TC-11).
+    HideSourceStall,
+    /// On SIGTERM the engine exits without closing KVCR: no handback (TC-09).
+    NoHandback,
+    /// Deposited blocks stay pinned, so a full pool has no evictable slot (TC-07).
+    PinDeposits,
+    /// The worker's KVCR memory is not page-aligned (launch only).
+    UnalignedMemory,
+    /// The worker claims with another tier layout (launch only, TC-09).
+    ChangedLayout,
 }
 
 impl EngineFault {
@@ -69,6 +83,13 @@ impl EngineFault {
             EngineFault::DropSeries(_) => "drop_series",
             EngineFault::NeverRegister => "never_register",
             EngineFault::DieDuringStartup => "die_during_startup",
+            EngineFault::HideFailedDeposits => "hide_failed_deposits",
+            EngineFault::DropRemovedInventory => "drop_removed_inventory",
+            EngineFault::HideSourceStall => "hide_source_stall",
+            EngineFault::NoHandback => "no_handback",
+            EngineFault::PinDeposits => "pin_deposits",
+            EngineFault::UnalignedMemory => "unaligned_memory",
+            EngineFault::ChangedLayout => "changed_layout",
         }
     }
 
@@ -88,7 +109,10 @@ impl EngineFault {
     pub fn launch_only(self) -> bool {
         matches!(
             self,
-            EngineFault::NeverRegister | EngineFault::DieDuringStartup
+            EngineFault::NeverRegister
+                | EngineFault::DieDuringStartup
+                | EngineFault::UnalignedMemory
+                | EngineFault::ChangedLayout
         )
     }
 
@@ -113,7 +137,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 17] = [
+    const EVERY: [EngineFault; 24] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -131,6 +155,13 @@ mod tests {
         EngineFault::NeverRegister,
         EngineFault::DieDuringStartup,
         EngineFault::KvcrProgressFails,
+        EngineFault::HideFailedDeposits,
+        EngineFault::DropRemovedInventory,
+        EngineFault::HideSourceStall,
+        EngineFault::NoHandback,
+        EngineFault::PinDeposits,
+        EngineFault::UnalignedMemory,
+        EngineFault::ChangedLayout,
     ];
 
     #[test]

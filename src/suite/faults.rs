@@ -83,22 +83,34 @@ impl<'c> Faults<'c> {
             }
         }
         for worker in &guard.workers {
-            let active = crate::rt::block_on(put_faults(worker, &switches)).map_err(|e| {
-                CaseError::new(format!(
-                    "fault not applied on worker {}: {e}",
-                    worker.name()
-                ))
-            })?;
-            let applied = switches
-                .as_object()
-                .is_some_and(|want| want.iter().all(|(k, v)| active.get(k) == Some(v)));
-            if !applied {
-                return Err(CaseError::new(format!(
-                    "fault not applied: worker {} reports {active} after asking for {switches}",
-                    worker.name()
-                )));
-            }
+            put_verified(worker, &switches)?;
         }
+        Ok(guard)
+    }
+
+    /// Turns `fault` on on `worker` beside the switches already on there (a
+    /// fault row's), each verified as [`Faults::engine`]; every switch is
+    /// cleared on drop.
+    pub fn engine_added(
+        &self,
+        worker: &str,
+        fault: EngineFault,
+    ) -> Result<EngineFaults, CaseError> {
+        let worker = self.ctx.worker(worker)?;
+        let url = format!("{}/faults", worker.admin_url());
+        let mut switches = crate::rt::block_on(async {
+            let answer = http().get(&url).send().await.map_err(|e| e.to_string())?;
+            answer.json::<Value>().await.map_err(|e| e.to_string())
+        })
+        .map_err(|e| CaseError::new(format!("fault not applied: GET {url}: {e}")))?;
+        if let (Some(active), Some(more)) = (switches.as_object_mut(), fault.switches().as_object())
+        {
+            active.extend(more.clone());
+        }
+        let guard = EngineFaults {
+            workers: vec![worker],
+        };
+        put_verified(&guard.workers[0], &switches)?;
         Ok(guard)
     }
 
@@ -277,6 +289,26 @@ fn stop(process: Arc<Supervised>) -> Result<Stopped, CaseError> {
     )
     .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
     Ok(stopped)
+}
+
+/// Puts `switches` on `worker` and checks it reports each of them active.
+fn put_verified(worker: &Worker, switches: &Value) -> CaseResult {
+    let active = crate::rt::block_on(put_faults(worker, switches)).map_err(|e| {
+        CaseError::new(format!(
+            "fault not applied on worker {}: {e}",
+            worker.name()
+        ))
+    })?;
+    let applied = switches
+        .as_object()
+        .is_some_and(|want| want.iter().all(|(k, v)| active.get(k) == Some(v)));
+    if !applied {
+        return Err(CaseError::new(format!(
+            "fault not applied: worker {} reports {active} after asking for {switches}",
+            worker.name()
+        )));
+    }
+    Ok(())
 }
 
 impl Drop for EngineFaults {

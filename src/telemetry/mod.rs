@@ -25,6 +25,7 @@
 //! ([`GuardLogReader::wait_for`] a [`Promotion`] of guard 0).
 //! Parsers never panic: malformed lines become [`ParseProblem`]s.
 
+pub mod engine_kvcr_log;
 pub mod guard_log;
 pub mod interval_log;
 pub mod names;

@@ -59,6 +59,72 @@ pub mod kvcr_log {
     pub const EV_TARGET_TRANSFER_COMPLETED: &str = "target_transfer_completed";
 }
 
+/// The CPU engine's log lines about its KVCR (fixtures/cpu-engine
+/// `cpu_engine/kvcr_events.py`): what KVCR reports only to the engine.
+pub mod engine_kvcr_log {
+    /// `KVCR deposit results: success=h,h failed=h dropped=-` (decimal hashes, `-` for none).
+    pub const DEPOSIT_RESULTS: &str = "KVCR deposit results: ";
+    /// `KVCR inventory stored tier=LOCAL_G2 hashes=h,h` (or `removed`, `tier=G3`).
+    pub const INVENTORY: &str = "KVCR inventory ";
+    /// `KVCR delivered request ID: from=local|g3|tcp://host:port hashes=h,h`.
+    pub const DELIVERED: &str = "KVCR delivered request ";
+    /// `KVCR resilience event kind=source_stalled: <KVCR's message>`.
+    pub const RESILIENCE: &str = "KVCR resilience event kind=";
+    /// The kind of the source-stall latch.
+    pub const KIND_SOURCE_STALLED: &str = "source_stalled";
+    /// `KVCR closed: Guard group N handed back` (a clean release).
+    pub const CLOSED_HANDED_BACK: &str = "KVCR closed: Guard group ";
+    /// `KVCR close failed: ...` (the release did not reach the Guard).
+    pub const CLOSE_FAILED: &str = "KVCR close failed: ";
+    /// Tiers of KVCR's inventory.
+    pub const TIER_LOCAL_G2: &str = "LOCAL_G2";
+    pub const TIER_G3: &str = "G3";
+}
+
+/// KVCR 0.1.1 log lines a case that does not expect them fails on, and the
+/// lines of the Guard service's own lifecycle (kvcr_service.py, guard.py).
+pub mod kvcr_bad_lines {
+    /// ERROR, logged through KVCR's default resilience handler (or the CPU
+    /// engine's `KVCR resilience event kind=source_stalled`).
+    pub const SOURCE_STALLED: &str = "source progress stalled";
+    /// WARNING: the pool is claimable but cold if its primary dies.
+    pub const POOL_RECOVERY_DISABLED: &str = "KVCR pool recovery disabled";
+    /// WARNING: a spill to G3 (or another placement) failed and was dropped.
+    pub const PLACEMENT_FAILED: &str = "KVCR placement failed";
+    /// Python's traceback header.
+    pub const TRACEBACK: &str = "Traceback (most recent call last)";
+    /// WARNING with a traceback: a source refusing a write it cannot set up
+    /// (a promoted Guard, for a target whose metadata it never received).
+    pub const START_WRITE_SETUP_FAILED: &str = "KVCR start_write setup failed";
+    /// CRITICAL: `Uncontained KVCR pool failure` (the service stops).
+    pub const UNCONTAINED: &str = "Uncontained KVCR pool failure";
+    /// `KVCR Guard N failed` is matched with [`super::kvcr_log::GUARD_PREFIX`]
+    /// and [`super::kvcr_log::GUARD_FAILED_SUFFIX`].
+    pub const GUARD_FAILED_SUFFIX: &str = super::kvcr_log::GUARD_FAILED_SUFFIX;
+}
+
+/// The Guard service's own lifecycle lines (kvcr 0.1.1 `kvcr_service.py`).
+pub mod kvcr_service_log {
+    /// WARNING at start: a socket left by a dead service was removed.
+    pub const STALE_SOCKET_REMOVED: &str = "Removing stale KVCR service socket";
+    /// INFO at start: a pool file some live process still maps was left.
+    pub const POOL_STILL_IN_USE: &str = "Leaving KVCR pool still in use";
+    /// WARNING at start: a pool file nobody held was removed.
+    pub const ORPHAN_RECLAIMED: &str = "Reclaimed orphaned KVCR pool from a dead instance";
+    /// The refusal a claim of a group some live worker holds gets.
+    pub const HELD_BY_ANOTHER: &str = "is held by another worker";
+    /// The refusal a claim of an index past the service's groups gets.
+    pub const OUT_OF_RANGE: &str = "is out of range";
+    /// The refusal a claim with another number of pools gets.
+    pub const POOL_COUNT_MISMATCH: &str = "pool layout must match the number of pools in the Guard";
+    /// The refusal a claim of another tier configuration gets.
+    pub const OTHER_TIER_CONFIG: &str = "claimed with another tier configuration";
+    /// What a claim gets while no service listens.
+    pub const UNREACHABLE: &str = "KVCR-Service is unreachable";
+    /// DEBUG: a clean release wrote the group's handback region.
+    pub const SNAPSHOT_WRITTEN: &str = "snapshot_written";
+}
+
 /// KVCR's command lines (kvcr 0.1.1). The Guard's flags are checked
 /// against the build's own `--help` before a run (`pyenv::guard_cli`).
 pub mod kvcr_cli {
@@ -271,6 +337,16 @@ label_enum! {
         LocalG2AllocatedSlots => "local_g2_allocated_slots",
         /// Local pool slots, evictable.
         LocalG2EvictableSlots => "local_g2_evictable_slots",
+        /// Disk tier (G3) slots, total.
+        G3TotalSlots => "g3_total_slots",
+        /// Disk tier slots, free.
+        G3FreeSlots => "g3_free_slots",
+        /// Disk tier slots, allocated.
+        G3AllocatedSlots => "g3_allocated_slots",
+        /// Disk tier slots, evictable.
+        G3EvictableSlots => "g3_evictable_slots",
+        /// Spills to disk in flight.
+        G3PendingStores => "g3_pending_stores",
     }
 }
 
@@ -365,6 +441,16 @@ pub enum Counter {
     ComputedBlocks,
     /// Requests served, by outcome (CPU engine only).
     Requests(String),
+    /// Blocks of the engine's KVCR deposits, by KVCR's per-block outcome
+    /// (`success`, `failed`, `dropped`; CPU engine only: KVCR itself counts
+    /// no failed deposit).
+    KvcrDepositBlocks(String),
+    /// Blocks of KVCR's inventory events (its `inventory_sink`), by tier
+    /// (`LOCAL_G2`, `G3`) and event (`stored`, `removed`); CPU engine only.
+    KvcrInventoryBlocks(String, String),
+    /// KVCR resilience events (`on_resilience_event`), by kind
+    /// (`source_stalled`, `transfer_error`, `other`); CPU engine only.
+    KvcrResilienceEvents(String),
 }
 
 /// A gauge, by meaning: a level, not a count. Never gate on its delta.
@@ -430,6 +516,9 @@ enum Family {
     ComputedBlocks,
     Requests,
     KvcrReadPages,
+    KvcrDepositBlocks,
+    KvcrInventoryBlocks,
+    KvcrResilienceEvents,
 }
 
 const FAMILIES: &[Family] = &[
@@ -451,6 +540,9 @@ const FAMILIES: &[Family] = &[
     Family::ComputedBlocks,
     Family::Requests,
     Family::KvcrReadPages,
+    Family::KvcrDepositBlocks,
+    Family::KvcrInventoryBlocks,
+    Family::KvcrResilienceEvents,
 ];
 
 impl Family {
@@ -475,6 +567,9 @@ impl Family {
             Family::ComputedBlocks => "cpu_engine_computed_blocks",
             Family::Requests => "cpu_engine_requests",
             Family::KvcrReadPages => "cpu_engine_kvcr_read_pages",
+            Family::KvcrDepositBlocks => "cpu_engine_kvcr_deposit_blocks",
+            Family::KvcrInventoryBlocks => "cpu_engine_kvcr_inventory_blocks",
+            Family::KvcrResilienceEvents => "cpu_engine_kvcr_resilience_events",
         }
     }
 
@@ -499,6 +594,9 @@ impl Family {
             | Family::TieringWriteTime => &["tier"],
             Family::Requests => &["outcome"],
             Family::KvcrReadPages => &["kind"],
+            Family::KvcrDepositBlocks => &["outcome"],
+            Family::KvcrInventoryBlocks => &["tier", "event"],
+            Family::KvcrResilienceEvents => &["kind"],
             _ => &[],
         }
     }
@@ -551,6 +649,11 @@ impl Family {
             Family::ComputedBlocks => Counter::ComputedBlocks,
             Family::Requests => Counter::Requests(label("outcome").unwrap_or_default()),
             Family::KvcrReadPages => Counter::KvcrReadPages(label("kind")?),
+            Family::KvcrDepositBlocks => Counter::KvcrDepositBlocks(label("outcome")?),
+            Family::KvcrInventoryBlocks => {
+                Counter::KvcrInventoryBlocks(label("tier")?, label("event")?)
+            }
+            Family::KvcrResilienceEvents => Counter::KvcrResilienceEvents(label("kind")?),
         };
         Some(Meaning::Counter(c))
     }
@@ -584,7 +687,10 @@ impl Counter {
             | Counter::TieringReadTime(_)
             | Counter::TieringWriteTime(_)
             | Counter::Requests(_)
-            | Counter::KvcrReadPages(_) => WhenAbsent::ZeroBeforeFirstEvent,
+            | Counter::KvcrReadPages(_)
+            | Counter::KvcrDepositBlocks(_)
+            | Counter::KvcrInventoryBlocks(..)
+            | Counter::KvcrResilienceEvents(_) => WhenAbsent::ZeroBeforeFirstEvent,
             Counter::TieringCascadeJobFailures
             | Counter::PrefixCacheQueries
             | Counter::PrefixCacheHits
@@ -638,6 +744,11 @@ impl Counter {
             Counter::ComputedBlocks => (Family::ComputedBlocks, vec![]),
             Counter::Requests(o) => (Family::Requests, vec![o.clone()]),
             Counter::KvcrReadPages(k) => (Family::KvcrReadPages, vec![k.clone()]),
+            Counter::KvcrDepositBlocks(o) => (Family::KvcrDepositBlocks, vec![o.clone()]),
+            Counter::KvcrInventoryBlocks(t, e) => {
+                (Family::KvcrInventoryBlocks, vec![t.clone(), e.clone()])
+            }
+            Counter::KvcrResilienceEvents(k) => (Family::KvcrResilienceEvents, vec![k.clone()]),
         }
     }
 
@@ -808,6 +919,11 @@ impl fmt::Display for Counter {
             Counter::ComputedBlocks => f.write_str("computed_blocks"),
             Counter::Requests(o) => write!(f, "requests{{outcome={o}}}"),
             Counter::KvcrReadPages(k) => write!(f, "kvcr_read_pages{{kind={k}}}"),
+            Counter::KvcrDepositBlocks(o) => write!(f, "kvcr_deposit_blocks{{outcome={o}}}"),
+            Counter::KvcrInventoryBlocks(t, e) => {
+                write!(f, "kvcr_inventory_blocks{{tier={t},event={e}}}")
+            }
+            Counter::KvcrResilienceEvents(k) => write!(f, "kvcr_resilience_events{{kind={k}}}"),
         }
     }
 }
@@ -891,6 +1007,11 @@ impl FromStr for Counter {
             "computed_blocks" => Counter::ComputedBlocks,
             "requests" => Counter::Requests(get("outcome")?.to_string()),
             "kvcr_read_pages" => Counter::KvcrReadPages(get("kind")?.to_string()),
+            "kvcr_deposit_blocks" => Counter::KvcrDepositBlocks(get("outcome")?.to_string()),
+            "kvcr_inventory_blocks" => {
+                Counter::KvcrInventoryBlocks(get("tier")?.to_string(), get("event")?.to_string())
+            }
+            "kvcr_resilience_events" => Counter::KvcrResilienceEvents(get("kind")?.to_string()),
             _ => return Err(bad()),
         })
     }
@@ -1081,6 +1202,9 @@ mod tests {
             Counter::Requests("ok".into()),
             Counter::ComputedBlocks,
             Counter::KvcrReadPages("ssm".into()),
+            Counter::KvcrDepositBlocks("failed".into()),
+            Counter::KvcrInventoryBlocks("LOCAL_G2".into(), "removed".into()),
+            Counter::KvcrResilienceEvents("source_stalled".into()),
         ];
         for c in all {
             let s = c.to_string();

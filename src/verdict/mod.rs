@@ -6,9 +6,16 @@
 //! has unit tests that show it failing.
 
 pub mod disagg;
+pub mod disk;
 pub mod guard;
+pub mod ledger;
 pub mod load;
 pub mod local;
+pub mod log_scan;
+pub mod pressure;
+pub mod restart;
+pub mod service;
+pub mod stall;
 pub mod tokens;
 pub mod transfer;
 

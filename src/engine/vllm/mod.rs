@@ -304,6 +304,9 @@ impl Engine for VllmEngine {
     }
 
     fn applies(case: Case, topology: Topology) -> Applicability {
+        if case.is_production() {
+            return Applicability::ignored(applicability::NEEDS_CPU_KVCR_REPORTS);
+        }
         match topology {
             Topology::Agg => Applicability::Applies,
             Topology::TwoP1D | Topology::TwoNode => applicability::off_agg(case),

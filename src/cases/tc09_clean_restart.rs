@@ -1,0 +1,248 @@
+//! TC-09 clean restart (a rolling upgrade).
+//!
+//! Commit two prompts on worker A. SIGTERM A: it exits 0 after closing its
+//! KVCR, which hands its Guard group back (the engine logs `KVCR closed:
+//! Guard group N handed back`, the Guard writes the handback region,
+//! `snapshot_written`) and the Guard promotes nothing. The replacement A'
+//! claims the group warm: every block A committed is held by A' (the
+//! ledger: none lost), and A's prefix on A' is a local hit from the reclaimed
+//! pool with the reference tokens, still without a promotion. Then a
+//! replacement whose KV layout changed (twice the pages of half the size,
+//! the `changed_layout` launch switch) is refused at startup, fast, quoting
+//! KVCR: `claimed with another tier configuration`. A normal replacement
+//! after it still finds the pool warm. Three wrong claims are refused fast
+//! with KVCR's own words: while A holds its group, the held index (`is held
+//! by another worker`) and an index past the service's groups (`is out of
+//! range`); once A has stopped, one pool too many for its free group
+//! (`claimed with another tier configuration`: the group's first claim fixed
+//! its configuration), which must leave the handback to the replacement.
+
+use std::time::Instant;
+
+use crate::stack::Worker;
+use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
+use crate::telemetry::engine_kvcr_log::EngineKvcrLine;
+use crate::telemetry::guard_log::GuardEvent;
+use crate::telemetry::names::kvcr_service_log::{
+    HELD_BY_ANOTHER, OTHER_TIER_CONFIG, OUT_OF_RANGE, SNAPSHOT_WRITTEN,
+};
+use crate::verdict::ledger::LedgerInput;
+use crate::verdict::local::expect_host_tier_hit;
+use crate::verdict::log_scan::BadLine;
+use crate::verdict::restart::{expect_clean_stop, expect_refused, CleanStop};
+use crate::verdict::service::{expect_claims_refused, Refusal};
+use serde_json::json;
+
+use super::production_common::{evicted_after_reclaim, ms};
+
+pub const CASE: Case = Case {
+    id: "TC-09",
+    name: "clean_restart",
+    destructive: true,
+    run,
+};
+
+const GRACE: std::time::Duration = std::time::Duration::from_secs(15);
+
+pub fn run(ctx: &CaseCtx) -> CaseResult {
+    let marks = ctx.pressure().log_marks();
+    let a = ctx.worker("A")?;
+    let geometry = ctx.geometry();
+    ctx.guard().expect_attached(&[&a])?;
+    let guard = ctx.guard().of(&a)?;
+    let families = ctx.families(2)?;
+    let mark = ctx.pressure().log_mark(&a);
+    for family in &families {
+        ctx.commit(&a, family.variant(0))?;
+    }
+    let committed = ctx.pressure().committed_since(&a, mark)?;
+
+    // Wrong claims while A holds its group: refused, fast, quoting KVCR.
+    let mut refused = held_refusals(ctx, a.slot.guard_index)?;
+
+    // SIGTERM: close, hand back, no promotion.
+    let mut events = guard.follow()?;
+    let stop = clean_stop(ctx, &a, &mut events)?;
+    // The group is free now: a claim with one pool too many is refused too
+    // (and must leave the handback to the replacement).
+    refused.push(pool_count_refusal(ctx, &a)?);
+    ctx.check("refusals.json", &refused, expect_claims_refused(&refused))?;
+    let replacement = ctx.stack.replace_worker("A")?;
+    events.poll()?;
+    let promotions = promotions_of(events.events(), a.slot.guard_index);
+    let stopped = CleanStop { promotions, ..stop };
+    ctx.check("stop.json", &stopped, expect_clean_stop(&stopped))?;
+
+    // A' is warm: every committed block held, A's prefix a local hit.
+    let held = ctx.pressure().held_in(
+        &replacement,
+        &committed.iter().copied().collect::<Vec<_>>(),
+        "local",
+    )?;
+    let ledger = LedgerInput {
+        committed: committed.clone(),
+        held_by_replacement: held,
+        evicted_by_replacement: evicted_after_reclaim(ctx, &replacement)?,
+        ..Default::default()
+    };
+    ctx.check(
+        "ledger.json",
+        &ledger,
+        crate::verdict::ledger::expect_reclaimed(&ledger).map(drop),
+    )?;
+    let warm = &families[0];
+    let before = ctx.snapshot(&replacement)?;
+    let answer = ctx.complete_on(&replacement, warm.variant(1))?;
+    ctx.expect_reference(warm.variant(1), &answer.tokens)?;
+    let delta = ctx.delta_since(&replacement, &before)?;
+    let hit = ctx.observe().host_tier_hit(&delta, answer.cached_tokens)?;
+    ctx.check(
+        "warm.json",
+        &json!({"delta": delta, "observed": hit}),
+        expect_host_tier_hit(
+            &hit,
+            warm.shared_blocks(),
+            u64::from(geometry.block_size_tokens),
+            geometry.bytes_per_block(),
+        ),
+    )?;
+
+    // Another layout: refused at startup, quoting KVCR.
+    let mut events = guard.follow()?;
+    let restop = clean_stop(ctx, &replacement, &mut events)?;
+    ctx.record("second-stop.json", &restop);
+    ctx.stack
+        .set_replacement_faults(vec!["changed_layout".into()]);
+    let started = Instant::now();
+    let refused = ctx
+        .stack
+        .replace_worker("A")
+        .map(drop)
+        .map_err(|e| e.to_string());
+    ctx.measure("refusal_ms", ms(started.elapsed()));
+    let log = refused_log(ctx);
+    ctx.check(
+        "refusal.json",
+        &json!({"result": refused, "worker_log_says": log}),
+        expect_refused(
+            refused.clone().map_err(|e| format!("{e} {log}")),
+            OTHER_TIER_CONFIG,
+        ),
+    )?;
+
+    // A normal replacement after the refusal: still warm.
+    let again = ctx.stack.replace_worker("A")?;
+    let held = ctx.pressure().held_in(
+        &again,
+        &committed.iter().copied().collect::<Vec<_>>(),
+        "local",
+    )?;
+    let after_refusal = LedgerInput {
+        committed,
+        held_by_replacement: held,
+        evicted_by_replacement: evicted_after_reclaim(ctx, &again)?,
+        ..Default::default()
+    };
+    ctx.check(
+        "ledger-after-refusal.json",
+        &after_refusal,
+        crate::verdict::ledger::expect_reclaimed(&after_refusal).map(drop),
+    )?;
+    // The refused replacement's traceback is the refusal itself.
+    ctx.pressure()
+        .expect_no_bad_lines_since(&marks, &[BadLine::Traceback])
+}
+
+/// A claim of the index A holds and of an index past the service's
+/// groups (KVCR checks the holder before the layout, so a layout refusal
+/// needs a free group: [`pool_count_refusal`]).
+fn held_refusals(ctx: &CaseCtx, held: u32) -> Result<Vec<Refusal>, CaseError> {
+    let out_of_range = ctx.stack.ctx.guard_count;
+    Ok(vec![
+        Refusal {
+            what: format!("a second claim of group {held}, held by worker A"),
+            expected: HELD_BY_ANOTHER.into(),
+            probe: ctx.pressure().claim_probe(held)?,
+        },
+        Refusal {
+            what: format!("a claim of group {out_of_range} (the service has {out_of_range})"),
+            expected: OUT_OF_RANGE.into(),
+            probe: ctx.pressure().claim_probe(out_of_range)?,
+        },
+    ])
+}
+
+/// A claim of stopped `worker`'s free group, on its control port, with one
+/// pool more than the service has. The group's first claim fixed its tier
+/// configuration (docs/kvcr-findings.md 13), so KVCR 0.1.1 answers with that
+/// refusal, not `pool layout must match the number of pools in the Guard`
+/// (which only a group never claimed since the service started gives).
+fn pool_count_refusal(ctx: &CaseCtx, worker: &Worker) -> Result<Refusal, CaseError> {
+    let free = worker.slot.guard_index;
+    let mut pools = ctx.pressure().claim_pools();
+    pools.push(("extra".into(), pools.first().map_or(4096, |p| p.1)));
+    Ok(Refusal {
+        what: format!("a claim of group {free} with {} pools", pools.len()),
+        expected: OTHER_TIER_CONFIG.into(),
+        probe: ctx
+            .pressure()
+            .claim_probe_with(free, &pools, Some(worker.slot.control_port))?,
+    })
+}
+
+/// SIGTERMs `worker` and reads what its stop showed (promotions are counted
+/// by the caller once the replacement claimed).
+fn clean_stop(
+    ctx: &CaseCtx,
+    worker: &Worker,
+    events: &mut crate::suite::GuardFollower,
+) -> Result<CleanStop, CaseError> {
+    let mark = ctx.pressure().log_mark(worker);
+    let report = worker.process.stop(GRACE);
+    let lines = ctx.pressure().kvcr_lines_since(worker, mark)?;
+    let handed_back = lines
+        .iter()
+        .any(|l| matches!(l.event, EngineKvcrLine::HandedBack { .. }));
+    events.poll()?;
+    let snapshot_written = events
+        .events()
+        .iter()
+        .any(|e| matches!(&e.event, GuardEvent::Other { name, .. } if name == SNAPSHOT_WRITTEN));
+    Ok(CleanStop {
+        exit: report.exit,
+        needed_sigkill: report.needed_sigkill,
+        handed_back,
+        promotions: promotions_of(events.events(), worker.slot.guard_index),
+        snapshot_written,
+    })
+}
+
+fn promotions_of(events: &[crate::telemetry::GuardLogEntry], guard: u32) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(&e.event, GuardEvent::Promoted(p) if p.guard == guard))
+        .count()
+}
+
+/// The last lines of the refused replacement's log (its KVCR refusal).
+fn refused_log(ctx: &CaseCtx) -> String {
+    let dir = &ctx.stack.layout.logs_dir;
+    let mut logs: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map(|e| e.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    logs.retain(|p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("worker-A"))
+    });
+    logs.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
+    logs.last()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .map(|t| {
+            t.lines()
+                .rev()
+                .find(|l| l.contains("KVCR") && l.contains("Error"))
+                .unwrap_or("")
+                .to_string()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,140 @@
+//! TC-10 heartbeat promotion.
+//!
+//! The stack's Guard service runs with `--heartbeat-timeout-ms` (the
+//! `guard_heartbeat_timeout_ms` knob). Commit prompts on worker A. A stop of
+//! A shorter than the timeout (a fifth of it, SIGSTOP then SIGCONT) promotes
+//! nothing. Then SIGSTOP A for good (state `T` verified): the Guard fences
+//! it (SIGKILL: A's pid is gone), logs `KVCR Guard N promoted after
+//! heartbeat timeout` and `guard_promoted`, and serves A's pool on A's
+//! control endpoint to the peer B (a Guard-served answer with the reference
+//! tokens). t from the stop to the promotion is recorded next to TC-06's
+//! t1, and lies between the timeout (less one 50 ms beat) and the timeout
+//! plus the slack of a loaded machine. The replacement A' reclaims the pool:
+//! the ledger classifies every block A committed, none lost, and the Guard
+//! recovered the whole pool.
+
+use std::time::Duration;
+
+use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
+use crate::telemetry::guard_log::GuardEvent;
+use crate::verdict::guard::expect_promoted;
+use crate::verdict::log_scan::BadLine;
+use crate::verdict::restart::expect_heartbeat_promotion;
+use serde_json::json;
+
+use super::production_common::{ledger, ms, takeover};
+
+pub const CASE: Case = Case {
+    id: "TC-10",
+    name: "heartbeat_promotion",
+    destructive: true,
+    run,
+};
+
+/// How far past the timeout a promotion may come on a loaded 2-core machine.
+const SLACK: Duration = Duration::from_secs(3);
+/// Prefixes committed on A: one per takeover attempt.
+const COMMITTED: usize = 3;
+
+pub fn run(ctx: &CaseCtx) -> CaseResult {
+    let marks = ctx.pressure().log_marks();
+    let timeout_ms = ctx
+        .settings
+        .cpu_engine
+        .guard_heartbeat_timeout_ms
+        .ok_or_else(|| {
+            CaseError::new(
+                "TC-10 needs the Guard's heartbeat timeout (cpu_engine.guard_heartbeat_timeout_ms)",
+            )
+        })?;
+    let timeout = Duration::from_millis(timeout_ms);
+    let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
+    ctx.guard().expect_attached(&[&a, &b])?;
+    let guard = ctx.guard().of(&a)?;
+    let families = ctx.families(COMMITTED)?;
+    let mark = ctx.pressure().log_mark(&a);
+    for family in &families {
+        ctx.commit(&a, family.variant(0))?;
+    }
+    let committed = ctx.pressure().committed_since(&a, mark)?;
+
+    // A short stop: no promotion.
+    let mut events = guard.follow()?;
+    {
+        let _stopped = ctx.pressure().stop_worker_process(&a)?;
+        std::thread::sleep(timeout / 5);
+    }
+    // Past the timeout since the stop began: a wrong watchdog would have fired.
+    std::thread::sleep(timeout + Duration::from_secs(1));
+    events.poll()?;
+    let short_stop_promotions = events
+        .events()
+        .iter()
+        .filter(|e| matches!(&e.event, GuardEvent::Promoted(p) if p.guard == a.slot.guard_index))
+        .count();
+
+    // For good: fenced, killed, promoted.
+    let pool_at_stop = ctx.pressure().pool_blocks_now(&a)?;
+    let peer_mark = ctx.pressure().log_mark(&b);
+    let mut events = guard.follow()?;
+    let stopped = ctx.pressure().stop_worker_process(&a)?;
+    let t0 = stopped.at;
+    let promotion = events.await_promotion(a.slot.guard_index)?;
+    let stop_to_promotion = promotion.as_ref().map(|_| t0.elapsed());
+    let heartbeat_line = events.events().iter().any(|e| {
+        matches!(&e.event, GuardEvent::PromotedAfterHeartbeatTimeout { guard } if *guard == a.slot.guard_index)
+    });
+    let gone = a.process.wait_exit(Duration::from_secs(5)).is_some();
+    drop(stopped);
+    ctx.measure("stop_to_promotion_ms", stop_to_promotion.map(ms));
+    ctx.measure("promotion_ms", promotion.as_ref().map(|p| p.promotion_ms));
+    ctx.check(
+        "heartbeat.json",
+        &json!({"timeout_ms": timeout_ms, "short_stop_promotions": short_stop_promotions,
+                "stop_to_promotion_ms": stop_to_promotion.map(ms), "promotion": promotion,
+                "heartbeat_line": heartbeat_line, "killed_by_the_guard": gone}),
+        expect_heartbeat_promotion(
+            timeout_ms as f64,
+            short_stop_promotions,
+            stop_to_promotion.map(ms),
+            ms(SLACK),
+        ),
+    )?;
+    ctx.check(
+        "fault.json",
+        &json!({"promotion": promotion, "heartbeat_line": heartbeat_line}),
+        expect_promoted(
+            promotion.as_ref(),
+            a.slot.guard_index,
+            gone && heartbeat_line,
+            ctx.stack.control_port_listening(&a),
+        ),
+    )?;
+
+    // The Guard serves A's pool to B.
+    let (attempts, served) = takeover(ctx, &b, &families, &mut events, t0)?;
+    ctx.measure("takeover_attempts", attempts.len());
+    if served.is_none() {
+        return Err(CaseError::new(format!(
+            "takeover through the Guard after the heartbeat promotion: none of {} attempts was served from A's endpoint: {:?}",
+            attempts.len(),
+            attempts.iter().map(|a| &a.outcome).collect::<Vec<_>>()
+        ))
+        .with_evidence(ctx.pressure().case_dir().join("takeover.json")));
+    }
+
+    // A' reclaims; nothing lost.
+    let replacement = ctx.stack.replace_worker("A")?;
+    ledger(
+        ctx,
+        committed,
+        pool_at_stop,
+        promotion.as_ref().map(|p| p.recovered_blocks),
+        a.control_endpoint(),
+        &b,
+        peer_mark,
+        &replacement,
+    )?;
+    ctx.pressure()
+        .expect_no_bad_lines_since(&marks, &[BadLine::StartWriteRefused])
+}

@@ -1,0 +1,113 @@
+//! TC-11 the source-stall latch.
+//!
+//! KVCR refuses every source write, for the life of the process, once a
+//! progress loop was late by `operation_timeout_ms` (the
+//! `operation_timeout_ms` knob; kvcr 0.1.1 `dangling_ops.check_source_progress`).
+//! Provoked for real: SIGSTOP worker A (the source) for 0.4 × the timeout,
+//! then SIGCONT: no latch, and the peer B still reads A's blocks. Then
+//! SIGSTOP A for 1.5 × the timeout (below the Guard's heartbeat timeout):
+//! A reports the latch as a fact (the engine's `KVCR resilience event
+//! kind=source_stalled` line with its time, `/state` `kvcr_source_stalled`),
+//! and a prefix A committed after it is not served to B: B's remote delivery
+//! fails, B recomputes every block and answers the reference tokens. A's own
+//! commits go on. The latch is expected in this case's logs and nowhere
+//! else; A is restarted cleanly at the end (the latch lasts for the process).
+
+use std::time::Duration;
+
+use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
+use crate::telemetry::{Counter, OpResult, Scope};
+use crate::verdict::log_scan::BadLine;
+use crate::verdict::stall::{expect_fallback, expect_latch, expect_no_latch, Fallback};
+use serde_json::json;
+
+pub const CASE: Case = Case {
+    id: "TC-11",
+    name: "source_stall_latch",
+    destructive: true,
+    run,
+};
+
+pub fn run(ctx: &CaseCtx) -> CaseResult {
+    let marks = ctx.pressure().log_marks();
+    let timeout_ms = ctx.settings.cpu_engine.operation_timeout_ms.unwrap_or(5000);
+    let timeout = Duration::from_millis(timeout_ms);
+    if let Some(heartbeat) = ctx.settings.cpu_engine.guard_heartbeat_timeout_ms {
+        if Duration::from_millis(heartbeat) <= timeout * 2 {
+            return Err(CaseError::new(format!(
+                "TC-11 stops a source for 1.5 × operation_timeout_ms ({timeout_ms} ms): the Guard's heartbeat timeout ({heartbeat} ms) must exceed twice it, or the Guard promotes instead"
+            )));
+        }
+    }
+    let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
+    let families = ctx.families(3)?;
+    let mark = ctx.pressure().log_mark(&a);
+
+    // A short stop: no latch; B still reads A's blocks.
+    ctx.commit(&a, families[0].variant(0))?;
+    {
+        let _stopped = ctx.pressure().stop_worker_process(&a)?;
+        std::thread::sleep(timeout.mul_f64(0.4));
+    }
+    let (a_before, b_before) = (ctx.snapshot(&a)?, ctx.snapshot(&b)?);
+    let answer = ctx.complete_on(&b, families[0].variant(1))?;
+    ctx.expect_reference(families[0].variant(1), &answer.tokens)?;
+    let after_short = ctx.observe().peer_transfer(&a, &a_before, &b, &b_before)?;
+    let latch = ctx.pressure().latch_since(&a, mark)?;
+    ctx.check(
+        "short-stop.json",
+        &json!({"stop_ms": timeout_ms as f64 * 0.4, "latch": latch, "transfer": after_short}),
+        expect_no_latch(
+            latch.as_ref(),
+            after_short.transfer.remote_deliver_blocks,
+            families[0].shared_blocks(),
+        ),
+    )?;
+
+    // A long stop: the latch, reported as a fact.
+    ctx.commit(&a, families[1].variant(0))?;
+    {
+        let _stopped = ctx.pressure().stop_worker_process(&a)?;
+        std::thread::sleep(timeout.mul_f64(1.5));
+    }
+    // KVCR checks at its next progress turn, and hands the event to the
+    // engine at its next poll: a moment after SIGCONT.
+    let latch = ctx
+        .pressure()
+        .await_latch(&a, mark, Duration::from_secs(10))
+        .ok();
+    ctx.measure("latch", &latch);
+    ctx.check(
+        "latch.json",
+        &json!({"stop_ms": timeout_ms as f64 * 1.5, "latch": latch}),
+        expect_latch(latch.as_ref(), "worker-A"),
+    )?;
+
+    // The peer falls back: no Guard-served or source-served block, recompute, reference tokens.
+    ctx.commit(&a, families[2].variant(0))?;
+    let before = ctx.snapshot(&b)?;
+    let answer = ctx.complete_on(&b, families[2].variant(1))?;
+    ctx.expect_reference(families[2].variant(1), &answer.tokens)?;
+    let delta = ctx.delta_since(&b, &before)?;
+    let fallback = Fallback {
+        remote_deliver_failed: delta
+            .required_count(&Counter::OpCount(Scope::RemoteDeliver, OpResult::Failed))?,
+        remote_deliver_blocks: delta
+            .required_count(&Counter::TransferBlocks(Scope::RemoteDeliver))?,
+        computed_blocks: delta.required_count(&Counter::ComputedBlocks)?,
+        prefix_blocks: families[2].shared_blocks(),
+    };
+    ctx.measure("fallback_computed_blocks", fallback.computed_blocks);
+    ctx.check(
+        "fallback.json",
+        &json!({"fallback": fallback, "delta": delta}),
+        expect_fallback(&fallback),
+    )?;
+
+    // The latch lasts for the process: restart A cleanly.
+    let report = a.process.stop(Duration::from_secs(15));
+    ctx.record("restart.json", &report);
+    ctx.stack.replace_worker("A")?;
+    ctx.pressure()
+        .expect_no_bad_lines_since(&marks, &[BadLine::SourceStalled])
+}

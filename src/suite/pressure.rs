@@ -1,0 +1,323 @@
+//! What the production-conditions cases (TC-07..TC-12) ask of a worker and
+//! of the logs: a prompt's block hashes, where KVCR holds blocks now, the
+//! engine's KVCR lines in a window, the Guard pools' size in blocks, the
+//! engine's state (`ctx.pressure()`); the scan of every component log for
+//! KVCR's bad lines, claim probes and a stopped worker are in
+//! `pressure_probes.rs`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::prompts::Prompt;
+use crate::stack::Worker;
+use crate::telemetry::engine_kvcr_log::{self, EngineKvcrLine, Located};
+use crate::telemetry::guard_log::{GuardEvent, GuardLogReader};
+use crate::wait::{self, Poll};
+
+use super::ask::block_on;
+use super::{CaseCtx, CaseError};
+
+const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a deposit's outcome may take to reach the worker's log.
+const DEPOSIT_LOG_DEADLINE: Duration = Duration::from_secs(15);
+const LOG_POLL: Duration = Duration::from_millis(25);
+
+/// KVCR's own reports of a case's workers (`ctx.pressure()`).
+pub struct Pressure<'c> {
+    pub(super) ctx: &'c CaseCtx<'c>,
+}
+
+impl<'c> Pressure<'c> {
+    pub(super) fn new(ctx: &'c CaseCtx<'c>) -> Self {
+        Self { ctx }
+    }
+
+    /// This case's evidence directory (where `ctx.record` writes).
+    pub fn case_dir(&self) -> PathBuf {
+        self.ctx.evidence.dir()
+    }
+}
+
+/// A point in a worker's log: the engine's KVCR lines after it are a window.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LogMark(pub u64);
+
+/// Every component log's length at a moment (files created later start at 0).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LogMarks(pub(super) BTreeMap<PathBuf, u64>);
+
+async fn post_json(url: &str, body: &Value) -> Result<Value, String> {
+    let client = reqwest::Client::builder()
+        .timeout(HTTP_TIMEOUT)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let response = client
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| format!("POST {url}: {e}"))?;
+    let status = response.status();
+    let text = response.text().await.unwrap_or_default();
+    if !status.is_success() {
+        return Err(format!("POST {url}: HTTP {status}: {text}"));
+    }
+    serde_json::from_str(&text).map_err(|e| format!("POST {url}: {e}: {text}"))
+}
+
+async fn get_json(url: &str) -> Result<Value, String> {
+    let client = reqwest::Client::builder()
+        .timeout(HTTP_TIMEOUT)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let response = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    response.json().await.map_err(|e| format!("GET {url}: {e}"))
+}
+
+impl Pressure<'_> {
+    /// The router's hashes of `prompt`'s full blocks, as `worker`'s engine
+    /// computes them (`POST /blocks`).
+    pub fn block_hashes(&self, worker: &Worker, prompt: &Prompt) -> Result<Vec<u64>, CaseError> {
+        let url = format!("{}/blocks", worker.admin_url());
+        let answer = block_on(
+            self.ctx,
+            post_json(&url, &json!({"token_ids": prompt.tokens})),
+        )?
+        .map_err(CaseError::new)?;
+        answer["hashes"]
+            .as_array()
+            .and_then(|a| a.iter().map(Value::as_u64).collect::<Option<Vec<u64>>>())
+            .ok_or_else(|| CaseError::new(format!("{url} answered {answer}, not a hash list")))
+    }
+
+    /// Where `worker`'s KVCR holds each of `hashes` now: `local`, `g3` or
+    /// `miss` (`POST /kvcr/holding`; a query with no hint, not an access).
+    pub fn holding(
+        &self,
+        worker: &Worker,
+        hashes: &[u64],
+    ) -> Result<BTreeMap<u64, String>, CaseError> {
+        let url = format!("{}/kvcr/holding", worker.admin_url());
+        let answer = block_on(self.ctx, post_json(&url, &json!({"hashes": hashes})))?
+            .map_err(CaseError::new)?;
+        let held = answer["holding"]
+            .as_object()
+            .ok_or_else(|| CaseError::new(format!("{url} answered {answer}")))?;
+        hashes
+            .iter()
+            .map(|h| {
+                held.get(&h.to_string())
+                    .and_then(Value::as_str)
+                    .map(|w| (*h, w.to_string()))
+                    .ok_or_else(|| CaseError::new(format!("{url} said nothing of block {h}")))
+            })
+            .collect()
+    }
+
+    /// The blocks of `hashes` that `worker`'s KVCR holds in `tier` (`local`, `g3`).
+    pub fn held_in(
+        &self,
+        worker: &Worker,
+        hashes: &[u64],
+        tier: &str,
+    ) -> Result<BTreeSet<u64>, CaseError> {
+        Ok(self
+            .holding(worker, hashes)?
+            .into_iter()
+            .filter(|(_, w)| w == tier)
+            .map(|(h, _)| h)
+            .collect())
+    }
+
+    /// `worker`'s `GET /state` (CPU engine).
+    pub fn engine_state(&self, worker: &Worker) -> Result<Value, CaseError> {
+        let url = format!("{}/state", worker.admin_url());
+        block_on(self.ctx, get_json(&url))?.map_err(CaseError::new)
+    }
+
+    /// Where `worker`'s log ends now.
+    pub fn log_mark(&self, worker: &Worker) -> LogMark {
+        LogMark(
+            std::fs::metadata(worker.process.log_path())
+                .map(|m| m.len())
+                .unwrap_or(0),
+        )
+    }
+
+    /// The engine's KVCR lines `worker` logged since `mark`.
+    pub fn kvcr_lines_since(
+        &self,
+        worker: &Worker,
+        mark: LogMark,
+    ) -> Result<Vec<Located>, CaseError> {
+        let log = worker.process.log_path();
+        engine_kvcr_log::read_since(log, mark.0)
+            .map(|(lines, _)| lines)
+            .map_err(|e| {
+                CaseError::new(format!("cannot read {}: {e}", log.display())).with_evidence(log)
+            })
+    }
+
+    /// Waits until `worker` logged the outcome of a deposit since `mark`
+    /// and returns its lines from `mark` on.
+    pub fn await_deposit_results(
+        &self,
+        worker: &Worker,
+        mark: LogMark,
+        what: &str,
+    ) -> Result<Vec<Located>, CaseError> {
+        self.ctx.doing(format!("waiting for {what}"))?;
+        wait::until(what, DEPOSIT_LOG_DEADLINE, LOG_POLL, || {
+            if let Err(cancelled) = self.ctx.activity.check() {
+                return Poll::Abort(cancelled.to_string());
+            }
+            match self.kvcr_lines_since(worker, mark) {
+                Ok(lines)
+                    if lines
+                        .iter()
+                        .any(|l| matches!(l.event, EngineKvcrLine::Deposit { .. })) =>
+                {
+                    Poll::Ready(lines)
+                }
+                Ok(_) => Poll::Pending("no `KVCR deposit results` line yet".into()),
+                Err(e) => Poll::Abort(e.message),
+            }
+        })
+        .map_err(CaseError::from)
+    }
+
+    /// Blocks of the geometry each Guard pool holds, from the `pool_sizes_bytes`
+    /// of the `KVCR service ready` line of the Guard service holding `worker`'s pool.
+    pub fn guard_pool_blocks(&self, worker: &Worker) -> Result<Vec<u64>, CaseError> {
+        let guard = self
+            .ctx
+            .stack
+            .guard_of(worker)
+            .ok_or_else(|| CaseError::new("this stack runs no KVCR Guard service"))?;
+        let mut reader = GuardLogReader::from_offset(guard.log_path(), 0);
+        reader.poll().map_err(|e| {
+            CaseError::new(format!("cannot read {}: {e}", guard.log_path().display()))
+        })?;
+        let sizes = reader
+            .events()
+            .iter()
+            .rev()
+            .find_map(|e| match &e.event {
+                GuardEvent::ServiceReady(ready) => Some(ready.pool_sizes_bytes.clone()),
+                _ => None,
+            })
+            .ok_or_else(|| {
+                CaseError::new("the Guard service logged no `KVCR service ready` line")
+                    .with_evidence(guard.log_path())
+            })?;
+        Ok(crate::engine::pool_size::blocks_in_pools(
+            &self.ctx.geometry(),
+            &sizes,
+        ))
+    }
+}
+
+pub use crate::verdict::stall::Latch;
+
+impl Pressure<'_> {
+    /// The blocks `worker` committed to its KVCR pool since `mark` and
+    /// still holds there (stored minus removed, by KVCR's inventory events).
+    pub fn committed_since(
+        &self,
+        worker: &Worker,
+        mark: LogMark,
+    ) -> Result<BTreeSet<u64>, CaseError> {
+        let lines = self.kvcr_lines_since(worker, mark)?;
+        Ok(engine_kvcr_log::resident(
+            &lines,
+            crate::telemetry::names::engine_kvcr_log::TIER_LOCAL_G2,
+        ))
+    }
+
+    /// Blocks `worker`'s pool holds now (KVCR's allocated slots over the
+    /// pages of a block); `None` when KVCR does not report the gauge.
+    pub fn pool_blocks_now(&self, worker: &Worker) -> Result<Option<u64>, CaseError> {
+        let snapshot = self.ctx.snapshot(worker)?;
+        let pages = self.ctx.geometry().pages_per_block().max(1);
+        Ok(snapshot
+            .gauge(&crate::telemetry::Gauge::State(
+                crate::telemetry::Resource::LocalG2AllocatedSlots,
+            ))
+            .map(|slots| slots as u64 / pages))
+    }
+
+    /// The blocks `peer` received from `source` (a control endpoint,
+    /// `local` or `g3`) since `mark`.
+    pub fn delivered_since(
+        &self,
+        peer: &Worker,
+        mark: LogMark,
+        source: &str,
+    ) -> Result<BTreeSet<u64>, CaseError> {
+        let lines = self.kvcr_lines_since(peer, mark)?;
+        Ok(engine_kvcr_log::delivered_from(&lines, source))
+    }
+
+    /// The source-stall latch `worker` reported since `mark`, if any.
+    pub fn latch_since(&self, worker: &Worker, mark: LogMark) -> Result<Option<Latch>, CaseError> {
+        let lines = self.kvcr_lines_since(worker, mark)?;
+        let Some(line) = lines.into_iter().find(|l| {
+            matches!(&l.event, EngineKvcrLine::Resilience { kind, .. }
+                if kind == crate::telemetry::names::engine_kvcr_log::KIND_SOURCE_STALLED)
+        }) else {
+            return Ok(None);
+        };
+        let state = self.engine_state(worker)?;
+        let EngineKvcrLine::Resilience { message, .. } = &line.event else {
+            return Ok(None);
+        };
+        Ok(Some(Latch {
+            component: worker.process.name().to_string(),
+            log: worker.process.log_path().to_path_buf(),
+            line_no: line.line_no,
+            at: line
+                .text
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" "),
+            message: message.clone(),
+            state_stalled: state["kvcr_source_stalled"].as_bool().unwrap_or(false),
+        }))
+    }
+
+    /// Waits (up to `budget`) for `worker` to report the source-stall latch.
+    pub fn await_latch(
+        &self,
+        worker: &Worker,
+        mark: LogMark,
+        budget: Duration,
+    ) -> Result<Latch, CaseError> {
+        let what = format!(
+            "worker {} to report KVCR's source-stall latch",
+            worker.name()
+        );
+        self.ctx.doing(&what)?;
+        wait::until(what, budget, LOG_POLL, || {
+            if let Err(cancelled) = self.ctx.activity.check() {
+                return Poll::Abort(cancelled.to_string());
+            }
+            match self.latch_since(worker, mark) {
+                Ok(Some(latch)) => Poll::Ready(latch),
+                Ok(None) => {
+                    Poll::Pending("no `KVCR resilience event kind=source_stalled` line".into())
+                }
+                Err(e) => Poll::Abort(e.message),
+            }
+        })
+        .map_err(CaseError::from)
+    }
+}

@@ -1,0 +1,245 @@
+//! The rest of `ctx.pressure()`: every component log scanned for KVCR's bad
+//! lines past a mark, what a new claimant of a Guard group gets, and a
+//! worker's engine stopped with SIGSTOP.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::stack::Worker;
+use crate::verdict::log_scan::{self, BadLine, Found};
+use crate::wait::{self, Poll};
+
+use super::pressure::{LogMarks, Pressure};
+use super::{CaseError, CaseResult};
+
+impl Pressure<'_> {
+    /// Every component log's length now.
+    pub fn log_marks(&self) -> LogMarks {
+        LogMarks(
+            log_files(&self.ctx.stack.layout.logs_dir)
+                .into_iter()
+                .map(|p| {
+                    let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+                    (p, len)
+                })
+                .collect(),
+        )
+    }
+
+    /// Scans every component log from `marks` on (files created since, from
+    /// their start) for KVCR's bad lines; fails on the first one of a kind
+    /// the case did not expect, naming its file and line. The lines found go
+    /// to `bad-lines.json`.
+    pub fn expect_no_bad_lines_since(&self, marks: &LogMarks, expected: &[BadLine]) -> CaseResult {
+        let found = scan_since(&self.ctx.stack.layout.logs_dir, marks);
+        self.ctx.check(
+            "bad-lines.json",
+            &json!({"expected": expected, "found": found}),
+            log_scan::expect_no_bad_lines(&found, expected),
+        )
+    }
+}
+
+fn log_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// The bad lines of every log in `dir` past its mark.
+pub fn scan_since(dir: &Path, marks: &LogMarks) -> Vec<Found> {
+    let mut found = Vec::new();
+    for path in log_files(dir) {
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let from = marks.0.get(&path).copied().unwrap_or(0);
+        let start = usize::try_from(from).unwrap_or(usize::MAX).min(bytes.len());
+        let first_line = bytes[..start].iter().filter(|b| **b == b'\n').count() + 1;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        found.extend(log_scan::scan(
+            &name,
+            &String::from_utf8_lossy(&bytes[start..]),
+            first_line,
+        ));
+    }
+    found
+}
+
+impl Pressure<'_> {
+    /// What a new claimant of group `guard_index` gets from the stack's
+    /// Guard service now (`python -m cpu_engine.claim_probe`).
+    pub fn claim_probe(&self, guard_index: u32) -> Result<ClaimProbe, CaseError> {
+        self.claim_probe_with(guard_index, &self.claim_pools(), None)
+    }
+
+    /// The pools a worker of this stack claims with: (name, bytes per page).
+    pub fn claim_pools(&self) -> Vec<(String, u64)> {
+        let geometry = self.ctx.geometry();
+        let kinds = geometry.pool_kinds();
+        kinds
+            .iter()
+            .map(|kind| {
+                let bytes = geometry
+                    .pages
+                    .iter()
+                    .find(|(label, _)| label.split(':').next() == Some(kind.as_str()))
+                    .map_or(0, |(_, b)| *b);
+                // The CPU engine names its one dense pool `kv`.
+                let name = if kinds.len() == 1 {
+                    "kv".to_string()
+                } else {
+                    kind.clone()
+                };
+                (name, bytes)
+            })
+            .collect()
+    }
+
+    /// A claim of `guard_index` with these pools (a wrong layout on purpose)
+    /// and this control port (a group answers on its first holder's port
+    /// only; `None`: a free one).
+    pub fn claim_probe_with(
+        &self,
+        guard_index: u32,
+        pools: &[(String, u64)],
+        port: Option<u16>,
+    ) -> Result<ClaimProbe, CaseError> {
+        let ctx = &self.ctx.stack.ctx;
+        let mut cmd = std::process::Command::new(&ctx.python);
+        cmd.args(["-m", "cpu_engine.claim_probe", "--socket"])
+            .arg(&ctx.guard_socket)
+            .args(["--guard-index", &guard_index.to_string()])
+            .args(["--digest", &ctx.compatibility_digest]);
+        for (name, bytes) in pools {
+            cmd.args(["--pool", &format!("{name}:{bytes}")]);
+        }
+        if let Some(port) = port {
+            cmd.args(["--port", &port.to_string()]);
+        }
+        cmd.env("PYTHONPATH", ctx.repo_root.join("fixtures/cpu-engine"))
+            .current_dir(&ctx.repo_root);
+        let started = std::time::Instant::now();
+        let out = cmd
+            .output()
+            .map_err(|e| CaseError::new(format!("cannot run the claim probe: {e}")))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut probe: ClaimProbe = serde_json::from_str(text.trim()).map_err(|e| {
+            CaseError::new(format!(
+                "the claim probe answered `{}` ({e}); stderr: {}",
+                text.trim(),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        })?;
+        probe.wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+        Ok(probe)
+    }
+}
+
+pub use crate::verdict::service::ClaimProbe;
+
+/// A worker's engine stopped with SIGSTOP (state `T` verified); continued on
+/// drop, unless it died meanwhile (a Guard's heartbeat fence SIGKILLs it).
+pub struct StoppedWorker<'a> {
+    worker: &'a Worker,
+    /// When the stop was verified.
+    pub at: std::time::Instant,
+}
+
+impl Pressure<'_> {
+    /// SIGSTOPs `worker`'s engine process and verifies its state is `T`.
+    pub fn stop_worker_process<'w>(
+        &self,
+        worker: &'w Worker,
+    ) -> Result<StoppedWorker<'w>, CaseError> {
+        let pid = worker.process.pid();
+        worker
+            .process
+            .signal(nix::sys::signal::Signal::SIGSTOP)
+            .map_err(|e| {
+                CaseError::new(format!(
+                    "fault not applied: SIGSTOP of worker {}: {e}",
+                    worker.name()
+                ))
+            })?;
+        let stopped = StoppedWorker {
+            worker,
+            at: std::time::Instant::now(),
+        };
+        wait::until(
+            format!(
+                "worker {}'s pid {pid} to be stopped (state T)",
+                worker.name()
+            ),
+            Duration::from_secs(2),
+            Duration::from_millis(5),
+            || match crate::proc::procfs::state(pid) {
+                Some('T') => Poll::Ready(()),
+                other => Poll::Pending(format!("state {other:?}")),
+            },
+        )
+        .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+        Ok(stopped)
+    }
+}
+
+impl Drop for StoppedWorker<'_> {
+    fn drop(&mut self) {
+        if self.worker.process.is_running() {
+            if let Err(e) = self
+                .worker
+                .process
+                .signal(nix::sys::signal::Signal::SIGCONT)
+            {
+                tracing::warn!("could not continue worker {}: {e}", self.worker.name());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scans_only_past_each_mark_and_new_files_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("worker-A.log");
+        std::fs::write(&a, "Traceback (most recent call last):\n").unwrap();
+        let marks = LogMarks(
+            [(a.clone(), std::fs::metadata(&a).unwrap().len())]
+                .into_iter()
+                .collect(),
+        );
+        assert!(scan_since(dir.path(), &marks).is_empty());
+        std::fs::write(
+            &a,
+            "Traceback (most recent call last):\nKVCR pool recovery disabled; x\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("guard.2.log"), "KVCR Guard 0 failed\n").unwrap();
+        let found = scan_since(dir.path(), &marks);
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            (found[0].log.as_str(), found[0].line_no),
+            ("guard.2.log", 1)
+        );
+        assert_eq!(
+            (found[1].log.as_str(), found[1].line_no),
+            ("worker-A.log", 2)
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! Nothing lost, block by block: the recovery ledger of a dead worker's pool.
+//!
+//! Like Jepsen's set checker: every block the dead worker had committed to
+//! its Guard pool (stored, and not evicted, by KVCR's own inventory events
+//! in the case's window) is classified once the replacement has reclaimed
+//! the pool: **recovered** (held by the replacement, or reclaimed by it and
+//! then evicted by its own LRU: a replacement that starts on a full pool
+//! makes room for its first deposits), **lost** (committed,
+//! not held), **unexpected** (served by the Guard or held, but never
+//! committed). And the Guard must have recovered the whole pool: its
+//! `recovered_blocks` equals the blocks the pool held at the kill.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use super::Violation;
+
+/// What was observed, in the order it happened.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LedgerInput {
+    /// Blocks the dead worker committed in this case and still held at the kill.
+    pub committed: BTreeSet<u64>,
+    /// Blocks its pool held at the kill, committed in this case or before
+    /// (KVCR's allocated slots over pages per block); `None` when unknown.
+    pub pool_blocks_at_kill: Option<u64>,
+    /// The Guard's `recovered_blocks` at its promotion.
+    pub guard_recovered_blocks: Option<u64>,
+    /// Blocks peers received from the dead worker's endpoint after the kill.
+    pub served_by_guard: BTreeSet<u64>,
+    /// Blocks the replacement holds after its claim (of those asked for).
+    pub held_by_replacement: BTreeSet<u64>,
+    /// Blocks the replacement's KVCR evicted without having stored them
+    /// (its inventory `removed` events): reclaimed, then evicted to make
+    /// room. Held once, so recovered.
+    #[serde(default)]
+    pub evicted_by_replacement: BTreeSet<u64>,
+}
+
+/// Every committed block, classified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ledger {
+    pub committed: usize,
+    pub recovered: Vec<u64>,
+    pub lost: Vec<u64>,
+    pub unexpected: Vec<u64>,
+    pub served_by_guard: Vec<u64>,
+    /// Recovered blocks the replacement evicted since (not held any more).
+    pub evicted_after_reclaim: Vec<u64>,
+}
+
+/// The ledger of `input`.
+pub fn classify(input: &LedgerInput) -> Ledger {
+    let once_held: BTreeSet<u64> = input
+        .held_by_replacement
+        .union(&input.evicted_by_replacement)
+        .copied()
+        .collect();
+    Ledger {
+        committed: input.committed.len(),
+        recovered: input.committed.intersection(&once_held).copied().collect(),
+        lost: input.committed.difference(&once_held).copied().collect(),
+        // Evictions reach blocks committed before the case too: not judged.
+        unexpected: input
+            .served_by_guard
+            .union(&input.held_by_replacement)
+            .filter(|h| !input.committed.contains(h))
+            .copied()
+            .collect(),
+        served_by_guard: input.served_by_guard.iter().copied().collect(),
+        evicted_after_reclaim: input
+            .committed
+            .intersection(&input.evicted_by_replacement)
+            .filter(|h| !input.held_by_replacement.contains(h))
+            .copied()
+            .collect(),
+    }
+}
+
+const CLAIM: &str = "nothing lost, block by block";
+
+fn few(blocks: &[u64]) -> String {
+    let shown: Vec<String> = blocks.iter().take(8).map(u64::to_string).collect();
+    let more = blocks.len().saturating_sub(shown.len());
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
+/// Passes when no committed block is lost, nothing unexpected was served or
+/// held, and the Guard recovered exactly the blocks the pool held.
+pub fn expect_nothing_lost(input: &LedgerInput) -> Result<Ledger, Violation> {
+    let ledger = classify(input);
+    let mut failed = Vec::new();
+    if input.committed.is_empty() {
+        failed.push("no block was committed to the pool: the ledger checks nothing".to_string());
+    }
+    if !ledger.lost.is_empty() {
+        failed.push(format!(
+            "{} of {} committed blocks lost (not held by the replacement): {}",
+            ledger.lost.len(),
+            ledger.committed,
+            few(&ledger.lost)
+        ));
+    }
+    if !ledger.unexpected.is_empty() {
+        failed.push(format!(
+            "{} blocks served or held that were never committed: {}",
+            ledger.unexpected.len(),
+            few(&ledger.unexpected)
+        ));
+    }
+    match (input.guard_recovered_blocks, input.pool_blocks_at_kill) {
+        (Some(recovered), Some(pool)) if recovered != pool => failed.push(format!(
+            "the Guard recovered {recovered} blocks; the pool held {pool} at the kill"
+        )),
+        (Some(recovered), None) if recovered < ledger.committed as u64 => failed.push(format!(
+            "the Guard recovered {recovered} blocks, fewer than the {} committed",
+            ledger.committed
+        )),
+        (None, _) => failed.push("the Guard's recovered_blocks is unknown".to_string()),
+        _ => {}
+    }
+    if failed.is_empty() {
+        Ok(ledger)
+    } else {
+        Err(Violation {
+            claim: CLAIM,
+            detail: failed.join("; "),
+        })
+    }
+}
+
+/// After a clean release (no promotion): every committed block is held by
+/// the replacement, and there was something to hold.
+pub fn expect_reclaimed(input: &LedgerInput) -> Result<Ledger, Violation> {
+    let ledger = classify(input);
+    if input.committed.is_empty() {
+        return Err(Violation {
+            claim: CLAIM,
+            detail: "no block was committed to the pool: the ledger checks nothing".into(),
+        });
+    }
+    if ledger.lost.is_empty() {
+        return Ok(ledger);
+    }
+    Err(Violation {
+        claim: CLAIM,
+        detail: format!(
+            "{} of {} committed blocks lost across the handback (not held by the replacement): {}",
+            ledger.lost.len(),
+            ledger.committed,
+            few(&ledger.lost)
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(v: &[u64]) -> BTreeSet<u64> {
+        v.iter().copied().collect()
+    }
+
+    fn input() -> LedgerInput {
+        LedgerInput {
+            committed: set(&[1, 2, 3, 4]),
+            pool_blocks_at_kill: Some(6),
+            guard_recovered_blocks: Some(6),
+            served_by_guard: set(&[1, 2]),
+            held_by_replacement: set(&[1, 2, 3, 4]),
+            evicted_by_replacement: set(&[]),
+        }
+    }
+
+    #[test]
+    fn a_block_the_replacement_evicted_after_reclaiming_is_recovered() {
+        let mut i = input();
+        i.held_by_replacement = set(&[1, 2, 3]);
+        i.evicted_by_replacement = set(&[4, 99]);
+        let ledger = expect_nothing_lost(&i).unwrap();
+        assert_eq!(ledger.evicted_after_reclaim, vec![4]);
+        assert!(ledger.lost.is_empty());
+        // Evicted by the replacement, never committed: not unexpected.
+        assert!(ledger.unexpected.is_empty());
+        i.evicted_by_replacement = set(&[]);
+        assert!(expect_nothing_lost(&i)
+            .unwrap_err()
+            .detail
+            .contains("1 of 4 committed blocks lost"));
+    }
+
+    #[test]
+    fn a_whole_recovery_passes() {
+        let ledger = expect_nothing_lost(&input()).unwrap();
+        assert_eq!(ledger.recovered, vec![1, 2, 3, 4]);
+        assert!(ledger.lost.is_empty() && ledger.unexpected.is_empty());
+    }
+
+    #[test]
+    fn a_lost_block_is_named() {
+        let mut i = input();
+        i.held_by_replacement = set(&[1, 2, 4]);
+        i.guard_recovered_blocks = Some(5);
+        let v = expect_nothing_lost(&i).unwrap_err();
+        assert!(v
+            .detail
+            .contains("1 of 4 committed blocks lost (not held by the replacement): 3"));
+        assert!(v
+            .detail
+            .contains("the Guard recovered 5 blocks; the pool held 6"));
+    }
+
+    #[test]
+    fn a_block_never_committed_is_unexpected() {
+        let mut i = input();
+        i.served_by_guard = set(&[1, 9]);
+        let v = expect_nothing_lost(&i).unwrap_err();
+        assert!(v.detail.contains("never committed: 9"), "{v}");
+    }
+
+    #[test]
+    fn an_empty_or_unknown_ledger_fails() {
+        let v = expect_nothing_lost(&LedgerInput::default()).unwrap_err();
+        assert!(v.detail.contains("checks nothing"));
+        assert!(v.detail.contains("recovered_blocks is unknown"));
+        let mut i = input();
+        i.pool_blocks_at_kill = None;
+        i.guard_recovered_blocks = Some(3);
+        assert!(expect_nothing_lost(&i)
+            .unwrap_err()
+            .detail
+            .contains("fewer than the 4 committed"));
+    }
+
+    #[test]
+    fn a_reclaim_must_hold_every_committed_block() {
+        let mut i = input();
+        assert!(expect_reclaimed(&i).is_ok());
+        i.held_by_replacement = set(&[1, 2, 3]);
+        assert!(expect_reclaimed(&i)
+            .unwrap_err()
+            .detail
+            .contains("1 of 4 committed blocks lost across the handback"));
+        assert!(expect_reclaimed(&LedgerInput::default()).is_err());
+    }
+
+    #[test]
+    fn many_lost_blocks_are_shortened() {
+        let mut i = input();
+        i.committed = (1..=20).collect();
+        i.held_by_replacement = set(&[]);
+        i.pool_blocks_at_kill = Some(20);
+        i.guard_recovered_blocks = Some(20);
+        let v = expect_nothing_lost(&i).unwrap_err();
+        assert!(
+            v.detail.contains("1, 2, 3, 4, 5, 6, 7, 8 and 12 more"),
+            "{v}"
+        );
+    }
+}

@@ -1,0 +1,150 @@
+//! Clean restarts (TC-09) and the heartbeat watchdog (TC-10): what a
+//! SIGTERM, a handback and a refused claim must look like.
+
+use serde::Serialize;
+
+use super::{Checks, Violation};
+
+/// What a clean stop of a worker showed.
+#[derive(Debug, Clone, Serialize)]
+pub struct CleanStop {
+    /// The exit status, as the harness saw it (`exit status: 0`).
+    pub exit: Option<String>,
+    pub needed_sigkill: bool,
+    /// The engine logged `KVCR closed: Guard group N handed back`.
+    pub handed_back: bool,
+    /// Promotions the Guard logged for the worker's group in the window.
+    pub promotions: usize,
+    /// The Guard logged `snapshot_written` (the handback region) in the window.
+    pub snapshot_written: bool,
+}
+
+/// SIGTERM → KVCR.close() → the Guard writes the handback; no promotion.
+pub fn expect_clean_stop(stop: &CleanStop) -> Result<(), Violation> {
+    let mut c = Checks::new("a clean stop hands the pool back without a promotion");
+    c.check(
+        stop.exit.as_deref().is_some_and(|e| e.ends_with(" 0")),
+        || format!("the worker exited with {:?}, not 0", stop.exit),
+    )
+    .check(!stop.needed_sigkill, || {
+        "the worker needed SIGKILL after SIGTERM".to_string()
+    })
+    .check(stop.handed_back, || {
+        "the worker logged no `KVCR closed: Guard group N handed back`".to_string()
+    })
+    .check(stop.promotions == 0, || {
+        format!(
+            "the Guard promoted {} times for the stopped worker's group: it saw a death, not a release",
+            stop.promotions
+        )
+    })
+    .check(stop.snapshot_written, || {
+        "the Guard wrote no handback region (`snapshot_written`)".to_string()
+    });
+    c.verdict()
+}
+
+/// A replacement the Guard must refuse failed to start, quoting `reason`.
+pub fn expect_refused(started: Result<(), String>, reason: &str) -> Result<(), Violation> {
+    let claim = "a replacement of another tier configuration is refused";
+    match started {
+        Ok(()) => Err(Violation {
+            claim,
+            detail: "the replacement started and serves".to_string(),
+        }),
+        Err(e) if e.contains(reason) => Ok(()),
+        Err(e) => Err(Violation {
+            claim,
+            detail: format!("the replacement failed, but not with `{reason}`: {e}"),
+        }),
+    }
+}
+
+/// A stop shorter than the heartbeat timeout promotes nothing; a longer one
+/// promotes within `[timeout − beat, timeout + slack]`.
+pub fn expect_heartbeat_promotion(
+    timeout_ms: f64,
+    short_stop_promotions: usize,
+    stop_to_promotion_ms: Option<f64>,
+    slack_ms: f64,
+) -> Result<(), Violation> {
+    let mut c = Checks::new("a stalled worker is promoted after its heartbeat timeout, not before");
+    c.check(short_stop_promotions == 0, || {
+        format!("a stop shorter than the {timeout_ms} ms timeout was promoted ({short_stop_promotions} promotions)")
+    });
+    match stop_to_promotion_ms {
+        None => {
+            c.check(false, || {
+                "no promotion after the worker stopped for good".to_string()
+            });
+        }
+        Some(t) => {
+            // KVCR's client beats every 50 ms: the last beat may precede the stop by that much.
+            c.check(t >= timeout_ms - 50.0, || {
+                format!("promoted {t:.0} ms after the stop, before the {timeout_ms} ms timeout")
+            })
+            .check(t <= timeout_ms + slack_ms, || {
+                format!("promoted {t:.0} ms after the stop, more than {slack_ms} ms past the {timeout_ms} ms timeout")
+            });
+        }
+    }
+    c.verdict()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clean() -> CleanStop {
+        CleanStop {
+            exit: Some("exit status: 0".into()),
+            needed_sigkill: false,
+            handed_back: true,
+            promotions: 0,
+            snapshot_written: true,
+        }
+    }
+
+    #[test]
+    fn a_clean_stop_passes_and_a_death_does_not() {
+        assert!(expect_clean_stop(&clean()).is_ok());
+        let died = CleanStop {
+            handed_back: false,
+            promotions: 1,
+            snapshot_written: false,
+            ..clean()
+        };
+        let v = expect_clean_stop(&died).unwrap_err();
+        assert!(v.detail.contains("promoted 1 times"), "{v}");
+        assert!(v.detail.contains("no `KVCR closed"));
+        let killed = CleanStop {
+            exit: Some("signal: 9 (SIGKILL)".into()),
+            needed_sigkill: true,
+            ..clean()
+        };
+        assert!(expect_clean_stop(&killed).is_err());
+    }
+
+    #[test]
+    fn a_refusal_must_quote_the_reason() {
+        let r = "claimed with another tier configuration";
+        assert!(expect_refused(Err(format!("KVCRServiceError: KVCR pool was {r}")), r).is_ok());
+        assert!(expect_refused(Ok(()), r)
+            .unwrap_err()
+            .detail
+            .contains("serves"));
+        assert!(expect_refused(Err("timed out".into()), r).is_err());
+    }
+
+    #[test]
+    fn heartbeat_promotion_window() {
+        assert!(expect_heartbeat_promotion(5000.0, 0, Some(5020.0), 3000.0).is_ok());
+        assert!(expect_heartbeat_promotion(5000.0, 1, Some(5020.0), 3000.0).is_err());
+        assert!(expect_heartbeat_promotion(5000.0, 0, Some(600.0), 3000.0)
+            .unwrap_err()
+            .detail
+            .contains("before the 5000 ms timeout"));
+        assert!(expect_heartbeat_promotion(5000.0, 0, None, 3000.0).is_err());
+        assert!(expect_heartbeat_promotion(5000.0, 0, Some(9000.0), 3000.0).is_err());
+    }
+}
