@@ -28,11 +28,19 @@ use super::requests::SentRequest;
 const USAGE: &str =
     "usage: kvcr-e2e replay CASE_DIR REQUEST_ID [--stack PATH | --frontend URL] [--request-timeout-s N]";
 
+/// The request timeout of the default profile and the environment.
+fn default_request_timeout() -> Result<Duration, String> {
+    let env = crate::config::Env::from_process().map_err(|e| e.to_string())?;
+    crate::config::resolve(&crate::config::HarnessArgs::default(), &env)
+        .map(|r| r.settings.request_timeout)
+        .map_err(|e| e.to_string())
+}
+
 /// `kvcr-e2e replay …`; `args` follow `replay`. Exit 0: the same tokens as
 /// the reference; 1: different tokens, or the request failed; 2: usage.
 pub fn replay(repo_root: &Path, args: &[String]) -> ExitCode {
     let mut positional = Vec::new();
-    let (mut stack, mut frontend, mut timeout) = (None, None, Duration::from_secs(60));
+    let (mut stack, mut frontend, mut timeout) = (None, None, None);
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let value = |it: &mut std::slice::Iter<String>| it.next().cloned();
@@ -46,7 +54,7 @@ pub fn replay(repo_root: &Path, args: &[String]) -> ExitCode {
                 None => return usage("--frontend needs a URL"),
             },
             "--request-timeout-s" => match value(&mut it).and_then(|v| v.parse().ok()) {
-                Some(s) => timeout = Duration::from_secs(s),
+                Some(s) => timeout = Some(Duration::from_secs(s)),
                 None => return usage("--request-timeout-s needs a number of seconds"),
             },
             flag if flag.starts_with("--") => return usage(&format!("unknown flag {flag}")),
@@ -59,6 +67,14 @@ pub fn replay(repo_root: &Path, args: &[String]) -> ExitCode {
     if stack.is_some() && frontend.is_some() {
         return usage("--stack and --frontend exclude each other");
     }
+    // The run's own budget by default: the profile's and PHASE1_*'s.
+    let timeout = match timeout.map_or_else(default_request_timeout, Ok) {
+        Ok(timeout) => timeout,
+        Err(e) => {
+            eprintln!("error: the settings: {e}");
+            return ExitCode::from(2);
+        }
+    };
     match run(
         repo_root,
         Path::new(case_dir),
