@@ -169,6 +169,21 @@ impl Entry {
     }
 }
 
+/// `me` as seen by a registry whose live entries are `live`: a session
+/// (from [`SESSION_ENV`]) counts only where its own entry is live. A test
+/// with a registry of its own, run inside CI's exclusive session, is then
+/// no part of that session, and its runs wait for each other as they would
+/// anywhere else.
+fn in_this_registry(me: &RunInfo, live: &[Entry]) -> RunInfo {
+    let mut me = me.clone();
+    if let Some(session) = &me.session {
+        if !live.iter().any(|e| &e.id == session) {
+            me.session = None;
+        }
+    }
+    me
+}
+
 /// How another live run stands to this one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -296,7 +311,7 @@ impl Registry {
     pub fn register(&self, me: &RunInfo) -> Result<Registration, LiveRunError> {
         let _locked = self.locked()?;
         let live = self.scan();
-        self.write_entry(me, live, Duration::ZERO)
+        self.write_entry(&in_this_registry(me, &live), live, Duration::ZERO)
     }
 
     /// Waits until no [`Relation::Other`] run is live, then registers `me`
@@ -323,13 +338,14 @@ impl Registry {
                 Err(e) => return Poll::Abort(e.to_string()),
             };
             let live = self.scan();
+            let me = in_this_registry(me, &live);
             let blocking: Vec<Entry> = live
                 .iter()
-                .filter(|e| Relation::of(me, namespace.as_deref(), e) == Relation::Other)
+                .filter(|e| Relation::of(&me, namespace.as_deref(), e) == Relation::Other)
                 .cloned()
                 .collect();
             if blocking.is_empty() {
-                return match self.write_entry(me, live, started.elapsed()) {
+                return match self.write_entry(&me, live, started.elapsed()) {
                     Ok(registration) => Poll::Ready(registration),
                     Err(e) => Poll::Abort(e.to_string()),
                 };
@@ -770,5 +786,23 @@ mod tests {
             Relation::of(&info("x", true), ns.as_deref(), &session.entry),
             Relation::Other
         );
+    }
+
+    #[test]
+    fn a_session_counts_only_in_the_registry_that_holds_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let registry = Registry::open(tmp.path()).unwrap();
+        // Two runs of a session whose entry lives in another registry (a
+        // test's own registry, run inside CI's exclusive session).
+        let elsewhere = |target: &str, exclusive: bool| RunInfo {
+            session: Some("1-2-3".into()),
+            ..info(target, exclusive)
+        };
+        let first = registry.register(&elsewhere("phase1", false)).unwrap();
+        assert_eq!(first.entry.session, None, "no such session here");
+        let err = registry
+            .register_exclusive(&elsewhere("ci", true), Duration::from_millis(200), |_| {})
+            .expect_err("the exclusive run waits for the first, then gives up");
+        assert!(err.to_string().contains("phase1"), "{err}");
     }
 }
