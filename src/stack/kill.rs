@@ -84,7 +84,9 @@ impl Stack {
     /// crash would) and verifies the pid and the whole group are gone.
     pub fn kill_worker(&self, name: &str) -> Result<KillReport, StackError> {
         let worker = self.worker(name)?;
-        if !self.mode.sees_processes() {
+        // A worker this harness sees only through URLs: on a stack seen so,
+        // or one a replace hook started (its pid is not ours to signal).
+        if worker.process.is_remote() || !self.mode.sees_processes() {
             return self.kill_remote_worker(&worker);
         }
         let pid = worker.process.pid();
@@ -144,15 +146,25 @@ impl Stack {
     /// description lists, in the stack's own PID namespace.
     fn kill_remote_worker(&self, worker: &Worker) -> Result<KillReport, StackError> {
         let name = worker.name();
-        let pid = self
-            .manifest_path()
-            .and_then(|path| described_pid(&path, name))
-            .unwrap_or(0);
         let Some(template) = self.hooks().and_then(|h| h.kill_worker) else {
             return Err(StackError::FaultNotApplied(format!(
                 "worker {name} is seen only through {} (its processes are not visible here); the stack description must name hooks.kill_worker",
                 worker.admin_url()
             )));
+        };
+        let described = self
+            .manifest_path()
+            .and_then(|path| described_pid(&path, name));
+        // Never a pid of 0: `kill -KILL 0` would kill the caller's own group.
+        let pid = match described {
+            Some(pid) if pid > 1 => pid,
+            _ if template.iter().any(|a| a.contains("{pid}")) => {
+                return Err(StackError::FaultNotApplied(format!(
+                    "the kill hook `{}` needs worker {name}'s {{pid}}, and the stack description lists none for it",
+                    template.join(" ")
+                )))
+            }
+            _ => 0,
         };
         let sent_at = Instant::now();
         let run = self.run_kill_hook(&template, worker, pid)?;
@@ -181,6 +193,11 @@ impl Stack {
         pid: u32,
     ) -> Result<HookRun, StackError> {
         let name = worker.name();
+        if pid <= 1 && template.iter().any(|a| a.contains("{pid}")) {
+            return Err(StackError::FaultNotApplied(format!(
+                "the kill hook for worker {name} would get pid {pid}: refused (a signal to 0 reaches the harness's own group)"
+            )));
+        }
         run_hook(
             template,
             &[
@@ -197,7 +214,9 @@ impl Stack {
     /// seen only through its URLs, its metrics port.
     pub fn killed_worker_gone(&self, kill: &KillReport) -> bool {
         match self.worker(&kill.worker) {
-            Ok(w) if !self.mode.sees_processes() => !w.process.is_running(),
+            Ok(w) if w.process.is_remote() || !self.mode.sees_processes() => {
+                !w.process.is_running()
+            }
             _ => !procfs::is_alive(kill.pid),
         }
     }
