@@ -4,7 +4,7 @@
 //! description (re-pinned by slot) and through `--frontend`; the recorded
 //! `curl` line does too; and a replay against other reference tokens says
 //! where they differ and exits 1. Starts a stack: on a shared machine run it
-//! alone (`flock /work/live-run.lock cargo test --test replay_live`).
+//! alone.
 
 mod lanes;
 
