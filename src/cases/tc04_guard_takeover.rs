@@ -8,8 +8,13 @@
 //! to B is served through a `remote_deliver` from A's endpoint (now the
 //! Guard), exactly the committed blocks' pages, with reference tokens. Replacement: A' starts with A's Guard index and
 //! control port; after handback A's prefix on A' is a local hit from the
-//! reclaimed pool, with reference tokens. The suite restores the stack
-//! afterwards, pass or fail.
+//! reclaimed pool, with reference tokens. Nothing lost, block by block:
+//! every block A committed in the case (KVCR's inventory events on A) is
+//! classified after the takeover (each block B got from A's endpoint was
+//! committed) and after the reclaim (each is held by A'), and the Guard
+//! recovered the whole pool (`ledger.json`); on an engine that reports no
+//! per-block events the summary says the ledger was not checked. The suite
+//! restores the stack afterwards, pass or fail.
 
 use std::time::Duration;
 
@@ -17,6 +22,8 @@ use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::verdict::guard::{expect_promoted, AttemptOutcome};
 use crate::verdict::local::expect_host_tier_hit;
 use crate::verdict::transfer::expect_peer_transfer;
+
+use super::production_common::LedgerWatch;
 
 pub const CASE: Case = Case {
     id: "TC-04",
@@ -52,9 +59,12 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let guard = ctx.guard().of(&a)?;
 
     let families = ctx.families(COMMITTED)?;
+    // The ledger of A's pool: what A commits from here on, block by block.
+    let watch = LedgerWatch::where_kept(ctx, &a);
     for family in &families {
         ctx.commit(&a, family.variant(0))?;
     }
+    let mut ledger = watch.map(|w| w.at_kill(ctx, &a, &b)).transpose()?;
     let committed_blocks: u64 = families.iter().map(|f| f.shared_blocks()).sum();
 
     // Fault: SIGKILL A, then verify it took effect.
@@ -150,9 +160,20 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     .map_err(|v| {
         CaseError::new(format!("takeover through the Guard: {v}")).with_evidence(&evidence)
     })?;
+    if let Some(ledger) = &mut ledger {
+        ledger.after_takeover(ctx, &b)?;
+    }
 
-    // Replacement: A' reclaims the pool and hits locally.
+    // Replacement: A' reclaims the pool (every block A committed, by the
+    // ledger) and hits locally.
     let replacement = ctx.stack.replace_worker("A")?;
+    if let Some(ledger) = ledger {
+        ledger.after_reclaim(
+            ctx,
+            promotion.as_ref().map(|p| p.recovered_blocks),
+            &replacement,
+        )?;
+    }
     let reclaimed = &families[TAKEOVER_ATTEMPTS];
     let before = ctx.snapshot(&replacement)?;
     let answer = ctx.complete_on(&replacement, reclaimed.variant(1))?;

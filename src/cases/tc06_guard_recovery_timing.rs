@@ -10,6 +10,9 @@
 //! the reclaimed pool. Records t1−t0, t2−t0 and the Guard's `promotion_ms`.
 //! t1 and t2 are stamped when the response arrives; the harness's own
 //! telemetry scrapes and Guard-log reads around an attempt are not in them.
+//! Nothing lost, block by block: the ledger of A's pool (as in TC-04)
+//! classifies every block A committed after the takeover and, once t2 is
+//! stamped, after the reclaim.
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +21,8 @@ use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::guard_log::GuardEvent;
 use crate::verdict::guard::AttemptOutcome;
 use crate::verdict::local::expect_host_tier_hit;
+
+use super::production_common::LedgerWatch;
 
 pub const CASE: Case = Case {
     id: "TC-06",
@@ -42,9 +47,12 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     // The Guard holding A's pool: it serves it after A dies.
     let guard = ctx.guard().of(&a)?;
     let families = ctx.families(COMMITTED)?;
+    // The ledger of A's pool: what A commits from here on, block by block.
+    let watch = LedgerWatch::where_kept(ctx, &a);
     for family in &families {
         ctx.commit(&a, family.variant(0))?;
     }
+    let mut ledger = watch.map(|w| w.at_kill(ctx, &a, &b)).transpose()?;
     let cadence = ctx.settings.tc06_cadence;
 
     let mut guard_events = guard.follow()?;
@@ -109,6 +117,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         return Err(CaseError::new(format!("no t1: {reason}")).with_evidence(path));
     }
 
+    if let Some(ledger) = &mut ledger {
+        ledger.after_takeover(ctx, &b)?;
+    }
+
     // t2: the replacement serves a prefix A committed, from the reclaimed pool.
     let replacement = ctx.stack.replace_worker("A")?;
     let prompt = spare[0].variant(1);
@@ -123,6 +135,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     )?;
     ctx.perf().report_recovery(&timeline);
     ctx.record("timeline.json", &timeline);
+    // After t2 (its queries would delay it): every block A committed is
+    // held by A', nothing lost.
+    if let Some(ledger) = ledger {
+        ledger.after_reclaim(ctx, timeline_recovered(&guard_events, &a), &replacement)?;
+    }
     let geometry = ctx.geometry();
     ctx.check(
         "replacement.json",
@@ -134,6 +151,17 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             geometry.bytes_per_block(),
         ),
     )
+}
+
+/// The Guard's `recovered_blocks` at its promotion of `dead`'s group.
+fn timeline_recovered(
+    events: &crate::suite::GuardFollower,
+    dead: &crate::stack::Worker,
+) -> Option<u64> {
+    events.events().iter().find_map(|e| match &e.event {
+        GuardEvent::Promoted(p) if p.guard == dead.slot.guard_index => Some(p.recovered_blocks),
+        _ => None,
+    })
 }
 
 fn summarize(timeline: &RecoveryTimeline) -> String {

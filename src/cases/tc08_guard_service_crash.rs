@@ -12,20 +12,23 @@
 //! nothing lost). What KVCR 0.1.1 does that a user would not expect is
 //! measured and named (docs/kvcr-findings.md 1-2): the restarted service
 //! leaves the pools the live workers still map and allocates new ones, so
-//! the pool directory holds both until those workers exit.
+//! the pool directory holds both until those workers exit; and the
+//! restarted service does not know the live workers: a claim of A's group
+//! on A's own control port is refused only because A still has the port
+//! (finding 2, `live-holder-claim.json`).
 
 use std::time::Instant;
 
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::names::kvcr_service_log::{
-    POOL_STILL_IN_USE, STALE_SOCKET_REMOVED, UNREACHABLE,
+    HELD_BY_ANOTHER, LISTENER_UNAVAILABLE, POOL_STILL_IN_USE, STALE_SOCKET_REMOVED, UNREACHABLE,
 };
 use crate::verdict::guard::expect_promoted;
 use crate::verdict::log_scan::BadLine;
-use crate::verdict::service::{expect_service_restart, ServiceRestart};
+use crate::verdict::service::{expect_service_restart, live_holder_claim, ServiceRestart};
 use serde_json::json;
 
-use super::production_common::{ledger, ms, takeover};
+use super::production_common::{ms, takeover_and_reclaim, LedgerWatch};
 
 pub const CASE: Case = Case {
     id: "TC-08",
@@ -62,6 +65,23 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let restart_ms = ms(started.elapsed());
     let log = std::fs::read_to_string(restarted.log_path()).unwrap_or_default();
     let pools_after = ctx.stack.pool_files();
+    // Finding 2: A still holds group N of the dead service; the new one
+    // does not know it. A claim of A's group on A's own control port.
+    let live_holder = ctx.pressure().claim_probe_with(
+        a.slot.guard_index,
+        &ctx.pressure().claim_pools(),
+        Some(a.slot.control_port),
+    )?;
+    let expectation = live_holder_claim(&live_holder, HELD_BY_ANOTHER, LISTENER_UNAVAILABLE);
+    ctx.record(
+        "live-holder-claim.json",
+        &json!({"probe": live_holder, "finding_2": expectation.as_ref().ok()}),
+    );
+    let finding = expectation.map_err(CaseError::from)?;
+    ctx.measure("finding_2_shown", finding.is_some());
+    if let Some(finding) = finding {
+        ctx.finding(2, &finding);
+    }
     // The workers claim their groups on it: restarted cleanly, one by one.
     let mut stops = Vec::new();
     for name in ["A", "B"] {
@@ -99,13 +119,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
 
     // Protected again: SIGKILL A, the restarted Guard promotes and serves B.
     let guard = ctx.guard().of(&a)?;
-    let mark = ctx.pressure().log_mark(&a);
+    let watch = LedgerWatch::start(ctx, &a);
     for family in &families[1..] {
         ctx.commit(&a, family.variant(0))?;
     }
-    let committed = ctx.pressure().committed_since(&a, mark)?;
-    let pool_at_kill = ctx.pressure().pool_blocks_now(&a)?;
-    let peer_mark = ctx.pressure().log_mark(&b);
+    let at_kill = watch.at_kill(ctx, &a, &b)?;
     let mut events = guard.follow()?;
     let kill = ctx.stack.kill_worker("A")?;
     let promotion = events.await_promotion(a.slot.guard_index)?;
@@ -119,25 +137,16 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             ctx.stack.control_port_listening(&a),
         ),
     )?;
-    let (attempts, served) = takeover(ctx, &b, &families[1..], &mut events, kill.sent_at)?;
-    if served.is_none() {
-        return Err(CaseError::new(format!(
-            "after the Guard service restarted, none of {} attempts pinned to B was served from A's endpoint: {:?}",
-            attempts.len(),
-            attempts.iter().map(|a| &a.outcome).collect::<Vec<_>>()
-        ))
-        .with_evidence(ctx.pressure().case_dir().join("takeover.json")));
-    }
-    let replacement = ctx.stack.replace_worker("A")?;
-    ledger(
+    takeover_and_reclaim(
         ctx,
-        committed,
-        pool_at_kill,
-        promotion.as_ref().map(|p| p.recovered_blocks),
-        a.control_endpoint(),
+        "A",
         &b,
-        peer_mark,
-        &replacement,
+        &families[1..],
+        &mut events,
+        kill.sent_at,
+        at_kill,
+        promotion.as_ref().map(|p| p.recovered_blocks),
+        "takeover through the Guard after the Guard service restarted",
     )?;
     ctx.measure("pool_files_at_end", ctx.stack.pool_files().len());
     ctx.pressure()

@@ -33,7 +33,7 @@ use crate::verdict::restart::{expect_clean_stop, expect_refused, CleanStop};
 use crate::verdict::service::{expect_claims_refused, Refusal};
 use serde_json::json;
 
-use super::production_common::{evicted_after_reclaim, ms};
+use super::production_common::{evicted_after_reclaim, ms, stored_by};
 
 pub const CASE: Case = Case {
     id: "TC-09",
@@ -83,6 +83,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         committed: committed.clone(),
         held_by_replacement: held,
         evicted_by_replacement: evicted_after_reclaim(ctx, &replacement)?,
+        stored_by_replacement: stored_by(ctx, &replacement)?,
         ..Default::default()
     };
     ctx.check(
@@ -141,6 +142,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         committed,
         held_by_replacement: held,
         evicted_by_replacement: evicted_after_reclaim(ctx, &again)?,
+        stored_by_replacement: stored_by(ctx, &again)?,
         ..Default::default()
     };
     ctx.check(

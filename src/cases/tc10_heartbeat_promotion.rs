@@ -11,7 +11,9 @@
 //! t1, and lies between the timeout (less one 50 ms beat) and the timeout
 //! plus the slack of a loaded machine. The replacement A' reclaims the pool:
 //! the ledger classifies every block A committed, none lost, and the Guard
-//! recovered the whole pool.
+//! recovered the whole pool. KVCR 0.1.1's order of the promotion's stages
+//! is recorded as a finding (docs/kvcr-findings.md 8): the Guard logs
+//! `serving` with no `death_observed` before it (`promotion-stages.json`).
 
 use std::time::Duration;
 
@@ -19,10 +21,10 @@ use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::guard_log::GuardEvent;
 use crate::verdict::guard::expect_promoted;
 use crate::verdict::log_scan::BadLine;
-use crate::verdict::restart::expect_heartbeat_promotion;
+use crate::verdict::restart::{expect_heartbeat_promotion, heartbeat_serving_order};
 use serde_json::json;
 
-use super::production_common::{ledger, ms, takeover};
+use super::production_common::{ms, takeover_and_reclaim, LedgerWatch};
 
 pub const CASE: Case = Case {
     id: "TC-10",
@@ -52,11 +54,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.guard().expect_attached(&[&a, &b])?;
     let guard = ctx.guard().of(&a)?;
     let families = ctx.families(COMMITTED)?;
-    let mark = ctx.pressure().log_mark(&a);
+    let watch = LedgerWatch::start(ctx, &a);
     for family in &families {
         ctx.commit(&a, family.variant(0))?;
     }
-    let committed = ctx.pressure().committed_since(&a, mark)?;
 
     // A short stop: no promotion.
     let mut events = guard.follow()?;
@@ -74,8 +75,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         .count();
 
     // For good: fenced, killed, promoted.
-    let pool_at_stop = ctx.pressure().pool_blocks_now(&a)?;
-    let peer_mark = ctx.pressure().log_mark(&b);
+    let at_stop = watch.at_kill(ctx, &a, &b)?;
     let mut events = guard.follow()?;
     let stopped = ctx.pressure().stop_worker_process(&a)?;
     let t0 = stopped.at;
@@ -86,6 +86,26 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     });
     let gone = a.process.wait_exit(Duration::from_secs(5)).is_some();
     drop(stopped);
+    // Finding 8: the order of the promotion's stages, read once A is gone.
+    events.poll()?;
+    let stages: Vec<String> = events
+        .events()
+        .iter()
+        .filter_map(|e| match &e.event {
+            GuardEvent::PromotionStage(s) if s.guard == a.slot.guard_index => Some(s.stage.clone()),
+            _ => None,
+        })
+        .collect();
+    let order = heartbeat_serving_order(&stages);
+    ctx.record(
+        "promotion-stages.json",
+        &json!({"stages": stages, "finding_8": order.as_ref().ok()}),
+    );
+    let finding = order.map_err(CaseError::from)?;
+    ctx.measure("finding_8_shown", finding.is_some());
+    if let Some(finding) = finding {
+        ctx.finding(8, &finding);
+    }
     ctx.measure("stop_to_promotion_ms", stop_to_promotion.map(ms));
     ctx.measure("promotion_ms", promotion.as_ref().map(|p| p.promotion_ms));
     ctx.check(
@@ -111,29 +131,17 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         ),
     )?;
 
-    // The Guard serves A's pool to B.
-    let (attempts, served) = takeover(ctx, &b, &families, &mut events, t0)?;
-    ctx.measure("takeover_attempts", attempts.len());
-    if served.is_none() {
-        return Err(CaseError::new(format!(
-            "takeover through the Guard after the heartbeat promotion: none of {} attempts was served from A's endpoint: {:?}",
-            attempts.len(),
-            attempts.iter().map(|a| &a.outcome).collect::<Vec<_>>()
-        ))
-        .with_evidence(ctx.pressure().case_dir().join("takeover.json")));
-    }
-
-    // A' reclaims; nothing lost.
-    let replacement = ctx.stack.replace_worker("A")?;
-    ledger(
+    // The Guard serves A's pool to B; A' reclaims it, nothing lost.
+    takeover_and_reclaim(
         ctx,
-        committed,
-        pool_at_stop,
-        promotion.as_ref().map(|p| p.recovered_blocks),
-        a.control_endpoint(),
+        "A",
         &b,
-        peer_mark,
-        &replacement,
+        &families,
+        &mut events,
+        t0,
+        at_stop,
+        promotion.as_ref().map(|p| p.recovered_blocks),
+        "takeover through the Guard after the heartbeat promotion",
     )?;
     ctx.pressure()
         .expect_no_bad_lines_since(&marks, &[BadLine::StartWriteRefused])

@@ -381,6 +381,10 @@ impl Engine for CpuEngine {
         true
     }
 
+    fn block_ledger(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// `--kvcr off`: the engine imports KVCR only with `--kvcr on`.
     fn reference_imports_kvcr(&self) -> bool {
         false

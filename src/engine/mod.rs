@@ -354,6 +354,17 @@ pub trait Engine: Send + Sync {
         false
     }
 
+    /// Whether the recovery ledger can be kept on this engine: its workers
+    /// log KVCR's per-block inventory events and deliveries and answer
+    /// where KVCR holds a block (the CPU engine's `/kvcr/holding`); the
+    /// reason when they do not.
+    fn block_ledger(&self) -> Result<(), String> {
+        Err(format!(
+            "{} workers log no KVCR inventory events per block and answer no per-block holding query",
+            self.name()
+        ))
+    }
+
     /// Whether the engine counts the KVCR pages it read per kind
     /// (`Counter::KvcrReadPages`); the CPU engine does, vLLM and SGLang do not.
     fn counts_pages_per_kind(&self) -> bool {

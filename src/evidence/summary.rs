@@ -19,6 +19,16 @@ fn secs(d: std::time::Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
+/// The texts of a list measurement of `case` (`not_checked`, `kvcr_findings`).
+fn listed<'c>(case: &'c super::record::CaseRecord, key: &str) -> impl Iterator<Item = &'c str> {
+    case.measurements
+        .get(key)
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+}
+
 /// The summary text (no colours; fits 100 columns).
 pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
     let mut o = String::new();
@@ -114,7 +124,14 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
             Outcome::Ignored { reason, because } => {
                 let _ = writeln!(o, "      {reason} ({})", because.words());
             }
-            Outcome::Passed => {}
+            Outcome::Passed => {
+                for claim in listed(c, "not_checked") {
+                    let _ = writeln!(o, "      not checked: {claim}");
+                }
+            }
+        }
+        for finding in listed(c, "kvcr_findings") {
+            let _ = writeln!(o, "      KVCR finding {finding}");
         }
     }
     let (p, f, i) = run.counts();
@@ -267,6 +284,30 @@ mod tests {
                 && !s.contains("sweep (conc)")
                 && !s.contains("recovery (TC-06)")
         );
+    }
+
+    #[test]
+    fn a_pass_with_a_claim_not_checked_says_so() {
+        let mut run = sample::run_record();
+        let passed = run
+            .cases
+            .iter_mut()
+            .find(|c| c.outcome == Outcome::Passed)
+            .unwrap();
+        passed.measurements.insert(
+            "not_checked".into(),
+            serde_json::json!(["the recovery ledger: no per-block events"]),
+        );
+        passed.measurements.insert(
+            "kvcr_findings".into(),
+            serde_json::json!(["8: served first"]),
+        );
+        let s = render_summary(&run, &PerfSummary::default());
+        assert!(
+            s.contains("      not checked: the recovery ledger: no per-block events"),
+            "{s}"
+        );
+        assert!(s.contains("      KVCR finding 8: served first"), "{s}");
     }
 
     #[test]

@@ -17,6 +17,11 @@ use crate::verdict::Violation;
 
 use super::{CaseError, CaseResult};
 
+/// The measurement that lists the claims a case did not check (`not_checked`).
+pub const NOT_CHECKED: &str = "not_checked";
+/// The measurement that lists the KVCR findings a case showed (`kvcr_findings`).
+pub const KVCR_FINDINGS: &str = "kvcr_findings";
+
 /// What a case wrote and measured, and what it could not write.
 pub struct CaseEvidence<'a> {
     run: &'a RunDir,
@@ -99,6 +104,30 @@ impl<'a> CaseEvidence<'a> {
             key.to_string(),
             serde_json::to_value(value).unwrap_or(Value::Null),
         );
+    }
+
+    /// Records a claim the case could not check on this stack, and why: the
+    /// measurement `not_checked` (a list), shown beside the pass in the
+    /// summary, so a claim skipped is never a silent pass.
+    pub fn not_checked(&self, what: &str, why: &str) {
+        self.append(NOT_CHECKED, format!("{what}: {why}"));
+    }
+
+    /// Records a behaviour of KVCR a user would not expect, numbered as in
+    /// docs/kvcr-findings.md: the measurement `kvcr_findings` (a list),
+    /// shown under the case in the summary, pass or fail.
+    pub fn finding(&self, number: u32, text: &str) {
+        self.append(KVCR_FINDINGS, format!("{number}: {text}"));
+    }
+
+    fn append(&self, key: &str, text: String) {
+        let mut measurements = self.measurements.borrow_mut();
+        let entry = measurements
+            .entry(key.to_string())
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = entry {
+            list.push(Value::String(text));
+        }
     }
 
     /// Checks a verdict after recording `observed` as evidence file `name`.

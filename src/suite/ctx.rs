@@ -308,6 +308,19 @@ impl<'a> CaseCtx<'a> {
         self.evidence.measure(key, value)
     }
 
+    /// A claim this case could not check on this stack, and why (the
+    /// measurement `not_checked`; the summary shows it beside the pass).
+    pub fn not_checked(&self, what: &str, why: &str) {
+        self.evidence.not_checked(what, why)
+    }
+
+    /// A behaviour of KVCR a user would not expect, shown by this case
+    /// (numbered as in docs/kvcr-findings.md): recorded, and shown under the
+    /// case in the summary; the case's verdict is its own.
+    pub fn finding(&self, number: u32, text: &str) {
+        self.evidence.finding(number, text)
+    }
+
     /// Checks a verdict after recording `observed` as evidence file `name`.
     pub fn check(
         &self,

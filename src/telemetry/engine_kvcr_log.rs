@@ -164,6 +164,22 @@ pub fn resident(lines: &[Located], tier: &str) -> BTreeSet<u64> {
     held
 }
 
+/// Every block of `tier` a `stored` inventory event of these lines named.
+pub fn stored(lines: &[Located], tier: &str) -> BTreeSet<u64> {
+    lines
+        .iter()
+        .filter_map(|l| match &l.event {
+            EngineKvcrLine::Inventory {
+                removed: false,
+                tier: t,
+                hashes,
+            } if t == tier => Some(hashes.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
 /// Every block of `tier` an inventory event of these lines removed.
 pub fn removed(lines: &[Located], tier: &str) -> Vec<u64> {
     lines

@@ -119,6 +119,9 @@ pub mod kvcr_service_log {
     pub const POOL_COUNT_MISMATCH: &str = "pool layout must match the number of pools in the Guard";
     /// The refusal a claim of another tier configuration gets.
     pub const OTHER_TIER_CONFIG: &str = "claimed with another tier configuration";
+    /// The refusal a claim gets whose control port another process listens
+    /// on (`KVCR Guard N control listener host:port is unavailable: ...`).
+    pub const LISTENER_UNAVAILABLE: &str = "control listener";
     /// What a claim gets while no service listens.
     pub const UNREACHABLE: &str = "KVCR-Service is unreachable";
     /// DEBUG: a clean release wrote the group's handback region.

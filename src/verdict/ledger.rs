@@ -6,7 +6,8 @@
 //! the pool: **recovered** (held by the replacement, or reclaimed by it and
 //! then evicted by its own LRU: a replacement that starts on a full pool
 //! makes room for its first deposits), **lost** (committed,
-//! not held), **unexpected** (served by the Guard or held, but never
+//! not held, or held only because the replacement computed and stored it
+//! again), **unexpected** (served by the Guard or held, but never
 //! committed). And the Guard must have recovered the whole pool: its
 //! `recovered_blocks` equals the blocks the pool held at the kill.
 
@@ -35,6 +36,11 @@ pub struct LedgerInput {
     /// room. Held once, so recovered.
     #[serde(default)]
     pub evicted_by_replacement: BTreeSet<u64>,
+    /// Blocks the replacement's KVCR stored itself (its inventory `stored`
+    /// events; a reclaim announces none): computed again and deposited by
+    /// the replacement, so held, but not recovered.
+    #[serde(default)]
+    pub stored_by_replacement: BTreeSet<u64>,
 }
 
 /// Every committed block, classified.
@@ -54,6 +60,7 @@ pub fn classify(input: &LedgerInput) -> Ledger {
     let once_held: BTreeSet<u64> = input
         .held_by_replacement
         .union(&input.evicted_by_replacement)
+        .filter(|h| !input.stored_by_replacement.contains(h))
         .copied()
         .collect();
     Ledger {
@@ -99,7 +106,7 @@ pub fn expect_nothing_lost(input: &LedgerInput) -> Result<Ledger, Violation> {
     }
     if !ledger.lost.is_empty() {
         failed.push(format!(
-            "{} of {} committed blocks lost (not held by the replacement): {}",
+            "{} of {} committed blocks lost (not held by the replacement, or computed and stored again by it): {}",
             ledger.lost.len(),
             ledger.committed,
             few(&ledger.lost)
@@ -131,6 +138,23 @@ pub fn expect_nothing_lost(input: &LedgerInput) -> Result<Ledger, Violation> {
             detail: failed.join("; "),
         })
     }
+}
+
+/// After the takeover, before the reclaim: every block the Guard served
+/// from the dead worker's endpoint was committed (`ledger` classified with
+/// nothing held yet; lost blocks are judged after the reclaim).
+pub fn expect_served_committed(ledger: &Ledger) -> Result<(), Violation> {
+    if ledger.unexpected.is_empty() {
+        return Ok(());
+    }
+    Err(Violation {
+        claim: CLAIM,
+        detail: format!(
+            "after the takeover, the Guard served {} blocks the dead worker never committed: {}",
+            ledger.unexpected.len(),
+            few(&ledger.unexpected)
+        ),
+    })
 }
 
 /// After a clean release (no promotion): every committed block is held by
@@ -173,6 +197,7 @@ mod tests {
             served_by_guard: set(&[1, 2]),
             held_by_replacement: set(&[1, 2, 3, 4]),
             evicted_by_replacement: set(&[]),
+            stored_by_replacement: set(&[]),
         }
     }
 
@@ -194,6 +219,19 @@ mod tests {
     }
 
     #[test]
+    fn a_block_the_replacement_stored_itself_is_lost_not_recovered() {
+        let mut i = input();
+        i.stored_by_replacement = set(&[4, 50]);
+        let v = expect_nothing_lost(&i).unwrap_err();
+        assert!(
+            v.detail
+                .contains("1 of 4 committed blocks lost (not held by the replacement, or computed and stored again by it): 4"),
+            "{v}"
+        );
+        assert!(expect_reclaimed(&i).is_err());
+    }
+
+    #[test]
     fn a_whole_recovery_passes() {
         let ledger = expect_nothing_lost(&input()).unwrap();
         assert_eq!(ledger.recovered, vec![1, 2, 3, 4]);
@@ -208,7 +246,7 @@ mod tests {
         let v = expect_nothing_lost(&i).unwrap_err();
         assert!(v
             .detail
-            .contains("1 of 4 committed blocks lost (not held by the replacement): 3"));
+            .contains("1 of 4 committed blocks lost (not held by the replacement, or computed and stored again by it): 3"));
         assert!(v
             .detail
             .contains("the Guard recovered 5 blocks; the pool held 6"));
@@ -234,6 +272,23 @@ mod tests {
             .unwrap_err()
             .detail
             .contains("fewer than the 4 committed"));
+    }
+
+    #[test]
+    fn after_the_takeover_a_served_block_never_committed_is_named() {
+        let mut i = LedgerInput {
+            committed: set(&[1, 2, 3]),
+            served_by_guard: set(&[1, 2]),
+            ..Default::default()
+        };
+        assert!(expect_served_committed(&classify(&i)).is_ok());
+        i.served_by_guard = set(&[2, 7]);
+        let v = expect_served_committed(&classify(&i)).unwrap_err();
+        assert!(
+            v.detail
+                .contains("served 1 blocks the dead worker never committed: 7"),
+            "{v}"
+        );
     }
 
     #[test]

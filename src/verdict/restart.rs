@@ -91,9 +91,62 @@ pub fn expect_heartbeat_promotion(
     c.verdict()
 }
 
+/// The order of a heartbeat promotion's stages, as the Guard logged them
+/// (docs/kvcr-findings.md 8). A user expects the Guard to serve a stalled
+/// holder's pool once the holder is gone; KVCR 0.1.1 queues a SIGKILL and
+/// serves at once: `serving` is logged with no `death_observed` before it.
+/// `Ok(Some(finding))` when it served first, `Ok(None)` when it observed the
+/// death first, a violation when it logged no `serving` stage (its stages
+/// are unknown, not in order).
+pub fn heartbeat_serving_order(stages: &[String]) -> Result<Option<String>, Violation> {
+    let Some(serving) = stages.iter().position(|s| s == "serving") else {
+        return Err(Violation {
+            claim: "the Guard logs its heartbeat promotion's stages",
+            detail: format!(
+                "no `guard_promotion_stage stage=serving` for the stalled worker's group (stages logged: {stages:?})"
+            ),
+        });
+    };
+    if stages[..serving].iter().any(|s| s == "death_observed") {
+        return Ok(None);
+    }
+    let after = if stages[serving..].iter().any(|s| s == "death_observed") {
+        "`death_observed` comes after it"
+    } else {
+        "no `death_observed` at all"
+    };
+    Ok(Some(format!(
+        "the Guard served the stalled worker's pool before it saw the worker die: stages {} ({after}); \
+         its SIGKILL was queued, not seen to take effect",
+        stages.join(" → ")
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serving_before_the_death_is_seen_is_the_finding() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let finding =
+            heartbeat_serving_order(&s(&["records_recovered", "records_adopted", "serving"]))
+                .unwrap()
+                .unwrap();
+        assert!(finding.contains("no `death_observed` at all"), "{finding}");
+        let later = heartbeat_serving_order(&s(&["serving", "death_observed"]))
+            .unwrap()
+            .unwrap();
+        assert!(later.contains("comes after it"));
+        assert_eq!(
+            heartbeat_serving_order(&s(&["death_observed", "records_recovered", "serving"])),
+            Ok(None)
+        );
+        assert!(heartbeat_serving_order(&s(&["records_recovered"]))
+            .unwrap_err()
+            .detail
+            .contains("no `guard_promotion_stage stage=serving`"));
+    }
 
     fn clean() -> CleanStop {
         CleanStop {

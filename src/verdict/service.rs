@@ -107,9 +107,95 @@ pub fn expect_claims_refused(refusals: &[Refusal]) -> Result<(), Violation> {
     c.verdict()
 }
 
+/// A claim of a live holder's group on that holder's own control port, made
+/// to a restarted service that does not know the holder (docs/kvcr-findings.md 2).
+/// A user expects `is held by another worker`. KVCR 0.1.1 refuses it only
+/// because the holder still has the port (`control listener ... is
+/// unavailable`); with a free port it would have granted the group (the
+/// probe `service_crash.py` shows it; the case does not make that claim: a
+/// granted claim keeps its port as the group's for the service's life).
+/// `Ok(Some(finding))` when KVCR did as 0.1.1 does, `Ok(None)` when it
+/// refused as a user expects, and a violation when it granted the claim
+/// (two holders of one group) or refused without saying why.
+pub fn live_holder_claim(
+    probe: &ClaimProbe,
+    held: &str,
+    port_taken: &str,
+) -> Result<Option<String>, Violation> {
+    let claim = "a restarted Guard service never grants a live holder's group";
+    if probe.outcome != "refused" {
+        return Err(Violation {
+            claim,
+            detail: format!(
+                "a claim of the live holder's group on its own port was {}: {}",
+                probe.outcome, probe.message
+            ),
+        });
+    }
+    if probe.message.contains(held) {
+        return Ok(None);
+    }
+    if probe.message.contains(port_taken) {
+        return Ok(Some(format!(
+            "the restarted service does not know the live holder: a claim of its group is refused \
+             only because the holder still has its control port (`{}`), not with `{held}`; \
+             a claim on another port gets the group",
+            probe.message
+        )));
+    }
+    Err(Violation {
+        claim,
+        detail: format!(
+            "the claim was refused with neither `{held}` nor `{port_taken}`: {}",
+            probe.message
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_live_holders_group_refused_only_for_its_port_is_the_finding() {
+        let probe = |outcome: &str, message: &str| ClaimProbe {
+            outcome: outcome.into(),
+            message: message.into(),
+            ms: 2.0,
+            wall_ms: 300.0,
+        };
+        let held = "is held by another worker";
+        let port = "is unavailable";
+        let finding = live_holder_claim(
+            &probe(
+                "refused",
+                "KVCRServiceError: KVCR Guard 0 control listener 127.0.0.1:9 is unavailable: [Errno 98]",
+            ),
+            held,
+            port,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(finding.contains("refused only because the holder still has its control port"));
+        assert_eq!(
+            live_holder_claim(
+                &probe("refused", "guard 0 is held by another worker"),
+                held,
+                port
+            ),
+            Ok(None)
+        );
+        assert!(
+            live_holder_claim(&probe("granted", "handed back unserved"), held, port)
+                .unwrap_err()
+                .detail
+                .contains("was granted")
+        );
+        assert!(live_holder_claim(&probe("refused", "digest"), held, port)
+            .unwrap_err()
+            .detail
+            .contains("neither"));
+    }
 
     #[test]
     fn a_wrong_claim_must_be_refused_with_its_message() {
