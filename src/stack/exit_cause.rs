@@ -31,27 +31,6 @@ pub fn startup_cause(log: &str) -> Option<String> {
     (!causes.is_empty()).then(|| causes.join(" → "))
 }
 
-/// KVCR's refusals of a worker's claim of its Guard group (kvcr 0.1.1
-/// `guard.py`, `kvcr_service.py`): a worker that logs one will never serve
-/// with KVCR, whether or not its process exits.
-const KVCR_REFUSALS: &[&str] = &[
-    crate::telemetry::names::kvcr_service_log::HELD_BY_ANOTHER,
-    crate::telemetry::names::kvcr_service_log::POOL_COUNT_MISMATCH,
-    crate::telemetry::names::kvcr_service_log::OTHER_TIER_CONFIG,
-    crate::telemetry::names::kvcr_service_log::OUT_OF_RANGE,
-    "compatibility digest does not match",
-];
-
-/// The first exception line of `log` that is KVCR refusing the worker's
-/// claim (`... is held by another worker`, `pool layout must match ...`,
-/// `... claimed with another tier configuration`), quoted whole.
-pub fn kvcr_refusal(log: &str) -> Option<String> {
-    log.lines()
-        .filter_map(exception_in)
-        .find(|line| KVCR_REFUSALS.iter().any(|r| line.contains(r)))
-        .map(str::to_string)
-}
-
 /// The exception in `line`, read after a logger's `] ` prefix if any.
 fn exception_in(line: &str) -> Option<&str> {
     let line = line.trim();
@@ -103,28 +82,6 @@ mod tests {
             startup_cause(log).as_deref(),
             Some("FileNotFoundError: [Errno 2] No such file or directory → kvcr.control_channels.KVCRSocketError: KVCR-Service is unreachable at /x.sock → RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
         );
-    }
-
-    #[test]
-    fn a_kvcr_refusal_is_quoted_whether_or_not_the_process_exited() {
-        let log = "INFO starting\n(EngineCore pid=1) ERROR 12-01 [core.py:1] kvcr.control_channels.KVCRServiceError: KVCR pool layout must match the number of pools in the Guard\nINFO still up\n";
-        assert_eq!(
-            kvcr_refusal(log).as_deref(),
-            Some("kvcr.control_channels.KVCRServiceError: KVCR pool layout must match the number of pools in the Guard")
-        );
-        let held =
-            "kvcr.control_channels.KVCRServiceError: guard_index 0 is held by another worker\n";
-        assert!(kvcr_refusal(held)
-            .unwrap()
-            .ends_with("is held by another worker"));
-        let tier = "KVCRServiceError: KVCR pool was claimed with another tier configuration\n";
-        assert!(kvcr_refusal(tier).is_some());
-        // A refusal named in a log line that is not an exception, or another error: not a refusal.
-        assert_eq!(
-            kvcr_refusal("INFO a claim is held by another worker?\n"),
-            None
-        );
-        assert_eq!(kvcr_refusal("ValueError: bad argument\n"), None);
     }
 
     #[test]

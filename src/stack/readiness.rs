@@ -84,20 +84,6 @@ pub(super) fn died<T>(process: &Supervised) -> Option<Poll<T>> {
     })
 }
 
-/// `Abort` quoting KVCR when `process` logged a refusal of its Guard claim
-/// (a duplicate `guard_index`, a pool count or tier configuration the Guard
-/// does not match): fails the start at once, not at the startup deadline.
-pub(super) fn refused<T>(process: &Supervised) -> Option<Poll<T>> {
-    let tail = process.log_tail(super::exit_cause::LINES_SCANNED);
-    super::exit_cause::kvcr_refusal(&tail).map(|line| {
-        Poll::Abort(format!(
-            "{} was refused by the KVCR Guard service at startup: {line}; its log: {}",
-            process.name(),
-            process.log_path().display()
-        ))
-    })
-}
-
 /// `socket` is the Guard's socket as this host sees it.
 pub(super) fn await_guard(
     guard: &Supervised,
@@ -144,10 +130,7 @@ pub(super) fn await_worker(
         discovery_dir.display()
     );
     let instance = wait::until(what, timeout, Duration::from_millis(200), || {
-        if let Some(dead) = died(&process)
-            .or_else(|| refused(&process))
-            .or_else(|| died(&frontend))
-        {
+        if let Some(dead) = died(&process).or_else(|| died(&frontend)) {
             return dead;
         }
         // Shared-memory files appear during startup; a process killed before
