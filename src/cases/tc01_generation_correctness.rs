@@ -2,9 +2,10 @@
 //! exactly the reference tokens, on a first pass (cold) and on a repeat pass
 //! (cached), and each cached answer says it reused cached blocks
 //! (`cached_tokens`). Readiness was proven by a real completion when the
-//! stack started. On a stack with a decode worker, a fresh prompt's P→D
-//! transfer reconciles too: the decode pulled exactly its full blocks from
-//! the prefill.
+//! stack started. On a stack with a decode worker, the P→D transfer
+//! reconciles through each prefill worker in turn (a fresh prompt pinned to
+//! it with `nvext.prefill_worker_id`): the decode pulled exactly the
+//! prompt's full blocks from that prefill.
 
 use crate::suite::{Case, CaseCtx, CaseResult};
 use crate::verdict::local::expect_cached_repeat;
@@ -21,8 +22,11 @@ const FAMILIES: usize = 3;
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     if let Some(decode) = ctx.disagg().decode_worker() {
+        // Through each prefill worker in turn (pinned), a fresh prompt each.
+        let fresh = ctx.families(ctx.disagg().prefill_workers().len())?;
+        let prompts: Vec<_> = fresh.iter().map(|f| f.variant(0)).collect();
         ctx.disagg()
-            .expect_prefill_to_decode(&decode, ctx.family()?.variant(0))?;
+            .expect_prefill_to_decode_each(&decode, &prompts)?;
     }
     let families = ctx.families(FAMILIES)?;
     let block_size = u64::from(ctx.geometry().block_size_tokens);

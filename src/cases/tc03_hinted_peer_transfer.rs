@@ -6,12 +6,19 @@
 //! sizes of the geometry (dense or hybrid); no partial or failed delivery.
 //! When A and B run on different nodes, B's reads went over TCP through its
 //! node's veth (UCX's own report), not shared memory.
+//! Hint membership: a second family is committed on A, and its extended
+//! prompt (the prefix plus one full block no one holds) is sent to B: B
+//! pulls exactly the hinted prefix blocks from A, nothing partial or failed,
+//! and computes the one block past them (on vLLM, derived from its
+//! prefix-cache counters; "not checked" where it reports none).
 //! Both workers' `KV Transfer metrics` log lines report the same transfer as
 //! their Prometheus counters.
 
 use crate::suite::{Case, CaseCtx, CaseResult};
 use crate::telemetry::{Counter, OpResult, Scope};
-use crate::verdict::transfer::{expect_exact_pages, expect_peer_transfer};
+use crate::verdict::transfer::{
+    expect_exact_pages, expect_hint_membership, expect_peer_transfer, ComputedReading,
+};
 
 pub const CASE: Case = Case {
     id: "TC-03",
@@ -68,6 +75,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             expect_exact_pages(&read, family.shared_blocks(), &geometry),
         )?;
     }
+    expect_hint_membership_on(ctx, &a, &b)?;
     ctx.observe().expect_interval_log_agrees(
         &a,
         &[
@@ -81,5 +89,46 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             Counter::TransferBlocks(Scope::RemoteDeliver),
             Counter::OpCount(Scope::RemoteDeliver, OpResult::Success),
         ],
+    )
+}
+
+/// A hinted request with one full block past the hinted prefix, on B, of a
+/// family only A has committed.
+fn expect_hint_membership_on(
+    ctx: &CaseCtx,
+    a: &crate::stack::Worker,
+    b: &crate::stack::Worker,
+) -> CaseResult {
+    let family = ctx.family()?;
+    let geometry = ctx.geometry();
+    ctx.commit(a, family.variant(0))?;
+    let prompt = &family.extended;
+    let (a_before, b_before) = (ctx.snapshot(a)?, ctx.snapshot(b)?);
+    let answer = ctx.complete_on(b, prompt)?;
+    ctx.expect_reference(prompt, &answer.tokens)?;
+    let observed = ctx.observe().peer_transfer(a, &a_before, b, &b_before)?;
+    let computed = ctx.observe().computed_reading(&observed.target)?;
+    let prompt_blocks = geometry.full_blocks(prompt.tokens.len() as u64);
+    ctx.measure(
+        "membership_computed_blocks",
+        match &computed {
+            ComputedReading::Read(n) => serde_json::json!(n),
+            ComputedReading::NotChecked(why) => serde_json::json!(why),
+        },
+    );
+    ctx.check(
+        "membership.json",
+        &serde_json::json!({
+            "prompt": prompt.key(), "hinted_blocks": family.shared_blocks(), "prompt_blocks": prompt_blocks,
+            "computed": computed, "source_A": observed.source, "target_B": observed.target,
+            "observed": observed.transfer, "answer": answer,
+        }),
+        expect_hint_membership(
+            &observed.transfer,
+            &computed,
+            family.shared_blocks(),
+            prompt_blocks,
+            geometry.bytes_per_block(),
+        ),
     )
 }

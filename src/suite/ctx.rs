@@ -210,6 +210,8 @@ impl<'a> CaseCtx<'a> {
                 prompt.key()
             ),
         )?;
+        // KVCR's own byte count of the deposit agrees with its blocks.
+        self.observe().expect_fill_bytes(worker, &before)?;
         Ok(answer)
     }
 

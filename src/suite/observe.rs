@@ -25,6 +25,9 @@ const TELEMETRY_POLL: Duration = Duration::from_millis(50);
 /// How long a case waits for asynchronous telemetry (deposits, the source
 /// side of a transfer, a UCX table) to show up.
 const TELEMETRY_DEADLINE: Duration = Duration::from_secs(15);
+/// How long a deposit's byte counter may lag its block counter (KVCR raises
+/// them one after the other; a scrape can fall between).
+const FILL_BYTES_DEADLINE: Duration = Duration::from_secs(1);
 /// Three stats intervals of vLLM: an interval line is logged every 10 s.
 const INTERVAL_LOG_DEADLINE: Duration = Duration::from_secs(35);
 const INTERVAL_LOG_POLL: Duration = Duration::from_millis(250);
@@ -73,6 +76,62 @@ impl<'c> Observe<'c> {
             }
         })
         .map_err(CaseError::from)
+    }
+
+    /// KVCR's `local_fill` bytes since `before` equal its `local_fill`
+    /// blocks × the bytes of a block (a deposit the case just waited for).
+    /// Polled briefly, so a scrape between the two counters' increments
+    /// does not read as a mismatch; an absent counter fails.
+    pub fn expect_fill_bytes(&self, worker: &Worker, before: &Snapshot) -> CaseResult {
+        let ctx = self.ctx;
+        let bytes_per_block = ctx.geometry().bytes_per_block();
+        let judge = |delta: &Delta| -> Result<Result<(), Violation>, NotReported> {
+            let blocks =
+                delta.required_count(&Counter::TransferBlocks(telemetry::Scope::LocalFill))?;
+            let bytes =
+                delta.required_count(&Counter::TransferBytes(telemetry::Scope::LocalFill))?;
+            Ok(crate::verdict::local::expect_fill_bytes(
+                blocks,
+                bytes,
+                bytes_per_block,
+            ))
+        };
+        let mut last = None;
+        let outcome = wait::until(
+            format!(
+                "worker {}'s local_fill bytes to match its blocks",
+                worker.name()
+            ),
+            FILL_BYTES_DEADLINE,
+            TELEMETRY_POLL,
+            || {
+                let delta = match ctx.delta_since(worker, before) {
+                    Ok(d) => d,
+                    Err(e) => return Poll::Abort(e.message),
+                };
+                match judge(&delta) {
+                    Ok(Ok(())) => Poll::Ready(()),
+                    Ok(Err(v)) => {
+                        let text = v.to_string();
+                        last = Some((v, delta));
+                        Poll::Pending(text)
+                    }
+                    Err(absent) => Poll::Abort(absent.to_string()),
+                }
+            },
+        );
+        match (outcome, last) {
+            (Ok(()), _) => Ok(()),
+            (Err(_), Some((violation, delta))) => ctx.check(
+                "deposit-bytes.json",
+                &json!({"worker": worker.name(), "delta": delta, "bytes_per_block": bytes_per_block}),
+                Err(violation),
+            ),
+            (Err(e), None) => Err(CaseError::new(format!(
+                "KVCR deposit bytes: {}",
+                if e.aborted { e.last_seen.clone() } else { e.to_string() }
+            ))),
+        }
     }
 
     /// Both sides of a peer transfer since `source_before` / `target_before`.
@@ -131,6 +190,16 @@ impl<'c> Observe<'c> {
                 block_size: u64::from(self.ctx.geometry().block_size_tokens),
             }
         }
+    }
+
+    /// The prompt blocks computed in `delta`'s window, or "not checked"
+    /// where the engine reports nothing to derive them from
+    /// ([`readings::computed_reading`]).
+    pub fn computed_reading(
+        &self,
+        delta: &Delta,
+    ) -> Result<crate::verdict::transfer::ComputedReading, NotReported> {
+        readings::computed_reading(delta, self.prefill_accounting())
     }
 
     /// One request's host-tier loads on `delta`'s worker.

@@ -5,7 +5,7 @@
 use crate::telemetry::guard_log::{GuardEvent, GuardLogEntry};
 use crate::telemetry::{Counter, Delta, NotReported, OpResult, Scope, Tier};
 use crate::verdict::local::HostTierHit;
-use crate::verdict::transfer::PeerTransfer;
+use crate::verdict::transfer::{ComputedReading, PeerTransfer};
 
 fn ops(delta: &Delta, scope: Scope, result: OpResult) -> Result<u64, NotReported> {
     delta.required_count(&Counter::OpCount(scope, result))
@@ -80,6 +80,25 @@ pub fn computed_blocks(delta: &Delta, how: PrefillAccounting) -> Result<u64, Not
     }
 }
 
+/// The prompt blocks computed in `delta`'s window, for a sub-check that may
+/// be skipped: an engine that counts them must report the count (absent
+/// fails); one whose count is derived from prefix-cache counters (vLLM) and
+/// does not report them gives [`ComputedReading::NotChecked`], never a 0.
+pub fn computed_reading(
+    delta: &Delta,
+    how: PrefillAccounting,
+) -> Result<ComputedReading, NotReported> {
+    match how {
+        PrefillAccounting::Counted => computed_blocks(delta, how).map(ComputedReading::Read),
+        PrefillAccounting::FromPrefixCache { .. } => Ok(match computed_blocks(delta, how) {
+            Ok(n) => ComputedReading::Read(n),
+            Err(absent) => ComputedReading::NotChecked(format!(
+                "computed blocks not checked: derived from the prefix-cache counters, and {absent}"
+            )),
+        }),
+    }
+}
+
 /// One request's host-tier loads on one worker.
 pub fn host_tier_hit(
     delta: &Delta,
@@ -94,6 +113,7 @@ pub fn host_tier_hit(
         local_deliver_success_ops: ops(delta, Scope::LocalDeliver, OpResult::Success)?,
         local_deliver_blocks: delta
             .required_count(&Counter::TransferBlocks(Scope::LocalDeliver))?,
+        local_deliver_bytes: delta.required_count(&Counter::TransferBytes(Scope::LocalDeliver))?,
         host_tier_read_bytes: delta.required_count(&Counter::TieringReadBytes(Tier::Host))?,
         kvcr_read_bytes: delta.required_count(&Counter::TieringReadBytes(Tier::Kvcr))?,
         remote_deliver_ops,
@@ -101,4 +121,49 @@ pub fn host_tier_hit(
         computed_blocks: computed_blocks(delta, prefill)?,
         cached_tokens,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::{Snapshot, SnapshotSource};
+
+    fn delta(before: &str, after: &str) -> Delta {
+        let snap = |text: &str, label: &str| {
+            Snapshot::from_prometheus_text(
+                text,
+                Some("B".into()),
+                SnapshotSource::Text {
+                    label: label.into(),
+                },
+            )
+        };
+        snap(after, "after").since(&snap(before, "before")).unwrap()
+    }
+
+    /// vLLM: a hinted request of 5 full blocks and an 8-token suffix, 4
+    /// blocks loaded through KVCR: 88 tokens looked up, 0 found in the
+    /// device cache, 64 outside it: 24 computed tokens, one full block.
+    #[test]
+    fn vllm_computed_blocks_are_derived_from_the_prefix_cache() {
+        let before = "vllm:prefix_cache_queries_total 100\nvllm:prefix_cache_hits_total 10\nvllm:external_prefix_cache_hits_total 0\n";
+        let after = "vllm:prefix_cache_queries_total 188\nvllm:prefix_cache_hits_total 10\nvllm:external_prefix_cache_hits_total 64\n";
+        let how = PrefillAccounting::FromPrefixCache { block_size: 16 };
+        assert_eq!(
+            computed_reading(&delta(before, after), how).unwrap(),
+            ComputedReading::Read(1)
+        );
+    }
+
+    #[test]
+    fn vllm_without_prefix_cache_counters_is_not_checked_and_the_cpu_engine_fails() {
+        let text = "vllm:kvcr_transfer_blocks_total{operation=\"remote_deliver\"} 4\n";
+        let d = delta(text, text);
+        let how = PrefillAccounting::FromPrefixCache { block_size: 16 };
+        let ComputedReading::NotChecked(why) = computed_reading(&d, how).unwrap() else {
+            panic!("an absent prefix-cache counter read as a number");
+        };
+        assert!(why.starts_with("computed blocks not checked"), "{why}");
+        assert!(computed_reading(&d, PrefillAccounting::Counted).is_err());
+    }
 }
