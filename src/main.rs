@@ -216,6 +216,11 @@ fn mutants(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
     };
     let (report, out) = match mutants::run_lane(repo_root, &parsed) {
         Ok(done) => done,
+        // An unknown `--only` name or a mutant of another lane: usage.
+        Err(mutants::driver::LaneError::Usage(e)) => {
+            eprintln!("error: mutants: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
         Err(e) => {
             eprintln!("error: mutants: {e}");
             return ExitCode::FAILURE;
@@ -224,9 +229,9 @@ fn mutants(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
     println!();
     print!("{}", report.table());
     match report.write(&out) {
-        Ok((json, html)) => {
-            println!("{}", json.display());
-            println!("{}", html.display());
+        Ok(written) => {
+            println!("{}", written.json.display());
+            println!("{}", written.report.display());
         }
         Err(e) => {
             eprintln!("error: mutants: {e}");
