@@ -102,7 +102,8 @@ commands:
                                on a fresh stack of the target its header implies: TC-01
                                plus its caught-by trials. Per mutant killed (which trial,
                                its message), survived or broken (no stack: not scored);
-                               writes mutants.json and mutants.html into DIR (default
+                               writes mutants.json and report.html (its mutants section;
+                               also as mutants.html) into DIR (default
                                target/mutants/<timestamp>), prints the table and the
                                score. Exit 0 = every mutant met its header's expect
                                (docs/kvcr-under-test.md)
