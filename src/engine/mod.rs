@@ -359,6 +359,15 @@ pub trait Engine: Send + Sync {
     fn counts_pages_per_kind(&self) -> bool {
         false
     }
+
+    /// Whether the engine's KVCR tier answers a hinted query by the hint's
+    /// block list (KVCR's `opportunistic_query` off, its own default, which
+    /// the CPU engine keeps). vLLM's KVCR tier turns `opportunistic_query`
+    /// on (its default): every key of a hinted request is fetchable from
+    /// the hinted peer, so hint membership is not KVCR's behaviour there.
+    fn kvcr_exact_hint_membership(&self) -> bool {
+        false
+    }
     /// The pinned Python env the harness builds for this engine, or `None`
     /// when the user brings the interpreter (`--python`, e.g. a GPU image).
     fn python_env(&self) -> Option<&'static crate::pyenv::EnvSpec> {
