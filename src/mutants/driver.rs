@@ -40,8 +40,14 @@ impl From<String> for LaneError {
 /// The mutants `args` select, or a usage error naming the known ones.
 pub fn chosen(repo_root: &Path, args: &MutantsArgs) -> Result<Vec<Mutant>, LaneError> {
     let all = curated::load_all(&repo_root.join(super::MUTANTS_DIR))?;
-    let chosen =
-        curated::select(all, args.only.as_deref(), args.engine).map_err(LaneError::Usage)?;
+    let chosen: Vec<Mutant> = curated::select(all, args.only.as_deref(), args.engine)
+        .map_err(LaneError::Usage)?
+        .into_iter()
+        .map(|m| Mutant {
+            header: m.header.for_lane(args.engine),
+            diff: m.diff,
+        })
+        .collect();
     if chosen.is_empty() {
         return Err(LaneError::Usage(format!(
             "no curated mutant applies to the {} lane",
