@@ -1,7 +1,8 @@
 //! TC-01 generation correctness: each prompt through the router returns
 //! exactly the reference tokens, on a first pass (cold) and on a repeat pass
-//! (cached), and each cached answer says it reused cached blocks
-//! (`cached_tokens`). Readiness was proven by a real completion when the
+//! (cached), and each cached answer says it reused all the blocks the
+//! engine caches of the prompt (`cached_tokens` = its full blocks; on vLLM
+//! short of the last token). Readiness was proven by a real completion when the
 //! stack started. On a stack with a decode worker, a fresh prompt's P→D
 //! transfer reconciles too: the decode pulled exactly its full blocks from
 //! the prefill.
@@ -40,16 +41,20 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
                     ..e
                 })?;
             if pass == "cached" {
-                cached.push((answer.prompt.clone(), answer.cached_tokens));
+                let expected = ctx
+                    .stack
+                    .engine
+                    .cached_tokens_of_repeat(prompt.tokens.len() as u64);
+                cached.push((answer.prompt.clone(), answer.cached_tokens, expected));
             }
             served += 1;
         }
     }
-    for (prompt, cached_tokens) in &cached {
+    for (prompt, cached_tokens, expected) in &cached {
         ctx.check(
             "cached-pass.json",
             &cached,
-            expect_cached_repeat(prompt, *cached_tokens, block_size),
+            expect_cached_repeat(prompt, *cached_tokens, *expected, block_size),
         )?;
     }
     ctx.measure("requests", served);
