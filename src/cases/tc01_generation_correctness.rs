@@ -1,8 +1,9 @@
 //! TC-01 generation correctness: each prompt through the router returns
 //! exactly the reference tokens, on a first pass (cold) and on a repeat pass
-//! (cached), and each cached answer says it reused cached blocks
-//! (`cached_tokens`). Readiness was proven by a real completion when the
-//! stack started. On a stack with a decode worker, the P→D transfer
+//! (cached), and each cached answer says it reused all the blocks the
+//! engine caches of the prompt (`cached_tokens` = its full blocks; on vLLM
+//! short of the last token). Readiness was proven by a real completion when
+//! the stack started. On a stack with a decode worker, the P→D transfer
 //! reconciles through each prefill worker in turn (a fresh prompt pinned to
 //! it with `nvext.prefill_worker_id`): the decode pulled exactly the
 //! prompt's full blocks from that prefill.
@@ -44,16 +45,20 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
                     ..e
                 })?;
             if pass == "cached" {
-                cached.push((answer.prompt.clone(), answer.cached_tokens));
+                let expected = ctx
+                    .stack
+                    .engine
+                    .cached_tokens_of_repeat(prompt.tokens.len() as u64);
+                cached.push((answer.prompt.clone(), answer.cached_tokens, expected));
             }
             served += 1;
         }
     }
-    for (prompt, cached_tokens) in &cached {
+    for (prompt, cached_tokens, expected) in &cached {
         ctx.check(
             "cached-pass.json",
             &cached,
-            expect_cached_repeat(prompt, *cached_tokens, block_size),
+            expect_cached_repeat(prompt, *cached_tokens, *expected, block_size),
         )?;
     }
     ctx.measure("requests", served);

@@ -58,6 +58,15 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     )?;
     // Hybrid: exact pages per kind (attention pages, SSM parts), counted
     // by the target as it read them, not only the same total bytes.
+    if geometry.pool_kinds().len() > 1 && !ctx.stack.engine.counts_pages_per_kind() {
+        ctx.not_checked(
+            "exact pages per kind",
+            &format!(
+                "the {} engine counts no pages per kind; only the total bytes were checked",
+                ctx.stack.engine.name()
+            ),
+        );
+    }
     if geometry.pool_kinds().len() > 1 && ctx.stack.engine.counts_pages_per_kind() {
         let read: Vec<(String, u64)> = geometry
             .pool_kinds()

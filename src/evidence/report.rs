@@ -149,6 +149,12 @@ fn cases_table(run: &RunRecord) -> String {
                 ("ignored", format!("{reason} ({})", because.words()))
             }
         };
+        // A green case says what it could not check on this stack.
+        let msg = match super::not_checked::line(c) {
+            Some(line) if !matches!(c.outcome, Outcome::Ignored { .. }) && msg.is_empty() => line,
+            Some(line) if !matches!(c.outcome, Outcome::Ignored { .. }) => format!("{msg}\n{line}"),
+            _ => msg,
+        };
         let duration = match c.outcome {
             Outcome::Ignored { .. } => String::new(),
             _ => format!("{:.1} s", c.duration.as_secs_f64()),

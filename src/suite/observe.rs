@@ -275,13 +275,27 @@ impl<'c> Observe<'c> {
 
     /// Every `KV Transfer metrics:` line `worker` logged (the line a
     /// vLLM-style engine logs once per stats interval) adds up to its
-    /// `/metrics` total for each of `counters`.
+    /// `/metrics` total for each of `counters`, which `/metrics` must report
+    /// non-zero ([`crate::verdict::interval`]). Meaningful where the two
+    /// sources are independent (vLLM); on an engine that writes both from
+    /// one source (the CPU engine) it is a consistency check of that source,
+    /// and the case says the independent comparison was not checked.
     ///
     /// Both are compared as totals since the worker started: a window would
     /// cut an interval in two, since a line also carries what happened just
     /// before the window opened. The line comes at the end of an interval,
     /// so this polls, with a deadline, until the log has caught up.
     pub fn expect_interval_log_agrees(&self, worker: &Worker, counters: &[Counter]) -> CaseResult {
+        use crate::verdict::interval::{self, Agreement, LoggedVsExported};
+        let engine = self.ctx.stack.engine.name();
+        let independent = self.ctx.stack.engine.interval_log_is_independent();
+        let meaning = interval::meaning(independent, engine);
+        if !independent {
+            self.ctx.not_checked(
+                "interval log vs /metrics as two sources",
+                &format!("the {engine} engine writes both from one; checked as its consistency"),
+            );
+        }
         let log = worker.process.log_path().to_path_buf();
         let mut reader = IntervalLogReader::from_offset(&log, 0).with_worker(worker.name());
         let what = format!(
@@ -293,7 +307,7 @@ impl<'c> Observe<'c> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let mut last: Vec<(String, u64, u64)> = Vec::new();
+        let mut last: Vec<LoggedVsExported> = Vec::new();
         let outcome = wait::until(what, INTERVAL_LOG_DEADLINE, INTERVAL_LOG_POLL, || {
             if let Err(e) = reader.poll() {
                 return Poll::Abort(format!("cannot read {}: {e}", log.display()));
@@ -303,37 +317,29 @@ impl<'c> Observe<'c> {
                 Err(e) => return Poll::Abort(e.message),
             };
             let logged = reader.snapshot();
+            let whole = |v: Option<f64>| v.map(|v| v.round().max(0.0) as u64);
             last = counters
                 .iter()
-                .map(|c| {
-                    let whole = |v: Option<f64>| v.map_or(0, |v| v.round().max(0.0) as u64);
-                    (
-                        c.to_string(),
-                        whole(logged.counter(c)),
-                        whole(exported.counter(c)),
-                    )
+                .map(|c| LoggedVsExported {
+                    counter: c.to_string(),
+                    logged: whole(logged.counter(c)),
+                    metrics: whole(exported.counter(c)),
                 })
                 .collect();
-            if let Some((c, got, want)) = last.iter().find(|(_, got, want)| got > want) {
-                return Poll::Abort(format!(
-                    "worker {} logged {c} = {got}, its /metrics says {want}",
-                    worker.name()
-                ));
-            }
-            if last.iter().all(|(_, got, want)| got == want) {
-                Poll::Ready(())
-            } else {
-                Poll::Pending(format!("logged vs /metrics so far: {last:?}"))
+            match interval::judge(worker.name(), &last) {
+                Agreement::Agree => Poll::Ready(()),
+                Agreement::Pending(so_far) => Poll::Pending(so_far),
+                Agreement::Disagree(why) => Poll::Abort(why),
             }
         });
         let path = self.ctx.record(
             &format!("interval-log-{}.json", worker.name()),
             &json!({
                 "log": log,
+                "meaning": meaning,
+                "independent_sources": independent,
                 "lines": reader.accumulator().lines(),
-                "counters": last.iter().map(|(c, logged, exported)| {
-                    json!({"counter": c, "logged": logged, "metrics": exported})
-                }).collect::<Vec<_>>(),
+                "counters": last,
             }),
         );
         outcome.map_err(|e| {
@@ -343,7 +349,10 @@ impl<'c> Observe<'c> {
             } else {
                 e.to_string()
             };
-            CaseError::new(format!("interval log agrees with /metrics: {why}")).with_evidence(path)
+            CaseError::new(format!(
+                "interval log agrees with /metrics: {why} (the comparison here is {meaning})"
+            ))
+            .with_evidence(path)
         })
     }
 }

@@ -336,23 +336,29 @@ mod arm_tests {
     }
 }
 
-/// A repeat pass reused cached blocks: the response says so
-/// (`cached_tokens`, block-aligned and > 0). Without it, a "cached" pass
-/// that recomputed everything would pass as long as the tokens matched.
+/// A repeat pass reused the cache: the response says so, and for the whole
+/// prompt (`cached_tokens` = `expected`, what the engine caches of the
+/// prompt: its full blocks, on vLLM short of the last token). `> 0` alone
+/// would pass a repeat that hit only a short prefix, and without it a
+/// "cached" pass that recomputed everything would pass as long as the
+/// tokens matched.
 pub fn expect_cached_repeat(
     prompt: &str,
     cached_tokens: Option<u64>,
+    expected: u64,
     block_size: u64,
 ) -> Result<(), Violation> {
+    let block = block_size.max(1);
     Checks::new("cached pass reused the cache")
-        .check(
-            cached_tokens.is_some_and(|c| c > 0 && c % block_size.max(1) == 0),
-            || {
-                format!(
-                    "{prompt} repeated: cached_tokens {cached_tokens:?}, expected a block-aligned count > 0 (block size {block_size})"
-                )
-            },
-        )
+        .check(expected > 0, || {
+            format!("{prompt} has no full block to cache (block size {block_size}): the repeat proves nothing")
+        })
+        .check(cached_tokens == Some(expected), || {
+            format!(
+                "{prompt} repeated: cached_tokens {cached_tokens:?}, expected {expected} ({} full blocks × {block_size}, what the engine caches of the prompt)",
+                expected / block
+            )
+        })
         .verdict()
 }
 
@@ -361,14 +367,23 @@ mod cached_tests {
     use super::*;
 
     #[test]
-    fn a_repeat_must_report_cached_blocks() {
-        assert_eq!(expect_cached_repeat("f1", Some(48), 16), Ok(()));
-        for bad in [None, Some(0), Some(20)] {
-            let v = expect_cached_repeat("f1", bad, 16).unwrap_err().to_string();
+    fn a_repeat_must_report_the_prompts_full_blocks() {
+        assert_eq!(expect_cached_repeat("f1", Some(64), 64, 16), Ok(()));
+        // Absent, nothing, unaligned, and a hit on one block only (which
+        // `> 0` passed) all fail.
+        for bad in [None, Some(0), Some(20), Some(16), Some(48), Some(80)] {
+            let v = expect_cached_repeat("f1", bad, 64, 16)
+                .unwrap_err()
+                .to_string();
             assert!(
-                v.starts_with("cached pass reused the cache: f1 repeated"),
+                v.starts_with("cached pass reused the cache: f1 repeated: cached_tokens")
+                    && v.contains("expected 64 (4 full blocks × 16"),
                 "{v}"
             );
         }
+        let v = expect_cached_repeat("f1", Some(0), 0, 16)
+            .unwrap_err()
+            .to_string();
+        assert!(v.contains("f1 has no full block to cache"), "{v}");
     }
 }
