@@ -8,6 +8,8 @@ makes each mutated module a unified diff.
   sites ROOT MODULE...   one JSON object per line and site: the operators of
                          cosmic-ray's `init` (those without arguments), in
                          its order; occurrence counts per module and operator
+                         (as `cosmic-ray apply` takes it); sites inside type
+                         annotations are left out
   mutate ROOT N          stdin: a JSON list of {module, operator,
                          occurrence}, in draw order; stdout: its entries in
                          that order up to the N-th that compiles, each with
@@ -35,17 +37,39 @@ def operators():
             yield name, operator_class()
 
 
+def annotations(tree):
+    """(start, end) of every type annotation: a parameter's, a return's, an
+    annotated assignment's. A mutation there changes no behaviour (with
+    postponed annotations) or only fails the import (without), so its sites
+    are left out."""
+    spans = []
+    for node in ast_nodes(tree):
+        if node.type == "param" or node.type == "funcdef":
+            annotation = node.annotation
+        elif node.type == "annassign":
+            annotation = node.children[1]
+        else:
+            continue
+        if annotation is not None:
+            spans.append((annotation.start_pos, annotation.end_pos))
+    return spans
+
+
 def sites(root, modules):
     ops = list(operators())
     for module in modules:
         tree = get_ast_from_path(Path(root) / module)
+        spans = annotations(tree)
         for name, operator in ops:
             positions = (
                 (node, start, end)
                 for node in ast_nodes(tree)
                 for start, end in operator.mutation_positions(node)
             )
+            # Occurrences count every position, as cosmic-ray's own do.
             for occurrence, (node, start, end) in enumerate(positions):
+                if any(a <= start < b for a, b in spans):
+                    continue
                 print(
                     json.dumps(
                         {

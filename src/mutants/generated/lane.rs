@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use super::diff;
@@ -20,8 +20,13 @@ use crate::mutants::driver::stamp;
 use crate::mutants::header::Lane;
 use crate::mutants::report::{LaneReport, MutantRow};
 
+/// A file in the lane's directory that ends the lane after the running
+/// mutant (`touch DIR/stop`): the running stack tears down as usual and
+/// the table keeps what ran.
+pub const STOP_FILE: &str = "stop";
+
 /// One drawn mutant, ready to run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GeneratedMutant {
     pub name: String,
     pub site: Site,
@@ -31,9 +36,9 @@ pub struct GeneratedMutant {
 }
 
 /// `sample.json`: how the sample was drawn, and what was skipped.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SampleRecord {
-    pub tool: &'static str,
+    pub tool: String,
     pub kvcr_version: String,
     pub modules: Vec<String>,
     pub seed: u64,
@@ -47,8 +52,14 @@ pub struct SampleRecord {
 }
 
 /// Draws the sample and writes `sites.jsonl`, `diffs/<name>.diff` and
-/// `sample.json` into `out`.
+/// `sample.json` into `out`; reuses the draw already there (a
+/// `--draw-only` run into the same `--out`) when it is of the same seed,
+/// count, modules and tool, and its diffs are in place.
 pub fn draw(repo_root: &Path, out: &Path, args: &GeneratedArgs) -> Result<SampleRecord, String> {
+    if let Some(record) = earlier_draw(out, args) {
+        println!("reusing the draw in {}", out.join("sample.json").display());
+        return Ok(record);
+    }
     let tool = Tool::ready(repo_root, out)?;
     let lines = tool.sites(&args.modules)?;
     write(&out.join("sites.jsonl"), &lines)?;
@@ -56,7 +67,7 @@ pub fn draw(repo_root: &Path, out: &Path, args: &GeneratedArgs) -> Result<Sample
     let order = sample::draw_order(&sites, args.seed);
     let drawn = tool.mutate(&order, args.count)?;
     let mut record = SampleRecord {
-        tool: COSMIC_RAY,
+        tool: COSMIC_RAY.to_string(),
         kvcr_version: tool.kvcr_version.clone(),
         modules: args.modules.clone(),
         seed: args.seed,
@@ -109,6 +120,17 @@ pub fn draw(repo_root: &Path, out: &Path, args: &GeneratedArgs) -> Result<Sample
         );
     }
     Ok(record)
+}
+
+fn earlier_draw(out: &Path, args: &GeneratedArgs) -> Option<SampleRecord> {
+    let text = std::fs::read_to_string(out.join("sample.json")).ok()?;
+    let record: SampleRecord = serde_json::from_str(&text).ok()?;
+    let same = record.tool == COSMIC_RAY
+        && record.seed == args.seed
+        && record.count == args.count
+        && record.modules == args.modules
+        && record.mutants.iter().all(|m| m.diff.is_file());
+    same.then_some(record)
 }
 
 /// The diff's comment header (skipped by `patch`).
@@ -170,6 +192,13 @@ pub fn run_generated(
     let total = record.mutants.len();
     let mut rows = Vec::new();
     for (i, mutant) in record.mutants.iter().enumerate() {
+        if out.join(STOP_FILE).exists() {
+            println!(
+                "stopping: {} exists; {i} of {total} mutants ran",
+                out.join(STOP_FILE).display()
+            );
+            break;
+        }
         let mut flags = args.harness.clone();
         flags.push("--kvcr".into());
         flags.push(format!("{}+{}", KvcrSpec::default(), mutant.diff.display()));
@@ -403,6 +432,42 @@ mod tests {
         };
         assert!(why.contains("TC-02::local_dram_flow"), "{why}");
         assert!(!row.met, "no verdict");
+    }
+
+    #[test]
+    fn a_draw_of_the_same_seed_count_and_modules_is_reused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path());
+        std::fs::create_dir_all(m.diff.parent().unwrap()).unwrap();
+        std::fs::write(&m.diff, "--- a/kvcr/local_dram.py\n").unwrap();
+        let args = GeneratedArgs {
+            count: 1,
+            seed: 5,
+            modules: vec!["local_dram".into()],
+            draw_only: false,
+        };
+        let record = SampleRecord {
+            tool: COSMIC_RAY.into(),
+            kvcr_version: "0.1.1".into(),
+            modules: args.modules.clone(),
+            seed: 5,
+            count: 1,
+            sites: vec![("local_dram".into(), 1)],
+            sites_total: 1,
+            mutants: vec![m.clone()],
+            skipped: vec![],
+        };
+        let json = serde_json::to_string(&record).unwrap();
+        std::fs::write(tmp.path().join("sample.json"), json).unwrap();
+        let again = earlier_draw(tmp.path(), &args).expect("reused");
+        assert_eq!(again.mutants[0].name, m.name);
+        let other_seed = GeneratedArgs {
+            seed: 6,
+            ..args.clone()
+        };
+        assert!(earlier_draw(tmp.path(), &other_seed).is_none());
+        std::fs::remove_file(&m.diff).unwrap();
+        assert!(earlier_draw(tmp.path(), &args).is_none(), "a diff is gone");
     }
 
     #[test]
