@@ -18,7 +18,7 @@ use crate::mutants::args::{GeneratedArgs, MutantsArgs};
 use crate::mutants::classify::{classify_run, MutantResult};
 use crate::mutants::driver::stamp;
 use crate::mutants::header::Lane;
-use crate::mutants::report::{LaneReport, MutantRow};
+use crate::mutants::report::{LaneReport, MutantRow, NO_EXPECTATION};
 
 /// A file in the lane's directory that ends the lane after the running
 /// mutant (`touch DIR/stop`): the running stack tears down as usual and
@@ -289,7 +289,7 @@ fn row(
         class: format!("generated:{}", mutant.site.module_name()),
         // The modules sampled are the ones Phase 1 claims to cover.
         phase1_claims_it: true,
-        expect: "unknown".into(),
+        expect: NO_EXPECTATION.into(),
         expected_message: None,
         target: target.to_string(),
         trials: trials.to_vec(),
@@ -403,7 +403,7 @@ mod tests {
         assert_eq!(message, "host-tier (DRAM) hit: 3 blocks");
         assert!(!message_matches, "no header, no expected message");
         assert!(row.met, "a verdict was reached");
-        assert_eq!(row.expect, "unknown");
+        assert_eq!(row.expect, NO_EXPECTATION);
         assert_eq!(row.class, "generated:local_dram");
         assert_eq!(
             row.name,
