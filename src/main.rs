@@ -104,7 +104,8 @@ commands:
                                on a fresh stack of the target its header implies: TC-01
                                plus its caught-by trials. Per mutant killed (which trial,
                                its message), survived or broken (no stack: not scored);
-                               writes mutants.json and mutants.html into DIR (default
+                               writes mutants.json and report.html (its mutants section;
+                               also as mutants.html) into DIR (default
                                target/mutants/<timestamp>), prints the table and the
                                score. Exit 0 = every mutant met its header's expect
                                (docs/kvcr-under-test.md)
@@ -229,11 +230,17 @@ fn mutants(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
         }
     };
     let lane = match &parsed.generated {
-        Some(generated) => mutants::generated::run_generated(repo_root, &parsed, generated),
+        Some(generated) => mutants::generated::run_generated(repo_root, &parsed, generated)
+            .map_err(mutants::driver::LaneError::Failed),
         None => mutants::run_lane(repo_root, &parsed),
     };
     let (report, out) = match lane {
         Ok(done) => done,
+        // An unknown `--only` name or a mutant of another lane: usage.
+        Err(mutants::driver::LaneError::Usage(e)) => {
+            eprintln!("error: mutants: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
         Err(e) => {
             eprintln!("error: mutants: {e}");
             return ExitCode::FAILURE;
@@ -246,9 +253,9 @@ fn mutants(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
     println!();
     print!("{}", report.table());
     match report.write(&out) {
-        Ok((json, html)) => {
-            println!("{}", json.display());
-            println!("{}", html.display());
+        Ok(written) => {
+            println!("{}", written.json.display());
+            println!("{}", written.report.display());
         }
         Err(e) => {
             eprintln!("error: mutants: {e}");
