@@ -164,9 +164,13 @@ impl LaneReport {
             self.score_not_yet_claimed.words()
         ));
         let unmet = self.mutants.iter().filter(|r| !r.met).count();
-        lines.push(match unmet {
-            0 => "every mutant met its header's expect".to_string(),
-            n => format!("{n} mutant(s) did not meet their header's expect"),
+        let generated =
+            !self.mutants.is_empty() && self.mutants.iter().all(|r| r.expect == NO_EXPECTATION);
+        lines.push(match (generated, unmet) {
+            (true, 0) => "generated mutants (no expectation): every one reached a verdict".into(),
+            (true, n) => format!("generated mutants (no expectation): {n} broken, no verdict"),
+            (false, 0) => "every mutant met its header's expect".to_string(),
+            (false, n) => format!("{n} mutant(s) did not meet their header's expect"),
         });
         lines.join("\n") + "\n"
     }
@@ -259,6 +263,9 @@ impl LaneReport {
         Ok(written)
     }
 }
+
+/// The `expect` of a generated mutant: it has no header.
+pub const NO_EXPECTATION: &str = "unknown";
 
 /// The files [`LaneReport::write`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -382,6 +389,19 @@ mod tests {
             "{d}"
         );
         assert!(table.contains("1 mutant(s) did not meet"), "{table}");
+    }
+
+    #[test]
+    fn a_generated_table_says_there_is_no_expectation() {
+        let mut r = report();
+        for row in &mut r.mutants {
+            row.expect = NO_EXPECTATION.into();
+        }
+        let table = r.table();
+        assert!(
+            table.contains("generated mutants (no expectation): 1 broken, no verdict"),
+            "{table}"
+        );
     }
 
     #[test]
