@@ -126,27 +126,47 @@ pub fn log_lines(logs_dir: &Path, ids: &[&str]) -> Vec<String> {
             Some((name, strip_ansi(&String::from_utf8_lossy(&bytes))))
         })
         .collect();
+    // One automaton per hop: a scan is linear in the logs whatever the
+    // number of ids (a case of a hundred requests, logs of thousands of
+    // lines: testing each id on each line took tens of seconds).
+    let Some(ours) = matcher(ids.iter().copied()) else {
+        return Vec::new();
+    };
     // Hop 1: the ids Dynamo gave the case's requests.
     let mut wanted: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+    let mut seen: std::collections::HashSet<String> = wanted.iter().cloned().collect();
     for (_, text) in &logs {
-        for line in text.lines().filter(|l| ids.iter().any(|id| l.contains(id))) {
+        for line in text.lines().filter(|l| ours.is_match(l)) {
             for linked in dynamo_request_ids(line) {
-                if !wanted.contains(&linked) {
+                if seen.insert(linked.clone()) {
                     wanted.push(linked);
                 }
             }
         }
     }
     // Hop 2: every line naming any of them.
+    let Some(any) = matcher(wanted.iter().map(String::as_str)) else {
+        return Vec::new();
+    };
     let mut found = Vec::new();
     for (name, text) in &logs {
         for (n, line) in text.lines().enumerate() {
-            if wanted.iter().any(|id| line.contains(id.as_str())) {
+            if any.is_match(line) {
                 found.push(format!("{name}:{}: {line}", n + 1));
             }
         }
     }
     found
+}
+
+/// A matcher of any of `ids` as a substring; `None` when it cannot be built
+/// (no ids, or too many for the automaton).
+fn matcher<'a>(ids: impl Iterator<Item = &'a str>) -> Option<aho_corasick::AhoCorasick> {
+    let ids: Vec<&str> = ids.filter(|id| !id.is_empty()).collect();
+    if ids.is_empty() {
+        return None;
+    }
+    aho_corasick::AhoCorasick::new(ids).ok()
 }
 
 /// The marker of the CPU engine's first-token stamp: `request <id>: first
