@@ -16,7 +16,13 @@ use crate::drive::{self, Phase1Child, ReadRun};
 /// Runs the lane; progress goes to stdout, one line per mutant.
 pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, PathBuf), String> {
     let all = curated::load_all(&repo_root.join(super::MUTANTS_DIR))?;
-    let chosen = curated::select(all, args.only.as_deref(), args.engine)?;
+    let chosen: Vec<Mutant> = curated::select(all, args.only.as_deref(), args.engine)?
+        .into_iter()
+        .map(|m| Mutant {
+            header: m.header.for_lane(args.engine),
+            diff: m.diff,
+        })
+        .collect();
     if chosen.is_empty() {
         return Err(format!(
             "no curated mutant applies to the {} lane",

@@ -154,6 +154,18 @@ pub enum Expect {
     Survives,
 }
 
+impl MutantHeader {
+    /// The header as `lane` judges it: its `message` is the lane's own.
+    pub fn for_lane(mut self, lane: Lane) -> Self {
+        if lane == Lane::Vllm {
+            if let Some(vllm) = self.message_vllm.take() {
+                self.message = Some(vllm);
+            }
+        }
+        self
+    }
+}
+
 /// One mutant's header, checked complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MutantHeader {
@@ -165,6 +177,9 @@ pub struct MutantHeader {
     pub caught_by: Vec<String>,
     /// A stable substring of the failure message; `None` for a survivor.
     pub message: Option<String>,
+    /// The vLLM lane's message where the same bug fails otherwise there
+    /// (e.g. a request that never completes instead of a wrong count).
+    pub message_vllm: Option<String>,
     pub lanes: Vec<Lane>,
     pub topology: Topology,
     pub geometry: Geometry,
@@ -233,7 +248,7 @@ pub enum HeaderError {
 }
 
 const KNOWN_FIELDS: &str =
-    "mutant, models, class, caught-by, message, lanes, topology, geometry, expect, reading, needs, suite";
+    "mutant, models, class, caught-by, message, message-vllm, lanes, topology, geometry, expect, reading, needs, suite";
 
 /// Targets a mutant's `suite` may name.
 const SUITES: [&str; 2] = ["phase2", "phase2_g3"];
@@ -339,6 +354,14 @@ pub fn parse(file_stem: &str, text: &str) -> Result<MutantHeader, HeaderError> {
         }
         (Expect::Killed, m) => Some(m.to_string()),
     };
+    let message_vllm = optional("message-vllm").cloned();
+    if message_vllm.is_some() && message.is_none() {
+        return Err(invalid(
+            "message-vllm",
+            message_text,
+            "a survivor has no failure message on any lane".into(),
+        ));
+    }
     let reading = optional("reading").cloned();
     match (expect, &reading) {
         (Expect::Survives, None) => {
@@ -430,6 +453,7 @@ pub fn parse(file_stem: &str, text: &str) -> Result<MutantHeader, HeaderError> {
         class,
         caught_by,
         message,
+        message_vllm,
         lanes,
         topology,
         geometry,
@@ -647,6 +671,28 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("a survivor has no failure message"));
+    }
+
+    #[test]
+    fn the_vllm_lane_judges_by_its_own_message() {
+        let text = killed().replace(
+            "# message: reference tokens",
+            "# message: reference tokens\n# message-vllm: no response",
+        );
+        let h = parse("m", &text).unwrap();
+        assert_eq!(
+            h.clone().for_lane(Lane::Cpu).message.as_deref(),
+            Some("reference tokens")
+        );
+        assert_eq!(
+            h.for_lane(Lane::Vllm).message.as_deref(),
+            Some("no response")
+        );
+        let plain = parse("m", &killed()).unwrap();
+        assert_eq!(
+            plain.for_lane(Lane::Vllm).message.as_deref(),
+            Some("reference tokens")
+        );
     }
 
     #[test]

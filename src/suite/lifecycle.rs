@@ -52,6 +52,10 @@ pub struct Suite {
     redactor: crate::config::Redactor,
     /// This run in the machine's registry of live runs, once it has a stack.
     live_run: Mutex<Option<super::neighbours::LiveRun>>,
+    /// The trials libtest will run, in order (set once the filters are
+    /// known): a destructive trial with no later stack user skips the
+    /// restore.
+    planned: OnceCell<Vec<Trial>>,
 }
 
 impl Suite {
@@ -77,11 +81,19 @@ impl Suite {
         if !args.list {
             install_teardown_on_signal();
         }
+        let mut planned = Vec::new();
         let trials = trials
             .into_iter()
             .filter(|trial| filters.selects(&trial.trial_name(), args.exact))
-            .map(|trial| suite.trial(trial))
+            .map(|trial| {
+                let runnable = suite.trial(trial);
+                if !args.is_filtered_out(&runnable) {
+                    planned.push(trial);
+                }
+                runnable
+            })
             .collect();
+        let _ = suite.planned.set(planned);
         let conclusion = libtest_mimic::run(&args, trials);
         if !args.list {
             suite.finish();
@@ -145,6 +157,7 @@ impl Suite {
             started_utc: crate::evidence::UtcTime::now(),
             redactor: crate::config::Redactor::from_process_env(),
             live_run: Mutex::new(None),
+            planned: OnceCell::new(),
         })
     }
 
@@ -162,9 +175,9 @@ impl Suite {
             .map(|e| format!("{case_id} on {topology}: {e}"))
     }
 
-    fn run_trial(&self, case: &Trial) -> Result<Completion, Failed> {
-        let started = Instant::now();
-        let skip = if !self.settings.selects(case.id()) {
+    /// Why `case` does not run on this machine and stack, if it does not.
+    fn skip(&self, case: &Trial) -> Option<Skip> {
+        if !self.settings.selects(case.id()) {
             Some(Skip::not_selected(format!(
                 "{} is not selected by --cases",
                 case.id()
@@ -180,7 +193,32 @@ impl Suite {
                 }
                 Applicability::Ignored(reason) => Some(Skip::not_applicable(reason)),
             }
+        }
+    }
+
+    /// Whether a trial after `case` in this run will use the stack. A
+    /// destructive trial restores the stack only for such a trial, or for
+    /// a stack that outlives the run (`keep_stack`): after the run's last
+    /// stack user, the restore (a worker restart: minutes on vLLM) would
+    /// serve nobody.
+    fn later_trial_uses_stack(&self, case: &Trial) -> bool {
+        let Some(planned) = self.planned.get() else {
+            return true;
         };
+        if self.settings.keep_stack {
+            return true;
+        }
+        let name = case.trial_name();
+        any_after(
+            planned,
+            |t| t.trial_name() == name,
+            |later| self.skip(later).is_none(),
+        )
+    }
+
+    fn run_trial(&self, case: &Trial) -> Result<Completion, Failed> {
+        let started = Instant::now();
+        let skip = self.skip(case);
         if let Some(skip) = skip {
             let require_all = self.settings.require_all;
             let outcome = skip.outcome(require_all);
@@ -293,7 +331,14 @@ impl Suite {
         // A timed-out case may have left a worker dead or a fault half-done;
         // after a crash the stack is restored, so the next case starts on a
         // whole stack instead of failing on the same dead process.
-        let result = if case.destructive() || timed_out.is_some() || ctx.crashes.count() > 0 {
+        let broken = case.destructive() || timed_out.is_some() || ctx.crashes.count() > 0;
+        if broken && !self.later_trial_uses_stack(case) {
+            eprintln!(
+                "[kvcr-e2e] no restore after {}: no later trial of this run uses the stack",
+                case.trial_name()
+            );
+        }
+        let result = if broken && self.later_trial_uses_stack(case) {
             let seen = ctx.crashes.count();
             let restored = result.and(super::restore::restore(&stack, &ctx, &pids_before));
             // A crash during the restore is this case's too, and the next
@@ -787,6 +832,30 @@ fn init_tracing(settings: &Settings) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// Whether an item after the first one matching `is_current` satisfies
+/// `uses`; `true` when no item matches (unknown position: assume a user).
+fn any_after<T>(items: &[T], is_current: impl Fn(&T) -> bool, uses: impl Fn(&T) -> bool) -> bool {
+    match items.iter().position(is_current) {
+        Some(at) => items[at + 1..].iter().any(uses),
+        None => true,
+    }
+}
+
+#[cfg(test)]
+mod restore_plan_tests {
+    use super::any_after;
+
+    #[test]
+    fn only_a_later_runnable_trial_asks_for_a_restore() {
+        let plan = ["a", "b", "c"];
+        let runs = |t: &&str| *t != "c";
+        assert!(any_after(&plan, |t| *t == "a", runs));
+        assert!(!any_after(&plan, |t| *t == "b", runs), "c is skipped");
+        assert!(!any_after(&plan, |t| *t == "c", runs), "nothing after c");
+        assert!(any_after(&plan, |t| *t == "z", runs), "unknown: restore");
+    }
 }
 
 #[cfg(test)]

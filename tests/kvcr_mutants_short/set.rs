@@ -35,7 +35,7 @@ pub const CPU: &[Entry] = &[
 pub const VLLM: &[Entry] = &[
     e("host_tier", "local-deliver-skips-last-block"),
     e("transfer_accounting", "source-write-bytes-double-counted"),
-    e("hints", "hint-parser-drops-last-hash"),
+    e("hints", "hint-parser-reads-renamed-source-field"),
 ];
 
 /// The checks of `set::well_formed`, as one message per problem.
