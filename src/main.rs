@@ -102,7 +102,8 @@ commands:
                                on a fresh stack of the target its header implies: TC-01
                                plus its caught-by trials. Per mutant killed (which trial,
                                its message), survived or broken (no stack: not scored);
-                               writes mutants.json and mutants.html into DIR (default
+                               writes mutants.json and report.html (its mutants section;
+                               also as mutants.html) into DIR (default
                                target/mutants/<timestamp>), prints the table and the
                                score. Exit 0 = every mutant met its header's expect
                                (docs/kvcr-under-test.md)
@@ -216,6 +217,11 @@ fn mutants(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
     };
     let (report, out) = match mutants::run_lane(repo_root, &parsed) {
         Ok(done) => done,
+        // An unknown `--only` name or a mutant of another lane: usage.
+        Err(mutants::driver::LaneError::Usage(e)) => {
+            eprintln!("error: mutants: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
         Err(e) => {
             eprintln!("error: mutants: {e}");
             return ExitCode::FAILURE;
@@ -224,9 +230,9 @@ fn mutants(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
     println!();
     print!("{}", report.table());
     match report.write(&out) {
-        Ok((json, html)) => {
-            println!("{}", json.display());
-            println!("{}", html.display());
+        Ok(written) => {
+            println!("{}", written.json.display());
+            println!("{}", written.report.display());
         }
         Err(e) => {
             eprintln!("error: mutants: {e}");

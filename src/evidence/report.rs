@@ -114,6 +114,19 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
     Ok(o)
 }
 
+/// A report page of the same look around `sections` (each a `<section>`),
+/// for a run that is not a phase1 run (the mutation lane).
+pub fn render_page(title: &str, meta: &str, sections: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>{title}</title><style>{CSS}</style></head><body>\n\
+         <header><h1>{title}</h1><div class=\"meta\">{meta}</div></header>\n<main>\n{sections}</main></body></html>\n",
+        title = esc(title),
+        meta = esc(meta),
+    )
+}
+
 /// Renders and writes `report.html` into the run directory; returns its path.
 pub fn write_report(dir: &RunDir, results: &Results) -> Result<PathBuf, EvidenceError> {
     let html = render_report(results)?;
@@ -135,6 +148,12 @@ fn cases_table(run: &RunRecord) -> String {
             Outcome::Ignored { reason, because } => {
                 ("ignored", format!("{reason} ({})", because.words()))
             }
+        };
+        // A green case says what it could not check on this stack.
+        let msg = match super::not_checked::line(c) {
+            Some(line) if !matches!(c.outcome, Outcome::Ignored { .. }) && msg.is_empty() => line,
+            Some(line) if !matches!(c.outcome, Outcome::Ignored { .. }) => format!("{msg}\n{line}"),
+            _ => msg,
         };
         let duration = match c.outcome {
             Outcome::Ignored { .. } => String::new(),

@@ -116,6 +116,11 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
             }
             Outcome::Passed => {}
         }
+        if !matches!(c.outcome, Outcome::Ignored { .. }) {
+            if let Some(line) = super::not_checked::short_line(c) {
+                let _ = writeln!(o, "      {line}");
+            }
+        }
     }
     let (p, f, i) = run.counts();
     let _ = writeln!(

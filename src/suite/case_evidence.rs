@@ -101,6 +101,22 @@ impl<'a> CaseEvidence<'a> {
         );
     }
 
+    /// A clause the case cannot check on this stack, and why: the case
+    /// stays green, its summary line and the report say so.
+    pub fn not_checked(&self, check: &str, why: &str) {
+        let mut m = self.measurements.borrow_mut();
+        let list = m
+            .entry(crate::evidence::NOT_CHECKED.to_string())
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = list {
+            let entry = serde_json::to_value(crate::evidence::NotChecked::new(check, why))
+                .unwrap_or(Value::Null);
+            if !list.contains(&entry) {
+                list.push(entry);
+            }
+        }
+    }
+
     /// Checks a verdict after recording `observed` as evidence file `name`.
     pub fn check(
         &self,

@@ -210,6 +210,8 @@ impl<'a> CaseCtx<'a> {
                 prompt.key()
             ),
         )?;
+        // KVCR's own byte count of the deposit agrees with its blocks.
+        self.observe().expect_fill_bytes(worker, &before)?;
         Ok(answer)
     }
 
@@ -237,15 +239,12 @@ impl<'a> CaseCtx<'a> {
                 "counted",
             )
         } else {
-            let block = u64::from(self.geometry().block_size_tokens.max(1));
-            let admitted_tokens = delta
-                .required_count(&Counter::PrefixCacheQueries)?
-                .saturating_sub(delta.required_count(&Counter::PrefixCacheHits)?);
-            // The first `capacity` admitted blocks may have filled free
-            // slots; every one after them pushed an older block out.
-            let capacity = self.stack.engine.device_cache_blocks();
             (
-                (admitted_tokens / block).saturating_sub(capacity),
+                super::readings::evicted_past_capacity(
+                    &delta,
+                    u64::from(self.geometry().block_size_tokens),
+                    self.stack.engine.device_cache_blocks(),
+                )?,
                 "admitted past capacity",
             )
         };
@@ -306,6 +305,12 @@ impl<'a> CaseCtx<'a> {
     /// Adds a measurement to the case's record in results.json.
     pub fn measure(&self, key: &str, value: impl Serialize) {
         self.evidence.measure(key, value)
+    }
+
+    /// Records a clause this stack cannot check, and why (the case stays
+    /// green; its summary line and the report say "not checked").
+    pub fn not_checked(&self, check: &str, why: &str) {
+        self.evidence.not_checked(check, why)
     }
 
     /// Checks a verdict after recording `observed` as evidence file `name`.

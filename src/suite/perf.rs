@@ -124,6 +124,7 @@ impl<'c> Perf<'c> {
         };
         match ctx.stack.engine.first_token_stamp() {
             FirstTokenStamp::Unavailable(why) => {
+                ctx.not_checked("TTFT accuracy", &why);
                 figure.unavailable = Some(why);
                 ctx.measure(TTFT_ACCURACY, &figure);
                 Ok(())
