@@ -40,8 +40,8 @@ pub use junit::{junit_report, junit_xml, write_junit, write_junit_with_gpu, SUIT
 pub use not_checked::{NotChecked, NOT_CHECKED};
 pub use perf::{
     percentiles, ttft_offsets, Arm, ArmSummary, Baseline, DeltaVsBaseline, FirstTokenPair,
-    OffsetStats, Percentiles, PerfSummary, RecoveryAttempt, RecoveryTimeline, RequestRecord,
-    SweepLevel, TtftAccuracy,
+    OffsetStats, OpenLoopLevel, Percentiles, PerfSummary, RecoveryAttempt, RecoveryTimeline,
+    RequestRecord, SweepLevel, TtftAccuracy, INTERVAL_CONFIDENCE, THROUGHPUT_WINDOWS,
 };
 pub use provenance::{ComponentImport, GitState, KvcrBuild, KvcrProvenance, PatchState};
 pub use record::{

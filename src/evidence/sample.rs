@@ -174,6 +174,9 @@ fn req(arm: Option<Arm>, conc: Option<u32>, ttft: f64, tpot: f64, worker: u64) -
         request_id: None,
         first_token_monotonic_ns: None,
         first_token_offset_ms: None,
+        sent_at_ms: None,
+        rate_per_s: None,
+        schedule: None,
     }
 }
 
