@@ -1,7 +1,7 @@
 //! `kvcr-e2e`: developer commands around the phase 1 suite.
 //!
 //! ```text
-//! kvcr-e2e python-env [--env cpu|vllm|aiperf]
+//! kvcr-e2e python-env [--env cpu|vllm|aiperf|mutgen]
 //!                            create or check a pinned Python env
 //! kvcr-e2e stack up [FLAGS]  bring a stack up and keep it (attach runs to it)
 //! kvcr-e2e stack down        tear that stack down
@@ -21,7 +21,7 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: kvcr-e2e <command>
 
 commands:
-  python-env [--env cpu|vllm|aiperf] [--python PATH] [--kvcr SPEC]
+  python-env [--env cpu|vllm|aiperf|mutgen] [--python PATH] [--kvcr SPEC]
                                create (or reuse) a pinned Python env, or check an
                                existing interpreter (never modified) with --python;
                                with --kvcr, also the KVCR env of that build over it
@@ -37,6 +37,8 @@ commands:
                                        (first build ~4-8 min, ~6.8 GB)
                                  aiperf AIPerf, a peer in the client benchmark;
                                        .venv-aiperf from requirements-aiperf.lock
+                                 mutgen cosmic-ray, the generated mutants' tool;
+                                       .venv-mutgen from requirements-mutgen.lock
                                See docs/python-env.md.
   stack up [--manifest PATH] [HARNESS FLAGS]
                                bring the stack up (and the reference cache warm), write
@@ -102,10 +104,23 @@ commands:
                                on a fresh stack of the target its header implies: TC-01
                                plus its caught-by trials. Per mutant killed (which trial,
                                its message), survived or broken (no stack: not scored);
-                               writes mutants.json and mutants.html into DIR (default
+                               writes mutants.json and report.html (its mutants section;
+                               also as mutants.html) into DIR (default
                                target/mutants/<timestamp>), prints the table and the
                                score. Exit 0 = every mutant met its header's expect
                                (docs/kvcr-under-test.md)
+  mutants --generated N [--seed S] [--modules M,...] [--draw-only] [--engine cpu|vllm]
+          [--out DIR] [HARNESS FLAGS]
+                               generated mutants: cosmic-ray (the `mutgen` env, built on
+                               first use) enumerates every operator mutation site of
+                               the KVCR modules M (default local_dram, remote_fw_dram,
+                               guard, recovery_journal, hint_parser, core); N of them,
+                               drawn by seed S (default 1; the same N and S draw the
+                               same mutants anywhere), become diffs in DIR/diffs/, each
+                               run like a curated mutant with TC-01..TC-04 and TC-06.
+                               Same table and files, plus sample.json; no expectation:
+                               exit 0 = every mutant reached a verdict. --draw-only
+                               writes the diffs and sample.json and runs nothing
   live-runs [list] [--json] [--live-runs-dir DIR]
                                every live kvcr-e2e run of this machine (all checkouts and
                                users): pid, target, start, exclusive, run dir
@@ -214,23 +229,55 @@ fn mutants(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (report, out) = match mutants::run_lane(repo_root, &parsed) {
+    let lane = match &parsed.generated {
+        Some(generated) => mutants::generated::run_generated(repo_root, &parsed, generated)
+            .map_err(mutants::driver::LaneError::Failed),
+        None => mutants::run_lane(repo_root, &parsed),
+    };
+    let (report, out) = match lane {
         Ok(done) => done,
+        // An unknown `--only` name or a mutant of another lane: usage.
+        Err(mutants::driver::LaneError::Usage(e)) => {
+            eprintln!("error: mutants: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
         Err(e) => {
             eprintln!("error: mutants: {e}");
             return ExitCode::FAILURE;
         }
     };
+    if parsed.generated.as_ref().is_some_and(|g| g.draw_only) {
+        println!("drawn, not run: {}", out.join("sample.json").display());
+        return ExitCode::SUCCESS;
+    }
     println!();
     print!("{}", report.table());
     match report.write(&out) {
-        Ok((json, html)) => {
-            println!("{}", json.display());
-            println!("{}", html.display());
+        Ok(written) => {
+            println!("{}", written.json.display());
+            println!("{}", written.report.display());
         }
         Err(e) => {
             eprintln!("error: mutants: {e}");
             return ExitCode::FAILURE;
+        }
+    }
+    if parsed.generated.is_some() {
+        // No expectations: list the survivors for reading; exit 0 when
+        // every mutant reached a verdict.
+        let survivors: Vec<&str> = report
+            .mutants
+            .iter()
+            .filter(|r| r.result == mutants::MutantResult::Survived)
+            .map(|r| r.name.as_str())
+            .collect();
+        println!(
+            "generated mutants have no expectation (`met` = a verdict was reached); {} survivor(s) to read against their diffs in {}:",
+            survivors.len(),
+            out.join("diffs").display()
+        );
+        for name in survivors {
+            println!("  {name}");
         }
     }
     if report.all_met {
@@ -407,7 +454,7 @@ fn python_env(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
             },
             _ => {
                 eprintln!(
-                    "error: python-env takes only --env cpu|vllm|aiperf, --python PATH and --kvcr SPEC, saw `{flag}`\n\n{USAGE}"
+                    "error: python-env takes only --env cpu|vllm|aiperf|mutgen, --python PATH and --kvcr SPEC, saw `{flag}`\n\n{USAGE}"
                 );
                 return ExitCode::from(2);
             }

@@ -5,7 +5,10 @@
 //! blocks two prompts share. A *family* is one shared prefix of whole blocks
 //! plus suffix variants shorter than a block: variant `j` of family `i` shares
 //! exactly `prefix_blocks` full blocks with every other variant of family `i`
-//! and none with any other family.
+//! and none with any other family. Each family also has one *extended*
+//! prompt: the prefix, one more full block of its own, then a suffix; a
+//! request for it shares the prefix with the variants and has a full block
+//! past it (TC-03's hint-membership check).
 //!
 //! Every case takes families it has never used before from the [`PromptBook`],
 //! so no case can pass on blocks another case (or an earlier try) left behind.
@@ -37,11 +40,18 @@ pub struct Prompt {
     pub tokens: Vec<u32>,
 }
 
+/// The `variant` number of a family's extended prompt (key `f012x`).
+pub const EXTENDED_VARIANT: usize = 1000;
+
 impl Prompt {
-    /// A short stable name for evidence, e.g. `f012v1`.
+    /// A short stable name for evidence, e.g. `f012v1` (`f012x`: the
+    /// extended prompt).
     pub fn key(&self) -> String {
         if self.family == usize::MAX {
             return format!("filler{}", self.variant);
+        }
+        if self.variant == EXTENDED_VARIANT {
+            return format!("f{:03}x", self.family);
         }
         format!("f{:03}v{}", self.family, self.variant)
     }
@@ -53,6 +63,8 @@ pub struct Family {
     pub index: usize,
     pub prefix_blocks: u32,
     pub variants: Vec<Prompt>,
+    /// The prefix, one full block no other prompt has, then a suffix.
+    pub extended: Prompt,
 }
 
 impl Family {
@@ -64,7 +76,18 @@ impl Family {
     pub fn shared_blocks(&self) -> u64 {
         u64::from(self.prefix_blocks)
     }
+
+    /// Every prompt the reference phase records: the variants in order,
+    /// then the extended prompt.
+    pub fn reference_prompts(&self) -> impl Iterator<Item = &Prompt> {
+        self.variants.iter().chain(std::iter::once(&self.extended))
+    }
 }
+
+/// Streams of a family's extended prompt: its extra block and its suffix
+/// (variants use `1..=variants`).
+const EXTENSION_STREAM: u64 = 0xE0;
+const EXTENSION_SUFFIX_STREAM: u64 = 0xE1;
 
 /// splitmix64: small, fast, and the same on every platform.
 fn splitmix(state: &mut u64) -> u64 {
@@ -107,10 +130,26 @@ pub fn families(shape: &PromptShape) -> Vec<Family> {
                     }
                 })
                 .collect();
+            let mut extended = prefix.clone();
+            extended.extend(tokens(
+                shape,
+                ((i as u64) << 8) | EXTENSION_STREAM,
+                shape.block_size,
+            ));
+            extended.extend(tokens(
+                shape,
+                ((i as u64) << 8) | EXTENSION_SUFFIX_STREAM,
+                shape.suffix_tokens,
+            ));
             Family {
                 index: i,
                 prefix_blocks: shape.prefix_blocks,
                 variants,
+                extended: Prompt {
+                    family: i,
+                    variant: EXTENDED_VARIANT,
+                    tokens: extended,
+                },
             }
         })
         .collect()
@@ -140,8 +179,8 @@ const FILLER_STREAM: u64 = 1 << 62;
 pub fn digest(shape: &PromptShape) -> String {
     let mut h = Sha256::new();
     for f in families(shape) {
-        for p in f.variants {
-            for t in p.tokens {
+        for p in f.reference_prompts() {
+            for t in &p.tokens {
                 h.update(t.to_le_bytes());
             }
             h.update(b"|");
@@ -279,6 +318,22 @@ mod tests {
             fams[0].variants[0].tokens[..16],
             fams[1].variants[0].tokens[..16]
         );
+    }
+
+    #[test]
+    fn the_extended_prompt_has_one_full_block_past_the_prefix() {
+        let fams = families(&shape());
+        let f = &fams[2];
+        let x = &f.extended.tokens;
+        assert_eq!(x.len(), (4 + 1) * 16 + 8);
+        assert_eq!(x[..64], f.variants[1].tokens[..64]);
+        // Its fifth block is its own: no variant's suffix starts it.
+        for v in &f.variants {
+            assert_ne!(x[64..72], v.tokens[64..72]);
+        }
+        assert_eq!(f.extended.key(), "f002x");
+        let keys: Vec<String> = f.reference_prompts().map(Prompt::key).collect();
+        assert_eq!(keys, ["f002v0", "f002v1", "f002v2", "f002x"]);
     }
 
     #[test]

@@ -141,3 +141,21 @@ fn the_readme_lists_every_mutant() {
         missing.join(", ")
     );
 }
+
+/// `kvcr-e2e mutants --only <unknown>` is a usage error: exit status 2, the
+/// known names listed, and no stack started.
+#[test]
+fn an_unknown_only_name_exits_2_with_the_known_names() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kvcr-e2e"))
+        .args(["mutants", "--only", "no-such-mutant"])
+        .current_dir(root())
+        .output()
+        .expect("kvcr-e2e runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no curated mutant `no-such-mutant`; known: ")
+            && stderr.contains("lru-evicts-newest"),
+        "{stderr}"
+    );
+}

@@ -1,10 +1,12 @@
 //! TC-01 generation correctness: each prompt through the router returns
 //! exactly the reference tokens, on a first pass (cold) and on a repeat pass
-//! (cached), and each cached answer says it reused cached blocks
-//! (`cached_tokens`). Readiness was proven by a real completion when the
-//! stack started. On a stack with a decode worker, a fresh prompt's P→D
-//! transfer reconciles too: the decode pulled exactly its full blocks from
-//! the prefill.
+//! (cached), and each cached answer says it reused all the blocks the
+//! engine caches of the prompt (`cached_tokens` = its full blocks; on vLLM
+//! short of the last token). Readiness was proven by a real completion when
+//! the stack started. On a stack with a decode worker, the P→D transfer
+//! reconciles through each prefill worker in turn (a fresh prompt pinned to
+//! it with `nvext.prefill_worker_id`): the decode pulled exactly the
+//! prompt's full blocks from that prefill.
 
 use crate::suite::{Case, CaseCtx, CaseResult};
 use crate::verdict::local::expect_cached_repeat;
@@ -21,8 +23,11 @@ const FAMILIES: usize = 3;
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     if let Some(decode) = ctx.disagg().decode_worker() {
+        // Through each prefill worker in turn (pinned), a fresh prompt each.
+        let fresh = ctx.families(ctx.disagg().prefill_workers().len())?;
+        let prompts: Vec<_> = fresh.iter().map(|f| f.variant(0)).collect();
         ctx.disagg()
-            .expect_prefill_to_decode(&decode, ctx.family()?.variant(0))?;
+            .expect_prefill_to_decode_each(&decode, &prompts)?;
     }
     let families = ctx.families(FAMILIES)?;
     let block_size = u64::from(ctx.geometry().block_size_tokens);
@@ -40,16 +45,20 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
                     ..e
                 })?;
             if pass == "cached" {
-                cached.push((answer.prompt.clone(), answer.cached_tokens));
+                let expected = ctx
+                    .stack
+                    .engine
+                    .cached_tokens_of_repeat(prompt.tokens.len() as u64);
+                cached.push((answer.prompt.clone(), answer.cached_tokens, expected));
             }
             served += 1;
         }
     }
-    for (prompt, cached_tokens) in &cached {
+    for (prompt, cached_tokens, expected) in &cached {
         ctx.check(
             "cached-pass.json",
             &cached,
-            expect_cached_repeat(prompt, *cached_tokens, block_size),
+            expect_cached_repeat(prompt, *cached_tokens, *expected, block_size),
         )?;
     }
     ctx.measure("requests", served);

@@ -6,12 +6,19 @@
 //! sizes of the geometry (dense or hybrid); no partial or failed delivery.
 //! When A and B run on different nodes, B's reads went over TCP through its
 //! node's veth (UCX's own report), not shared memory.
+//! Hint membership: a second family is committed on A, and its extended
+//! prompt (the prefix plus one full block no one holds) is sent to B: B
+//! pulls exactly the hinted prefix blocks from A, nothing partial or failed,
+//! and computes the one block past them (on vLLM, derived from its
+//! prefix-cache counters; "not checked" where it reports none).
 //! Both workers' `KV Transfer metrics` log lines report the same transfer as
 //! their Prometheus counters.
 
 use crate::suite::{Case, CaseCtx, CaseResult};
 use crate::telemetry::{Counter, OpResult, Scope};
-use crate::verdict::transfer::{expect_exact_pages, expect_peer_transfer};
+use crate::verdict::transfer::{
+    expect_exact_pages, expect_hint_membership, expect_peer_transfer, ComputedReading,
+};
 
 pub const CASE: Case = Case {
     id: "TC-03",
@@ -51,6 +58,15 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     )?;
     // Hybrid: exact pages per kind (attention pages, SSM parts), counted
     // by the target as it read them, not only the same total bytes.
+    if geometry.pool_kinds().len() > 1 && !ctx.stack.engine.counts_pages_per_kind() {
+        ctx.not_checked(
+            "exact pages per kind",
+            &format!(
+                "the {} engine counts no pages per kind; only the total bytes were checked",
+                ctx.stack.engine.name()
+            ),
+        );
+    }
     if geometry.pool_kinds().len() > 1 && ctx.stack.engine.counts_pages_per_kind() {
         let read: Vec<(String, u64)> = geometry
             .pool_kinds()
@@ -68,6 +84,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             expect_exact_pages(&read, family.shared_blocks(), &geometry),
         )?;
     }
+    expect_hint_membership_on(ctx, &a, &b)?;
     ctx.observe().expect_interval_log_agrees(
         &a,
         &[
@@ -82,4 +99,83 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             Counter::OpCount(Scope::RemoteDeliver, OpResult::Success),
         ],
     )
+}
+
+/// Why the hint-membership check does not apply to `engine`'s KVCR tier,
+/// recorded as "not checked" rather than passed.
+fn membership_not_checked(engine: &dyn crate::engine::Engine) -> Option<&'static str> {
+    (!engine.kvcr_exact_hint_membership()).then_some(
+        "not checked: this engine's KVCR tier queries opportunistically (opportunistic_query on, vLLM's default), so a hinted request may pull blocks the hint does not name by design",
+    )
+}
+
+/// A hinted request with one full block past the hinted prefix, on B, of a
+/// family only A has committed.
+fn expect_hint_membership_on(
+    ctx: &CaseCtx,
+    a: &crate::stack::Worker,
+    b: &crate::stack::Worker,
+) -> CaseResult {
+    if let Some(why) = membership_not_checked(ctx.stack.engine.as_ref()) {
+        ctx.measure("hint_membership", why);
+        return Ok(());
+    }
+    let family = ctx.family()?;
+    let geometry = ctx.geometry();
+    ctx.commit(a, family.variant(0))?;
+    let prompt = &family.extended;
+    let (a_before, b_before) = (ctx.snapshot(a)?, ctx.snapshot(b)?);
+    let answer = ctx.complete_on(b, prompt)?;
+    ctx.expect_reference(prompt, &answer.tokens)?;
+    let observed = ctx.observe().peer_transfer(a, &a_before, b, &b_before)?;
+    let computed = ctx.observe().computed_reading(&observed.target)?;
+    let prompt_blocks = geometry.full_blocks(prompt.tokens.len() as u64);
+    ctx.measure(
+        "membership_computed_blocks",
+        match &computed {
+            ComputedReading::Read(n) => serde_json::json!(n),
+            ComputedReading::NotChecked(why) => serde_json::json!(why),
+        },
+    );
+    ctx.check(
+        "membership.json",
+        &serde_json::json!({
+            "prompt": prompt.key(), "hinted_blocks": family.shared_blocks(), "prompt_blocks": prompt_blocks,
+            "computed": computed, "source_A": observed.source, "target_B": observed.target,
+            "observed": observed.transfer, "answer": answer,
+        }),
+        expect_hint_membership(
+            &observed.transfer,
+            &computed,
+            family.shared_blocks(),
+            prompt_blocks,
+            geometry.bytes_per_block(),
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::vllm::{VllmEngine, VllmProfile};
+    use crate::engine::Topology;
+
+    /// The vLLM lanes record the membership check "not checked" (their
+    /// KVCR tier queries opportunistically); the CPU engine runs it.
+    #[test]
+    fn hint_membership_runs_on_the_cpu_engine_and_is_not_checked_on_vllm() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let cpu = crate::engine::cpu::CpuEngine::new(
+            crate::engine::cpu::CpuEngineProfile::shipped(),
+            crate::engine::GeometryKind::Dense,
+            root,
+        );
+        assert_eq!(membership_not_checked(&cpu), None);
+        let text = std::fs::read_to_string(root.join("fixtures/engines/vllm-cpu.toml"))
+            .expect("the CPU lane's vLLM profile");
+        let profile: VllmProfile = toml::from_str(&text).expect("a valid profile");
+        let vllm = VllmEngine::new(profile, Topology::Agg).expect("agg");
+        let why = membership_not_checked(&vllm).expect("vLLM queries opportunistically");
+        assert!(why.starts_with("not checked: "), "{why}");
+    }
 }

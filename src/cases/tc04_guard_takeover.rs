@@ -4,9 +4,13 @@
 //! group. Commit prompts on A (into the Guard-backed pool). SIGKILL A's
 //! engine process and verify the fault: the pid is gone, the Guard logged
 //! `guard_promoted` for A's index (its `recovered_blocks`, the whole pool,
-//! is recorded), A's control port still listens. Takeover: A's prefix pinned
-//! to B is served through a `remote_deliver` from A's endpoint (now the
-//! Guard), exactly the committed blocks' pages, with reference tokens. Replacement: A' starts with A's Guard index and
+//! is recorded), A's control port still listens, and `recovered_blocks` is at
+//! least the blocks this case committed on A (a lower bound: the Guard
+//! reports its whole pool). Takeover: A's prefix pinned to B is served
+//! through a `remote_deliver` from A's endpoint (now the Guard), exactly the
+//! committed blocks' pages, with reference tokens; then the oldest family
+//! committed on A is Guard-served too (a Guard that kept only its newest
+//! records fails there). Replacement: A' starts with A's Guard index and
 //! control port; after handback A's prefix on A' is a local hit from the
 //! reclaimed pool, with reference tokens. Nothing lost, block by block:
 //! every block A committed in the case (KVCR's inventory events on A) is
@@ -19,7 +23,7 @@
 use std::time::Duration;
 
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
-use crate::verdict::guard::{expect_promoted, AttemptOutcome};
+use crate::verdict::guard::{expect_promoted, expect_recovered_covers, AttemptOutcome};
 use crate::verdict::local::expect_host_tier_hit;
 use crate::verdict::transfer::expect_peer_transfer;
 
@@ -37,8 +41,13 @@ const MIN_TAKEOVER_ATTEMPTS: usize = 3;
 /// Prefixes committed on A before the kill that B may try in turn: up to
 /// this many attempts while the router can still hint A's blocks.
 const TAKEOVER_ATTEMPTS: usize = 6;
-/// One more committed prefix, for the replacement.
-const COMMITTED: usize = TAKEOVER_ATTEMPTS + 1;
+/// The oldest committed prefix (committed first, tried once the Guard has
+/// served one attempt), the takeover's, and one more for the replacement.
+const COMMITTED: usize = TAKEOVER_ATTEMPTS + 2;
+/// Where each group sits in the committed families, oldest first.
+const OLDEST: usize = 0;
+const FIRST_ATTEMPT: usize = 1;
+const REPLACEMENT: usize = FIRST_ATTEMPT + TAKEOVER_ATTEMPTS;
 /// How long after the kill the router can still hint A's blocks: A's
 /// instance (and its blocks in the router's index) stays in Dynamo's file
 /// discovery until its files are 10 s old (`FileStore`'s fixed TTL in
@@ -86,6 +95,13 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             ctx.stack.control_port_listening(&a),
         ),
     )?;
+    if let Some(p) = &promotion {
+        ctx.check(
+            "fault.json",
+            &serde_json::json!({"kill": kill, "promotion": promotion, "committed_blocks": committed_blocks}),
+            expect_recovered_covers(p, committed_blocks, a.name()),
+        )?;
+    }
 
     // Takeover: B pulls A's prefix from the Guard at A's endpoint. In-flight
     // operations fail while the Guard takes over (KVCR's contract: callers
@@ -100,7 +116,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let mut transfers = guard.follow()?;
     let mut attempts = Vec::new();
     let mut timeline = Vec::new();
-    for (i, family) in families[..TAKEOVER_ATTEMPTS].iter().enumerate() {
+    for (i, family) in families[FIRST_ATTEMPT..REPLACEMENT].iter().enumerate() {
         let since_kill = kill.sent_at.elapsed();
         if i >= MIN_TAKEOVER_ATTEMPTS && since_kill > HINT_WINDOW {
             break;
@@ -126,12 +142,33 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             break;
         }
     }
-    ctx.record("takeover-timeline.json", &timeline);
-    let evidence = ctx.record("takeover.json", &attempts);
-    let Some(served) = attempts
+    let served_at = attempts
         .iter()
-        .find(|a| a.outcome == AttemptOutcome::GuardServed)
-    else {
+        .position(|a| a.outcome == AttemptOutcome::GuardServed);
+    // The oldest family, once the Guard has served one attempt (its
+    // endpoint to B is open): a Guard that lost its older records, and
+    // served only the newest, fails here.
+    let oldest = match served_at {
+        Some(_) => {
+            let family = &families[OLDEST];
+            let attempt = ctx.guard().attempt(&b, family.variant(1), &mut transfers)?;
+            timeline.push(serde_json::json!({
+                "prompt": attempt.prompt,
+                "oldest_committed": true,
+                "sent_ms_after_kill": ms(attempt.sent_at.saturating_duration_since(kill.sent_at)),
+                "took_ms": ms(attempt.answered_at.saturating_duration_since(attempt.sent_at)),
+                "outcome": format!("{:?}", attempt.outcome),
+            }));
+            Some(attempt)
+        }
+        None => None,
+    };
+    ctx.record("takeover-timeline.json", &timeline);
+    let evidence = ctx.record(
+        "takeover.json",
+        &serde_json::json!({"attempts": attempts, "oldest_committed": oldest}),
+    );
+    let Some(served) = served_at.map(|i| &attempts[i]) else {
         return Err(CaseError::new(format!(
             "takeover through the Guard: none of {} attempts pinned to B was served from A's endpoint \
              (the last sent {:.1} s after the kill; the router hints A's blocks for 6.7-10 s): {:?}{}",
@@ -160,6 +197,31 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     .map_err(|v| {
         CaseError::new(format!("takeover through the Guard: {v}")).with_evidence(&evidence)
     })?;
+    if let Some(oldest) = &oldest {
+        ctx.measure("oldest_committed_outcome", format!("{:?}", oldest.outcome));
+        if oldest.outcome != AttemptOutcome::GuardServed {
+            return Err(CaseError::new(format!(
+                "takeover through the Guard: the oldest family committed on A ({}, sent {:.1} s after the kill, after {} was served) was not served by the Guard: {:?}",
+                oldest.prompt,
+                oldest.sent_at.saturating_duration_since(kill.sent_at).as_secs_f64(),
+                served.prompt,
+                oldest.outcome
+            ))
+            .with_evidence(&evidence));
+        }
+        expect_peer_transfer(
+            &oldest.transfer,
+            families[OLDEST].shared_blocks(),
+            geometry.bytes_per_block(),
+        )
+        .map_err(|v| {
+            CaseError::new(format!(
+                "takeover through the Guard: the oldest committed family {}: {v}",
+                oldest.prompt
+            ))
+            .with_evidence(&evidence)
+        })?;
+    }
     if let Some(ledger) = &mut ledger {
         ledger.after_takeover(ctx, &b)?;
     }
@@ -174,7 +236,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             &replacement,
         )?;
     }
-    let reclaimed = &families[TAKEOVER_ATTEMPTS];
+    let reclaimed = &families[REPLACEMENT];
     let before = ctx.snapshot(&replacement)?;
     let answer = ctx.complete_on(&replacement, reclaimed.variant(1))?;
     ctx.expect_reference(reclaimed.variant(1), &answer.tokens)?;

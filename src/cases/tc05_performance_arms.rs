@@ -6,13 +6,21 @@
 //! - **local hit**: the prefix again on the same worker, from the device cache;
 //! - **DRAM hit**: the prefix again after evicting the device cache, from host memory;
 //! - **remote hit**: the prefix on the other worker, through a hinted peer transfer;
-//! - **concurrency sweep**: throughput and TTFT/TPOT percentiles per level.
+//! - **concurrency sweep**: throughput (with its interval) and TTFT/TPOT
+//!   percentiles per level; a closed loop per concurrency level by default,
+//!   or an open loop of Poisson arrivals per rate (`perf_sweep_mode`), whose
+//!   requests record their schedule delay.
+//!
+//! Each arm reports n and its TTFT p50's order-statistic interval.
 //!
 //! No latency thresholds: deltas against the KVCR-disabled baselines of the
 //! reference phase are recorded and plotted.
 
+use crate::compare::OpenLoop;
+use crate::config::SweepMode;
 use crate::evidence::Arm;
-use crate::suite::{Case, CaseCtx, CaseResult};
+use crate::prompts::Prompt;
+use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::verdict::local::{expect_computed, expect_device_hit, expect_host_tier_hit};
 use crate::verdict::transfer::expect_peer_transfer;
 
@@ -162,15 +170,57 @@ fn remote_hit(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn sweep(ctx: &CaseCtx) -> CaseResult {
-    let levels = ctx.settings.perf_concurrency_levels.clone();
+    let settings = ctx.settings;
     let (mut results, mut requests) = (Vec::new(), Vec::new());
-    for level in levels {
-        // Two waves per level: each request a fresh prompt, the router picks the worker.
-        let families = ctx.families(2 * level as usize)?;
-        let prompts: Vec<_> = families.iter().map(|f| f.variant(0).clone()).collect();
-        let (summary, records) = ctx.perf().run_concurrent(level, &prompts)?;
-        results.push(summary);
-        requests.extend(records);
+    match settings.perf_sweep_mode {
+        SweepMode::Closed => {
+            for &level in &settings.perf_concurrency_levels {
+                // Each request a fresh prompt, the router picks the worker.
+                let count = closed_loop_requests(settings.perf_sweep_requests, level);
+                let prompts = fresh_prompts(ctx, count)?;
+                let (summary, records) = ctx.perf().run_concurrent(level, &prompts)?;
+                results.push(summary);
+                requests.extend(records);
+            }
+        }
+        SweepMode::Open => {
+            for (i, &rate) in settings.perf_sweep_rates.iter().enumerate() {
+                let seed = settings.perf_arrival_seed.wrapping_add(i as u64);
+                let plan = OpenLoop::new(f64::from(rate), seed)
+                    .map_err(|e| CaseError::new(e.to_string()))?;
+                let prompts = fresh_prompts(ctx, settings.perf_sweep_requests as usize)?;
+                let (summary, records) = ctx.perf().run_open_loop(plan, rate, &prompts)?;
+                results.push(summary);
+                requests.extend(records);
+            }
+        }
     }
     ctx.perf().report_sweep(results, requests)
+}
+
+/// Requests of a closed-loop level: the setting, but at least two waves
+/// of the level's concurrency.
+fn closed_loop_requests(setting: u32, level: u32) -> usize {
+    setting.max(level.saturating_mul(2)) as usize
+}
+
+fn fresh_prompts(ctx: &CaseCtx, count: usize) -> Result<Vec<Prompt>, CaseError> {
+    Ok(ctx
+        .families(count)?
+        .iter()
+        .map(|f| f.variant(0).clone())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::closed_loop_requests;
+
+    #[test]
+    fn a_closed_loop_level_runs_at_least_two_waves() {
+        assert_eq!(closed_loop_requests(24, 1), 24);
+        assert_eq!(closed_loop_requests(24, 8), 24);
+        assert_eq!(closed_loop_requests(24, 16), 32);
+        assert_eq!(closed_loop_requests(1, 4), 8);
+    }
 }

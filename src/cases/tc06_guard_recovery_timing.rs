@@ -7,7 +7,9 @@
 //! reference tokens AND is covered by a `remote_deliver` on B sourced from
 //! the Guard at A's endpoint; a token mismatch fails at once. t2 is the first
 //! correct response served by the replacement A', which must show hits from
-//! the reclaimed pool. Records t1−t0, t2−t0 and the Guard's `promotion_ms`.
+//! the reclaimed pool. Records t1−t0, t2−t0 and the Guard's `promotion_ms`;
+//! the promotion's `recovered_blocks` must be at least the blocks this case
+//! committed on A (a lower bound: the Guard reports its whole pool).
 //! t1 and t2 are stamped when the response arrives; the harness's own
 //! telemetry scrapes and Guard-log reads around an attempt are not in them.
 //! Nothing lost, block by block: the ledger of A's pool (as in TC-04)
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 use crate::evidence::{RecoveryAttempt, RecoveryTimeline};
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::guard_log::GuardEvent;
-use crate::verdict::guard::AttemptOutcome;
+use crate::verdict::guard::{expect_recovered_covers, AttemptOutcome};
 use crate::verdict::local::expect_host_tier_hit;
 
 use super::production_common::LedgerWatch;
@@ -99,10 +101,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         }
     }
     guard_events.poll()?;
-    timeline.promotion_ms = guard_events.events().iter().find_map(|e| match &e.event {
-        GuardEvent::Promoted(p) if p.guard == a.slot.guard_index => Some(p.promotion_ms),
+    let promotion = guard_events.events().iter().find_map(|e| match &e.event {
+        GuardEvent::Promoted(p) if p.guard == a.slot.guard_index => Some(p.clone()),
         _ => None,
     });
+    timeline.promotion_ms = promotion.as_ref().map(|p| p.promotion_ms);
     if timeline.t1_ms.is_none() {
         let reason = format!(
             "{} attempts in {:.1} s, none served by the Guard ({}); Guard promotion_ms {:?}",
@@ -117,6 +120,26 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         return Err(CaseError::new(format!("no t1: {reason}")).with_evidence(path));
     }
 
+    // The Guard that served t1 promoted A's group: it recovered at least
+    // what this case committed there.
+    let committed_blocks: u64 = families.iter().map(|f| f.shared_blocks()).sum();
+    ctx.measure(
+        "recovered_blocks",
+        promotion.as_ref().map(|p| p.recovered_blocks),
+    );
+    let Some(promotion) = &promotion else {
+        let path = ctx.record("timeline.json", &timeline);
+        return Err(CaseError::new(format!(
+            "t1 was served by the Guard, but its log has no `guard_promoted` event for guard {}",
+            a.slot.guard_index
+        ))
+        .with_evidence(path));
+    };
+    ctx.check(
+        "promotion.json",
+        &serde_json::json!({"promotion": promotion, "committed_blocks": committed_blocks}),
+        expect_recovered_covers(promotion, committed_blocks, a.name()),
+    )?;
     if let Some(ledger) = &mut ledger {
         ledger.after_takeover(ctx, &b)?;
     }
@@ -138,7 +161,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     // After t2 (its queries would delay it): every block A committed is
     // held by A', nothing lost.
     if let Some(ledger) = ledger {
-        ledger.after_reclaim(ctx, timeline_recovered(&guard_events, &a), &replacement)?;
+        ledger.after_reclaim(ctx, Some(promotion.recovered_blocks), &replacement)?;
     }
     let geometry = ctx.geometry();
     ctx.check(
@@ -151,17 +174,6 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             geometry.bytes_per_block(),
         ),
     )
-}
-
-/// The Guard's `recovered_blocks` at its promotion of `dead`'s group.
-fn timeline_recovered(
-    events: &crate::suite::GuardFollower,
-    dead: &crate::stack::Worker,
-) -> Option<u64> {
-    events.events().iter().find_map(|e| match &e.event {
-        GuardEvent::Promoted(p) if p.guard == dead.slot.guard_index => Some(p.recovered_blocks),
-        _ => None,
-    })
 }
 
 fn summarize(timeline: &RecoveryTimeline) -> String {

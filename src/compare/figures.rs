@@ -8,6 +8,7 @@
 //! | `TC-05::<arm>::itl_p50` | each ok request's median inter-token gap | p50 | higher |
 //! | `TC-05::concurrency_sweep::c<N>::throughput` | the level's ok requests/s | mean | lower |
 //! | `TC-05::concurrency_sweep::c<N>::ttft_p50` | each ok request's TTFT at that level | p50 | higher |
+//! | `TC-05::concurrency_sweep::r<rate>::{throughput,ttft_p50}` | the same, for an open-loop level | as above | as above |
 //! | `TC-06::guard_recovery_timing::{t1,t2,promotion}` | the run's t1, t2, Guard promotion time | p50 | higher |
 //!
 //! Arms are cold, local_hit, dram_hit and remote_hit. The request is the
@@ -166,12 +167,17 @@ impl RunResults {
             );
         }
         for level in &self.perf.sweep {
-            let c = level.concurrency;
-            let id = |m: &str| format!("TC-05::concurrency_sweep::c{c}::{m}");
+            // `c4` for a closed-loop level, `r8` for an open-loop one.
+            let key = level.key();
+            let shown = match &level.open_loop {
+                Some(o) => format!("rate={}/s", o.rate_per_s),
+                None => format!("c={}", level.concurrency),
+            };
+            let id = |m: &str| format!("TC-05::concurrency_sweep::{key}::{m}");
             push(
                 FigureSpec::new(
                     id("throughput"),
-                    format!("sweep c={c} throughput"),
+                    format!("sweep {shown} throughput"),
                     "req/s",
                     Statistic::Mean,
                     Better::Higher,
@@ -181,7 +187,7 @@ impl RunResults {
             push(
                 FigureSpec::new(
                     id("ttft_p50"),
-                    format!("sweep c={c} TTFT p50"),
+                    format!("sweep {shown} TTFT p50"),
                     "ms",
                     Statistic::P50,
                     Better::Lower,
@@ -189,7 +195,7 @@ impl RunResults {
                 self.requests
                     .iter()
                     .filter(ok)
-                    .filter(|r| r.arm.is_none() && r.concurrency == Some(c))
+                    .filter(|r| level.holds(r))
                     .filter_map(|r| r.ttft_ms)
                     .collect(),
             );
@@ -238,6 +244,9 @@ mod tests {
             request_id: None,
             first_token_monotonic_ns: None,
             first_token_offset_ms: None,
+            sent_at_ms: None,
+            rate_per_s: None,
+            schedule: None,
         }
     }
 

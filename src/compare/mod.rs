@@ -28,6 +28,7 @@ mod driver;
 mod errors;
 mod figures;
 mod junit;
+mod order_interval;
 mod page;
 mod rng;
 mod rounds;
@@ -54,6 +55,7 @@ pub use driver::{
 pub use errors::CompareError;
 pub use figures::{Better, FigureSpec, FigureValues, RunInfo, RunResults};
 pub use junit::{junit_report, junit_xml, SUITE};
+pub use order_interval::{min_sample_for, quantile_interval, QuantileInterval};
 pub use page::render_page;
 pub use rounds::{Build, Round, RoundPlan};
 pub use stats::small_sample_widening;

@@ -36,6 +36,7 @@ mod profile;
 pub mod redact;
 mod resolve;
 mod settings;
+mod sweep_mode;
 
 #[cfg(test)]
 mod tests;
@@ -51,6 +52,7 @@ pub use profile::{Entry, Profile, BUILTIN as BUILTIN_PROFILES, DEFAULT_PROFILE};
 pub use redact::{redacted_env, Redactor};
 pub use resolve::{resolve, Resolved};
 pub use settings::{PromptProfile, Settings};
+pub use sweep_mode::SweepMode;
 
 impl Settings {
     /// Resolves settings from the process's argv-derived harness flags and

@@ -13,6 +13,7 @@ use super::errors::ConfigError;
 use super::keys::{self, Kind};
 use super::log_level::LogLevel;
 use super::origin::Origin;
+use super::sweep_mode::SweepMode;
 
 /// How the prompt set is generated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -49,6 +50,14 @@ pub struct Settings {
     pub perf_concurrency_levels: Vec<u32>,
     /// Fresh prompts per TC-05 arm.
     pub perf_repeats: u32,
+    /// Requests per TC-05 sweep level (closed loop: at least 2 × the level).
+    pub perf_sweep_requests: u32,
+    /// The sweep's load model: closed loop per concurrency, open loop per rate.
+    pub perf_sweep_mode: SweepMode,
+    /// Open-loop sweep: arrival rates, requests per second.
+    pub perf_sweep_rates: Vec<u32>,
+    /// Open-loop sweep: seed of the arrivals (level i uses seed + i).
+    pub perf_arrival_seed: u64,
     /// Fault under load: concurrent streaming clients.
     pub load_clients: u32,
     /// Fault under load: requests per client (bounded load).
@@ -168,6 +177,10 @@ impl Settings {
             perf_evict_filler: 0,
             perf_concurrency_levels: Vec::new(),
             perf_repeats: 0,
+            perf_sweep_requests: 0,
+            perf_sweep_mode: SweepMode::Closed,
+            perf_sweep_rates: Vec::new(),
+            perf_arrival_seed: 0,
             load_clients: 0,
             load_requests_per_client: 0,
             load_max_failed_requests: 0,
@@ -251,6 +264,10 @@ impl Settings {
             "perf_evict_filler" => self.perf_evict_filler = v.uint()?,
             "perf_concurrency_levels" => self.perf_concurrency_levels = v.uint_list()?,
             "perf_repeats" => self.perf_repeats = v.uint()?,
+            "perf_sweep_requests" => self.perf_sweep_requests = v.uint()?,
+            "perf_sweep_mode" => self.perf_sweep_mode = v.word(SweepMode::from_word)?,
+            "perf_sweep_rates" => self.perf_sweep_rates = v.uint_list()?,
+            "perf_arrival_seed" => self.perf_arrival_seed = v.uint()?,
             "load_clients" => self.load_clients = v.uint()?,
             "load_requests_per_client" => self.load_requests_per_client = v.uint()?,
             "load_max_failed_requests" => self.load_max_failed_requests = v.uint()?,

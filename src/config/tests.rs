@@ -199,7 +199,11 @@ fn defaults_come_from_the_default_profile() {
     assert_eq!(s.topology, Topology::Agg);
     assert_eq!(s.geometry, Geometry::Dense);
     assert_eq!(s.perf_concurrency_levels, vec![1, 2, 4, 8]);
-    assert_eq!(s.perf_repeats, 3);
+    assert_eq!(s.perf_repeats, 10);
+    assert_eq!(s.perf_sweep_requests, 24);
+    assert_eq!(s.perf_sweep_mode, crate::config::SweepMode::Closed);
+    assert_eq!(s.perf_sweep_rates, vec![5, 10, 20]);
+    assert_eq!(s.perf_arrival_seed, 1);
     assert_eq!(s.tc06_cadence, Duration::from_millis(100));
     assert_eq!(s.startup_timeout, Duration::from_secs(180));
     assert_eq!(s.request_timeout, Duration::from_secs(60));
@@ -300,7 +304,7 @@ fn layers_override_in_order() {
     // The flag's profile wins over the environment's.
     let r = resolve_with(&["--profile", "hybrid"], &[("PHASE1_PROFILE", "ci")]).unwrap();
     assert_eq!(r.settings.profile, "hybrid");
-    assert_eq!(r.settings.perf_repeats, 3);
+    assert_eq!(r.settings.perf_repeats, 10);
 }
 
 #[test]
@@ -317,6 +321,10 @@ fn every_env_twin_sets_its_key() {
         ("PHASE1_PERF_EVICT_FILLER", "40"),
         ("PHASE1_PERF_CONCURRENCY_LEVELS", "1, 16"),
         ("PHASE1_PERF_REPEATS", "4"),
+        ("PHASE1_PERF_SWEEP_REQUESTS", "40"),
+        ("PHASE1_PERF_SWEEP_MODE", "Open"),
+        ("PHASE1_PERF_SWEEP_RATES", "3,30"),
+        ("PHASE1_PERF_ARRIVAL_SEED", "99"),
         ("PHASE1_TC06_CADENCE_MS", "50"),
         ("PHASE1_RUN_DIR", "/tmp/runs"),
         ("PHASE1_JUNIT", "/tmp/j.xml"),
@@ -342,6 +350,10 @@ fn every_env_twin_sets_its_key() {
     assert_eq!(s.perf_evict_filler, 40);
     assert_eq!(s.perf_concurrency_levels, vec![1, 16]);
     assert_eq!(s.perf_repeats, 4);
+    assert_eq!(s.perf_sweep_requests, 40);
+    assert_eq!(s.perf_sweep_mode, crate::config::SweepMode::Open);
+    assert_eq!(s.perf_sweep_rates, vec![3, 30]);
+    assert_eq!(s.perf_arrival_seed, 99);
     assert_eq!(s.tc06_cadence, Duration::from_millis(50));
     assert_eq!(s.run_dir.to_str(), Some("/tmp/runs"));
     assert_eq!(

@@ -385,6 +385,12 @@ impl Engine for CpuEngine {
         Ok(())
     }
 
+    /// `RemoteFWDramOptions` keeps KVCR's `opportunistic_query=False`
+    /// (`fixtures/cpu-engine/cpu_engine/kvcr_binding.py`).
+    fn kvcr_exact_hint_membership(&self) -> bool {
+        true
+    }
+
     /// `--kvcr off`: the engine imports KVCR only with `--kvcr on`.
     fn reference_imports_kvcr(&self) -> bool {
         false

@@ -370,10 +370,33 @@ pub trait Engine: Send + Sync {
     fn counts_pages_per_kind(&self) -> bool {
         false
     }
+
+    /// Whether the engine's KVCR tier answers a hinted query by the hint's
+    /// block list (KVCR's `opportunistic_query` off, its own default, which
+    /// the CPU engine keeps). vLLM's KVCR tier turns `opportunistic_query`
+    /// on (its default): every key of a hinted request is fetchable from
+    /// the hinted peer, so hint membership is not KVCR's behaviour there.
+    fn kvcr_exact_hint_membership(&self) -> bool {
+        false
+    }
     /// The pinned Python env the harness builds for this engine, or `None`
     /// when the user brings the interpreter (`--python`, e.g. a GPU image).
     fn python_env(&self) -> Option<&'static crate::pyenv::EnvSpec> {
         Some(&crate::pyenv::CPU_STACK)
+    }
+    /// The prompt tokens a repeat of a `prompt_tokens`-token prompt reports
+    /// cached (`cached_tokens`) once the whole prompt was computed before:
+    /// by default (the CPU engine) every full block of it.
+    fn cached_tokens_of_repeat(&self, prompt_tokens: u64) -> u64 {
+        self.geometry().full_blocks(prompt_tokens) * u64::from(self.geometry().block_size_tokens)
+    }
+    /// Whether the `KV Transfer metrics` log line and `/metrics` are
+    /// independent sources (vLLM: its logging stat logger and its
+    /// Prometheus exporter each aggregate the connector's stats), so that
+    /// their agreement means something. The CPU engine writes both from one
+    /// `IntervalStats`: there it is a consistency check of one source.
+    fn interval_log_is_independent(&self) -> bool {
+        false
     }
     /// Where the engine records the instant it sent a request's first token
     /// (TC-05's TTFT accuracy), or why it records none.
@@ -443,6 +466,30 @@ mod tests {
             assert_eq!(e.name(), engine.as_str());
             assert_eq!(e.worker_plans().len(), workers, "{engine}/{topology}");
         }
+    }
+
+    /// A repeat of a computed prompt: the CPU engine reports every full
+    /// block cached, vLLM every full block short of the last token; only
+    /// vLLM's comparison of its log line with /metrics is between two
+    /// independent sources.
+    #[test]
+    fn what_a_repeat_caches_and_which_sources_are_independent() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let cpu = cpu::CpuEngineProfile::shipped();
+        let setup = Setup::new(Topology::Agg, GeometryKind::Dense, &cpu, None, root);
+        let (c, v) = (
+            Kind::Cpu.build(&setup).unwrap(),
+            Kind::Vllm.build(&setup).unwrap(),
+        );
+        let (cb, vb) = (
+            u64::from(c.geometry().block_size_tokens),
+            u64::from(v.geometry().block_size_tokens),
+        );
+        assert_eq!(c.cached_tokens_of_repeat(4 * cb + 8), 4 * cb);
+        assert_eq!(c.cached_tokens_of_repeat(4 * cb), 4 * cb);
+        assert_eq!(v.cached_tokens_of_repeat(4 * vb + 8), 4 * vb);
+        assert_eq!(v.cached_tokens_of_repeat(4 * vb), 3 * vb);
+        assert!(!c.interval_log_is_independent() && v.interval_log_is_independent());
     }
 
     #[test]

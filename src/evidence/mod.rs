@@ -21,6 +21,7 @@ mod charts;
 mod errors;
 mod gpu;
 mod junit;
+mod not_checked;
 mod perf;
 pub mod provenance;
 mod record;
@@ -36,17 +37,18 @@ mod tests;
 
 pub use errors::EvidenceError;
 pub use junit::{junit_report, junit_xml, write_junit, write_junit_with_gpu, SUITE};
+pub use not_checked::{NotChecked, NOT_CHECKED};
 pub use perf::{
     percentiles, ttft_offsets, Arm, ArmSummary, Baseline, DeltaVsBaseline, FirstTokenPair,
-    OffsetStats, Percentiles, PerfSummary, RecoveryAttempt, RecoveryTimeline, RequestRecord,
-    SweepLevel, TtftAccuracy,
+    OffsetStats, OpenLoopLevel, Percentiles, PerfSummary, RecoveryAttempt, RecoveryTimeline,
+    RequestRecord, SweepLevel, TtftAccuracy, INTERVAL_CONFIDENCE, THROUGHPUT_WINDOWS,
 };
 pub use provenance::{ComponentImport, GitState, KvcrBuild, KvcrProvenance, PatchState};
 pub use record::{
     duration_ms, settings_digest, CaseRecord, IgnoredBecause, Neighbourhood, Outcome,
     ReferenceSummary, RunRecord, StackSummary, StartupTiming, UtcTime,
 };
-pub use report::{render_report, write_report, LOAD_TIMELINE};
+pub use report::{render_page, render_report, write_report, LOAD_TIMELINE};
 pub use results::{Results, RESULTS_SCHEMA_VERSION};
 pub use run_dir::RunDir;
 pub use summary::render_summary;

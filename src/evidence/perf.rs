@@ -4,6 +4,18 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::compare::{
+    estimate, quantile_interval, small_sample_widening, windowed_throughput, Bootstrap,
+    DelaySummary, Interval, QuantileInterval, ScheduledSend, Statistic,
+};
+
+/// Confidence of the per-arm and per-level intervals.
+pub const INTERVAL_CONFIDENCE: f64 = 0.95;
+
+/// Windows a sweep level's wall time is cut into for its throughput
+/// interval (batch means).
+pub const THROUGHPUT_WINDOWS: usize = 6;
+
 /// One streamed request as the client saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
@@ -44,6 +56,16 @@ pub struct RequestRecord {
     /// ms (see [`TtftAccuracy`]); absent where the engine stamps nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_token_offset_ms: Option<f64>,
+    /// Sweep requests: when it was sent, ms after its level started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at_ms: Option<f64>,
+    /// Open-loop sweep requests: the level's arrival rate, requests/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<u32>,
+    /// Open-loop sweep requests: intended and actual send, and the
+    /// schedule delay between them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduledSend>,
 }
 
 /// A TC-05 performance arm.
@@ -157,6 +179,13 @@ pub struct ArmSummary {
     pub itl_ms: Percentiles,
     /// TTFT p50 against the KVCR-disabled baselines.
     pub delta_vs_baseline_ms: DeltaVsBaseline,
+    /// The TTFT median's 95 % order-statistic interval (distribution-free);
+    /// absent below 6 requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_p50_interval_ms: Option<QuantileInterval>,
+    /// The TTFT p90's 95 % interval; absent below 36 requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_p90_interval_ms: Option<QuantileInterval>,
 }
 
 impl ArmSummary {
@@ -170,7 +199,8 @@ impl ArmSummary {
             .iter()
             .filter(|r| r.ok && r.arm == Some(arm))
             .collect();
-        let ttft = percentiles(&mine.iter().filter_map(|r| r.ttft_ms).collect::<Vec<_>>());
+        let ttft_values: Vec<f64> = mine.iter().filter_map(|r| r.ttft_ms).collect();
+        let ttft = percentiles(&ttft_values);
         let tpot = percentiles(&mine.iter().filter_map(|r| r.tpot_ms).collect::<Vec<_>>());
         let itl = percentiles(
             &mine
@@ -189,6 +219,8 @@ impl ArmSummary {
                 cold: delta(baseline.and_then(|b| b.cold_ttft_ms.p50)),
                 warm: delta(baseline.and_then(|b| b.warm_ttft_ms.p50)),
             },
+            ttft_p50_interval_ms: quantile_interval(&ttft_values, 0.5, INTERVAL_CONFIDENCE),
+            ttft_p90_interval_ms: quantile_interval(&ttft_values, 0.9, INTERVAL_CONFIDENCE),
         }
     }
 }
@@ -210,12 +242,87 @@ pub struct SweepLevel {
     pub ttft_ms: Percentiles,
     /// Time per output token.
     pub tpot_ms: Percentiles,
+    /// The request throughput's 95 % interval: batch means over
+    /// [`THROUGHPUT_WINDOWS`] equal spans of the level, widened for their
+    /// number ([`small_sample_widening`]); absent when the requests carry
+    /// no send instants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_throughput_interval_per_s: Option<Interval>,
+    /// The TTFT median's 95 % order-statistic interval; absent below 6 requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_p50_interval_ms: Option<QuantileInterval>,
+    /// The TTFT p90's 95 % interval; absent below 36 requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_p90_interval_ms: Option<QuantileInterval>,
+    /// An open-loop level: its schedule and how well it was kept. Absent
+    /// for a closed-loop level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop: Option<OpenLoopLevel>,
+}
+
+/// What an open-loop sweep level planned and how late it sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenLoopLevel {
+    /// Arrival rate, requests per second (Poisson).
+    pub rate_per_s: u32,
+    /// Seed of the arrival schedule.
+    pub seed: u64,
+    /// Schedule delay (actual − intended send) over the level's requests.
+    pub schedule_delay_ms: Option<DelaySummary>,
+    /// TTFT counted from the intended send (schedule delay + TTFT): what a
+    /// user arriving on schedule saw, free of coordinated omission.
+    pub ttft_from_intended_ms: Percentiles,
 }
 
 impl SweepLevel {
+    /// The figures' key of the level: `c<N>` for a closed-loop level,
+    /// `r<rate>` for an open-loop one.
+    pub fn key(&self) -> String {
+        match &self.open_loop {
+            Some(o) => format!("r{}", o.rate_per_s),
+            None => format!("c{}", self.concurrency),
+        }
+    }
+
+    /// Whether `r` was sent by this level.
+    pub fn holds(&self, r: &RequestRecord) -> bool {
+        r.arm.is_none()
+            && match &self.open_loop {
+                Some(o) => r.rate_per_s == Some(o.rate_per_s),
+                None => r.rate_per_s.is_none() && r.concurrency == Some(self.concurrency),
+            }
+    }
+
+    /// Summarizes an open-loop level at `rate_per_s` from `seed`: the
+    /// closed-loop figures ([`SweepLevel::from_requests`], with
+    /// `concurrency` the most requests that were in flight at once) and the
+    /// schedule delays of its requests.
+    pub fn open_loop(
+        rate_per_s: u32,
+        seed: u64,
+        requests: &[RequestRecord],
+        duration_s: f64,
+    ) -> Self {
+        let mut level = SweepLevel::from_requests(peak_in_flight(requests), requests, duration_s);
+        let sends: Vec<ScheduledSend> = requests.iter().filter_map(|r| r.schedule).collect();
+        let from_intended: Vec<f64> = requests
+            .iter()
+            .filter(|r| r.ok)
+            .filter_map(|r| Some(r.schedule?.from_intended_ms(r.ttft_ms?)))
+            .collect();
+        level.open_loop = Some(OpenLoopLevel {
+            rate_per_s,
+            seed,
+            schedule_delay_ms: DelaySummary::of(&sends),
+            ttft_from_intended_ms: percentiles(&from_intended),
+        });
+        level
+    }
+
     /// Summarizes the ok requests of one level that took `duration_s`.
     pub fn from_requests(concurrency: u32, requests: &[RequestRecord], duration_s: f64) -> Self {
         let ok: Vec<&RequestRecord> = requests.iter().filter(|r| r.ok).collect();
+        let ttft_values: Vec<f64> = ok.iter().filter_map(|r| r.ttft_ms).collect();
         let tokens: u64 = ok.iter().map(|r| u64::from(r.output_tokens)).sum();
         let per_s = |x: f64| {
             if duration_s > 0.0 {
@@ -230,10 +337,58 @@ impl SweepLevel {
             duration_s,
             request_throughput_per_s: per_s(ok.len() as f64),
             output_throughput_tok_per_s: per_s(tokens as f64),
-            ttft_ms: percentiles(&ok.iter().filter_map(|r| r.ttft_ms).collect::<Vec<_>>()),
+            ttft_ms: percentiles(&ttft_values),
             tpot_ms: percentiles(&ok.iter().filter_map(|r| r.tpot_ms).collect::<Vec<_>>()),
+            request_throughput_interval_per_s: throughput_interval(&ok, duration_s),
+            ttft_p50_interval_ms: quantile_interval(&ttft_values, 0.5, INTERVAL_CONFIDENCE),
+            ttft_p90_interval_ms: quantile_interval(&ttft_values, 0.9, INTERVAL_CONFIDENCE),
+            open_loop: None,
         }
     }
+}
+
+/// When each request ended, seconds after its level started (send + E2EL);
+/// `None` when a request lacks either.
+fn done_instants_s(requests: &[&RequestRecord]) -> Option<Vec<f64>> {
+    requests
+        .iter()
+        .map(|r| Some((r.sent_at_ms? + r.e2el_ms?) / 1000.0))
+        .collect()
+}
+
+/// The throughput's interval (see [`SweepLevel::request_throughput_interval_per_s`]).
+fn throughput_interval(ok: &[&RequestRecord], duration_s: f64) -> Option<Interval> {
+    let done = done_instants_s(ok)?;
+    let rates = windowed_throughput(&done, duration_s, THROUGHPUT_WINDOWS);
+    let e = estimate(
+        &rates,
+        Statistic::Mean,
+        INTERVAL_CONFIDENCE,
+        &Bootstrap::default(),
+    )?;
+    let widen = small_sample_widening(rates.len(), INTERVAL_CONFIDENCE);
+    Some(Interval {
+        lo: e.value - (e.value - e.interval.lo) * widen,
+        hi: e.value + (e.interval.hi - e.value) * widen,
+    })
+}
+
+/// The most requests in flight at once (from send instants and E2EL); 0
+/// when none carries both.
+fn peak_in_flight(requests: &[RequestRecord]) -> u32 {
+    let mut events: Vec<(f64, i32)> = requests
+        .iter()
+        .filter_map(|r| Some((r.sent_at_ms?, r.e2el_ms?)))
+        .flat_map(|(sent, e2el)| [(sent, 1), (sent + e2el, -1)])
+        .collect();
+    // Ends before starts at the same instant.
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut peak) = (0i32, 0i32);
+    for (_, step) in events {
+        now += step;
+        peak = peak.max(now);
+    }
+    peak.max(0) as u32
 }
 
 /// One TC-06 attempt after the kill.
@@ -366,4 +521,133 @@ pub struct PerfSummary {
     /// TTFT accuracy per TC-05 case: client against engine first-token instants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ttft_accuracy: Vec<TtftAccuracy>,
+}
+
+#[cfg(test)]
+mod interval_tests {
+    use super::*;
+
+    fn record(arm: Option<Arm>, ttft: f64, sent_at: Option<f64>, e2el: f64) -> RequestRecord {
+        RequestRecord {
+            case: "TC-05".into(),
+            arm,
+            concurrency: None,
+            ttft_ms: Some(ttft),
+            tpot_ms: Some(1.0),
+            itl_ms: vec![1.0],
+            e2el_ms: Some(e2el),
+            prompt_tokens: 72,
+            output_tokens: 16,
+            worker_id: None,
+            ok: true,
+            error: None,
+            request_id: None,
+            first_token_monotonic_ns: None,
+            first_token_offset_ms: None,
+            sent_at_ms: sent_at,
+            rate_per_s: None,
+            schedule: None,
+        }
+    }
+
+    #[test]
+    fn an_arm_reports_its_medians_interval_once_n_allows_it() {
+        let ten: Vec<RequestRecord> = (1..=10)
+            .map(|i| record(Some(Arm::LocalHit), f64::from(i) * 5.0, None, 100.0))
+            .collect();
+        let a = ArmSummary::from_requests(Arm::LocalHit, &ten, None);
+        let i = a
+            .ttft_p50_interval_ms
+            .expect("n = 10 has a median interval");
+        assert_eq!((a.n, i.n, i.lo, i.hi), (10, 10, 10.0, 45.0)); // ranks 2 and 9
+        assert!(a.ttft_p90_interval_ms.is_none(), "a p90 interval needs 36");
+        let three = ArmSummary::from_requests(Arm::LocalHit, &ten[..3], None);
+        assert_eq!(three.ttft_p50_interval_ms, None);
+        // Requests that were not ok are not in the interval either.
+        let mut bad = ten.clone();
+        for r in bad.iter_mut().take(5) {
+            r.ok = false;
+        }
+        let five_ok = ArmSummary::from_requests(Arm::LocalHit, &bad, None);
+        assert_eq!((five_ok.n, five_ok.ttft_p50_interval_ms), (5, None));
+    }
+
+    #[test]
+    fn a_level_gets_a_throughput_interval_around_its_throughput() {
+        // 24 requests, one every 100 ms, each 100 ms long: 10 req/s over 2.5 s.
+        let reqs: Vec<RequestRecord> = (0..24)
+            .map(|i| record(None, 50.0, Some(f64::from(i) * 100.0), 100.0))
+            .collect();
+        let l = SweepLevel::from_requests(1, &reqs, 2.5);
+        let i = l.request_throughput_interval_per_s.expect("sent instants");
+        assert!((l.request_throughput_per_s - 9.6).abs() < 1e-9);
+        assert!(i.lo <= 9.6 && 9.6 <= i.hi, "{i:?}");
+        assert!(i.hi - i.lo < 6.0, "{i:?}");
+        assert!(l.ttft_p50_interval_ms.is_some());
+        // Without send instants (a results.json of before), no interval.
+        let old: Vec<RequestRecord> = (0..24).map(|_| record(None, 50.0, None, 100.0)).collect();
+        let l = SweepLevel::from_requests(1, &old, 2.5);
+        assert_eq!(l.request_throughput_interval_per_s, None);
+        assert_eq!(l.key(), "c1");
+    }
+
+    #[test]
+    fn a_burstier_level_gets_a_wider_throughput_interval() {
+        let even: Vec<RequestRecord> = (0..24)
+            .map(|i| record(None, 50.0, Some(f64::from(i) * 100.0), 100.0))
+            .collect();
+        // The same 24 completions, all in the first half of the level.
+        let bursty: Vec<RequestRecord> = (0..24)
+            .map(|i| record(None, 50.0, Some(f64::from(i) * 50.0), 50.0))
+            .collect();
+        let width = |r: &[RequestRecord]| {
+            let i = SweepLevel::from_requests(1, r, 2.5)
+                .request_throughput_interval_per_s
+                .unwrap();
+            i.hi - i.lo
+        };
+        assert!(width(&bursty) > 2.0 * width(&even));
+    }
+
+    #[test]
+    fn an_open_loop_level_accounts_each_requests_schedule_delay() {
+        let ms = std::time::Duration::from_millis;
+        // Intended 0, 100, 200, 300 ms; sent 2, 101, 260, 300 ms.
+        let reqs: Vec<RequestRecord> = [(0, 2), (100, 101), (200, 260), (300, 300)]
+            .into_iter()
+            .map(|(intended, actual)| {
+                let mut r = record(None, 40.0, Some(actual as f64), 150.0);
+                r.rate_per_s = Some(10);
+                r.schedule = Some(ScheduledSend::new(ms(intended), ms(actual)));
+                r
+            })
+            .collect();
+        let l = SweepLevel::open_loop(10, 7, &reqs, 0.5);
+        let ol = l.open_loop.as_ref().unwrap();
+        assert_eq!((ol.rate_per_s, ol.seed), (10, 7));
+        let d = ol.schedule_delay_ms.unwrap();
+        assert_eq!(d.n, 4);
+        assert!((d.p50_ms - 1.5).abs() < 1e-9, "{d:?}"); // delays 2, 1, 60, 0
+        assert!((d.max_ms - 60.0).abs() < 1e-9);
+        // TTFT from the intended send: 42, 41, 100, 40.
+        assert_eq!(ol.ttft_from_intended_ms.p50, Some(41.0));
+        assert_eq!(ol.ttft_from_intended_ms.p99, Some(100.0));
+        // In flight: [2, 152), [101, 251), [260, 410), [300, 450): at most 2.
+        assert_eq!(l.concurrency, 2);
+        assert_eq!(l.key(), "r10");
+        assert!(l.holds(&reqs[0]));
+        let mut closed = reqs[0].clone();
+        closed.rate_per_s = None;
+        closed.concurrency = Some(2);
+        assert!(!l.holds(&closed));
+    }
+
+    #[test]
+    fn in_flight_ends_before_it_starts_again() {
+        let a = record(None, 1.0, Some(0.0), 100.0);
+        let b = record(None, 1.0, Some(100.0), 100.0);
+        assert_eq!(peak_in_flight(&[a.clone(), b]), 1);
+        assert_eq!(peak_in_flight(&[a.clone(), a]), 2);
+        assert_eq!(peak_in_flight(&[]), 0);
+    }
 }

@@ -114,6 +114,19 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
     Ok(o)
 }
 
+/// A report page of the same look around `sections` (each a `<section>`),
+/// for a run that is not a phase1 run (the mutation lane).
+pub fn render_page(title: &str, meta: &str, sections: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>{title}</title><style>{CSS}</style></head><body>\n\
+         <header><h1>{title}</h1><div class=\"meta\">{meta}</div></header>\n<main>\n{sections}</main></body></html>\n",
+        title = esc(title),
+        meta = esc(meta),
+    )
+}
+
 /// Renders and writes `report.html` into the run directory; returns its path.
 pub fn write_report(dir: &RunDir, results: &Results) -> Result<PathBuf, EvidenceError> {
     let html = render_report(results)?;
@@ -135,6 +148,12 @@ fn cases_table(run: &RunRecord) -> String {
             Outcome::Ignored { reason, because } => {
                 ("ignored", format!("{reason} ({})", because.words()))
             }
+        };
+        // A green case says what it could not check on this stack.
+        let msg = match super::not_checked::line(c) {
+            Some(line) if !matches!(c.outcome, Outcome::Ignored { .. }) && msg.is_empty() => line,
+            Some(line) if !matches!(c.outcome, Outcome::Ignored { .. }) => format!("{msg}\n{line}"),
+            _ => msg,
         };
         let duration = match c.outcome {
             Outcome::Ignored { .. } => String::new(),
@@ -352,7 +371,8 @@ fn arms_section(perf: &PerfSummary) -> Result<String, EvidenceError> {
     o.push_str(
         "<table><thead><tr><th>arm</th><th class=\"num\">n</th><th class=\"num\">TTFT p50</th>\
          <th class=\"num\">p90</th><th class=\"num\">p99</th><th class=\"num\">Δ cold</th>\
-         <th class=\"num\">Δ warm</th><th class=\"num\">TPOT p50</th><th class=\"num\">ITL p50</th></tr></thead><tbody>",
+         <th class=\"num\">Δ warm</th><th class=\"num\">TPOT p50</th><th class=\"num\">ITL p50</th>\
+         <th class=\"num\">TTFT p50 95% CI</th></tr></thead><tbody>",
     );
     if let Some(b) = &perf.baseline {
         for (name, p) in [
@@ -361,7 +381,7 @@ fn arms_section(perf: &PerfSummary) -> Result<String, EvidenceError> {
         ] {
             let _ = write!(
                 o,
-                "<tr><td><i>{name}</i></td>{}<td></td><td></td><td></td><td></td></tr>",
+                "<tr><td><i>{name}</i></td>{}<td></td><td></td><td></td><td></td><td></td></tr>",
                 pcells(p)
             );
         }
@@ -369,16 +389,23 @@ fn arms_section(perf: &PerfSummary) -> Result<String, EvidenceError> {
     for a in &perf.arms {
         let _ = write!(
             o,
-            "<tr><td><b>{}</b></td>{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            "<tr><td><b>{}</b></td>{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
             a.arm,
             pcells(&a.ttft_ms),
             signed(a.delta_vs_baseline_ms.cold),
             signed(a.delta_vs_baseline_ms.warm),
             ms(a.tpot_ms.p50),
-            ms(a.itl_ms.p50)
+            ms(a.itl_ms.p50),
+            quantile_cell(a.ttft_p50_interval_ms.as_ref(), 0.5)
         );
     }
-    o.push_str("</tbody></table><p><small>All times in ms. Δ = arm TTFT p50 − baseline TTFT p50 (negative is faster).</small></p></section>\n");
+    o.push_str(
+        "</tbody></table><p><small>All times in ms. Δ = arm TTFT p50 − baseline TTFT p50 (negative is faster). \
+         Percentiles are nearest-rank. The p50's interval is distribution-free (order statistics: \
+         [x<sub>(l)</sub>, x<sub>(u)</sub>] of the sorted TTFTs, its exact coverage in the cell's title); \
+         it needs n ≥ 6, a p90 interval n ≥ 36 (results.json: <code>ttft_p90_interval_ms</code>). \
+         n is <code>perf_repeats</code>.</small></p></section>\n",
+    );
     Ok(o)
 }
 
@@ -401,14 +428,20 @@ fn sweep_section(perf: &PerfSummary) -> Result<String, EvidenceError> {
         "<table><thead><tr><th class=\"num\">concurrency</th><th class=\"num\">requests</th>\
          <th class=\"num\">duration s</th><th class=\"num\">req/s</th><th class=\"num\">output tok/s</th>\
          <th class=\"num\">TTFT p50</th><th class=\"num\">p90</th><th class=\"num\">p99</th>\
-         <th class=\"num\">TPOT p50</th></tr></thead><tbody>",
+         <th class=\"num\">TPOT p50</th><th class=\"num\">req/s 95% CI</th>\
+         <th class=\"num\">TTFT p50 95% CI</th></tr></thead><tbody>",
     );
     for l in &perf.sweep {
+        let level = match &l.open_loop {
+            Some(ol) => format!("{}/s (open loop)", ol.rate_per_s),
+            None => l.concurrency.to_string(),
+        };
         let _ = write!(
             o,
             "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{:.2}</td><td class=\"num\">{:.2}</td>\
-             <td class=\"num\">{:.1}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-            l.concurrency,
+             <td class=\"num\">{:.1}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            esc(&level),
             l.requests,
             l.duration_s,
             l.request_throughput_per_s,
@@ -416,11 +449,79 @@ fn sweep_section(perf: &PerfSummary) -> Result<String, EvidenceError> {
             ms(l.ttft_ms.p50),
             ms(l.ttft_ms.p90),
             ms(l.ttft_ms.p99),
-            ms(l.tpot_ms.p50)
+            ms(l.tpot_ms.p50),
+            l.request_throughput_interval_per_s
+                .map_or("–".into(), |i| format!("[{:.2}, {:.2}]", i.lo, i.hi)),
+            quantile_cell(l.ttft_p50_interval_ms.as_ref(), 0.5)
         );
     }
-    o.push_str("</tbody></table></section>\n");
+    o.push_str(
+        "</tbody></table><p><small>The throughput interval: the level's wall time cut into 6 equal \
+         windows, completions per second in each, a bootstrap of their mean widened for 6 units. \
+         An open-loop level's concurrency column is the most requests that were in flight at once.</small></p>",
+    );
+    o.push_str(&open_loop_table(&perf.sweep));
+    o.push_str("</section>\n");
     Ok(o)
+}
+
+/// The open-loop levels' schedule keeping (empty without one).
+fn open_loop_table(levels: &[crate::evidence::SweepLevel]) -> String {
+    let open: Vec<_> = levels.iter().filter_map(|l| l.open_loop.as_ref()).collect();
+    if open.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from(
+        "<h3>Open loop: schedule delay</h3><table><thead><tr><th class=\"num\">rate /s</th>\
+         <th class=\"num\">seed</th><th class=\"num\">n</th><th class=\"num\">sent /s</th>\
+         <th class=\"num\">delay p50</th><th class=\"num\">p99</th><th class=\"num\">max</th>\
+         <th class=\"num\">TTFT from intended p50</th><th class=\"num\">p90</th><th class=\"num\">p99</th>\
+         </tr></thead><tbody>",
+    );
+    for ol in open {
+        let d = ol.schedule_delay_ms.as_ref();
+        let _ = write!(
+            o,
+            "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            ol.rate_per_s,
+            ol.seed,
+            d.map_or(0, |d| d.n),
+            d.map_or("–".into(), |d| format!("{:.2}", d.achieved_rate_per_s)),
+            ms(d.map(|d| d.p50_ms)),
+            ms(d.map(|d| d.p99_ms)),
+            ms(d.map(|d| d.max_ms)),
+            ms(ol.ttft_from_intended_ms.p50),
+            ms(ol.ttft_from_intended_ms.p90),
+            ms(ol.ttft_from_intended_ms.p99)
+        );
+    }
+    o.push_str(
+        "</tbody></table><p><small>Schedule delay = actual − intended send, ms (Poisson arrivals \
+         drawn from the seed). TTFT from intended = delay + TTFT: what a request arriving on \
+         schedule waited, free of coordinated omission.</small></p>",
+    );
+    o
+}
+
+/// A quantile's interval as a table cell's text, its coverage in the title.
+fn quantile_cell(i: Option<&crate::compare::QuantileInterval>, q: f64) -> String {
+    match i {
+        Some(i) => format!(
+            "<span title=\"ranks {} and {} of {}, coverage {:.1} %\">[{:.1}, {:.1}]</span>",
+            i.lo_rank,
+            i.hi_rank,
+            i.n,
+            i.coverage * 100.0,
+            i.lo,
+            i.hi
+        ),
+        None => format!(
+            "– (n &lt; {})",
+            crate::compare::min_sample_for(q, crate::evidence::INTERVAL_CONFIDENCE)
+        ),
+    }
 }
 
 fn ttft_accuracy_section(perf: &PerfSummary) -> String {

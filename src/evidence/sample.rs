@@ -43,6 +43,13 @@ pub(crate) fn run_record() -> RunRecord {
         &["cases/TC-03/telemetry.json"],
     );
     tc03.measure("source_write_blocks", 4);
+    tc03.measure(
+        super::NOT_CHECKED,
+        vec![super::NotChecked::new(
+            "interval log vs /metrics as two sources",
+            "the cpu engine writes both from one; checked as its consistency",
+        )],
+    );
     RunRecord {
         run_id: "20251129T174100Z-4242-beef".into(),
         run_dir: PathBuf::from("target/phase1/runs/20251129T174100Z-4242-beef"),
@@ -167,6 +174,9 @@ fn req(arm: Option<Arm>, conc: Option<u32>, ttft: f64, tpot: f64, worker: u64) -
         request_id: None,
         first_token_monotonic_ns: None,
         first_token_offset_ms: None,
+        sent_at_ms: None,
+        rate_per_s: None,
+        schedule: None,
     }
 }
 

@@ -19,10 +19,10 @@ fn secs(d: std::time::Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
-/// The texts of a list measurement of `case` (`not_checked`, `kvcr_findings`).
-fn listed<'c>(case: &'c super::record::CaseRecord, key: &str) -> impl Iterator<Item = &'c str> {
+/// The findings a case recorded (`kvcr_findings`: texts `N: what`).
+fn findings(case: &super::record::CaseRecord) -> impl Iterator<Item = &str> {
     case.measurements
-        .get(key)
+        .get("kvcr_findings")
         .and_then(serde_json::Value::as_array)
         .into_iter()
         .flatten()
@@ -124,14 +124,15 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
             Outcome::Ignored { reason, because } => {
                 let _ = writeln!(o, "      {reason} ({})", because.words());
             }
-            Outcome::Passed => {
-                for claim in listed(c, "not_checked") {
-                    let _ = writeln!(o, "      not checked: {claim}");
-                }
-            }
+            Outcome::Passed => {}
         }
-        for finding in listed(c, "kvcr_findings") {
+        for finding in findings(c) {
             let _ = writeln!(o, "      KVCR finding {finding}");
+        }
+        if !matches!(c.outcome, Outcome::Ignored { .. }) {
+            if let Some(line) = super::not_checked::short_line(c) {
+                let _ = writeln!(o, "      {line}");
+            }
         }
     }
     let (p, f, i) = run.counts();
@@ -144,7 +145,7 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
     if !perf.arms.is_empty() {
         let _ = writeln!(
             o,
-            "\n{:<25}{:>3} {:>7} {:>7} {:>7} {:>7} {:>7} {:>10}",
+            "\n{:<25}{:>3} {:>7} {:>7} {:>7} {:>7} {:>7} {:>10}  p50 95% CI",
             "perf arms (TTFT ms)", "n", "p50", "p90", "p99", "Δcold", "Δwarm", "TPOT p50"
         );
         if let Some(b) = &perf.baseline {
@@ -158,32 +159,75 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
         for a in &perf.arms {
             let _ = writeln!(
                 o,
-                "  {:<23}{} {:>7} {:>7} {:>10}",
+                "  {:<23}{} {:>7} {:>7} {:>10}  {}",
                 a.arm.as_str(),
                 ptriple(&a.ttft_ms),
                 signed(a.delta_vs_baseline_ms.cold),
                 signed(a.delta_vs_baseline_ms.warm),
-                ms(a.tpot_ms.p50)
+                ms(a.tpot_ms.p50),
+                median_interval(a.ttft_p50_interval_ms.as_ref(), a.n)
             );
         }
     }
     if !perf.sweep.is_empty() {
         let _ = writeln!(
             o,
-            "\n{:<13}{:>6} {:>8} {:>9} {:>7} {:>7} {:>9}",
-            "sweep (conc)", "req/s", "tok/s", "TTFT p50", "p90", "p99", "TPOT p50"
+            "\n{:<13}{:>4} {:>6} {:>15} {:>8} {:>9} {:>7} {:>7} {:>9}",
+            "sweep (level)",
+            "n",
+            "req/s",
+            "req/s 95% CI",
+            "tok/s",
+            "TTFT p50",
+            "p90",
+            "p99",
+            "TPOT p50"
         );
         for l in &perf.sweep {
             let _ = writeln!(
                 o,
-                "  {:>10} {:>6.2} {:>8.1} {:>9} {:>7} {:>7} {:>9}",
-                l.concurrency,
+                "  {:>10} {:>4} {:>6.2} {:>15} {:>8.1} {:>9} {:>7} {:>7} {:>9}",
+                level_name(l),
+                l.requests,
                 l.request_throughput_per_s,
+                l.request_throughput_interval_per_s
+                    .map(|i| format!("[{:.2}, {:.2}]", i.lo, i.hi))
+                    .unwrap_or_else(|| "-".into()),
                 l.output_throughput_tok_per_s,
                 ms(l.ttft_ms.p50),
                 ms(l.ttft_ms.p90),
                 ms(l.ttft_ms.p99),
                 ms(l.tpot_ms.p50)
+            );
+        }
+        let open: Vec<_> = perf
+            .sweep
+            .iter()
+            .filter_map(|l| Some((l, l.open_loop.as_ref()?)))
+            .collect();
+        if !open.is_empty() {
+            let _ = writeln!(
+                o,
+                "{:<13}{:>10} {:>10} {:>8} {:>8} {:>14} {:>7}",
+                "open loop", "sent/s", "delay p50", "p99", "max", "TTFT* p50", "p90"
+            );
+            for (l, ol) in open {
+                let d = ol.schedule_delay_ms.as_ref();
+                let _ = writeln!(
+                    o,
+                    "  {:>10} {:>10} {:>10} {:>8} {:>8} {:>14} {:>7}",
+                    level_name(l),
+                    d.map_or("-".into(), |d| format!("{:.2}", d.achieved_rate_per_s)),
+                    ms(d.map(|d| d.p50_ms)),
+                    ms(d.map(|d| d.p99_ms)),
+                    ms(d.map(|d| d.max_ms)),
+                    ms(ol.ttft_from_intended_ms.p50),
+                    ms(ol.ttft_from_intended_ms.p90)
+                );
+            }
+            let _ = writeln!(
+                o,
+                "  (delay: actual − intended send, ms; TTFT*: from the intended send)"
             );
         }
     }
@@ -237,6 +281,29 @@ fn neighbour_lines(o: &mut String, n: &super::record::Neighbourhood) {
     }
 }
 
+/// A median's interval as `[lo, hi]`, or why there is none.
+fn median_interval(i: Option<&crate::compare::QuantileInterval>, n: usize) -> String {
+    match i {
+        Some(i) => format!("[{:.1}, {:.1}]", i.lo, i.hi),
+        None if n < crate::compare::min_sample_for(0.5, super::INTERVAL_CONFIDENCE) => {
+            format!(
+                "- (n < {})",
+                crate::compare::min_sample_for(0.5, super::INTERVAL_CONFIDENCE)
+            )
+        }
+        None => "-".into(),
+    }
+}
+
+/// A sweep level as the tables name it: its concurrency, or `N/s` for an
+/// open-loop level.
+fn level_name(l: &super::SweepLevel) -> String {
+    match &l.open_loop {
+        Some(o) => format!("{}/s", o.rate_per_s),
+        None => l.concurrency.to_string(),
+    }
+}
+
 fn ptriple(p: &Percentiles) -> String {
     format!(
         "{:>3} {:>7} {:>7} {:>7}",
@@ -287,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pass_with_a_claim_not_checked_says_so() {
+    fn a_case_shows_the_kvcr_findings_it_recorded() {
         let mut run = sample::run_record();
         let passed = run
             .cases
@@ -295,8 +362,11 @@ mod tests {
             .find(|c| c.outcome == Outcome::Passed)
             .unwrap();
         passed.measurements.insert(
-            "not_checked".into(),
-            serde_json::json!(["the recovery ledger: no per-block events"]),
+            crate::evidence::NOT_CHECKED.into(),
+            serde_json::json!([crate::evidence::NotChecked::new(
+                "the recovery ledger",
+                "no per-block events"
+            )]),
         );
         passed.measurements.insert(
             "kvcr_findings".into(),
@@ -304,7 +374,7 @@ mod tests {
         );
         let s = render_summary(&run, &PerfSummary::default());
         assert!(
-            s.contains("      not checked: the recovery ledger: no per-block events"),
+            s.contains("      not checked: the recovery ledger (no per-block events)"),
             "{s}"
         );
         assert!(s.contains("      KVCR finding 8: served first"), "{s}");

@@ -231,6 +231,10 @@ fn report_contains_charts_and_tables() {
     assert!(html.contains("<rect") && html.contains("<polyline") && html.contains("<circle"));
     assert!(html.contains("href=\"cases/TC-04/guard-log-tail.txt\""));
     assert!(html.contains("TC-04::guard_takeover_replacement"));
+    // A green case says what it did not check, in full.
+    assert!(html.contains(
+        "not checked: interval log vs /metrics as two sources (the cpu engine writes both from one; checked as its consistency)"
+    ));
     assert!(html.contains("worker killed at <b>300 ms</b>") && html.contains("stream cut"));
     assert!(
         html.contains("<td>start</td><td>2025-11-29T17:41:00Z</td><td>load 3.52 2.10 1.05</td><td>pid 5151 fault_matrix (own stack)")

@@ -53,6 +53,15 @@ pub static ROWS: &[FaultRow] = &[
         fault: Fault::Engine(B, EngineFault::KvcrProgressFails),
         claim: "worker-B exited on its own (exit status: 5): RuntimeError: fault kvcr_progress_fails: KVCR progress loop failed",
     },
+    // Both workers answer a repeat with `cached_tokens` of one block though
+    // they reused the whole prompt: `> 0` passed it; the prompt's full
+    // blocks do not.
+    FaultRow {
+        case: tc01::CASE,
+        name: "repeat_that_reports_a_short_cached_prefix_is_caught",
+        fault: Fault::Engine(A_AND_B, EngineFault::CachedTokensFirstBlock),
+        claim: "repeated: cached_tokens Some(16), expected 64 (4 full blocks × 16, what the engine caches of the prompt)",
+    },
     FaultRow {
         case: tc01::CASE,
         name: "worker_that_never_registers_fails_startup",
@@ -126,6 +135,8 @@ pub static ROWS: &[FaultRow] = &[
         fault: Fault::Engine(B, EngineFault::SkewIntervalLog),
         claim: "interval log agrees with /metrics: worker B logged",
     },
+    // The interval-log check asked about a counter no transfer moved (B's
+    // failed remote delivers): 0 = 0, or absent on both sides, used to pass.
     FaultRow {
         case: tc04::CASE,
         name: "missing_guard_deposit_is_caught",
@@ -152,6 +163,24 @@ pub static ROWS: &[FaultRow] = &[
         name: "wrong_token_under_load_is_caught",
         fault: Fault::Engine(B, EngineFault::WrongTokenAfter(3)),
         claim: "load within its budget: ",
+    },
+    // The whole load pinned to B (the stand-in for a router that sends A
+    // nothing): A is killed idle, which proves nothing about a kill under
+    // load, so the case must say A carried nothing.
+    FaultRow {
+        case: tc04_load::CASE,
+        name: "kill_of_a_worker_that_carried_no_load_is_caught",
+        fault: Fault::Arranged(load_all_on_b),
+        claim: "load within its budget: worker A served no request before the fault and none was in flight on it",
+    },
+    // The survivor B cuts every stream after 3 tokens while A is killed
+    // under load: after the kill nothing answers correctly, and the failures
+    // exceed the error budget.
+    FaultRow {
+        case: tc04_load::CASE,
+        name: "survivor_that_fails_every_request_is_caught",
+        fault: Fault::Arranged(survivor_fails_every_request),
+        claim: "no request answered correctly after the fault: the stack stopped serving",
     },
     FaultRow {
         case: tc05::COLD,
@@ -258,6 +287,34 @@ fn expect_traced(ctx: &CaseCtx, failure: &CaseError) -> CaseResult {
         .with_evidence(path));
     }
     Ok(())
+}
+
+/// TC-04 under load with B cutting every stream: both the error budget and
+/// the "served after the fault" clause must be named.
+fn survivor_fails_every_request(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
+    let _fault = ctx
+        .faults()
+        .engine(&["B"], EngineFault::CutStreamAfter(3))?;
+    let failure = caught(ctx, row.case.run, row.claim)?;
+    if !failure
+        .message
+        .contains("requests failed, more than the budget of")
+    {
+        return Err(CaseError::new(format!(
+            "caught, but the error budget was not named: {failure}"
+        )));
+    }
+    Ok(())
+}
+
+/// TC-04 under load with every request pinned to B: the kill of A must be
+/// reported as a kill of a worker that carried nothing.
+fn load_all_on_b(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
+    caught(ctx, on_b, row.claim).map(drop)
+}
+
+fn on_b(ctx: &CaseCtx) -> CaseResult {
+    tc04_load::run_routed(ctx, tc04_load::Routing::PinnedTo("B"))
 }
 
 /// A second stack whose workers never register: provisioning must fail,

@@ -15,8 +15,25 @@ pub struct MutantsArgs {
     pub engine: Lane,
     /// `--out DIR` (default `target/mutants/<timestamp>/`).
     pub out: Option<PathBuf>,
+    /// `--generated N [--seed S] [--modules a,b]`: a seeded sample of
+    /// generated operator mutants instead of the curated set.
+    pub generated: Option<GeneratedArgs>,
     /// Everything else: harness flags for every child, in order.
     pub harness: Vec<String>,
+}
+
+/// The generated lane's sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedArgs {
+    /// How many mutants (each a valid module that differs at one site).
+    pub count: u32,
+    /// The draw's seed (default 1).
+    pub seed: u64,
+    /// KVCR modules to mutate, by name (`local_dram`); default
+    /// [`crate::mutants::generated::MODULES`].
+    pub modules: Vec<String>,
+    /// `--draw-only`: write the sample's diffs and stop (no stack).
+    pub draw_only: bool,
 }
 
 impl MutantsArgs {
@@ -26,15 +43,25 @@ impl MutantsArgs {
             only: None,
             engine: Lane::Cpu,
             out: None,
+            generated: None,
             harness: Vec::new(),
         };
+        let (mut count, mut seed, mut modules) = (None, None, None);
+        let mut draw_only = false;
         let mut it = args.iter();
         while let Some(arg) = it.next() {
             let (name, inline) = match arg.split_once('=') {
                 Some((n, v)) if arg.starts_with("--") => (n, Some(v.to_string())),
                 _ => (arg.as_str(), None),
             };
-            if !matches!(name, "--only" | "--engine" | "--out") {
+            if name == "--draw-only" {
+                draw_only = true;
+                continue;
+            }
+            if !matches!(
+                name,
+                "--only" | "--engine" | "--out" | "--generated" | "--seed" | "--modules"
+            ) {
                 parsed.harness.push(arg.clone());
                 continue;
             }
@@ -65,8 +92,49 @@ impl MutantsArgs {
                         other => return Err(format!("--engine {other:?}: expected cpu or vllm")),
                     }
                 }
+                "--generated" => {
+                    count = match value.parse::<u32>() {
+                        Ok(n) if n > 0 => Some(n),
+                        _ => return Err(format!("--generated {value:?}: expected a count ≥ 1")),
+                    }
+                }
+                "--seed" => {
+                    seed = Some(
+                        value
+                            .parse::<u64>()
+                            .map_err(|_| format!("--seed {value:?}: expected an integer ≥ 0"))?,
+                    )
+                }
+                "--modules" => {
+                    let names = crate::mutants::generated::parse_modules(&value)?;
+                    modules = Some(names);
+                }
                 _ => parsed.out = Some(PathBuf::from(value)),
             }
+        }
+        match count {
+            Some(count) if parsed.only.is_some() => {
+                return Err(format!(
+                    "--generated {count} samples generated mutants; --only names curated ones: pick one"
+                ))
+            }
+            Some(count) => {
+                parsed.generated = Some(GeneratedArgs {
+                    count,
+                    seed: seed.unwrap_or(1),
+                    draw_only,
+                    modules: modules.unwrap_or_else(|| {
+                        crate::mutants::generated::MODULES
+                            .iter()
+                            .map(|m| m.to_string())
+                            .collect()
+                    }),
+                })
+            }
+            None if seed.is_some() || modules.is_some() || draw_only => {
+                return Err("--seed, --modules and --draw-only go with --generated N".into())
+            }
+            None => {}
         }
         drive::check_harness_flags(&parsed.harness, RESERVED_KEYS).map_err(|e| e.to_string())?;
         Ok(parsed)
@@ -90,6 +158,7 @@ mod tests {
                 only: None,
                 engine: Lane::Cpu,
                 out: None,
+                generated: None,
                 harness: vec![]
             }
         );
@@ -104,6 +173,30 @@ mod tests {
     }
 
     #[test]
+    fn generated_takes_a_count_a_seed_and_modules() {
+        let a = MutantsArgs::parse(&args(
+            "--generated 40 --seed 7 --modules guard,core --log-level debug",
+        ))
+        .unwrap();
+        assert_eq!(
+            a.generated,
+            Some(GeneratedArgs {
+                count: 40,
+                seed: 7,
+                modules: vec!["guard".into(), "core".into()],
+                draw_only: false,
+            })
+        );
+        assert_eq!(a.harness, args("--log-level debug"));
+        let d = MutantsArgs::parse(&args("--generated=3")).unwrap();
+        let g = d.generated.unwrap();
+        assert_eq!((g.count, g.seed), (3, 1), "the seed defaults to 1");
+        assert_eq!(g.modules.len(), crate::mutants::generated::MODULES.len());
+        let d = MutantsArgs::parse(&args("--generated 3 --draw-only")).unwrap();
+        assert!(d.generated.unwrap().draw_only);
+    }
+
+    #[test]
     fn bad_arguments_say_what_is_wrong() {
         for (line, want) in [
             ("--only", "needs a value"),
@@ -113,6 +206,17 @@ mod tests {
             ("--topology 2p1d", "set by the driver"),
             ("TC-01", "not a harness flag"),
             ("--frobnicate 3", "frobnicate"),
+            ("--generated 0", "a count ≥ 1"),
+            ("--generated x", "a count ≥ 1"),
+            ("--generated 3 --seed -1", "an integer ≥ 0"),
+            ("--seed 3", "go with --generated"),
+            ("--draw-only", "go with --generated"),
+            ("--generated 3 --only a", "pick one"),
+            (
+                "--generated 3 --modules api",
+                "not a module the suite claims",
+            ),
+            ("--generated 3 --modules ,", "at least one module"),
         ] {
             let err = MutantsArgs::parse(&args(line)).unwrap_err();
             assert!(err.contains(want), "{line}: {err}");

@@ -47,6 +47,17 @@ pub fn classify(
     trials: &[String],
     run: Result<&ReadRun, String>,
 ) -> MutantResult {
+    classify_run(header.message.as_deref(), trials, run)
+}
+
+/// [`classify`] for a mutant with or without a header: `expected_message` is the
+/// header's expected message (`None` for a generated mutant, which has no
+/// expectation; its kills then have `message_matches` false).
+pub fn classify_run(
+    expected_message: Option<&str>,
+    trials: &[String],
+    run: Result<&ReadRun, String>,
+) -> MutantResult {
     let run = match run {
         Ok(run) => run,
         Err(why) => return MutantResult::Broken { why },
@@ -72,10 +83,8 @@ pub fn classify(
         })
         .collect();
     if let Some((trial, message)) = failed.first() {
-        let message_matches = header
-            .message
-            .as_deref()
-            .is_some_and(|want| failed.iter().any(|(_, m)| m.contains(want)));
+        let message_matches =
+            expected_message.is_some_and(|want| failed.iter().any(|(_, m)| m.contains(want)));
         return MutantResult::Killed {
             trial: trial.to_string(),
             message: message.to_string(),

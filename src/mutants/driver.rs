@@ -13,10 +13,35 @@ use super::plan::{plan, MutantRun};
 use super::report::{expect_word, LaneReport, MutantRow};
 use crate::drive::{self, Phase1Child, ReadRun};
 
-/// Runs the lane; progress goes to stdout, one line per mutant.
-pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, PathBuf), String> {
+/// Why the lane did not run to its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaneError {
+    /// The command line asks for what is not there (an unknown `--only`
+    /// name, a mutant of another lane): a usage error, exit status 2.
+    Usage(String),
+    /// Anything else (a header, a plan, a build, a child): exit status 1.
+    Failed(String),
+}
+
+impl std::fmt::Display for LaneError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LaneError::Usage(e) | LaneError::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
+impl From<String> for LaneError {
+    fn from(e: String) -> Self {
+        LaneError::Failed(e)
+    }
+}
+
+/// The mutants `args` select, or a usage error naming the known ones.
+pub fn chosen(repo_root: &Path, args: &MutantsArgs) -> Result<Vec<Mutant>, LaneError> {
     let all = curated::load_all(&repo_root.join(super::MUTANTS_DIR))?;
-    let chosen: Vec<Mutant> = curated::select(all, args.only.as_deref(), args.engine)?
+    let chosen: Vec<Mutant> = curated::select(all, args.only.as_deref(), args.engine)
+        .map_err(LaneError::Usage)?
         .into_iter()
         .map(|m| Mutant {
             header: m.header.for_lane(args.engine),
@@ -24,11 +49,17 @@ pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, Pat
         })
         .collect();
     if chosen.is_empty() {
-        return Err(format!(
+        return Err(LaneError::Usage(format!(
             "no curated mutant applies to the {} lane",
             args.engine.as_str()
-        ));
+        )));
     }
+    Ok(chosen)
+}
+
+/// Runs the lane; progress goes to stdout, one line per mutant.
+pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, PathBuf), LaneError> {
+    let chosen = chosen(repo_root, args)?;
     // Every plan is checked before the first child starts.
     let plans: Vec<(Mutant, MutantRun)> = chosen
         .into_iter()
@@ -42,7 +73,8 @@ pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, Pat
     let mut binaries: Vec<(&str, PathBuf)> = Vec::new();
     for (_, run) in &plans {
         if !binaries.iter().any(|(t, _)| *t == run.target) {
-            let binary = drive::test_binary(repo_root, run.target).map_err(|e| e.to_string())?;
+            let binary = drive::test_binary(repo_root, run.target)
+                .map_err(|e| LaneError::Failed(e.to_string()))?;
             binaries.push((run.target, binary));
         }
     }
@@ -53,7 +85,7 @@ pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, Pat
             .iter()
             .find(|(t, _)| *t == run.target)
             .map(|(_, b)| b.clone())
-            .ok_or("a target without its binary")?;
+            .ok_or_else(|| LaneError::Failed("a target without its binary".into()))?;
         let child = Phase1Child {
             binary,
             repo_root: repo_root.to_path_buf(),
@@ -258,6 +290,22 @@ mod tests {
             why.contains("no run directory") && why.contains("exit 3"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn an_unknown_only_name_is_a_usage_error_listing_the_known_ones() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let args = MutantsArgs::parse(&["--only".into(), "no-such-mutant".into()]).unwrap();
+        let Err(LaneError::Usage(why)) = chosen(root, &args) else {
+            panic!("an unknown name is not a usage error");
+        };
+        assert!(why.contains("no curated mutant `no-such-mutant`"), "{why}");
+        assert!(
+            why.contains("known: ") && why.contains("lru-evicts-newest"),
+            "{why}"
+        );
+        let args = MutantsArgs::parse(&["--only".into(), "lru-evicts-newest".into()]).unwrap();
+        assert_eq!(chosen(root, &args).unwrap().len(), 1);
     }
 
     #[test]

@@ -8,11 +8,12 @@ pub mod args;
 pub mod classify;
 pub mod curated;
 pub mod driver;
+pub mod generated;
 pub mod header;
 pub mod plan;
 pub mod report;
 
-pub use args::MutantsArgs;
+pub use args::{GeneratedArgs, MutantsArgs};
 pub use classify::{classify, meets_expectation, MutantResult};
 pub use driver::run_lane;
 pub use header::{parse, Expect, HeaderError, Lane, MutantClass, MutantHeader};

@@ -164,15 +164,29 @@ impl LaneReport {
             self.score_not_yet_claimed.words()
         ));
         let unmet = self.mutants.iter().filter(|r| !r.met).count();
-        lines.push(match unmet {
-            0 => "every mutant met its header's expect".to_string(),
-            n => format!("{n} mutant(s) did not meet their header's expect"),
+        let generated =
+            !self.mutants.is_empty() && self.mutants.iter().all(|r| r.expect == NO_EXPECTATION);
+        lines.push(match (generated, unmet) {
+            (true, 0) => "generated mutants (no expectation): every one reached a verdict".into(),
+            (true, n) => format!("generated mutants (no expectation): {n} broken, no verdict"),
+            (false, 0) => "every mutant met its header's expect".to_string(),
+            (false, n) => format!("{n} mutant(s) did not meet their header's expect"),
         });
         lines.join("\n") + "\n"
     }
 
-    /// `mutants.html`: the table with messages and links to each run.
-    pub fn html(&self) -> String {
+    /// The lane's section of its report page: the scores, and per mutant
+    /// its class, what its header expects, the outcome, the killing trial
+    /// and its message, and links to its run (relative to `base`, the
+    /// lane's output directory, where the run lies under it).
+    pub fn section(&self, base: &Path) -> String {
+        let link = |path: &Path| {
+            esc(&path
+                .strip_prefix(base)
+                .unwrap_or(path)
+                .display()
+                .to_string())
+        };
         let mut rows = String::new();
         for row in &self.mutants {
             let (trial, message) = match &row.result {
@@ -183,17 +197,12 @@ impl LaneReport {
             let run = row
                 .run_dir
                 .as_ref()
-                .map(|d| {
-                    format!(
-                        "<a href=\"{0}/report.html\">run</a>",
-                        esc(&d.display().to_string())
-                    )
-                })
+                .map(|d| format!("<a href=\"{}\">run</a>", link(&d.join("report.html"))))
                 .unwrap_or_default();
             rows.push_str(&format!(
                 "<tr class=\"{met}\"><td><code>{name}</code></td><td>{class}</td><td>{expect}</td>\
                  <td>{result}</td><td>{met_word}</td><td><code>{trial}</code></td><td>{message}</td>\
-                 <td>{expected}</td><td>{wall:.0}</td><td>{run} <a href=\"{log}\">log</a></td></tr>\n",
+                 <td>{expected}</td><td class=\"num\">{wall:.0}</td><td>{run} <a href=\"{log}\">log</a></td></tr>\n",
                 met = if row.met { "met" } else { "unmet" },
                 name = esc(&row.name),
                 class = esc(&row.class),
@@ -204,37 +213,68 @@ impl LaneReport {
                 message = esc(message),
                 expected = esc(row.expected_message.as_deref().unwrap_or("")),
                 wall = row.wall_s,
-                log = esc(&row.log.display().to_string()),
+                log = link(&row.log),
             ));
         }
         format!(
-            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>KVCR mutants</title>\n<style>\
-             body{{font-family:sans-serif}} table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:3px 6px;vertical-align:top}}\
-             tr.unmet{{background:#fdd}} td:nth-child(7){{max-width:40em}}</style></head><body>\n\
-             <h1>KVCR mutants ({engine} lane)</h1>\n<p>Started {started}; harness flags: <code>{flags}</code></p>\n\
+            "<section id=\"mutants\"><h2>KVCR mutants ({engine} lane)</h2>\n\
              <p>Score, classes Phase 1 claims to check: <b>{claimed}</b>. Pool pressure, lifecycle, slowdowns (counted apart): {other}.</p>\n\
-             <table><tr><th>mutant</th><th>class</th><th>expect</th><th>result</th><th>met</th><th>trial</th>\
-             <th>message</th><th>header's message</th><th>s</th><th>evidence</th></tr>\n{rows}</table>\n</body></html>\n",
+             <table><tr><th>mutant</th><th>class</th><th>expected</th><th>outcome</th><th>met</th><th>killing trial</th>\
+             <th>message</th><th>header's message</th><th class=\"num\">s</th><th>evidence</th></tr>\n{rows}</table></section>\n",
             engine = esc(&self.engine),
-            started = esc(&self.started_at),
-            flags = esc(&self.harness_flags.join(" ")),
             claimed = esc(&self.score_phase1_claimed.words()),
             other = esc(&self.score_not_yet_claimed.words()),
         )
     }
 
-    /// Writes mutants.json and mutants.html into `dir`; returns their paths.
-    pub fn write(&self, dir: &Path) -> Result<(PathBuf, PathBuf), String> {
-        let json = dir.join("mutants.json");
-        let html = dir.join("mutants.html");
+    /// The lane's report page (`report.html`, and `mutants.html` for the
+    /// links made before the page existed): its mutants section.
+    pub fn html(&self, base: &Path) -> String {
+        crate::evidence::render_page(
+            &format!("kvcr-e2e mutants · {} lane", self.engine),
+            &format!(
+                "started {} · harness flags: {}",
+                self.started_at,
+                match self.harness_flags.is_empty() {
+                    true => "none".to_string(),
+                    false => self.harness_flags.join(" "),
+                }
+            ),
+            &self.section(base),
+        )
+    }
+
+    /// Writes mutants.json, report.html and mutants.html into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<Written, String> {
+        let written = Written {
+            json: dir.join("mutants.json"),
+            report: dir.join("report.html"),
+            page: dir.join("mutants.html"),
+        };
         let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
         std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::write(&json, text))
-            .map_err(|e| format!("cannot write {}: {e}", json.display()))?;
-        std::fs::write(&html, self.html())
-            .map_err(|e| format!("cannot write {}: {e}", html.display()))?;
-        Ok((json, html))
+            .and_then(|()| std::fs::write(&written.json, text))
+            .map_err(|e| format!("cannot write {}: {e}", written.json.display()))?;
+        let html = self.html(dir);
+        for path in [&written.report, &written.page] {
+            std::fs::write(path, &html)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        Ok(written)
     }
+}
+
+/// The `expect` of a generated mutant: it has no header.
+pub const NO_EXPECTATION: &str = "unknown";
+
+/// The files [`LaneReport::write`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub json: PathBuf,
+    /// The lane's report page, with its mutants section.
+    pub report: PathBuf,
+    /// The same page under its older name.
+    pub page: PathBuf,
 }
 
 /// The `expect` word of a header.
@@ -352,18 +392,64 @@ mod tests {
     }
 
     #[test]
+    fn a_generated_table_says_there_is_no_expectation() {
+        let mut r = report();
+        for row in &mut r.mutants {
+            row.expect = NO_EXPECTATION.into();
+        }
+        let table = r.table();
+        assert!(
+            table.contains("generated mutants (no expectation): 1 broken, no verdict"),
+            "{table}"
+        );
+    }
+
+    #[test]
     fn json_and_html_are_written_and_escaped() {
         let dir = tempfile::tempdir().unwrap();
-        let (json, html) = report().write(dir.path()).unwrap();
+        let written = report().write(dir.path()).unwrap();
         let doc: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(&written.json).unwrap()).unwrap();
         assert_eq!(doc["schema_version"], 1);
         assert_eq!(doc["mutants"][0]["result"]["kind"], "killed");
         assert_eq!(doc["mutants"][0]["result"]["message_matches"], true);
         assert_eq!(doc["mutants"][3]["result"]["why"], "setup failed");
         assert_eq!(doc["score_phase1_claimed"]["killed"], 2);
-        let page = std::fs::read_to_string(html).unwrap();
+        let page = std::fs::read_to_string(&written.page).unwrap();
         assert!(page.contains("bytes &lt;0&gt; &amp; more"));
         assert!(page.contains("<tr class=\"unmet\"><td><code>d</code>"));
+        assert_eq!(std::fs::read_to_string(&written.report).unwrap(), page);
+    }
+
+    /// The lane's report page has the mutants as a section of the report's
+    /// own page, with each run linked relative to the lane's directory.
+    #[test]
+    fn the_report_page_has_a_mutants_section_with_relative_run_links() {
+        let page = report().html(Path::new("/out"));
+        assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+        assert!(
+            page.contains("<header><h1>kvcr-e2e mutants · cpu lane</h1>"),
+            "{page}"
+        );
+        let section = page
+            .split("<section id=\"mutants\">")
+            .nth(1)
+            .expect("a mutants section");
+        for column in [
+            "mutant",
+            "class",
+            "expected",
+            "outcome",
+            "killing trial",
+            "message",
+        ] {
+            assert!(section.contains(&format!("<th>{column}</th>")), "{column}");
+        }
+        assert!(section.contains("<b>2/3 killed (67 %), 1 broken (not scored)</b>"));
+        assert!(
+            section.contains("<a href=\"runs/m/phase1/r/report.html\">run</a> <a href=\"runs/m/child.log\">log</a>"),
+            "{section}"
+        );
+        assert!(section.contains("<code>TC-03::hinted_peer_transfer</code>"));
     }
 }

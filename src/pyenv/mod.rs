@@ -30,7 +30,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 pub use patches::{AppliedPatch, Patch, PatchError};
-pub use spec::{EnvSpec, Probe, AIPERF, CPU_STACK, VLLM_CPU};
+pub use spec::{EnvSpec, Probe, AIPERF, CPU_STACK, MUTGEN, VLLM_CPU};
 
 /// The CPU stack's lock, relative to the repository root.
 pub const LOCK_FILE: &str = CPU_STACK.lock;

@@ -98,8 +98,29 @@ pub const AIPERF: EnvSpec = EnvSpec {
     install_hint: "about 700 MB",
 };
 
+/// cosmic-ray, the mutation tool of the generated KVCR mutants
+/// (`kvcr-e2e mutants --generated`): it enumerates and applies operator
+/// mutations of KVCR's sources; nothing of the stack is in it. Built on
+/// first use of that lane, not by the test suite.
+pub const MUTGEN: EnvSpec = EnvSpec {
+    name: "mutgen",
+    purpose: "cosmic-ray, the tool that generates KVCR mutants",
+    lock: "fixtures/python/requirements-mutgen.lock",
+    venv_dir: ".venv-mutgen",
+    required_imports: &[
+        "cosmic_ray",
+        "cosmic_ray.plugins",
+        "cosmic_ray.mutating",
+        "parso",
+    ],
+    probes: &[],
+    patches: &[],
+    size_hint: "one time, about 1 min",
+    install_hint: "about 80 MB",
+};
+
 /// Every env, for `--env NAME` lookup and help text.
-pub const ALL: &[EnvSpec] = &[CPU_STACK, VLLM_CPU, AIPERF];
+pub const ALL: &[EnvSpec] = &[CPU_STACK, VLLM_CPU, AIPERF, MUTGEN];
 
 /// The env called `name`.
 pub fn by_name(name: &str) -> Option<&'static EnvSpec> {

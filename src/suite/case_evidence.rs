@@ -17,8 +17,6 @@ use crate::verdict::Violation;
 
 use super::{CaseError, CaseResult};
 
-/// The measurement that lists the claims a case did not check (`not_checked`).
-pub const NOT_CHECKED: &str = "not_checked";
 /// The measurement that lists the KVCR findings a case showed (`kvcr_findings`).
 pub const KVCR_FINDINGS: &str = "kvcr_findings";
 
@@ -106,27 +104,31 @@ impl<'a> CaseEvidence<'a> {
         );
     }
 
-    /// Records a claim the case could not check on this stack, and why: the
-    /// measurement `not_checked` (a list), shown beside the pass in the
-    /// summary, so a claim skipped is never a silent pass.
-    pub fn not_checked(&self, what: &str, why: &str) {
-        self.append(NOT_CHECKED, format!("{what}: {why}"));
+    /// A clause the case cannot check on this stack, and why: the case
+    /// stays green, its summary line and the report say so.
+    pub fn not_checked(&self, check: &str, why: &str) {
+        let entry = serde_json::to_value(crate::evidence::NotChecked::new(check, why))
+            .unwrap_or(Value::Null);
+        self.append(crate::evidence::NOT_CHECKED, entry);
     }
 
     /// Records a behaviour of KVCR a user would not expect, numbered as in
     /// docs/kvcr-findings.md: the measurement `kvcr_findings` (a list),
     /// shown under the case in the summary, pass or fail.
     pub fn finding(&self, number: u32, text: &str) {
-        self.append(KVCR_FINDINGS, format!("{number}: {text}"));
+        self.append(KVCR_FINDINGS, Value::String(format!("{number}: {text}")));
     }
 
-    fn append(&self, key: &str, text: String) {
+    /// Appends `entry` to the list measurement `key`, once.
+    fn append(&self, key: &str, entry: Value) {
         let mut measurements = self.measurements.borrow_mut();
-        let entry = measurements
+        let list = measurements
             .entry(key.to_string())
             .or_insert_with(|| Value::Array(Vec::new()));
-        if let Value::Array(list) = entry {
-            list.push(Value::String(text));
+        if let Value::Array(list) = list {
+            if !list.contains(&entry) {
+                list.push(entry);
+            }
         }
     }
 

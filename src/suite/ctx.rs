@@ -210,6 +210,8 @@ impl<'a> CaseCtx<'a> {
                 prompt.key()
             ),
         )?;
+        // KVCR's own byte count of the deposit agrees with its blocks.
+        self.observe().expect_fill_bytes(worker, &before)?;
         Ok(answer)
     }
 
@@ -237,15 +239,12 @@ impl<'a> CaseCtx<'a> {
                 "counted",
             )
         } else {
-            let block = u64::from(self.geometry().block_size_tokens.max(1));
-            let admitted_tokens = delta
-                .required_count(&Counter::PrefixCacheQueries)?
-                .saturating_sub(delta.required_count(&Counter::PrefixCacheHits)?);
-            // The first `capacity` admitted blocks may have filled free
-            // slots; every one after them pushed an older block out.
-            let capacity = self.stack.engine.device_cache_blocks();
             (
-                (admitted_tokens / block).saturating_sub(capacity),
+                super::readings::evicted_past_capacity(
+                    &delta,
+                    u64::from(self.geometry().block_size_tokens),
+                    self.stack.engine.device_cache_blocks(),
+                )?,
                 "admitted past capacity",
             )
         };
@@ -308,10 +307,10 @@ impl<'a> CaseCtx<'a> {
         self.evidence.measure(key, value)
     }
 
-    /// A claim this case could not check on this stack, and why (the
-    /// measurement `not_checked`; the summary shows it beside the pass).
-    pub fn not_checked(&self, what: &str, why: &str) {
-        self.evidence.not_checked(what, why)
+    /// Records a clause this stack cannot check, and why (the case stays
+    /// green; its summary line and the report say "not checked").
+    pub fn not_checked(&self, check: &str, why: &str) {
+        self.evidence.not_checked(check, why)
     }
 
     /// A behaviour of KVCR a user would not expect, shown by this case

@@ -11,6 +11,7 @@ use crate::prompts::Prompt;
 use crate::stack::Worker;
 use crate::telemetry::{Counter, OpResult, Scope};
 use crate::verdict::disagg::expect_prefill_to_decode;
+use crate::verdict::Violation;
 
 use super::{CaseCtx, CaseError, CaseResult};
 
@@ -43,37 +44,25 @@ impl<'c> Disagg<'c> {
             .collect()
     }
 
-    /// Sends `prompt` (which no worker has seen) through the router, checks
-    /// the reference tokens, and checks that `decode` pulled exactly the
-    /// prompt's full blocks from the prefill worker that served it.
-    pub fn expect_prefill_to_decode(&self, decode: &Worker, prompt: &Prompt) -> CaseResult {
+    /// Sends `prompt` (which no worker has seen) with its prefill pinned to
+    /// `prefill` (`nvext.prefill_worker_id`; the router picks the decode),
+    /// checks the reference tokens and that `prefill` served it, and checks
+    /// that `decode` pulled exactly the prompt's full blocks from `prefill`.
+    pub fn expect_prefill_to_decode(
+        &self,
+        decode: &Worker,
+        prefill: &Worker,
+        prompt: &Prompt,
+    ) -> CaseResult {
         let ctx = self.ctx;
-        let prefills = self.prefill_workers();
-        let before = prefills
-            .iter()
-            .map(|p| ctx.snapshot(p))
-            .collect::<Result<Vec<_>, _>>()?;
+        let prefill_before = ctx.snapshot(prefill)?;
         let decode_before = ctx.snapshot(decode)?;
-        let answer = ctx.complete_routed(prompt)?;
+        let answer = ctx.complete_on(prefill, prompt)?;
         ctx.expect_reference(prompt, &answer.tokens)?;
-        let served_by = answer.worker.and_then(|w| w.prefill);
-        let Some((prefill, prefill_before)) = prefills
-            .iter()
-            .zip(&before)
-            .find(|(p, _)| Some(p.instance_id()) == served_by)
-        else {
-            let path = ctx.record("p2d.json", &json!({"answer": answer}));
-            return Err(CaseError::new(format!(
-                "{}: the response names prefill worker {served_by:?}, none of the stack's prefill workers {:?}",
-                prompt.key(),
-                prefills.iter().map(|p| (p.name(), p.instance_id())).collect::<Vec<_>>()
-            ))
-            .with_evidence(path));
-        };
         let observed =
             match ctx
                 .observe()
-                .peer_transfer(prefill, prefill_before, decode, &decode_before)
+                .peer_transfer(prefill, &prefill_before, decode, &decode_before)
             {
                 Ok(observed) => observed,
                 // The prefill's side cannot be read (e.g. it died): judge the
@@ -84,16 +73,53 @@ impl<'c> Disagg<'c> {
             };
         let geometry = ctx.geometry();
         let full_blocks = geometry.full_blocks(prompt.tokens.len() as u64);
-        ctx.measure("p2d_blocks", observed.transfer.remote_deliver_blocks);
-        ctx.measure("p2d_bytes", observed.transfer.source_write_bytes);
+        ctx.measure(
+            &format!("p2d_blocks_{}", prefill.name()),
+            observed.transfer.remote_deliver_blocks,
+        );
+        ctx.measure(
+            &format!("p2d_bytes_{}", prefill.name()),
+            observed.transfer.source_write_bytes,
+        );
         ctx.check(
-            "p2d.json",
+            &format!("p2d-{}.json", prefill.name()),
             &json!({
                 "prefill": prefill.name(), "decode": decode.name(), "full_blocks": full_blocks,
                 "geometry": geometry, "observed": observed, "answer": answer,
             }),
-            expect_prefill_to_decode(&observed.transfer, full_blocks, geometry.bytes_per_block()),
+            expect_prefill_to_decode(&observed.transfer, full_blocks, geometry.bytes_per_block())
+                .map_err(|v| Violation {
+                    detail: format!("through prefill {}: {}", prefill.name(), v.detail),
+                    ..v
+                }),
         )
+    }
+
+    /// The P→D check through every prefill worker in turn, each with a
+    /// fresh prompt of `prompts`: a decode that pulls from one prefill but
+    /// not from another fails whichever the router would have picked.
+    pub fn expect_prefill_to_decode_each(
+        &self,
+        decode: &Worker,
+        prompts: &[&Prompt],
+    ) -> CaseResult {
+        let prefills = self.prefill_workers();
+        if prefills.is_empty() {
+            return Err(CaseError::new(
+                "P→D transfer reconciles: the stack has a decode worker but no prefill worker",
+            ));
+        }
+        if prompts.len() < prefills.len() {
+            return Err(CaseError::new(format!(
+                "P→D transfer reconciles: {} prompts for {} prefill workers",
+                prompts.len(),
+                prefills.len()
+            )));
+        }
+        for (prefill, prompt) in prefills.iter().zip(prompts) {
+            self.expect_prefill_to_decode(decode, prefill, prompt)?;
+        }
+        Ok(())
     }
 
     fn decode_side_only(

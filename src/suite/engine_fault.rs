@@ -56,6 +56,9 @@ pub enum EngineFault {
     NoHandback,
     /// Deposited blocks stay pinned, so a full pool has no evictable slot (TC-07).
     PinDeposits,
+    /// The answer's `cached_tokens` counts only the first reused block, as
+    /// an engine whose repeat hit a short prefix would say (TC-01).
+    CachedTokensFirstBlock,
     /// The worker's KVCR memory is not page-aligned (launch only).
     UnalignedMemory,
     /// The worker claims with another tier layout (launch only, TC-09).
@@ -88,6 +91,7 @@ impl EngineFault {
             EngineFault::HideSourceStall => "hide_source_stall",
             EngineFault::NoHandback => "no_handback",
             EngineFault::PinDeposits => "pin_deposits",
+            EngineFault::CachedTokensFirstBlock => "cached_tokens_first_block",
             EngineFault::UnalignedMemory => "unaligned_memory",
             EngineFault::ChangedLayout => "changed_layout",
         }
@@ -137,7 +141,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 24] = [
+    const EVERY: [EngineFault; 25] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -160,6 +164,7 @@ mod tests {
         EngineFault::HideSourceStall,
         EngineFault::NoHandback,
         EngineFault::PinDeposits,
+        EngineFault::CachedTokensFirstBlock,
         EngineFault::UnalignedMemory,
         EngineFault::ChangedLayout,
     ];

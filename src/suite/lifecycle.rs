@@ -205,7 +205,8 @@ impl Suite {
         let Some(planned) = self.planned.get() else {
             return true;
         };
-        if self.settings.keep_stack {
+        // A kept or attached stack outlives the run: it is left whole.
+        if self.settings.keep_stack || self.settings.attach.is_some() {
             return true;
         }
         let name = case.trial_name();

@@ -33,6 +33,9 @@ pub struct LoadRequest {
     pub outcome: LoadOutcome,
     /// The worker that served it, when the response said.
     pub worker_id: Option<u64>,
+    /// The prefill worker of a disaggregated stack, when the response said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill_worker_id: Option<u64>,
     /// The error, or the token mismatch.
     pub detail: Option<String>,
 }
@@ -61,12 +64,14 @@ impl<'c> Load<'c> {
     }
 
     /// Runs one streaming client per entry of `per_client` through the
-    /// router, each sending its prompts one after another; once
-    /// `fault_after` requests have finished, injects `fault` on this thread
-    /// and lets the load run to its end. No request is retried.
+    /// router (or, with `pin`, all pinned to that worker), each sending its
+    /// prompts one after another; once `fault_after` requests have
+    /// finished, injects `fault` on this thread and lets the load run to its
+    /// end. No request is retried.
     pub fn with_fault<T>(
         &self,
         per_client: Vec<Vec<Prompt>>,
+        pin: Option<&crate::stack::Worker>,
         fault_after: usize,
         fault: impl FnOnce() -> Result<T, CaseError>,
     ) -> Result<LoadRun<T>, CaseError> {
@@ -79,7 +84,7 @@ impl<'c> Load<'c> {
                 .iter()
                 .map(|p| {
                     let reference = ctx.references.tokens(p).map(<[u32]>::to_vec);
-                    (p.key(), ctx.requests.request(p, None), reference)
+                    (p.key(), ctx.requests.request(p, pin), reference)
                 })
                 .collect();
             let http = ctx.client.clone();
@@ -90,6 +95,11 @@ impl<'c> Load<'c> {
                     let sent_ms = ms(started.elapsed());
                     let result = http.stream(&request).await;
                     let done_ms = ms(started.elapsed());
+                    let prefill_worker_id = result
+                        .as_ref()
+                        .ok()
+                        .and_then(|o| o.generated.worker.as_ref())
+                        .and_then(|w| w.prefill);
                     let (outcome, worker_id, detail) = judge(result, reference.as_deref());
                     done.push(LoadRequest {
                         client,
@@ -99,6 +109,7 @@ impl<'c> Load<'c> {
                         done_ms,
                         outcome,
                         worker_id,
+                        prefill_worker_id,
                         detail,
                     });
                     finished.fetch_add(1, Ordering::SeqCst);

@@ -25,6 +25,9 @@ const TELEMETRY_POLL: Duration = Duration::from_millis(50);
 /// How long a case waits for asynchronous telemetry (deposits, the source
 /// side of a transfer, a UCX table) to show up.
 const TELEMETRY_DEADLINE: Duration = Duration::from_secs(15);
+/// How long a deposit's byte counter may lag its block counter (KVCR raises
+/// them one after the other; a scrape can fall between).
+const FILL_BYTES_DEADLINE: Duration = Duration::from_secs(1);
 /// Three stats intervals of vLLM: an interval line is logged every 10 s.
 const INTERVAL_LOG_DEADLINE: Duration = Duration::from_secs(35);
 const INTERVAL_LOG_POLL: Duration = Duration::from_millis(250);
@@ -73,6 +76,62 @@ impl<'c> Observe<'c> {
             }
         })
         .map_err(CaseError::from)
+    }
+
+    /// KVCR's `local_fill` bytes since `before` equal its `local_fill`
+    /// blocks × the bytes of a block (a deposit the case just waited for).
+    /// Polled briefly, so a scrape between the two counters' increments
+    /// does not read as a mismatch; an absent counter fails.
+    pub fn expect_fill_bytes(&self, worker: &Worker, before: &Snapshot) -> CaseResult {
+        let ctx = self.ctx;
+        let bytes_per_block = ctx.geometry().bytes_per_block();
+        let judge = |delta: &Delta| -> Result<Result<(), Violation>, NotReported> {
+            let blocks =
+                delta.required_count(&Counter::TransferBlocks(telemetry::Scope::LocalFill))?;
+            let bytes =
+                delta.required_count(&Counter::TransferBytes(telemetry::Scope::LocalFill))?;
+            Ok(crate::verdict::local::expect_fill_bytes(
+                blocks,
+                bytes,
+                bytes_per_block,
+            ))
+        };
+        let mut last = None;
+        let outcome = wait::until(
+            format!(
+                "worker {}'s local_fill bytes to match its blocks",
+                worker.name()
+            ),
+            FILL_BYTES_DEADLINE,
+            TELEMETRY_POLL,
+            || {
+                let delta = match ctx.delta_since(worker, before) {
+                    Ok(d) => d,
+                    Err(e) => return Poll::Abort(e.message),
+                };
+                match judge(&delta) {
+                    Ok(Ok(())) => Poll::Ready(()),
+                    Ok(Err(v)) => {
+                        let text = v.to_string();
+                        last = Some((v, delta));
+                        Poll::Pending(text)
+                    }
+                    Err(absent) => Poll::Abort(absent.to_string()),
+                }
+            },
+        );
+        match (outcome, last) {
+            (Ok(()), _) => Ok(()),
+            (Err(_), Some((violation, delta))) => ctx.check(
+                "deposit-bytes.json",
+                &json!({"worker": worker.name(), "delta": delta, "bytes_per_block": bytes_per_block}),
+                Err(violation),
+            ),
+            (Err(e), None) => Err(CaseError::new(format!(
+                "KVCR deposit bytes: {}",
+                if e.aborted { e.last_seen.clone() } else { e.to_string() }
+            ))),
+        }
     }
 
     /// Both sides of a peer transfer since `source_before` / `target_before`.
@@ -131,6 +190,16 @@ impl<'c> Observe<'c> {
                 block_size: u64::from(self.ctx.geometry().block_size_tokens),
             }
         }
+    }
+
+    /// The prompt blocks computed in `delta`'s window, or "not checked"
+    /// where the engine reports nothing to derive them from
+    /// ([`readings::computed_reading`]).
+    pub fn computed_reading(
+        &self,
+        delta: &Delta,
+    ) -> Result<crate::verdict::transfer::ComputedReading, NotReported> {
+        readings::computed_reading(delta, self.prefill_accounting())
     }
 
     /// One request's host-tier loads on `delta`'s worker.
@@ -206,13 +275,27 @@ impl<'c> Observe<'c> {
 
     /// Every `KV Transfer metrics:` line `worker` logged (the line a
     /// vLLM-style engine logs once per stats interval) adds up to its
-    /// `/metrics` total for each of `counters`.
+    /// `/metrics` total for each of `counters`, which `/metrics` must report
+    /// non-zero ([`crate::verdict::interval`]). Meaningful where the two
+    /// sources are independent (vLLM); on an engine that writes both from
+    /// one source (the CPU engine) it is a consistency check of that source,
+    /// and the case says the independent comparison was not checked.
     ///
     /// Both are compared as totals since the worker started: a window would
     /// cut an interval in two, since a line also carries what happened just
     /// before the window opened. The line comes at the end of an interval,
     /// so this polls, with a deadline, until the log has caught up.
     pub fn expect_interval_log_agrees(&self, worker: &Worker, counters: &[Counter]) -> CaseResult {
+        use crate::verdict::interval::{self, Agreement, LoggedVsExported};
+        let engine = self.ctx.stack.engine.name();
+        let independent = self.ctx.stack.engine.interval_log_is_independent();
+        let meaning = interval::meaning(independent, engine);
+        if !independent {
+            self.ctx.not_checked(
+                "interval log vs /metrics as two sources",
+                &format!("the {engine} engine writes both from one; checked as its consistency"),
+            );
+        }
         let log = worker.process.log_path().to_path_buf();
         let mut reader = IntervalLogReader::from_offset(&log, 0).with_worker(worker.name());
         let what = format!(
@@ -224,7 +307,7 @@ impl<'c> Observe<'c> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let mut last: Vec<(String, u64, u64)> = Vec::new();
+        let mut last: Vec<LoggedVsExported> = Vec::new();
         let outcome = wait::until(what, INTERVAL_LOG_DEADLINE, INTERVAL_LOG_POLL, || {
             if let Err(e) = reader.poll() {
                 return Poll::Abort(format!("cannot read {}: {e}", log.display()));
@@ -234,37 +317,29 @@ impl<'c> Observe<'c> {
                 Err(e) => return Poll::Abort(e.message),
             };
             let logged = reader.snapshot();
+            let whole = |v: Option<f64>| v.map(|v| v.round().max(0.0) as u64);
             last = counters
                 .iter()
-                .map(|c| {
-                    let whole = |v: Option<f64>| v.map_or(0, |v| v.round().max(0.0) as u64);
-                    (
-                        c.to_string(),
-                        whole(logged.counter(c)),
-                        whole(exported.counter(c)),
-                    )
+                .map(|c| LoggedVsExported {
+                    counter: c.to_string(),
+                    logged: whole(logged.counter(c)),
+                    metrics: whole(exported.counter(c)),
                 })
                 .collect();
-            if let Some((c, got, want)) = last.iter().find(|(_, got, want)| got > want) {
-                return Poll::Abort(format!(
-                    "worker {} logged {c} = {got}, its /metrics says {want}",
-                    worker.name()
-                ));
-            }
-            if last.iter().all(|(_, got, want)| got == want) {
-                Poll::Ready(())
-            } else {
-                Poll::Pending(format!("logged vs /metrics so far: {last:?}"))
+            match interval::judge(worker.name(), &last) {
+                Agreement::Agree => Poll::Ready(()),
+                Agreement::Pending(so_far) => Poll::Pending(so_far),
+                Agreement::Disagree(why) => Poll::Abort(why),
             }
         });
         let path = self.ctx.record(
             &format!("interval-log-{}.json", worker.name()),
             &json!({
                 "log": log,
+                "meaning": meaning,
+                "independent_sources": independent,
                 "lines": reader.accumulator().lines(),
-                "counters": last.iter().map(|(c, logged, exported)| {
-                    json!({"counter": c, "logged": logged, "metrics": exported})
-                }).collect::<Vec<_>>(),
+                "counters": last,
             }),
         );
         outcome.map_err(|e| {
@@ -274,7 +349,10 @@ impl<'c> Observe<'c> {
             } else {
                 e.to_string()
             };
-            CaseError::new(format!("interval log agrees with /metrics: {why}")).with_evidence(path)
+            CaseError::new(format!(
+                "interval log agrees with /metrics: {why} (the comparison here is {meaning})"
+            ))
+            .with_evidence(path)
         })
     }
 }

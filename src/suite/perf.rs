@@ -6,11 +6,12 @@
 //! (keys in `suite::records`), from which results.json, the report and the
 //! summary are written.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::stream::{self, StreamExt};
 
 use crate::client::StreamOutcome;
+use crate::compare::{OpenLoop, ScheduledSend};
 use crate::engine::FirstTokenStamp;
 use crate::evidence::{
     ttft_offsets, Arm, ArmSummary, FirstTokenPair, RequestRecord, SweepLevel, TtftAccuracy,
@@ -123,6 +124,7 @@ impl<'c> Perf<'c> {
         };
         match ctx.stack.engine.first_token_stamp() {
             FirstTokenStamp::Unavailable(why) => {
+                ctx.not_checked("TTFT accuracy", &why);
                 figure.unavailable = Some(why);
                 ctx.measure(TTFT_ACCURACY, &figure);
                 Ok(())
@@ -204,38 +206,118 @@ impl<'c> Perf<'c> {
         prompts: &[Prompt],
     ) -> Result<(SweepLevel, Vec<RequestRecord>), CaseError> {
         let ctx = self.ctx;
+        ctx.doing(format!(
+            "sweep: {} requests, {level} in flight",
+            prompts.len()
+        ))?;
         let started = Instant::now();
         let outcomes: Vec<_> = crate::rt::block_on(
             stream::iter(prompts.iter().map(|prompt| async move {
                 let request = ctx.requests.request(prompt, None);
                 let id = request.request_id.clone();
-                (prompt, id, ctx.client.stream(&request).await)
+                let sent = started.elapsed();
+                let outcome = ctx.client.stream(&request).await;
+                Sent {
+                    prompt,
+                    request_id: id,
+                    sent,
+                    intended: None,
+                    outcome,
+                }
             }))
             .buffer_unordered(level.max(1) as usize)
             .collect(),
         );
         let duration_s = started.elapsed().as_secs_f64();
-        let mut records = Vec::new();
-        for (prompt, request_id, outcome) in outcomes {
-            let outcome = outcome.map_err(|e| {
-                CaseError::new(format!(
-                    "concurrency {level}: stream of {} failed: {e}",
-                    prompt.key()
-                ))
-            })?;
-            ctx.expect_reference(
-                prompt,
-                &outcome.generated.token_ids.clone().unwrap_or_default(),
-            )?;
-            let mut record = request_record(ctx.id, None, Some(level), prompt, &outcome);
-            record.request_id = Some(request_id);
-            records.push(record);
-        }
+        let what = format!("concurrency {level}");
+        let records = self.sweep_records(&what, outcomes, |r| r.concurrency = Some(level))?;
         Ok((
             SweepLevel::from_requests(level, &records, duration_s),
             records,
         ))
     }
+
+    /// Streams `prompts` through the router in an open loop: request i is
+    /// sent at its instant of the Poisson schedule `plan` (whatever is
+    /// still in flight), and records its schedule delay. Checks every
+    /// stream's tokens and summarises the level.
+    pub fn run_open_loop(
+        &self,
+        plan: OpenLoop,
+        rate_per_s: u32,
+        prompts: &[Prompt],
+    ) -> Result<(SweepLevel, Vec<RequestRecord>), CaseError> {
+        let ctx = self.ctx;
+        ctx.doing(format!(
+            "open-loop sweep: {} requests at {rate_per_s}/s (seed {})",
+            prompts.len(),
+            plan.seed
+        ))?;
+        let intended = plan.first(prompts.len());
+        let started = tokio::time::Instant::now();
+        let outcomes: Vec<_> = crate::rt::block_on(futures_util::future::join_all(
+            prompts.iter().zip(intended).map(|(prompt, at)| async move {
+                let request = ctx.requests.request(prompt, None);
+                let id = request.request_id.clone();
+                tokio::time::sleep_until(started + at).await;
+                let sent = started.elapsed();
+                let outcome = ctx.client.stream(&request).await;
+                Sent {
+                    prompt,
+                    request_id: id,
+                    sent,
+                    intended: Some(at),
+                    outcome,
+                }
+            }),
+        ));
+        let duration_s = started.elapsed().as_secs_f64();
+        let what = format!("open loop at {rate_per_s}/s");
+        let records = self.sweep_records(&what, outcomes, |r| r.rate_per_s = Some(rate_per_s))?;
+        Ok((
+            SweepLevel::open_loop(rate_per_s, plan.seed, &records, duration_s),
+            records,
+        ))
+    }
+
+    /// The records of a sweep level's streams, in send order; fails on the
+    /// first failed stream or wrong tokens.
+    fn sweep_records(
+        &self,
+        level: &str,
+        mut sent: Vec<Sent<'_>>,
+        mark: impl Fn(&mut RequestRecord),
+    ) -> Result<Vec<RequestRecord>, CaseError> {
+        sent.sort_by_key(|s| s.sent);
+        let mut records = Vec::with_capacity(sent.len());
+        for s in sent {
+            let outcome = s.outcome.map_err(|e| {
+                CaseError::new(format!("{level}: stream of {} failed: {e}", s.prompt.key()))
+            })?;
+            self.ctx.expect_reference(
+                s.prompt,
+                &outcome.generated.token_ids.clone().unwrap_or_default(),
+            )?;
+            let mut record = request_record(self.ctx.id, None, None, s.prompt, &outcome);
+            record.request_id = Some(s.request_id);
+            record.sent_at_ms = Some(s.sent.as_secs_f64() * 1000.0);
+            record.schedule = s.intended.map(|at| ScheduledSend::new(at, s.sent));
+            mark(&mut record);
+            records.push(record);
+        }
+        Ok(records)
+    }
+}
+
+/// One sweep stream as it came back.
+struct Sent<'p> {
+    prompt: &'p Prompt,
+    request_id: String,
+    /// Send instant, from the level's start.
+    sent: Duration,
+    /// Open loop: the intended send instant, from the level's start.
+    intended: Option<Duration>,
+    outcome: Result<StreamOutcome, crate::client::ClientError>,
 }
 
 /// One streamed request as results.json records it (vLLM bench field names).
@@ -273,5 +355,8 @@ pub fn request_record(
             .zip(timings)
             .map(|(sent, t)| sent + t.ttft.as_nanos() as u64),
         first_token_offset_ms: None,
+        sent_at_ms: None,
+        rate_per_s: None,
+        schedule: None,
     }
 }

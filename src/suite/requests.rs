@@ -126,27 +126,47 @@ pub fn log_lines(logs_dir: &Path, ids: &[&str]) -> Vec<String> {
             Some((name, strip_ansi(&String::from_utf8_lossy(&bytes))))
         })
         .collect();
+    // One automaton per hop: a scan is linear in the logs whatever the
+    // number of ids (a case of a hundred requests, logs of thousands of
+    // lines: testing each id on each line took tens of seconds).
+    let Some(ours) = matcher(ids.iter().copied()) else {
+        return Vec::new();
+    };
     // Hop 1: the ids Dynamo gave the case's requests.
     let mut wanted: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+    let mut seen: std::collections::HashSet<String> = wanted.iter().cloned().collect();
     for (_, text) in &logs {
-        for line in text.lines().filter(|l| ids.iter().any(|id| l.contains(id))) {
+        for line in text.lines().filter(|l| ours.is_match(l)) {
             for linked in dynamo_request_ids(line) {
-                if !wanted.contains(&linked) {
+                if seen.insert(linked.clone()) {
                     wanted.push(linked);
                 }
             }
         }
     }
     // Hop 2: every line naming any of them.
+    let Some(any) = matcher(wanted.iter().map(String::as_str)) else {
+        return Vec::new();
+    };
     let mut found = Vec::new();
     for (name, text) in &logs {
         for (n, line) in text.lines().enumerate() {
-            if wanted.iter().any(|id| line.contains(id.as_str())) {
+            if any.is_match(line) {
                 found.push(format!("{name}:{}: {line}", n + 1));
             }
         }
     }
     found
+}
+
+/// A matcher of any of `ids` as a substring; `None` when it cannot be built
+/// (no ids, or too many for the automaton).
+fn matcher<'a>(ids: impl Iterator<Item = &'a str>) -> Option<aho_corasick::AhoCorasick> {
+    let ids: Vec<&str> = ids.filter(|id| !id.is_empty()).collect();
+    if ids.is_empty() {
+        return None;
+    }
+    aho_corasick::AhoCorasick::new(ids).ok()
 }
 
 /// The marker of the CPU engine's first-token stamp: `request <id>: first
@@ -217,21 +237,27 @@ fn dynamo_request_ids(line: &str) -> Vec<String> {
 }
 
 /// `line` without ANSI escape sequences (the colours of Dynamo's logs).
+/// Copies the text between escapes whole: logs run to megabytes, and a
+/// char-by-char copy took seconds in a debug build.
 fn strip_ansi(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' && chars.peek() == Some(&'[') {
-            chars.next();
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
+    let mut rest = line;
+    while let Some(at) = rest.find('\u{1b}') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        rest = match after.strip_prefix('[') {
+            // Skip to the sequence's final letter, inclusive.
+            Some(seq) => match seq.find(|c: char| c.is_ascii_alphabetic()) {
+                Some(end) => &seq[end + 1..],
+                None => "",
+            },
+            None => {
+                out.push('\u{1b}');
+                after
             }
-        } else {
-            out.push(c);
-        }
+        };
     }
+    out.push_str(rest);
     out
 }
 
@@ -281,6 +307,17 @@ mod tests {
             serde_json::from_str(r#"[{"request_id": "x", "prompt": "f1v0", "pinned_to": null}]"#)
                 .unwrap();
         assert!(old[0].sent.is_none());
+    }
+
+    #[test]
+    fn colours_are_stripped_and_a_lone_escape_is_kept() {
+        assert_eq!(
+            strip_ansi("\u{1b}[2m2026\u{1b}[0m a \u{1b}[1;32mb\u{1b}[0m"),
+            "2026 a b"
+        );
+        assert_eq!(strip_ansi("x\u{1b}y"), "x\u{1b}y");
+        assert_eq!(strip_ansi("cut \u{1b}[3"), "cut ");
+        assert_eq!(strip_ansi("plain"), "plain");
     }
 
     #[test]

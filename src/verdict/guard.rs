@@ -11,10 +11,8 @@ pub use crate::telemetry::guard_log::Promotion;
 /// worker's group, and its control port still listens (the Guard owns it
 /// now).
 ///
-/// `recovered_blocks` is recorded, not judged: the Guard reports its whole
-/// pool (185 recovered against 16 committed in one run), so no comparison
-/// with the committed blocks could fail. That the committed blocks survived
-/// is proven by the takeover instead: the Guard serves exactly their pages.
+/// `recovered_blocks` is judged apart, as a lower bound
+/// ([`expect_recovered_covers`]).
 pub fn expect_promoted(
     promotion: Option<&Promotion>,
     guard_index: u32,
@@ -42,6 +40,26 @@ pub fn expect_promoted(
         "the dead worker's control port is not listening (the Guard should own it)".into()
     });
     checks.verdict()
+}
+
+/// The promoted Guard recovered at least the blocks the case itself
+/// committed on the dead worker. `recovered_blocks` is the Guard's whole
+/// pool (earlier cases' blocks too: 185 against 16 committed in one run), so
+/// it is only a lower bound, but one that fails: a Guard that lost part of
+/// the dead worker's records reports fewer than were committed.
+pub fn expect_recovered_covers(
+    promotion: &Promotion,
+    committed_blocks: u64,
+    worker: &str,
+) -> Result<(), Violation> {
+    Checks::new("the promoted Guard recovered the committed blocks")
+        .check(promotion.recovered_blocks >= committed_blocks, || {
+            format!(
+                "guard_promoted reports recovered_blocks {} < {committed_blocks} blocks this case committed on {worker} (a lower bound: the pool may hold more)",
+                promotion.recovered_blocks
+            )
+        })
+        .verdict()
 }
 
 /// Where a remote delivery on the target was served from.
@@ -143,6 +161,24 @@ mod tests {
         assert!(v.contains("pid is still alive"), "{v}");
         assert!(v.contains("no `guard_promoted` event for guard 0"), "{v}");
         assert!(v.contains("control port is not listening"), "{v}");
+    }
+
+    #[test]
+    fn fewer_recovered_than_committed_fails() {
+        // The pool may hold more than this case committed: a lower bound.
+        assert_eq!(expect_recovered_covers(&promotion(), 8, "A"), Ok(()));
+        assert_eq!(expect_recovered_covers(&promotion(), 5, "A"), Ok(()));
+        let p = Promotion {
+            recovered_blocks: 20,
+            ..promotion()
+        };
+        let v = expect_recovered_covers(&p, 28, "A")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            v.starts_with("the promoted Guard recovered the committed blocks: guard_promoted reports recovered_blocks 20 < 28 blocks this case committed on A"),
+            "{v}"
+        );
     }
 
     #[test]

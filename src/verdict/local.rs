@@ -10,6 +10,9 @@ use super::{Checks, Violation};
 pub struct HostTierHit {
     pub local_deliver_success_ops: u64,
     pub local_deliver_blocks: u64,
+    /// KVCR's own byte count of its local deliveries
+    /// (`kvcr_transfer_bytes{scope=local_deliver}`).
+    pub local_deliver_bytes: u64,
     /// Tiering read bytes from the engine-owned host tier (`0:cpu`).
     pub host_tier_read_bytes: u64,
     /// Tiering read bytes from the KVCR tier (`1:kvcr`).
@@ -46,7 +49,8 @@ impl HostTierHit {
 /// test plan is about (its local pool, LOCAL_G2): none from the engine's own
 /// host tier (which would pass with KVCR off, given a big enough host tier),
 /// none from the device cache, none from a peer, none recomputed, and
-/// `cached_tokens` covers them, block-aligned.
+/// `cached_tokens` covers them, block-aligned. KVCR's own byte counter of
+/// the delivery agrees with its block counter (blocks × bytes per block).
 pub fn expect_host_tier_hit(
     h: &HostTierHit,
     shared_blocks: u64,
@@ -73,6 +77,14 @@ pub fn expect_host_tier_hit(
             format!(
                 "KVCR read bytes {} ≠ local_deliver blocks {} × {bytes_per_block}",
                 h.kvcr_read_bytes, h.local_deliver_blocks
+            )
+        })
+        .check(h.local_deliver_bytes == h.local_deliver_blocks * bytes_per_block, || {
+            format!(
+                "KVCR local_deliver bytes {} ≠ local_deliver blocks {} × {bytes_per_block} = {}",
+                h.local_deliver_bytes,
+                h.local_deliver_blocks,
+                h.local_deliver_blocks * bytes_per_block
             )
         })
         .check(h.device_cache_hit_tokens == 0, || {
@@ -110,10 +122,28 @@ mod tests {
         HostTierHit {
             local_deliver_success_ops: 1,
             local_deliver_blocks: 4,
+            local_deliver_bytes: 4 * 8192,
             kvcr_read_bytes: 4 * 8192,
             cached_tokens: Some(64),
             ..Default::default()
         }
+    }
+
+    /// KVCR's byte counter overstating a delivery (blocks, tokens and the
+    /// engine's read bytes right) fails on its own.
+    #[test]
+    fn overstated_local_deliver_bytes_fail() {
+        let h = HostTierHit {
+            local_deliver_bytes: 8 * 8192,
+            ..good()
+        };
+        let v = expect_host_tier_hit(&h, 4, 16, 8192)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            v,
+            "host-tier (DRAM) hit: KVCR local_deliver bytes 65536 ≠ local_deliver blocks 4 × 8192 = 32768"
+        );
     }
 
     #[test]
@@ -126,6 +156,7 @@ mod tests {
         let h = HostTierHit {
             local_deliver_success_ops: 0,
             local_deliver_blocks: 0,
+            local_deliver_bytes: 0,
             kvcr_read_bytes: 0,
             host_tier_read_bytes: 4 * 8192,
             ..good()
@@ -160,6 +191,7 @@ mod tests {
     fn a_recompute_fails() {
         let h = HostTierHit {
             local_deliver_blocks: 0,
+            local_deliver_bytes: 0,
             kvcr_read_bytes: 0,
             computed_blocks: 4,
             cached_tokens: Some(0),
@@ -191,6 +223,42 @@ mod tests {
             ..good()
         };
         assert!(expect_host_tier_hit(&h, 4, 16, 8192).is_err());
+    }
+}
+
+/// A deposit's bytes agree with its blocks: KVCR's own
+/// `kvcr_transfer_bytes{scope=local_fill}` equals its `local_fill` blocks ×
+/// the bytes of a block, over one commit's window.
+pub fn expect_fill_bytes(
+    fill_blocks: u64,
+    fill_bytes: u64,
+    bytes_per_block: u64,
+) -> Result<(), Violation> {
+    let expected = fill_blocks * bytes_per_block;
+    Checks::new("KVCR deposit bytes")
+        .check(fill_bytes == expected, || {
+            format!(
+                "local_fill bytes {fill_bytes} ≠ local_fill blocks {fill_blocks} × {bytes_per_block} = {expected}"
+            )
+        })
+        .verdict()
+}
+
+#[cfg(test)]
+mod fill_tests {
+    use super::*;
+
+    #[test]
+    fn fill_bytes_must_match_fill_blocks() {
+        assert_eq!(expect_fill_bytes(4, 4 * 8192, 8192), Ok(()));
+        let v = expect_fill_bytes(4, 8 * 8192, 8192)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            v,
+            "KVCR deposit bytes: local_fill bytes 65536 ≠ local_fill blocks 4 × 8192 = 32768"
+        );
+        assert!(expect_fill_bytes(4, 0, 8192).is_err());
     }
 }
 
@@ -268,23 +336,29 @@ mod arm_tests {
     }
 }
 
-/// A repeat pass reused cached blocks: the response says so
-/// (`cached_tokens`, block-aligned and > 0). Without it, a "cached" pass
-/// that recomputed everything would pass as long as the tokens matched.
+/// A repeat pass reused the cache: the response says so, and for the whole
+/// prompt (`cached_tokens` = `expected`, what the engine caches of the
+/// prompt: its full blocks, on vLLM short of the last token). `> 0` alone
+/// would pass a repeat that hit only a short prefix, and without it a
+/// "cached" pass that recomputed everything would pass as long as the
+/// tokens matched.
 pub fn expect_cached_repeat(
     prompt: &str,
     cached_tokens: Option<u64>,
+    expected: u64,
     block_size: u64,
 ) -> Result<(), Violation> {
+    let block = block_size.max(1);
     Checks::new("cached pass reused the cache")
-        .check(
-            cached_tokens.is_some_and(|c| c > 0 && c % block_size.max(1) == 0),
-            || {
-                format!(
-                    "{prompt} repeated: cached_tokens {cached_tokens:?}, expected a block-aligned count > 0 (block size {block_size})"
-                )
-            },
-        )
+        .check(expected > 0, || {
+            format!("{prompt} has no full block to cache (block size {block_size}): the repeat proves nothing")
+        })
+        .check(cached_tokens == Some(expected), || {
+            format!(
+                "{prompt} repeated: cached_tokens {cached_tokens:?}, expected {expected} ({} full blocks × {block_size}, what the engine caches of the prompt)",
+                expected / block
+            )
+        })
         .verdict()
 }
 
@@ -293,14 +367,23 @@ mod cached_tests {
     use super::*;
 
     #[test]
-    fn a_repeat_must_report_cached_blocks() {
-        assert_eq!(expect_cached_repeat("f1", Some(48), 16), Ok(()));
-        for bad in [None, Some(0), Some(20)] {
-            let v = expect_cached_repeat("f1", bad, 16).unwrap_err().to_string();
+    fn a_repeat_must_report_the_prompts_full_blocks() {
+        assert_eq!(expect_cached_repeat("f1", Some(64), 64, 16), Ok(()));
+        // Absent, nothing, unaligned, and a hit on one block only (which
+        // `> 0` passed) all fail.
+        for bad in [None, Some(0), Some(20), Some(16), Some(48), Some(80)] {
+            let v = expect_cached_repeat("f1", bad, 64, 16)
+                .unwrap_err()
+                .to_string();
             assert!(
-                v.starts_with("cached pass reused the cache: f1 repeated"),
+                v.starts_with("cached pass reused the cache: f1 repeated: cached_tokens")
+                    && v.contains("expected 64 (4 full blocks × 16"),
                 "{v}"
             );
         }
+        let v = expect_cached_repeat("f1", Some(0), 0, 16)
+            .unwrap_err()
+            .to_string();
+        assert!(v.contains("f1 has no full block to cache"), "{v}");
     }
 }

@@ -8,6 +8,7 @@
 pub mod disagg;
 pub mod disk;
 pub mod guard;
+pub mod interval;
 pub mod ledger;
 pub mod load;
 pub mod local;

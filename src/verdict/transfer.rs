@@ -70,6 +70,72 @@ pub fn expect_peer_transfer(
         .verdict()
 }
 
+/// The prompt blocks the target computed, as its engine tells them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputedReading {
+    /// Counted by the engine, or derived from its prefix-cache counters.
+    Read(u64),
+    /// The engine reports nothing to derive it from: the sub-check is not
+    /// checked (and says so), rather than read as 0.
+    NotChecked(String),
+}
+
+/// Hint membership (TC-03): a hinted request whose prompt has full blocks
+/// past the hinted prefix pulls exactly the hinted blocks from the source,
+/// with nothing partial or failed (a target that also asks the source for
+/// a block the hint does not name gets a partial or failed delivery), and
+/// computes the blocks past the prefix itself.
+pub fn expect_hint_membership(
+    t: &PeerTransfer,
+    computed: &ComputedReading,
+    hinted_blocks: u64,
+    prompt_blocks: u64,
+    bytes_per_block: u64,
+) -> Result<(), Violation> {
+    let past = prompt_blocks.saturating_sub(hinted_blocks);
+    let mut checks = Checks::new("hint membership");
+    checks
+        .check(t.remote_deliver_success_ops > 0, || {
+            "target shows no remote_deliver success for the hinted prefix".into()
+        })
+        .check(t.remote_deliver_partial_ops == 0 && t.remote_deliver_failed_ops == 0, || {
+            format!(
+                "remote_deliver partial {} / failed {} (must be 0: the target asked the source for a block the hint does not name)",
+                t.remote_deliver_partial_ops, t.remote_deliver_failed_ops
+            )
+        })
+        .check(t.remote_deliver_blocks == hinted_blocks, || {
+            format!(
+                "remote_deliver blocks {} ≠ the {hinted_blocks} hinted blocks",
+                t.remote_deliver_blocks
+            )
+        })
+        .check(t.source_write_blocks == hinted_blocks, || {
+            format!(
+                "source_write blocks {} ≠ the {hinted_blocks} hinted blocks",
+                t.source_write_blocks
+            )
+        })
+        .check(t.source_write_bytes == hinted_blocks * bytes_per_block, || {
+            format!(
+                "source_write bytes {} ≠ {hinted_blocks} blocks × {bytes_per_block} bytes",
+                t.source_write_bytes
+            )
+        })
+        .check(t.source_write_failed_ops == 0, || {
+            format!("source_write failed {} (must be 0)", t.source_write_failed_ops)
+        });
+    if let ComputedReading::Read(n) = computed {
+        checks.check(*n == past, || {
+            format!(
+                "{n} prompt blocks computed, expected the {past} full block(s) past the hinted prefix ({prompt_blocks} full blocks, {hinted_blocks} hinted)"
+            )
+        });
+    }
+    checks.verdict()
+}
+
 /// Exact pages per kind: the target read `blocks` × the pages of each kind
 /// in a block (hybrid: attention pages and SSM parts), not only the same
 /// total bytes. `read_pages` is `(kind, pages read)` per kind of the geometry.
@@ -198,6 +264,84 @@ mod tests {
     fn no_transfer_at_all_fails() {
         let v = expect_peer_transfer(&PeerTransfer::default(), 4, 28672).unwrap_err();
         assert!(v.to_string().contains("no remote_deliver success"), "{v}");
+    }
+
+    fn membership() -> PeerTransfer {
+        PeerTransfer {
+            source_write_success_ops: 1,
+            source_write_blocks: 4,
+            source_write_bytes: 4 * 8192,
+            remote_deliver_success_ops: 1,
+            remote_deliver_blocks: 4,
+            target_read_bytes: 4 * 8192,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_hint_that_names_only_the_prefix_passes() {
+        assert_eq!(
+            expect_hint_membership(&membership(), &ComputedReading::Read(1), 4, 5, 8192),
+            Ok(())
+        );
+    }
+
+    /// A target that treats every block as hinted asks the source for the
+    /// fifth block too: partial, and it computed nothing itself.
+    #[test]
+    fn a_pull_past_the_hint_fails() {
+        let t = PeerTransfer {
+            remote_deliver_success_ops: 0,
+            remote_deliver_partial_ops: 1,
+            ..membership()
+        };
+        let v = expect_hint_membership(&t, &ComputedReading::Read(1), 4, 5, 8192)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            v.starts_with("hint membership: target shows no remote_deliver success"),
+            "{v}"
+        );
+        assert!(v.contains("remote_deliver partial 1 / failed 0"), "{v}");
+        let v = expect_hint_membership(&membership(), &ComputedReading::Read(0), 4, 5, 8192)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            v.contains(
+                "0 prompt blocks computed, expected the 1 full block(s) past the hinted prefix"
+            ),
+            "{v}"
+        );
+        let t = PeerTransfer {
+            remote_deliver_blocks: 5,
+            source_write_blocks: 5,
+            source_write_bytes: 5 * 8192,
+            ..membership()
+        };
+        let v = expect_hint_membership(&t, &ComputedReading::Read(0), 4, 5, 8192)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            v.contains("remote_deliver blocks 5 ≠ the 4 hinted blocks"),
+            "{v}"
+        );
+    }
+
+    /// Where the engine reports nothing to derive computed blocks from,
+    /// that sub-check is skipped (the case records "not checked"); the
+    /// transfer's own checks still fail.
+    #[test]
+    fn not_checked_computed_blocks_skip_only_that_check() {
+        let not_checked = ComputedReading::NotChecked("no prefix-cache counters".into());
+        assert_eq!(
+            expect_hint_membership(&membership(), &not_checked, 4, 5, 8192),
+            Ok(())
+        );
+        let t = PeerTransfer {
+            remote_deliver_failed_ops: 1,
+            ..membership()
+        };
+        assert!(expect_hint_membership(&t, &not_checked, 4, 5, 8192).is_err());
     }
 
     #[test]

@@ -65,6 +65,7 @@ fn run_mutant(lane: Lane, mutant: &str, base: &std::path::Path) -> Result<(), Fa
         only: Some(vec![mutant.to_string()]),
         engine: lane,
         out: Some(base.join(lane.as_str()).join(mutant)),
+        generated: None,
         harness: Vec::new(),
     };
     let (report, out) = mutants::run_lane(lanes::root(), &args)?;

@@ -291,6 +291,15 @@ impl VllmEngine {
 
 /// Why TC-05's TTFT accuracy finds no per-request first-token instant
 /// on vLLM ([`Engine::first_token_stamp`]).
+/// The prompt tokens vLLM can take from its prefix cache: full blocks
+/// only, and at most `prompt_tokens - 1` (its KV cache manager computes at
+/// least the last prompt token, for the logits: `max_cache_hit_length =
+/// num_tokens - 1`), so a prompt of whole blocks recomputes its last block.
+pub fn cacheable_tokens(prompt_tokens: u64, block_size: u64) -> u64 {
+    let block = block_size.max(1);
+    (prompt_tokens.saturating_sub(1) / block) * block
+}
+
 const NO_FIRST_TOKEN_STAMP: &str =
     "vLLM records TTFT only as its Prometheus histogram vllm:time_to_first_token_seconds: \
      bucketed, summed over all requests, and timed from vLLM's own arrival of the request \
@@ -327,6 +336,14 @@ impl Engine for VllmEngine {
 
     fn first_token_stamp(&self) -> FirstTokenStamp {
         FirstTokenStamp::Unavailable(NO_FIRST_TOKEN_STAMP.into())
+    }
+
+    fn interval_log_is_independent(&self) -> bool {
+        true
+    }
+
+    fn cached_tokens_of_repeat(&self, prompt_tokens: u64) -> u64 {
+        cacheable_tokens(prompt_tokens, u64::from(self.geometry().block_size_tokens))
     }
 
     fn guard_pool_gb(&self) -> Option<f64> {
@@ -796,6 +813,21 @@ mod tests {
                 .any(|a| a == "--enable-prompt-tokens-details"));
             assert_eq!(e.reference_variants(), vec![ReferenceVariant::Cached]);
         }
+    }
+
+    #[test]
+    fn a_repeat_caches_full_blocks_short_of_the_last_token() {
+        // 72 tokens, blocks of 32: 2 full blocks; 64 tokens: the last block
+        // holds the last token, which vLLM always computes.
+        assert_eq!(cacheable_tokens(72, 32), 64);
+        assert_eq!(cacheable_tokens(64, 32), 32);
+        assert_eq!(cacheable_tokens(65, 32), 64);
+        assert_eq!(cacheable_tokens(31, 32), 0);
+        assert_eq!(cacheable_tokens(0, 32), 0);
+        let e = engine(Topology::Agg);
+        let block = u64::from(e.geometry().block_size_tokens);
+        assert_eq!(e.cached_tokens_of_repeat(2 * block), block);
+        assert_eq!(e.cached_tokens_of_repeat(2 * block + 1), 2 * block);
     }
 
     #[test]

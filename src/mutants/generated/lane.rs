@@ -1,0 +1,478 @@
+//! `kvcr-e2e mutants --generated N --seed S`: draw the sample, write each
+//! mutant's diff under the lane's directory, and run each as a child
+//! phase1 with `--kvcr <default build>+<diff>`, classified as the curated
+//! ones are.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use super::diff;
+use super::sample::{self, Site};
+use super::tool::Tool;
+use super::{COSMIC_RAY, TRIALS};
+use crate::config::KvcrSpec;
+use crate::drive::{self, Phase1Child, ReadRun};
+use crate::mutants::args::{GeneratedArgs, MutantsArgs};
+use crate::mutants::classify::{classify_run, MutantResult};
+use crate::mutants::driver::stamp;
+use crate::mutants::header::Lane;
+use crate::mutants::report::{LaneReport, MutantRow, NO_EXPECTATION};
+
+/// A file in the lane's directory that ends the lane after the running
+/// mutant (`touch DIR/stop`): the running stack tears down as usual and
+/// the table keeps what ran.
+pub const STOP_FILE: &str = "stop";
+
+/// One drawn mutant, ready to run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GeneratedMutant {
+    pub name: String,
+    pub site: Site,
+    /// Its position in the draw (0-based; skipped sites count).
+    pub draw: usize,
+    pub diff: PathBuf,
+}
+
+/// `sample.json`: how the sample was drawn, and what was skipped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SampleRecord {
+    pub tool: String,
+    pub kvcr_version: String,
+    pub modules: Vec<String>,
+    pub seed: u64,
+    pub count: u32,
+    /// Sites per module, and in all.
+    pub sites: Vec<(String, usize)>,
+    pub sites_total: usize,
+    pub mutants: Vec<GeneratedMutant>,
+    /// Drawn sites that made no valid module, with why (not run, not scored).
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Draws the sample and writes `sites.jsonl`, `diffs/<name>.diff` and
+/// `sample.json` into `out`; reuses the draw already there (a
+/// `--draw-only` run into the same `--out`) when it is of the same seed,
+/// count, modules and tool, and its diffs are in place.
+pub fn draw(repo_root: &Path, out: &Path, args: &GeneratedArgs) -> Result<SampleRecord, String> {
+    if let Some(record) = earlier_draw(out, args) {
+        println!("reusing the draw in {}", out.join("sample.json").display());
+        return Ok(record);
+    }
+    let tool = Tool::ready(repo_root, out)?;
+    let lines = tool.sites(&args.modules)?;
+    write(&out.join("sites.jsonl"), &lines)?;
+    let sites = sample::parse_sites(&lines)?;
+    let order = sample::draw_order(&sites, args.seed);
+    let drawn = tool.mutate(&order, args.count)?;
+    let mut record = SampleRecord {
+        tool: COSMIC_RAY.to_string(),
+        kvcr_version: tool.kvcr_version.clone(),
+        modules: args.modules.clone(),
+        seed: args.seed,
+        count: args.count,
+        sites: args
+            .modules
+            .iter()
+            .map(|m| {
+                (
+                    m.clone(),
+                    sites.iter().filter(|s| s.module_name() == m).count(),
+                )
+            })
+            .collect(),
+        sites_total: sites.len(),
+        mutants: Vec::new(),
+        skipped: Vec::new(),
+    };
+    for (i, d) in drawn.into_iter().enumerate() {
+        let name = d.site.name();
+        let Some(mutated) = d.mutated else {
+            let why = d.skipped.unwrap_or_else(|| "no mutated module".into());
+            record.skipped.push((name, why));
+            continue;
+        };
+        let pristine = tool.pristine(&d.site.module)?;
+        let header = header(&name, &d.site, i, &record);
+        let Some(text) = diff::unified(&d.site.module, &pristine, &mutated, &header) else {
+            record
+                .skipped
+                .push((name, "the mutated module equals the pristine one".into()));
+            continue;
+        };
+        let file = out.join("diffs").join(format!("{name}.diff"));
+        write(&file, &text)?;
+        record.mutants.push(GeneratedMutant {
+            name,
+            site: d.site,
+            draw: i,
+            diff: file,
+        });
+    }
+    let json = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())?;
+    write(&out.join("sample.json"), &json)?;
+    if record.mutants.len() < args.count as usize {
+        println!(
+            "only {} of the {} sites make a valid mutant; running those",
+            record.mutants.len(),
+            sites.len()
+        );
+    }
+    Ok(record)
+}
+
+fn earlier_draw(out: &Path, args: &GeneratedArgs) -> Option<SampleRecord> {
+    let text = std::fs::read_to_string(out.join("sample.json")).ok()?;
+    let record: SampleRecord = serde_json::from_str(&text).ok()?;
+    let same = record.tool == COSMIC_RAY
+        && record.seed == args.seed
+        && record.count == args.count
+        && record.modules == args.modules
+        && record.mutants.iter().all(|m| m.diff.is_file());
+    same.then_some(record)
+}
+
+/// The diff's comment header (skipped by `patch`).
+fn header(name: &str, site: &Site, draw: usize, record: &SampleRecord) -> Vec<String> {
+    vec![
+        format!("generated: {name}"),
+        format!(
+            "site: {} line {} column {}{}",
+            site.module,
+            site.start[0],
+            site.start[1],
+            site.definition
+                .as_deref()
+                .map(|d| format!(", in {d}"))
+                .unwrap_or_default()
+        ),
+        format!("operator: {} occurrence {}", site.operator, site.occurrence),
+        format!(
+            "drawn: {draw} of seed {} over {} ({COSMIC_RAY}, kvcr {}); no expectation",
+            record.seed,
+            record.modules.join(","),
+            record.kvcr_version
+        ),
+    ]
+}
+
+/// Runs the lane: draw, then one child per mutant; progress on stdout.
+pub fn run_generated(
+    repo_root: &Path,
+    args: &MutantsArgs,
+    generated: &GeneratedArgs,
+) -> Result<(LaneReport, PathBuf), String> {
+    let now = OffsetDateTime::now_utc();
+    let out = match &args.out {
+        Some(dir) if dir.is_relative() => std::env::current_dir()
+            .map(|cwd| cwd.join(dir))
+            .unwrap_or_else(|_| dir.clone()),
+        Some(dir) => dir.clone(),
+        None => repo_root
+            .join("target/mutants")
+            .join(format!("{}-generated", stamp(now))),
+    };
+    let record = draw(repo_root, &out, generated)?;
+    println!(
+        "drew {} mutants from {} sites of {} (seed {}, kvcr {}); diffs in {}",
+        record.mutants.len(),
+        record.sites_total,
+        record.modules.join(", "),
+        record.seed,
+        record.kvcr_version,
+        out.join("diffs").display()
+    );
+    if generated.draw_only {
+        return Ok((report(now, args, &[]), out));
+    }
+    let target = target(args.engine);
+    let binary = drive::test_binary(repo_root, target).map_err(|e| e.to_string())?;
+    let trials: Vec<String> = TRIALS.iter().map(|t| t.to_string()).collect();
+    let total = record.mutants.len();
+    let mut rows = Vec::new();
+    for (i, mutant) in record.mutants.iter().enumerate() {
+        if out.join(STOP_FILE).exists() {
+            println!(
+                "stopping: {} exists; {i} of {total} mutants ran",
+                out.join(STOP_FILE).display()
+            );
+            break;
+        }
+        let mut flags = args.harness.clone();
+        flags.push("--kvcr".into());
+        flags.push(format!("{}+{}", KvcrSpec::default(), mutant.diff.display()));
+        let child = Phase1Child {
+            binary: binary.clone(),
+            repo_root: repo_root.to_path_buf(),
+            flags,
+            filters: trials.clone(),
+            exact: true,
+            run_base: out.join("runs").join(&mutant.name),
+        };
+        println!("[{}/{total}] {}: {target}", i + 1, mutant.name);
+        let row = run_one(mutant, target, &trials, &child)?;
+        println!(
+            "[{}/{total}] {}: {} in {:.0} s{}",
+            i + 1,
+            row.name,
+            row.result.word(),
+            row.wall_s,
+            match &row.result {
+                MutantResult::Killed { trial, .. } => format!(" by {trial}"),
+                _ => String::new(),
+            }
+        );
+        rows.push(row);
+        // Rewritten after each mutant: a lane cut short keeps what it ran.
+        report(now, args, &rows).write(&out)?;
+    }
+    Ok((report(now, args, &rows), out))
+}
+
+/// The test target of the lane's engine (aggregated dense stacks only).
+pub fn target(engine: Lane) -> &'static str {
+    match engine {
+        Lane::Cpu => "phase1",
+        Lane::Vllm => "phase1_vllm",
+    }
+}
+
+fn report(started: OffsetDateTime, args: &MutantsArgs, rows: &[MutantRow]) -> LaneReport {
+    let started = started
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    LaneReport::new(
+        started,
+        args.engine.as_str(),
+        args.harness.clone(),
+        rows.to_vec(),
+    )
+}
+
+fn run_one(
+    mutant: &GeneratedMutant,
+    target: &str,
+    trials: &[String],
+    child: &Phase1Child,
+) -> Result<MutantRow, String> {
+    let log = child.run_base.join("child.log");
+    let exit = child.run(&log).map_err(|e| e.to_string())?;
+    let read = ReadRun::from_base(&child.run_base);
+    let exit_words = match exit.code {
+        Some(code) => format!("exit {code}"),
+        None => "ended by a signal".to_string(),
+    };
+    let result = classify_run(
+        None,
+        trials,
+        read.as_ref()
+            .map_err(|e| format!("{e} ({exit_words}; see {})", log.display())),
+    );
+    let read = read.ok();
+    Ok(row(mutant, target, trials, result, child, log, &exit, read))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row(
+    mutant: &GeneratedMutant,
+    target: &str,
+    trials: &[String],
+    result: MutantResult,
+    child: &Phase1Child,
+    log: PathBuf,
+    exit: &drive::ChildExit,
+    read: Option<ReadRun>,
+) -> MutantRow {
+    MutantRow {
+        name: mutant.name.clone(),
+        class: format!("generated:{}", mutant.site.module_name()),
+        // The modules sampled are the ones Phase 1 claims to cover.
+        phase1_claims_it: true,
+        expect: NO_EXPECTATION.into(),
+        expected_message: None,
+        target: target.to_string(),
+        trials: trials.to_vec(),
+        // No expectation: "met" says a verdict was reached.
+        met: !matches!(result, MutantResult::Broken { .. }),
+        result,
+        command: child.command_line(),
+        run_dir: read.as_ref().map(|r| r.root.clone()),
+        log,
+        exit_code: exit.code,
+        wall_s: exit.wall.as_secs_f64(),
+        kvcr: read.and_then(|r| r.kvcr),
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in test binary that makes its run directory under
+    /// `--run-dir` and writes `results.json` there.
+    fn fake_binary(dir: &Path, results: &str, exit: i32) -> PathBuf {
+        let script = format!(
+            "#!/bin/sh\necho \"$@\"\nwhile [ \"$1\" != --run-dir ]; do shift; done\n\
+             run=\"$2/phase1/20261201T000000Z-1-abcd\"\nmkdir -p \"$run\"\n\
+             cat > \"$run/results.json\" <<'EOF'\n{results}\nEOF\nexit {exit}\n"
+        );
+        let path = dir.join("phase1-fake");
+        std::fs::write(&path, script).unwrap();
+        let mut perms = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&path, perms).unwrap();
+        path
+    }
+
+    fn results(failed: Option<(&str, &str)>) -> String {
+        let cases: Vec<String> = TRIALS
+            .iter()
+            .map(|t| match failed {
+                Some((name, message)) if name == *t => {
+                    format!(r#"{{"name":"{t}","outcome":"failed","message":"{message}"}}"#)
+                }
+                _ => format!(r#"{{"name":"{t}","outcome":"passed"}}"#),
+            })
+            .collect();
+        format!(
+            r#"{{"schema_version":1,"run":{{"cases":[{}]}}}}"#,
+            cases.join(",")
+        )
+    }
+
+    fn mutant(dir: &Path) -> GeneratedMutant {
+        let site = Site {
+            module: "kvcr/local_dram.py".into(),
+            operator: "core/ReplaceComparisonOperator_Lt_LtE".into(),
+            occurrence: 3,
+            start: [412, 8],
+            end: [412, 9],
+            definition: Some("deliver".into()),
+        };
+        GeneratedMutant {
+            name: site.name(),
+            site,
+            draw: 0,
+            diff: dir.join("diffs/m.diff"),
+        }
+    }
+
+    fn run(dir: &Path, results: &str, exit: i32) -> MutantRow {
+        let m = mutant(dir);
+        let trials: Vec<String> = TRIALS.iter().map(|t| t.to_string()).collect();
+        let child = Phase1Child {
+            binary: fake_binary(dir, results, exit),
+            repo_root: dir.to_path_buf(),
+            flags: vec!["--kvcr".into(), format!("pypi:0.1.1+{}", m.diff.display())],
+            filters: trials.clone(),
+            exact: true,
+            run_base: dir.join("runs").join(&m.name),
+        };
+        run_one(&m, "phase1", &trials, &child).unwrap()
+    }
+
+    #[test]
+    fn a_generated_kill_names_its_trial_and_message_without_an_expectation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let row = run(
+            tmp.path(),
+            &results(Some((
+                "TC-02::local_dram_flow",
+                "host-tier (DRAM) hit: 3 blocks",
+            ))),
+            101,
+        );
+        let MutantResult::Killed {
+            trial,
+            message,
+            message_matches,
+            ..
+        } = &row.result
+        else {
+            panic!("{:?}", row.result)
+        };
+        assert_eq!(trial, "TC-02::local_dram_flow");
+        assert_eq!(message, "host-tier (DRAM) hit: 3 blocks");
+        assert!(!message_matches, "no header, no expected message");
+        assert!(row.met, "a verdict was reached");
+        assert_eq!(row.expect, NO_EXPECTATION);
+        assert_eq!(row.class, "generated:local_dram");
+        assert_eq!(
+            row.name,
+            "gen-local_dram-ReplaceComparisonOperator_Lt_LtE-3-L412"
+        );
+        let log = std::fs::read_to_string(&row.log).unwrap();
+        assert!(log.contains("--kvcr pypi:0.1.1+"), "{log}");
+        assert!(
+            log.contains("--exact TC-01::generation_correctness"),
+            "{log}"
+        );
+    }
+
+    #[test]
+    fn a_generated_survivor_passed_every_trial_and_a_missing_trial_is_broken() {
+        let tmp = tempfile::tempdir().unwrap();
+        let row = run(tmp.path(), &results(None), 0);
+        assert_eq!(row.result, MutantResult::Survived);
+        assert!(row.met);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let partial = r#"{"schema_version":1,"run":{"cases":[{"name":"TC-01::generation_correctness","outcome":"passed"}]}}"#;
+        let row = run(tmp.path(), partial, 0);
+        let MutantResult::Broken { why } = &row.result else {
+            panic!("{:?}", row.result)
+        };
+        assert!(why.contains("TC-02::local_dram_flow"), "{why}");
+        assert!(!row.met, "no verdict");
+    }
+
+    #[test]
+    fn a_draw_of_the_same_seed_count_and_modules_is_reused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path());
+        std::fs::create_dir_all(m.diff.parent().unwrap()).unwrap();
+        std::fs::write(&m.diff, "--- a/kvcr/local_dram.py\n").unwrap();
+        let args = GeneratedArgs {
+            count: 1,
+            seed: 5,
+            modules: vec!["local_dram".into()],
+            draw_only: false,
+        };
+        let record = SampleRecord {
+            tool: COSMIC_RAY.into(),
+            kvcr_version: "0.1.1".into(),
+            modules: args.modules.clone(),
+            seed: 5,
+            count: 1,
+            sites: vec![("local_dram".into(), 1)],
+            sites_total: 1,
+            mutants: vec![m.clone()],
+            skipped: vec![],
+        };
+        let json = serde_json::to_string(&record).unwrap();
+        std::fs::write(tmp.path().join("sample.json"), json).unwrap();
+        let again = earlier_draw(tmp.path(), &args).expect("reused");
+        assert_eq!(again.mutants[0].name, m.name);
+        let other_seed = GeneratedArgs {
+            seed: 6,
+            ..args.clone()
+        };
+        assert!(earlier_draw(tmp.path(), &other_seed).is_none());
+        std::fs::remove_file(&m.diff).unwrap();
+        assert!(earlier_draw(tmp.path(), &args).is_none(), "a diff is gone");
+    }
+
+    #[test]
+    fn each_engine_runs_its_aggregated_target() {
+        assert_eq!(target(Lane::Cpu), "phase1");
+        assert_eq!(target(Lane::Vllm), "phase1_vllm");
+    }
+}
