@@ -373,6 +373,13 @@ impl Engine for CpuEngine {
         u64::from(self.profile.device_cache_blocks)
     }
 
+    /// `cpu_engine/cli.py` `max_prompt_tokens`: the device cache's blocks
+    /// plus one partial block.
+    fn max_prompt_tokens(&self) -> Option<usize> {
+        let blocks = self.profile.device_cache_blocks as usize + 1;
+        Some(blocks * self.geometry().block_size_tokens as usize - 1)
+    }
+
     fn counts_blocks(&self) -> bool {
         true
     }

@@ -347,6 +347,12 @@ pub trait Engine: Send + Sync {
     /// Blocks the device prefix cache of one worker holds (what the eviction
     /// fillers must push out).
     fn device_cache_blocks(&self) -> u64;
+    /// The longest prompt a worker takes, when the engine has a limit the
+    /// harness knows (the CPU engine's: every full prompt block must fit in
+    /// its device cache at once).
+    fn max_prompt_tokens(&self) -> Option<usize> {
+        None
+    }
     /// Whether the engine counts its device-cache evictions and the prompt
     /// blocks it computes (the CPU engine does). vLLM counts neither: the
     /// harness derives both from its prefix-cache counters.

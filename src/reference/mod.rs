@@ -19,7 +19,7 @@ use crate::client::{Client, Completion, TokenIdsRequest};
 use crate::config::Settings;
 use crate::engine::{Engine, ReferenceVariant};
 use crate::evidence::{percentiles, Baseline};
-use crate::prompts::{self, Prompt, PromptBook, PromptShape};
+use crate::prompts::{self, Family, Prompt, PromptBook, PromptShape};
 use crate::stack::Stack;
 use crate::telemetry::names::dynamo::EXTRA_FIELD_COMPLETION_TOKEN_IDS;
 
@@ -203,6 +203,7 @@ pub fn load_or_run(
     dir: &Path,
 ) -> Result<References, ReferenceError> {
     let kvcr = stack.options().kvcr.as_ref();
+    let max_prompt = stack.engine.max_prompt_tokens();
     let env = crate::pyenv::identity::env_identity(reference_python(&stack.options().python, kvcr))
         .map_err(ReferenceError::Key)?;
     let digest = digest(settings, stack.engine.as_ref(), &env, kvcr);
@@ -221,9 +222,17 @@ pub fn load_or_run(
         "[kvcr-e2e] reference phase: {} prompts on the KVCR-disabled engine",
         book.all()
             .iter()
-            .map(|f| f.reference_prompts().count())
+            .map(|f| recorded(f, max_prompt).count())
             .sum::<usize>()
     );
+    if let Some(skipped) = book.all().iter().find(|f| !fits(&f.extended, max_prompt)) {
+        eprintln!(
+            "[kvcr-e2e] reference phase: no extended prompts ({} tokens, e.g. {}; the engine takes at most {}): a case that needs one fails for want of its reference",
+            skipped.extended.tokens.len(),
+            skipped.extended.key(),
+            max_prompt.unwrap_or_default()
+        );
+    }
     let client = Client::new(stack.frontend_url(), settings.request_timeout)
         .map_err(|e| ReferenceError::Client(e.to_string()))?;
     let variants = stack.engine.reference_variants();
@@ -259,6 +268,7 @@ pub fn load_or_run(
         book,
         max_tokens,
         batching.concurrency as usize,
+        max_prompt,
     )?;
     let probes = if variants.contains(&ReferenceVariant::Uncached) {
         let uncached_model = stack.engine.reference_model(ReferenceVariant::Uncached);
@@ -467,12 +477,28 @@ fn probe_batching(
 /// Streams every prompt (variant 0 cold, later variants warm) through the
 /// reference model, `concurrency` families at a time (each family's
 /// variants in order).
+/// Whether `prompt` fits the engine's prompt limit (`None`: no limit known).
+fn fits(prompt: &Prompt, max_prompt: Option<usize>) -> bool {
+    max_prompt.is_none_or(|max| prompt.tokens.len() <= max)
+}
+
+/// The prompts of `family` the reference phase records: every variant, and
+/// the extended prompt where it fits the engine (a profile whose device
+/// cache holds one prompt, Phase 2's, has no room for its extra block; only
+/// TC-03 uses it). A variant that does not fit is still sent, and fails.
+fn recorded(family: &Family, max_prompt: Option<usize>) -> impl Iterator<Item = &Prompt> {
+    family
+        .reference_prompts()
+        .filter(move |p| p.variant != crate::prompts::EXTENDED_VARIANT || fits(p, max_prompt))
+}
+
 fn record_all(
     client: &Client,
     model: &str,
     book: &PromptBook,
     max_tokens: u32,
     concurrency: usize,
+    max_prompt: Option<usize>,
 ) -> Result<(BTreeMap<String, Vec<u32>>, Baseline), ReferenceError> {
     let mut tokens = BTreeMap::new();
     let (mut cold, mut warm) = (Vec::new(), Vec::new());
@@ -480,7 +506,7 @@ fn record_all(
         let results: Vec<Result<_, ReferenceError>> = crate::rt::block_on(
             stream::iter(book.all().iter().map(|family| async move {
                 let mut out = Vec::new();
-                for prompt in family.reference_prompts() {
+                for prompt in recorded(family, max_prompt) {
                     let streamed = client
                         .stream(&request(model, prompt, max_tokens))
                         .await
@@ -544,6 +570,28 @@ fn write_cache(dir: &Path, path: &Path, refs: &References) -> Result<(), Referen
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_extended_prompt_past_the_engines_limit_is_not_recorded_but_a_variant_is() {
+        let shape = PromptShape {
+            seed: 7,
+            families: 1,
+            variants: 2,
+            prefix_blocks: 4,
+            suffix_tokens: 8,
+            block_size: 16,
+            first_token: 3,
+            vocab_size: 512,
+        };
+        let family = &prompts::families(&shape)[0];
+        let keys = |max| recorded(family, max).map(Prompt::key).collect::<Vec<_>>();
+        // Phase 2's CPU engine: 4 device blocks, 79 tokens; the extended prompt has 88.
+        assert_eq!(keys(Some(79)), ["f000v0", "f000v1"]);
+        assert_eq!(keys(Some(88)), ["f000v0", "f000v1", "f000x"]);
+        assert_eq!(keys(None), ["f000v0", "f000v1", "f000x"]);
+        // A variant past the limit is still sent (and fails, naming it).
+        assert_eq!(keys(Some(10)), ["f000v0", "f000v1"]);
+    }
 
     #[test]
     fn a_cache_entry_without_a_batch_probe_runs_sequentially() {
