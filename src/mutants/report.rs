@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::classify::MutantResult;
 use super::header::Expect;
@@ -13,7 +13,7 @@ use crate::drive::KvcrSeen;
 pub const MUTANTS_SCHEMA_VERSION: u32 = 1;
 
 /// One mutant's outcome.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MutantRow {
     pub name: String,
     pub class: String,
