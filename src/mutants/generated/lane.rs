@@ -217,7 +217,7 @@ pub fn run_generated(
                 rows.push(row);
                 continue;
             }
-            Err(why) => println!("[{}/{total}] {}: runs again: {why}", i + 1, mutant.name),
+            Err(why) => println!("[{}/{total}] {}: not kept: {why}", i + 1, mutant.name),
             Ok(None) => {}
         }
         if !stopping && stop.exists() {

@@ -53,7 +53,7 @@ impl EarlierLane {
     }
 }
 
-/// The earlier row of `mutant` to keep, or why it runs again. A row is
+/// The earlier row of `mutant` to keep, or why it runs. A row is
 /// kept when it is of the same mutant (name, diff, trials) and finished:
 /// its child exited by itself (not by a signal) and left a run directory
 /// with its `results.json`.
