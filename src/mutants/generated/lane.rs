@@ -16,8 +16,8 @@ use super::{COSMIC_RAY, TRIALS};
 use crate::config::KvcrSpec;
 use crate::drive::{self, Phase1Child, ReadRun};
 use crate::mutants::args::{GeneratedArgs, MutantsArgs};
-use crate::mutants::classify::{classify_run, MutantResult};
-use crate::mutants::driver::stamp;
+use crate::mutants::classify::MutantResult;
+use crate::mutants::driver::{report, run_child, stamp, ChildOutcome};
 use crate::mutants::header::Lane;
 use crate::mutants::report::{LaneReport, MutantRow, NO_EXPECTATION};
 
@@ -297,38 +297,18 @@ pub fn target(engine: Lane) -> &'static str {
     }
 }
 
-fn report(started: OffsetDateTime, args: &MutantsArgs, rows: &[MutantRow]) -> LaneReport {
-    let started = started
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default();
-    LaneReport::new(
-        started,
-        args.engine.as_str(),
-        args.harness.clone(),
-        rows.to_vec(),
-    )
-}
-
 fn run_one(
     mutant: &GeneratedMutant,
     target: &str,
     trials: &[String],
     child: &Phase1Child,
 ) -> Result<MutantRow, String> {
-    let log = child.run_base.join("child.log");
-    let exit = child.run(&log).map_err(|e| e.to_string())?;
-    let read = ReadRun::from_base(&child.run_base);
-    let exit_words = match exit.code {
-        Some(code) => format!("exit {code}"),
-        None => "ended by a signal".to_string(),
-    };
-    let result = classify_run(
-        None,
-        trials,
-        read.as_ref()
-            .map_err(|e| format!("{e} ({exit_words}; see {})", log.display())),
-    );
-    let read = read.ok();
+    let ChildOutcome {
+        result,
+        exit,
+        log,
+        read,
+    } = run_child(child, trials, None)?;
     Ok(row(mutant, target, trials, result, child, log, &exit, read))
 }
 
