@@ -143,6 +143,10 @@ pub struct Supervised {
     name: String,
     pid: u32,
     log: PathBuf,
+    /// The log's length when the process was spawned: a replacement appends
+    /// to the log of the process it replaces (same name), so what this one
+    /// wrote starts here (0 for a process the harness did not start).
+    log_start: u64,
     /// `None` for a process this harness attached to but did not start.
     child: Option<Mutex<Child>>,
     status: Mutex<Option<ExitStatus>>,
@@ -171,6 +175,7 @@ impl Supervised {
                 path: spec.log.clone(),
                 source,
             })?;
+        let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
         let log_err = log.try_clone().map_err(|source| ProcError::Log {
             path: spec.log.clone(),
             source,
@@ -243,6 +248,7 @@ impl Supervised {
             name: spec.name.clone(),
             pid,
             log: spec.log.clone(),
+            log_start,
             child: Some(Mutex::new(child)),
             status: Mutex::new(None),
             reaped,
@@ -259,6 +265,7 @@ impl Supervised {
             name: name.into(),
             pid,
             log: log.into(),
+            log_start: 0,
             child: None,
             status: Mutex::new(None),
             reaped: false,
@@ -492,6 +499,12 @@ impl Supervised {
     pub fn log_tail(&self, lines: usize) -> String {
         log_tail(&self.log, lines)
     }
+
+    /// The last `lines` lines this process wrote to its log: nothing an
+    /// earlier process of the same name appended before it was spawned.
+    pub fn log_tail_since_spawn(&self, lines: usize) -> String {
+        log_tail_from(&self.log, self.log_start, lines)
+    }
 }
 
 /// Whether something accepts TCP connections at `address` (`host:port`).
@@ -524,11 +537,16 @@ fn merged(key: &str, value: &str, inherited: Option<&str>) -> String {
 }
 
 pub fn log_tail(path: &Path, lines: usize) -> String {
+    log_tail_from(path, 0, lines)
+}
+
+/// [`log_tail`] of the part of the file from byte `start` on.
+fn log_tail_from(path: &Path, start: u64, lines: usize) -> String {
     let Ok(mut file) = File::open(path) else {
         return format!("(no log at {})", path.display());
     };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = file.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(64 * 1024).max(start)));
     let mut bytes = Vec::new();
     let _ = file.read_to_end(&mut bytes);
     let text = String::from_utf8_lossy(&bytes);
@@ -605,6 +623,23 @@ mod tests {
         assert_eq!(procfs::group_members(child.pid()).len(), 3);
         child.stop(Duration::from_secs(2));
         assert!(procfs::group_members(child.pid()).is_empty());
+    }
+
+    #[test]
+    fn the_tail_since_spawn_leaves_out_what_an_earlier_process_of_the_name_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("worker.log");
+        std::fs::write(
+            &log,
+            "KVCRServiceError: guard_index 0 is held by another worker\n",
+        )
+        .unwrap();
+        let child = Supervised::spawn(&sh(dir.path(), "worker", "echo fresh start")).unwrap();
+        child.wait_exit(Duration::from_secs(5)).unwrap();
+        let since = child.log_tail_since_spawn(50);
+        assert!(since.contains("fresh start"), "{since}");
+        assert!(!since.contains("held by another worker"), "{since}");
+        assert!(child.log_tail(50).contains("held by another worker"));
     }
 
     #[test]
