@@ -479,7 +479,7 @@ fn probe_batching(
 /// variants in order).
 /// Whether `prompt` fits the engine's prompt limit (`None`: no limit known).
 fn fits(prompt: &Prompt, max_prompt: Option<usize>) -> bool {
-    max_prompt.is_none_or(|max| prompt.tokens.len() <= max)
+    max_prompt.map_or(true, |max| prompt.tokens.len() <= max)
 }
 
 /// The prompts of `family` the reference phase records: every variant, and
