@@ -286,7 +286,10 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(c.trials, ["TC-05", "TC-06::recovery"]);
-        assert!(c.harness.is_empty(), "--cases is the driver's, not passed on");
+        assert!(
+            c.harness.is_empty(),
+            "--cases is the driver's, not passed on"
+        );
     }
 
     #[test]
