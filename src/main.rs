@@ -87,7 +87,7 @@ commands:
                                (default target/compare) and prints a summary.
                                Exit 0 = no regression, 1 = a regression, a figure
                                missing from one build, or unreadable runs
-  compare --base SPEC --head SPEC [--rounds N] [--trials FILTER,...] [--out DIR]
+  compare --base SPEC --head SPEC [--rounds N] [--trials|--cases FILTER,...] [--out DIR]
           [--resamples N] [--seed S] [--confidence C] [--min-change F] [--min-pairs K]
           [HARNESS FLAGS]
                                run phase1's perf trials (default TC-05 and TC-06: every

@@ -60,6 +60,7 @@ impl CompareDriveArgs {
                     | "--head"
                     | "--rounds"
                     | "--trials"
+                    | "--cases"
                     | "--out"
                     | "--resamples"
                     | "--seed"
@@ -93,7 +94,9 @@ impl CompareDriveArgs {
                     RoundPlan::abba(n).map_err(|e| format!("--rounds {n}: {e}"))?;
                     rounds = Some(n);
                 }
-                "--trials" => {
+                // `--cases` is the and phase1's spelling; here it
+                // takes trial filters, as `--trials` does.
+                "--trials" | "--cases" => {
                     let list: Vec<String> = value
                         .split(',')
                         .map(str::trim)
@@ -101,7 +104,7 @@ impl CompareDriveArgs {
                         .map(String::from)
                         .collect();
                     if list.is_empty() {
-                        return Err("--trials needs at least one filter (e.g. TC-06)".into());
+                        return Err(format!("{name} needs at least one filter (e.g. TC-06)"));
                     }
                     trials = Some(list);
                 }
@@ -278,6 +281,15 @@ mod tests {
         assert_eq!(a.rule.min_relative_change, 0.2);
         assert_eq!(a.bootstrap.resamples, 300);
         assert_eq!(a.harness, args("--log-level debug --startup-timeout-s 90"));
+        let c = CompareDriveArgs::parse(&args(
+            "--base pypi:0.1.1 --head pypi:0.1.1 --cases TC-05,TC-06::recovery",
+        ))
+        .unwrap();
+        assert_eq!(c.trials, ["TC-05", "TC-06::recovery"]);
+        assert!(
+            c.harness.is_empty(),
+            "--cases is the driver's, not passed on"
+        );
     }
 
     #[test]
