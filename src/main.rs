@@ -120,7 +120,9 @@ commands:
                                run like a curated mutant with TC-01..TC-04 and TC-06.
                                Same table and files, plus sample.json; no expectation:
                                exit 0 = every mutant reached a verdict. --draw-only
-                               writes the diffs and sample.json and runs nothing
+                               writes the diffs and sample.json and runs nothing. A
+                               rerun into the same DIR keeps each draw that finished
+                               there and runs only the rest
   live-runs [list] [--json] [--live-runs-dir DIR]
                                every live kvcr-e2e run of this machine (all checkouts and
                                users): pid, target, start, exclusive, run dir

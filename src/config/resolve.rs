@@ -127,6 +127,36 @@ fn origin_of(provenance: &BTreeMap<String, Origin>, key: &str) -> Origin {
         })
 }
 
+/// The CPU engine serves prompts of at most `(device_cache_blocks + 1) ×
+/// block_size − 1` tokens (every full block must fit its device cache), and
+/// answers a longer one with HTTP 400. The longest prompt of the set is a
+/// family's extended prompt: the prefix, one more block, the suffix.
+fn check_longest_prompt_fits(
+    s: &Settings,
+    provenance: &BTreeMap<String, Origin>,
+) -> Result<(), ConfigError> {
+    let c = &s.cpu_engine;
+    let block = u64::from(c.block_size);
+    let longest =
+        (u64::from(s.prompts.prefix_blocks) + 1) * block + u64::from(s.prompts.suffix_tokens);
+    let limit = (u64::from(c.device_cache_blocks) + 1) * block;
+    if longest < limit {
+        return Ok(());
+    }
+    Err(ConfigError::InvalidValue {
+        origin: origin_of(provenance, "cpu_engine.device_cache_blocks"),
+        value: c.device_cache_blocks.to_string(),
+        expected: format!(
+            "a device cache that holds the longest prompt: {longest} tokens ((prompts.prefix_blocks {} + 1) \
+             × block_size {block} + prompts.suffix_tokens {}) needs cpu_engine.device_cache_blocks ≥ {} \
+             (the CPU engine answers a prompt of more than (device_cache_blocks + 1) × block_size − 1 tokens with HTTP 400)",
+            s.prompts.prefix_blocks,
+            s.prompts.suffix_tokens,
+            (longest + 1).div_ceil(block.max(1)) - 1
+        ),
+    })
+}
+
 /// Checks that hold across keys, naming the key to change.
 fn validate(
     s: &Settings,
@@ -152,6 +182,9 @@ fn validate(
             expected: "an integer ≥ 1 with geometry hybrid (a hybrid block has SSM state parts)"
                 .to_string(),
         });
+    }
+    if s.engine == engine::Kind::Cpu {
+        check_longest_prompt_fits(s, provenance)?;
     }
     for (key, path) in [
         ("attach", &s.attach),

@@ -761,3 +761,32 @@ fn several_positional_filters_run_the_union_and_skip_stays() {
     assert_eq!(filters.patterns, ["--odd", "TC-05"]);
     assert_eq!(rest, ["phase1", "--list"]);
 }
+
+#[test]
+fn a_device_cache_too_small_for_the_longest_prompt_is_an_error() {
+    // Default prompts: 4 prefix blocks of 16 tokens; the extended prompt has
+    // one more block and an 8-token suffix: 88 tokens. Four cached blocks
+    // serve at most 79.
+    let e = err(&[], &[("PHASE1_CPU_ENGINE_DEVICE_CACHE_BLOCKS", "4")]);
+    assert!(e.contains("88 tokens"), "{e}");
+    assert!(e.contains("device_cache_blocks ≥ 5"), "{e}");
+    assert!(resolve_with(&[], &[("PHASE1_CPU_ENGINE_DEVICE_CACHE_BLOCKS", "5")]).is_ok());
+}
+
+#[test]
+fn every_profile_in_the_fixtures_resolves() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/profiles");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let arg = path.to_str().unwrap();
+        if let Err(e) = resolve_with(&["--profile", arg], &[]) {
+            panic!("{}: {e}", path.display());
+        }
+        seen += 1;
+    }
+    assert!(seen >= 6, "only {seen} profiles in {}", dir.display());
+}

@@ -1,13 +1,13 @@
 //! Reading one mutant's run: killed, survived or broken, and whether that
 //! is what its header expects.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::header::{Expect, MutantHeader};
 use crate::drive::{ReadRun, TrialOutcome};
 
 /// What the suite did against a mutant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum MutantResult {
     /// A trial turned red.

@@ -7,11 +7,11 @@ use time::macros::format_description;
 use time::OffsetDateTime;
 
 use super::args::MutantsArgs;
-use super::classify::{classify, meets_expectation};
+use super::classify::{classify_run, meets_expectation, MutantResult};
 use super::curated::{self, Mutant};
 use super::plan::{plan, MutantRun};
 use super::report::{expect_word, LaneReport, MutantRow};
-use crate::drive::{self, Phase1Child, ReadRun};
+use crate::drive::{self, ChildExit, Phase1Child, ReadRun};
 
 /// Why the lane did not run to its end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +122,12 @@ pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, Pat
     Ok((report(now, args, &rows), out))
 }
 
-fn report(started: OffsetDateTime, args: &MutantsArgs, rows: &[MutantRow]) -> LaneReport {
+/// The lane's table as it stands (rewritten after each mutant).
+pub(crate) fn report(
+    started: OffsetDateTime,
+    args: &MutantsArgs,
+    rows: &[MutantRow],
+) -> LaneReport {
     let started = started
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
@@ -134,7 +139,21 @@ fn report(started: OffsetDateTime, args: &MutantsArgs, rows: &[MutantRow]) -> La
     )
 }
 
-fn run_one(mutant: &Mutant, run: &MutantRun, child: &Phase1Child) -> Result<MutantRow, String> {
+/// One mutant's child run, read back and classified.
+pub(crate) struct ChildOutcome {
+    pub result: MutantResult,
+    pub exit: ChildExit,
+    pub log: PathBuf,
+    pub read: Option<ReadRun>,
+}
+
+/// Runs `child` (its output in `child.log` of its run base), reads its run
+/// directory and classifies it against `expected_message`.
+pub(crate) fn run_child(
+    child: &Phase1Child,
+    trials: &[String],
+    expected_message: Option<&str>,
+) -> Result<ChildOutcome, String> {
     let log = child.run_base.join("child.log");
     let exit = child.run(&log).map_err(|e| e.to_string())?;
     let read = ReadRun::from_base(&child.run_base);
@@ -142,13 +161,27 @@ fn run_one(mutant: &Mutant, run: &MutantRun, child: &Phase1Child) -> Result<Muta
         Some(code) => format!("exit {code}"),
         None => "ended by a signal".to_string(),
     };
-    let result = classify(
-        &mutant.header,
-        &run.trials,
+    let result = classify_run(
+        expected_message,
+        trials,
         read.as_ref()
             .map_err(|e| format!("{e} ({exit_words}; see {})", log.display())),
     );
-    let read = read.ok();
+    Ok(ChildOutcome {
+        result,
+        exit,
+        log,
+        read: read.ok(),
+    })
+}
+
+fn run_one(mutant: &Mutant, run: &MutantRun, child: &Phase1Child) -> Result<MutantRow, String> {
+    let ChildOutcome {
+        result,
+        exit,
+        log,
+        read,
+    } = run_child(child, &run.trials, mutant.header.message.as_deref())?;
     Ok(MutantRow {
         name: mutant.header.name.clone(),
         class: mutant.header.class.to_string(),

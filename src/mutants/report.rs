@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::classify::MutantResult;
 use super::header::Expect;
@@ -13,7 +13,7 @@ use crate::drive::KvcrSeen;
 pub const MUTANTS_SCHEMA_VERSION: u32 = 1;
 
 /// One mutant's outcome.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MutantRow {
     pub name: String,
     pub class: String,
@@ -91,7 +91,8 @@ pub struct LaneReport {
     pub mutants: Vec<MutantRow>,
     /// The classes Phase 1 claims to check.
     pub score_phase1_claimed: Score,
-    /// Pool pressure, lifecycle and slowdowns: no case looks yet.
+    /// Pool pressure, lifecycle and slowdowns, beyond Phase 1's claims (the
+    /// phase2 cases and `kvcr-e2e compare` look at them).
     pub score_not_yet_claimed: Score,
     /// Every mutant met its header's `expect`.
     pub all_met: bool,
@@ -121,6 +122,16 @@ impl LaneReport {
             mutants: rows,
             score_phase1_claimed: claimed,
             score_not_yet_claimed: other,
+        }
+    }
+
+    /// Both groups together.
+    pub fn score_all(&self) -> Score {
+        let (a, b) = (self.score_phase1_claimed, self.score_not_yet_claimed);
+        Score {
+            killed: a.killed + b.killed,
+            survived: a.survived + b.survived,
+            broken: a.broken + b.broken,
         }
     }
 
@@ -160,9 +171,10 @@ impl LaneReport {
             self.score_phase1_claimed.words()
         ));
         lines.push(format!(
-            "pool pressure, lifecycle, slowdowns (no case yet; counted apart): {}",
+            "pool pressure, lifecycle, slowdowns (beyond Phase 1; counted apart): {}",
             self.score_not_yet_claimed.words()
         ));
+        lines.push(format!("all mutants: {}", self.score_all().words()));
         let unmet = self.mutants.iter().filter(|r| !r.met).count();
         let generated =
             !self.mutants.is_empty() && self.mutants.iter().all(|r| r.expect == NO_EXPECTATION);
@@ -218,12 +230,13 @@ impl LaneReport {
         }
         format!(
             "<section id=\"mutants\"><h2>KVCR mutants ({engine} lane)</h2>\n\
-             <p>Score, classes Phase 1 claims to check: <b>{claimed}</b>. Pool pressure, lifecycle, slowdowns (counted apart): {other}.</p>\n\
+             <p>Score, classes Phase 1 claims to check: <b>{claimed}</b>. Pool pressure, lifecycle, slowdowns (beyond Phase 1, counted apart): {other}. All mutants: <b>{all}</b>.</p>\n\
              <table><tr><th>mutant</th><th>class</th><th>expected</th><th>outcome</th><th>met</th><th>killing trial</th>\
              <th>message</th><th>header's message</th><th class=\"num\">s</th><th>evidence</th></tr>\n{rows}</table></section>\n",
             engine = esc(&self.engine),
             claimed = esc(&self.score_phase1_claimed.words()),
             other = esc(&self.score_not_yet_claimed.words()),
+            all = esc(&self.score_all().words()),
         )
     }
 
@@ -372,6 +385,11 @@ mod tests {
             "2/3 killed (67 %), 1 broken (not scored)"
         );
         assert_eq!(r.score_not_yet_claimed.words(), "0/1 killed (0 %)");
+        assert_eq!(
+            r.score_all().words(),
+            "2/4 killed (50 %), 1 broken (not scored)"
+        );
+        assert!(r.table().contains("all mutants: 2/4 killed"));
         assert_eq!(Score::default().rate(), None);
         assert!(!r.all_met, "d is broken");
     }

@@ -84,8 +84,15 @@ pub fn tree_ticks(root: u32) -> u64 {
 }
 
 impl CpuMeter {
-    pub fn start(root: u32, every: Duration) -> CpuMeter {
-        let samples = Arc::new(Mutex::new(Vec::new()));
+    /// Starts sampling `root`, spawned at `spawned_at_ns` (before the spawn,
+    /// so the tree had used no CPU then). That first sample opens the series:
+    /// on a loaded machine the sampler's first look can come after the
+    /// client's first stream.
+    pub fn start(root: u32, every: Duration, spawned_at_ns: u64) -> CpuMeter {
+        let samples = Arc::new(Mutex::new(vec![Sample {
+            at_ns: spawned_at_ns,
+            cpu_ns: 0,
+        }]));
         let stop = Arc::new(AtomicBool::new(false));
         let (s, st) = (samples.clone(), stop.clone());
         let ns_per_tick = 1_000_000_000 / ticks_per_s();
@@ -220,6 +227,27 @@ mod tests {
         ];
         assert_eq!(cpu_between(&s, 50, 150), Some(Duration::from_nanos(75)));
         assert_eq!(cpu_between(&s, 50, 250), None);
+    }
+
+    #[test]
+    fn the_series_opens_at_the_spawn_even_when_the_first_look_is_late() {
+        let start = super::super::clock::monotonic_ns();
+        // Sampling every hour: only the opening sample is there before finish.
+        let meter = CpuMeter::start(std::process::id(), Duration::from_secs(3600), start);
+        let last = Sample {
+            at_ns: start + 1_000_000_000,
+            cpu_ns: 2_000_000,
+        };
+        let samples = meter.finish(Some(last));
+        assert_eq!(
+            samples[0],
+            Sample {
+                at_ns: start,
+                cpu_ns: 0
+            }
+        );
+        // A window that starts 1 ms after the spawn is covered.
+        assert!(cpu_between(&samples, start + 1_000_000, start + 500_000_000).is_some());
     }
 
     #[test]

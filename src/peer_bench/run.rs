@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::clock::monotonic_ns;
 use super::cpu_meter::{cpu_between, reap, CpuMeter};
 use super::measure::{self, Spread};
 use super::observed::ClientLog;
@@ -121,10 +122,11 @@ pub fn run_peer(
     let log2 = log.try_clone().map_err(|e| e.to_string())?;
     cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
     let started = Instant::now();
+    let spawned_at_ns = monotonic_ns();
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("{} could not start: {e}", peer.name()))?;
-    let meter = CpuMeter::start(child.id(), Duration::from_millis(20));
+    let meter = CpuMeter::start(child.id(), Duration::from_millis(20), spawned_at_ns);
     let waited = wait::until(
         format!("{} to finish phase {}", peer.name(), phase.name),
         timeout,

@@ -780,21 +780,22 @@ impl Suite {
         crate::evidence::Results::new(record, requests, perf)
     }
 
-    /// results.json and the JUnit file, both replaced atomically.
+    /// The JUnit file, then results.json, both replaced atomically: a
+    /// reader that sees a trial in results.json finds it in JUnit too (a run
+    /// killed right after a trial still reports it in both).
     fn write_results(
         &self,
         run: &RunDir,
         results: &crate::evidence::Results,
     ) -> Result<(), crate::evidence::EvidenceError> {
         let junit = self.settings.junit_path(run.root());
-        results.write(run)?;
         crate::evidence::write_junit_with_gpu(
             &results.run,
             results.gpu.as_ref(),
             &junit,
             &self.redactor,
-        )
-        .map(drop)
+        )?;
+        results.write(run).map(drop)
     }
 
     /// After every trial: results.json and JUnit as they stand, so a run

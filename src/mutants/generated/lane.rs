@@ -9,14 +9,15 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use super::diff;
+use super::resume;
 use super::sample::{self, Site};
 use super::tool::Tool;
 use super::{COSMIC_RAY, TRIALS};
 use crate::config::KvcrSpec;
 use crate::drive::{self, Phase1Child, ReadRun};
 use crate::mutants::args::{GeneratedArgs, MutantsArgs};
-use crate::mutants::classify::{classify_run, MutantResult};
-use crate::mutants::driver::stamp;
+use crate::mutants::classify::MutantResult;
+use crate::mutants::driver::{report, run_child, stamp, ChildOutcome};
 use crate::mutants::header::Lane;
 use crate::mutants::report::{LaneReport, MutantRow, NO_EXPECTATION};
 
@@ -190,14 +191,45 @@ pub fn run_generated(
     let binary = drive::test_binary(repo_root, target).map_err(|e| e.to_string())?;
     let trials: Vec<String> = TRIALS.iter().map(|t| t.to_string()).collect();
     let total = record.mutants.len();
+    let earlier = earlier_lane(&out, args);
+    let stop = out.join(STOP_FILE);
+    if earlier.is_some() && stop.exists() {
+        // Left by the run this one resumes.
+        std::fs::remove_file(&stop).map_err(|e| format!("{}: {e}", stop.display()))?;
+        println!("removed {} left by the earlier run", stop.display());
+    }
     let mut rows = Vec::new();
+    let (mut kept, mut ran, mut stopping) = (0, 0, false);
     for (i, mutant) in record.mutants.iter().enumerate() {
-        if out.join(STOP_FILE).exists() {
+        let earlier_row = earlier
+            .as_ref()
+            .map(|e| resume::decide(e, mutant, &trials))
+            .transpose();
+        match earlier_row {
+            Ok(Some(row)) => {
+                println!(
+                    "[{}/{total}] {}: kept from the earlier run ({})",
+                    i + 1,
+                    mutant.name,
+                    resume::outcome_words(&row.result)
+                );
+                kept += 1;
+                rows.push(row);
+                continue;
+            }
+            Err(why) => println!("[{}/{total}] {}: not kept: {why}", i + 1, mutant.name),
+            Ok(None) => {}
+        }
+        if !stopping && stop.exists() {
             println!(
-                "stopping: {} exists; {i} of {total} mutants ran",
-                out.join(STOP_FILE).display()
+                "stopping: {} exists; {ran} mutants ran, {kept} kept so far",
+                stop.display()
             );
-            break;
+            stopping = true;
+        }
+        if stopping {
+            // Later draws kept from the earlier run still go in the table.
+            continue;
         }
         let mut flags = args.harness.clone();
         flags.push("--kvcr".into());
@@ -224,10 +256,37 @@ pub fn run_generated(
             }
         );
         rows.push(row);
+        ran += 1;
         // Rewritten after each mutant: a lane cut short keeps what it ran.
         report(now, args, &rows).write(&out)?;
     }
+    if kept > 0 {
+        println!("{kept} of {total} draws kept from the earlier run, {ran} ran now");
+    }
+    report(now, args, &rows).write(&out)?;
     Ok((report(now, args, &rows), out))
+}
+
+/// The earlier run's table in `out` when its rows may be kept (same
+/// engine and harness flags); says why when they may not.
+fn earlier_lane(out: &Path, args: &MutantsArgs) -> Option<resume::EarlierLane> {
+    let earlier = match resume::EarlierLane::read(out) {
+        Ok(earlier) => earlier?,
+        Err(why) => {
+            println!("not resuming: the earlier table does not read ({why}); every draw runs");
+            return None;
+        }
+    };
+    match earlier.mismatch(args.engine.as_str(), &args.harness) {
+        None => Some(earlier),
+        Some(why) => {
+            println!(
+                "not resuming the earlier run in {}: {why}; every draw runs",
+                out.display()
+            );
+            None
+        }
+    }
 }
 
 /// The test target of the lane's engine (aggregated dense stacks only).
@@ -238,38 +297,18 @@ pub fn target(engine: Lane) -> &'static str {
     }
 }
 
-fn report(started: OffsetDateTime, args: &MutantsArgs, rows: &[MutantRow]) -> LaneReport {
-    let started = started
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default();
-    LaneReport::new(
-        started,
-        args.engine.as_str(),
-        args.harness.clone(),
-        rows.to_vec(),
-    )
-}
-
 fn run_one(
     mutant: &GeneratedMutant,
     target: &str,
     trials: &[String],
     child: &Phase1Child,
 ) -> Result<MutantRow, String> {
-    let log = child.run_base.join("child.log");
-    let exit = child.run(&log).map_err(|e| e.to_string())?;
-    let read = ReadRun::from_base(&child.run_base);
-    let exit_words = match exit.code {
-        Some(code) => format!("exit {code}"),
-        None => "ended by a signal".to_string(),
-    };
-    let result = classify_run(
-        None,
-        trials,
-        read.as_ref()
-            .map_err(|e| format!("{e} ({exit_words}; see {})", log.display())),
-    );
-    let read = read.ok();
+    let ChildOutcome {
+        result,
+        exit,
+        log,
+        read,
+    } = run_child(child, trials, None)?;
     Ok(row(mutant, target, trials, result, child, log, &exit, read))
 }
 

@@ -8,6 +8,7 @@
 
 pub mod diff;
 pub mod lane;
+pub mod resume;
 pub mod sample;
 pub mod tool;
 
