@@ -28,6 +28,7 @@ use super::{
     WorkerSlot,
 };
 
+pub mod kv_layout;
 pub mod platform;
 
 pub use platform::{CpuKnobs, Platform};
@@ -309,7 +310,16 @@ const NO_FIRST_TOKEN_STAMP: &str =
 
 impl Engine for VllmEngine {
     fn build(setup: &Setup) -> Result<Self, String> {
-        VllmEngine::new(setup.profile()?, setup.topology)
+        let profile: VllmProfile = setup.profile()?;
+        // `--model` is relative to the repository root (the workers' cwd).
+        kv_layout::check_block_bytes(
+            &setup.repo_root.join(&profile.model),
+            profile.dtype.as_deref(),
+            profile.block_size,
+            profile.gpus_per_worker,
+            profile.block_bytes,
+        )?;
+        VllmEngine::new(profile, setup.topology)
     }
 
     fn applies(case: Case, topology: Topology) -> Applicability {
@@ -751,6 +761,26 @@ mod tests {
     }
 
     #[test]
+    fn cpu_profile_block_bytes_match_the_tiny_model_in_its_dtype() {
+        let p = cpu_engine().profile;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        kv_layout::check_block_bytes(
+            &root.join(&p.model),
+            p.dtype.as_deref(),
+            p.block_size,
+            p.gpus_per_worker,
+            p.block_bytes,
+        )
+        .expect("the shipped CPU profile is consistent");
+        let blocks = p.num_device_blocks.map_or(0, u64::from);
+        assert_eq!(
+            p.cpu_bytes_to_use,
+            blocks * p.block_bytes,
+            "the primary host tier is as small as the device cache"
+        );
+    }
+
+    #[test]
     fn cpu_platform_sets_cpu_knobs_and_no_gpu_ones() {
         let ctx = example_context();
         let e = cpu_engine();
@@ -766,7 +796,7 @@ mod tests {
         );
         assert_eq!(a.flag_value("--gpu-memory-utilization"), None);
         assert_eq!(a.flag_value("--num-gpu-blocks-override"), Some("48"));
-        assert_eq!(a.flag_value("--dtype"), Some("bfloat16"));
+        assert_eq!(a.flag_value("--dtype"), Some("float32"));
         assert!(e.start_serially() && e.guard_per_slot());
         assert_eq!(
             e.python_env().map(|p| p.name),
