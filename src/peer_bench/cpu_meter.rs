@@ -232,8 +232,9 @@ mod tests {
     #[test]
     fn the_series_opens_at_the_spawn_even_when_the_first_look_is_late() {
         let start = super::super::clock::monotonic_ns();
-        // Sampling every hour: only the opening sample is there before finish.
-        let meter = CpuMeter::start(std::process::id(), Duration::from_secs(3600), start);
+        // The opening sample is there whenever the sampler's first look
+        // comes (finish joins the sampler, so its period stays short).
+        let meter = CpuMeter::start(std::process::id(), Duration::from_millis(5), start);
         let last = Sample {
             at_ns: start + 1_000_000_000,
             cpu_ns: 2_000_000,
