@@ -164,36 +164,34 @@ pub fn resident(lines: &[Located], tier: &str) -> BTreeSet<u64> {
     held
 }
 
-/// Every block of `tier` a `stored` inventory event of these lines named.
-pub fn stored(lines: &[Located], tier: &str) -> BTreeSet<u64> {
+/// The hashes of `tier` named by inventory events that stored (`removed`
+/// false) or removed (`removed` true) blocks, in log order.
+fn inventory_hashes<'a>(
+    lines: &'a [Located],
+    tier: &'a str,
+    removed: bool,
+) -> impl Iterator<Item = u64> + 'a {
     lines
         .iter()
-        .filter_map(|l| match &l.event {
+        .filter_map(move |l| match &l.event {
             EngineKvcrLine::Inventory {
-                removed: false,
+                removed: r,
                 tier: t,
                 hashes,
-            } if t == tier => Some(hashes.clone()),
+            } if *r == removed && t == tier => Some(hashes.iter().copied()),
             _ => None,
         })
         .flatten()
-        .collect()
+}
+
+/// Every block of `tier` a `stored` inventory event of these lines named.
+pub fn stored(lines: &[Located], tier: &str) -> BTreeSet<u64> {
+    inventory_hashes(lines, tier, false).collect()
 }
 
 /// Every block of `tier` an inventory event of these lines removed.
 pub fn removed(lines: &[Located], tier: &str) -> Vec<u64> {
-    lines
-        .iter()
-        .filter_map(|l| match &l.event {
-            EngineKvcrLine::Inventory {
-                removed: true,
-                tier: t,
-                hashes,
-            } if t == tier => Some(hashes.clone()),
-            _ => None,
-        })
-        .flatten()
-        .collect()
+    inventory_hashes(lines, tier, true).collect()
 }
 
 /// The blocks of `tier` these lines removed without storing them first: in
