@@ -72,13 +72,16 @@ commands:
                                completions, writes each one's stamps to PATH
   compare-results BASE_RUN... --head HEAD_RUN... [--out DIR] [--resamples N]
                     [--seed S] [--confidence C] [--min-change F] [--min-pairs K]
+                    [--scope familywise|per-figure]
                                compare phase1 runs of two builds (run directories or
                                their results.json): BASE_RUN i and HEAD_RUN i form round
                                pair i. Per figure (TC-05 arms' TTFT p50/p90, TPOT and
                                ITL p50, the sweep's throughput and TTFT p50 per level,
                                TC-06's t1, t2 and Guard promotion) the head - base
-                               difference, its bootstrap interval (C, default 0.95;
-                               N resamples, default 2000, seeded by S) and a verdict:
+                               difference, its bootstrap interval (C, default 0.95,
+                               family-wise: Bonferroni over the figures judged, or per
+                               figure with --scope per-figure; N resamples, default
+                               10000, seeded by S) and a verdict:
                                a regression when the interval excludes 0 and the
                                change is at least F of base (default 0.10), over
                                at least K round pairs (default 6; fewer: the figure is
@@ -89,7 +92,7 @@ commands:
                                missing from one build, or unreadable runs
   compare --base SPEC --head SPEC [--rounds N] [--trials|--cases FILTER,...] [--out DIR]
           [--resamples N] [--seed S] [--confidence C] [--min-change F] [--min-pairs K]
-          [HARNESS FLAGS]
+          [--scope familywise|per-figure] [HARNESS FLAGS]
                                run phase1's perf trials (default TC-05 and TC-06: every
                                TC-05 arm and the Guard recovery timing) N rounds (default
                                12, even) in ABBA order, each round a fresh phase1 run with

@@ -71,7 +71,7 @@ impl CompareArgs {
 
 /// Applies one of the statistics flags shared by `compare-results` and
 /// `compare` (`--resamples`, `--seed`, `--confidence`, `--min-change`,
-/// `--min-pairs`);
+/// `--min-pairs`, `--scope`);
 /// `Ok(false)` when `arg` is none of them.
 pub fn apply_statistics_flag(
     arg: &str,
@@ -94,6 +94,13 @@ pub fn apply_statistics_flag(
             rule.min_relative_change = value.parse().map_err(|_| bad("not a number"))?
         }
         "--min-pairs" => rule.min_pairs = value.parse().map_err(|_| bad("not a count"))?,
+        "--scope" => {
+            rule.familywise = match value {
+                "familywise" => true,
+                "per-figure" => false,
+                _ => return Err(bad("not familywise or per-figure")),
+            }
+        }
         _ => return Ok(false),
     }
     Ok(true)

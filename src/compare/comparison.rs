@@ -39,6 +39,12 @@ pub struct Rule {
     /// [`Verdict::Inconclusive`] ([`DEFAULT_MIN_PAIRS`]).
     #[serde(default = "default_min_pairs")]
     pub min_pairs: u32,
+    /// Whether `confidence` holds for the whole comparison (Bonferroni:
+    /// each of the m figures with a verdict gets a 1 − (1 − confidence)/m
+    /// interval) rather than for each figure alone (`--per-figure`).
+    /// Absent in files written before it existed: per figure.
+    #[serde(default)]
+    pub familywise: bool,
 }
 
 impl Default for Rule {
@@ -47,6 +53,7 @@ impl Default for Rule {
             confidence: 0.95,
             min_relative_change: 0.10,
             min_pairs: DEFAULT_MIN_PAIRS,
+            familywise: true,
         }
     }
 }
@@ -76,10 +83,29 @@ impl Rule {
         Ok(self)
     }
 
+    /// The confidence of each figure's interval when `judged` figures get a
+    /// verdict: family-wise, Bonferroni's 1 − (1 − confidence)/judged, so
+    /// that the chance of any false verdict among them stays within
+    /// 1 − confidence; per figure, the confidence itself.
+    ///
+    /// Why family-wise by default: a comparison judges some 27 figures, and
+    /// at 95 % each, two builds that are the same got a false verdict in 3
+    /// of 4 runs on the 2-core machine (docs/benchmarks.md, "Proof runs").
+    pub fn figure_confidence(&self, judged: usize) -> f64 {
+        match self.familywise && judged > 1 {
+            true => 1.0 - (1.0 - self.confidence) / judged as f64,
+            false => self.confidence,
+        }
+    }
+
     /// The rule in words.
     pub fn describe(&self) -> String {
+        let scope = match self.familywise {
+            true => "family-wise interval (Bonferroni over the figures judged)",
+            false => "interval (per figure)",
+        };
         format!(
-            "the {:.0} % interval of head − base excludes 0 and |change| ≥ {:.0} % of base, \
+            "the {:.0} % {scope} of head − base excludes 0 and |change| ≥ {:.0} % of base, \
              over at least {} round pairs",
             self.confidence * 100.0,
             self.min_relative_change * 100.0,
@@ -200,6 +226,10 @@ pub struct Comparison {
     pub rounds: Vec<RoundRecord>,
     /// Every figure, in report order.
     pub figures: Vec<FigureResult>,
+    /// The confidence of each figure's interval ([`Rule::figure_confidence`]);
+    /// absent in files written before it existed (then `rule.confidence`).
+    #[serde(default)]
+    pub figure_confidence: Option<f64>,
 }
 
 /// How many figures got each verdict.
@@ -227,6 +257,24 @@ impl Comparison {
             no_change: n(Verdict::NoChange),
             missing: n(Verdict::Missing),
             inconclusive: n(Verdict::Inconclusive),
+        }
+    }
+
+    /// The rule in words, with the confidence each figure's interval had.
+    pub fn describe_rule(&self) -> String {
+        let each = self.figure_confidence.unwrap_or(self.rule.confidence);
+        let judged = self
+            .figures
+            .iter()
+            .filter(|f| f.pairs >= self.rule.min_pairs && f.difference.is_some())
+            .count();
+        match each == self.rule.confidence {
+            true => self.rule.describe(),
+            false => format!(
+                "{}; {judged} figures judged, each interval at {}",
+                self.rule.describe(),
+                percent(each)
+            ),
         }
     }
 
@@ -321,10 +369,16 @@ impl Collector {
 
     /// Compares every figure under `rule`.
     pub fn compare(&self, rule: &Rule, bootstrap: &Bootstrap) -> Comparison {
+        let judged = self
+            .figures
+            .iter()
+            .filter(|(_, samples)| complete_pairs(samples) >= rule.min_pairs)
+            .count();
+        let confidence = rule.figure_confidence(judged);
         let figures = self
             .figures
             .iter()
-            .map(|(spec, samples)| compare_figure(spec, samples, rule, bootstrap))
+            .map(|(spec, samples)| compare_figure(spec, samples, rule, confidence, bootstrap))
             .collect();
         let mut rounds = self.rounds.clone();
         rounds.sort_by_key(|r| r.round.index);
@@ -334,7 +388,29 @@ impl Collector {
             bootstrap: *bootstrap,
             rounds,
             figures,
+            figure_confidence: Some(confidence),
         }
+    }
+}
+
+/// Round pairs in which both builds have samples.
+fn complete_pairs(samples: &[(Round, f64)]) -> u32 {
+    let pairs = |build: Build| -> std::collections::BTreeSet<u32> {
+        samples
+            .iter()
+            .filter(|(r, _)| r.build == build)
+            .map(|(r, _)| r.pair())
+            .collect()
+    };
+    pairs(Build::Base).intersection(&pairs(Build::Head)).count() as u32
+}
+
+/// A confidence as a percentage with the digits it needs (95 %, 99.81 %).
+fn percent(confidence: f64) -> String {
+    let p = confidence * 100.0;
+    match (p - p.round()).abs() < 1e-9 {
+        true => format!("{p:.0} %"),
+        false => format!("{p:.2} %"),
     }
 }
 
@@ -350,6 +426,7 @@ fn compare_figure(
     spec: &FigureSpec,
     samples: &[(Round, f64)],
     rule: &Rule,
+    confidence: f64,
     bootstrap: &Bootstrap,
 ) -> FigureResult {
     let side = |build: Build| -> Vec<Sample> {
@@ -371,15 +448,12 @@ fn compare_figure(
             Build::Head => pair.head.push(*value),
         }
     }
-    let complete = pairs
-        .iter()
-        .filter(|p| !p.base.is_empty() && !p.head.is_empty())
-        .count() as u32;
+    let complete = complete_pairs(samples);
     let boot = Bootstrap {
         seed: figure_seed(bootstrap.seed, &spec.id),
         ..*bootstrap
     };
-    let diff = difference(&pairs, spec.statistic, rule.confidence, &boot);
+    let diff = difference(&pairs, spec.statistic, confidence, &boot);
     let (verdict, reason) = match &diff {
         None => (Verdict::Missing, missing_reason(&pairs)),
         Some(d) if complete < rule.min_pairs => (
@@ -387,13 +461,13 @@ fn compare_figure(
             format!(
                 "{}, but only {complete} round pair(s) with both builds, fewer than the {} a \
                  verdict needs (--min-pairs)",
-                measured(spec, d, rule),
+                measured(spec, d, confidence),
                 rule.min_pairs
             ),
         ),
         Some(d) => {
             let v = verdict(d, spec.better, rule);
-            (v, reason(spec, d, v, rule))
+            (v, reason(spec, d, v, rule, confidence))
         }
     };
     FigureResult {
@@ -417,26 +491,26 @@ fn missing_reason(pairs: &[PairSamples]) -> String {
 }
 
 /// The figures in words: statistic, base → head, difference, interval.
-fn measured(spec: &FigureSpec, d: &Difference, rule: &Rule) -> String {
+fn measured(spec: &FigureSpec, d: &Difference, confidence: f64) -> String {
     let u = &spec.unit;
     let rel = d
         .relative
         .map(|r| format!(" ({:+.1} %)", r * 100.0))
         .unwrap_or_default();
     format!(
-        "{} {:.2} → {:.2} {u}, head − base {:+.2} {u}{rel}, {:.0} % interval [{:+.2}, {:+.2}]",
+        "{} {:.2} → {:.2} {u}, head − base {:+.2} {u}{rel}, {} interval [{:+.2}, {:+.2}]",
         spec.statistic.as_str(),
         d.base,
         d.head,
         d.delta,
-        rule.confidence * 100.0,
+        percent(confidence),
         d.interval.lo,
         d.interval.hi,
     )
 }
 
-fn reason(spec: &FigureSpec, d: &Difference, v: Verdict, rule: &Rule) -> String {
-    let head = measured(spec, d, rule);
+fn reason(spec: &FigureSpec, d: &Difference, v: Verdict, rule: &Rule, confidence: f64) -> String {
+    let head = measured(spec, d, confidence);
     let why = match v {
         Verdict::Regression | Verdict::Improvement => format!(
             "excludes 0 and the change is at least {:.0} %",
@@ -455,6 +529,65 @@ fn reason(spec: &FigureSpec, d: &Difference, v: Verdict, rule: &Rule) -> String 
 mod tests {
     use super::*;
     use crate::compare::stats::{Interval, Statistic};
+
+    #[test]
+    fn familywise_intervals_are_bonferroni_over_the_figures_judged() {
+        let rule = Rule::default();
+        assert!(rule.familywise);
+        assert_eq!(rule.figure_confidence(1), 0.95);
+        assert!((rule.figure_confidence(25) - 0.998).abs() < 1e-12);
+        let per_figure = Rule {
+            familywise: false,
+            ..rule
+        };
+        assert_eq!(per_figure.figure_confidence(25), 0.95);
+        assert_eq!(percent(0.95), "95 %");
+        assert_eq!(percent(1.0 - 0.05 / 27.0), "99.81 %");
+    }
+
+    /// Twelve figures: eleven the same in both builds, one that moved by a
+    /// few units in each pair, as a build that is the same does by chance
+    /// once in some twenty figures. At 95 % per figure that one is a
+    /// regression; family-wise (each interval at 99.58 %) it is not.
+    #[test]
+    fn familywise_does_not_judge_a_chance_shift_in_one_of_many_figures() {
+        let spec = |f: usize| FigureSpec {
+            id: format!("f{f}"),
+            label: format!("figure {f}"),
+            unit: "ms".into(),
+            statistic: Statistic::P50,
+            better: crate::compare::figures::Better::Lower,
+        };
+        let shift = [1.0, 4.0, 2.0, 5.0, 1.0, 3.0];
+        let mut c = Collector::default();
+        for round in crate::compare::RoundPlan::abba(12).unwrap().rounds() {
+            let k = round.pair() as usize;
+            let base = 20.0;
+            let moved = match round.build {
+                Build::Base => base,
+                Build::Head => base + shift[k],
+            };
+            c.add_samples(*round, &spec(0), &[moved]);
+            for f in 1..12 {
+                c.add_samples(*round, &spec(f), &[base]);
+            }
+        }
+        let verdict_of_the_moved = |familywise| {
+            let rule = Rule {
+                familywise,
+                ..Rule::default()
+            };
+            let c = c.compare(&rule, &Bootstrap::default());
+            (c.figures[0].verdict, c.figure_confidence)
+        };
+        assert_eq!(
+            verdict_of_the_moved(false),
+            (Verdict::Regression, Some(0.95))
+        );
+        let (verdict, each) = verdict_of_the_moved(true);
+        assert_eq!(verdict, Verdict::NoChange);
+        assert!((each.unwrap() - (1.0 - 0.05 / 12.0)).abs() < 1e-12);
+    }
 
     fn diff(base: f64, head: f64, lo: f64, hi: f64) -> Difference {
         let delta = head - base;

@@ -67,6 +67,7 @@ impl CompareDriveArgs {
                     | "--confidence"
                     | "--min-change"
                     | "--min-pairs"
+                    | "--scope"
             );
             if !ours {
                 harness.push(arg.clone());

@@ -13,7 +13,7 @@ pub const SUITE: &str = "compare";
 /// The JUnit report of a comparison.
 pub fn junit_report(c: &Comparison) -> Report {
     let mut suite = TestSuite::new(SUITE);
-    suite.add_property(Property::new("rule", c.rule.describe()));
+    suite.add_property(Property::new("rule", c.describe_rule()));
     suite.add_property(Property::new("rounds", c.letters()));
     suite.add_property(Property::new(
         "bootstrap.resamples",

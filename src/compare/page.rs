@@ -82,7 +82,7 @@ pub fn render_page(c: &Comparison) -> Result<String, CompareError> {
         letters = c.letters(),
         resamples = c.bootstrap.resamples,
         seed = c.bootstrap.seed,
-        rule = esc(&c.rule.describe()),
+        rule = esc(&c.describe_rule()),
     );
     if let Some(caution) = c.caution() {
         let _ = writeln!(o, "<p><strong>Caution:</strong> {}</p>", esc(&caution));

@@ -92,7 +92,7 @@ pub struct Bootstrap {
 impl Default for Bootstrap {
     fn default() -> Self {
         Bootstrap {
-            resamples: 2000,
+            resamples: 10_000,
             seed: 0x6b76_6372_2d65_3265, // "kvcr-e2e"
         }
     }

@@ -58,7 +58,7 @@ pub fn render_summary(c: &Comparison) -> String {
         c.letters(),
         c.bootstrap.resamples
     );
-    let _ = writeln!(o, "rule: {}", c.rule.describe());
+    let _ = writeln!(o, "rule: {}", c.describe_rule());
     let _ = writeln!(
         o,
         "{:<38} {:>7} {:>9} {:>9} {:>8} {:>22}  verdict",

@@ -105,7 +105,8 @@ fn compare_json_round_trips_and_names_the_rule() {
     let json = serde_json::to_value(&c).unwrap();
     assert_eq!(json["schema_version"], 1);
     assert_eq!(json["rule"]["min_relative_change"], 0.1);
-    assert_eq!(json["bootstrap"]["resamples"], 2000);
+    assert_eq!(json["bootstrap"]["resamples"], 10_000);
+    assert_eq!(json["rule"]["familywise"], true);
     let dram = &json["figures"][1];
     assert_eq!(dram["id"], "TC-05::dram_hit::ttft_p50");
     assert_eq!(dram["verdict"], "regression");
@@ -114,6 +115,17 @@ fn compare_json_round_trips_and_names_the_rule() {
     assert_eq!(json["figures"][0]["verdict"], "no change detected");
     let back: Comparison = serde_json::from_value(json).unwrap();
     assert_eq!(back, c);
+}
+
+#[test]
+fn a_compare_json_without_the_scope_reads_as_per_figure() {
+    let mut json = serde_json::to_value(sample_comparison()).unwrap();
+    json["rule"].as_object_mut().unwrap().remove("familywise");
+    json.as_object_mut().unwrap().remove("figure_confidence");
+    let old: Comparison = serde_json::from_value(json).unwrap();
+    assert!(!old.rule.familywise);
+    assert_eq!(old.figure_confidence, None);
+    assert_eq!(old.describe_rule(), old.rule.describe());
 }
 
 #[test]
