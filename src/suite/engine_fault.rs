@@ -64,6 +64,9 @@ pub enum EngineFault {
     /// The counters report a prompt's first computed block as a device-cache
     /// hit: reuse the engine did not do (TC-05 cold).
     PhantomDeviceHit,
+    /// The router's hint is dropped: no peer (nor a Guard serving a dead
+    /// one) is read (TC-04's takeover).
+    IgnoreKvHints,
     /// The worker's KVCR memory is not page-aligned (launch only).
     UnalignedMemory,
     /// The worker claims with another tier layout (launch only, TC-09).
@@ -99,6 +102,7 @@ impl EngineFault {
             EngineFault::CachedTokensFirstBlock => "cached_tokens_first_block",
             EngineFault::NoFirstTokenStamp => "no_first_token_stamp",
             EngineFault::PhantomDeviceHit => "phantom_device_hit",
+            EngineFault::IgnoreKvHints => "ignore_kv_hints",
             EngineFault::UnalignedMemory => "unaligned_memory",
             EngineFault::ChangedLayout => "changed_layout",
         }
@@ -148,7 +152,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 27] = [
+    const EVERY: [EngineFault; 28] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -174,6 +178,7 @@ mod tests {
         EngineFault::CachedTokensFirstBlock,
         EngineFault::NoFirstTokenStamp,
         EngineFault::PhantomDeviceHit,
+        EngineFault::IgnoreKvHints,
         EngineFault::UnalignedMemory,
         EngineFault::ChangedLayout,
     ];
