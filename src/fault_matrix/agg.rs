@@ -166,6 +166,14 @@ pub static ROWS: &[FaultRow] = &[
         claim:
             "Guard promotion after SIGKILL: no `guard_promoted` event for guard 0 in the Guard log",
     },
+    // B drops the router's hints: the Guard promotes, but no takeover
+    // attempt is ever read from A's endpoint (each is computed on B).
+    FaultRow {
+        case: tc04::CASE,
+        name: "target_that_ignores_the_hint_gets_no_takeover",
+        fault: Fault::Engine(B, EngineFault::IgnoreKvHints),
+        claim: "takeover through the Guard: none of ",
+    },
     FaultRow {
         case: tc04::CASE,
         name: "replacement_that_does_not_reclaim_is_caught",
