@@ -152,15 +152,16 @@ pub const LANES: &[Lane] = &[
         flags_at_start: Some(kvcr_sdist_flags),
         trials: Trials::Cases(cases::PHASE1),
     },
-    // Two prompts per TC-05 arm: a row is caught on its first, and every
-    // row takes fresh prompt families from the one stack's set.
+    // Every row takes fresh prompt families from the one stack's set: two
+    // prompts per TC-05 arm (a row is caught on its first), and a set with
+    // room for the rows (a full run takes about 256).
     Lane {
         target: "fault_matrix",
         engine: Kind::Cpu,
         topology: Topology::Agg,
         geometry: GeometryKind::Dense,
         profile: None,
-        flags: &["--perf-repeats", "2"],
+        flags: &["--perf-repeats", "2", "--prompt-families", "320"],
         flags_at_start: None,
         trials: Trials::Rows(fault_matrix::agg::ROWS),
     },
@@ -325,7 +326,10 @@ mod tests {
         let flags = |target: &str| Lane::of(target).unwrap().default_flags();
         let none: Vec<String> = Vec::new();
         assert_eq!(flags("phase1"), none);
-        assert_eq!(flags("fault_matrix"), ["--perf-repeats", "2"]);
+        assert_eq!(
+            flags("fault_matrix"),
+            ["--perf-repeats", "2", "--prompt-families", "320"]
+        );
         assert_eq!(flags("phase1_hybrid"), ["--geometry", "hybrid"]);
         assert_eq!(flags("phase1_2p1d"), ["--topology", "2p1d"]);
         assert_eq!(flags("fault_matrix_2p1d"), ["--topology", "2p1d"]);
