@@ -103,18 +103,12 @@ pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, Pat
             run.trials.join(" ")
         );
         let row = run_one(mutant, run, &child)?;
-        println!(
-            "[{}/{total}] {}: {} in {:.0} s{}",
-            i + 1,
-            row.name,
-            row.result.word(),
-            row.wall_s,
-            if row.met {
-                ""
-            } else {
-                " (NOT what its header expects)"
-            }
-        );
+        let note = if row.met {
+            ""
+        } else {
+            " (NOT what its header expects)"
+        };
+        print_finished(i, total, &row, note);
         rows.push(row);
         // Rewritten after each mutant: a lane cut short keeps what it ran.
         report(now, args, &rows).write(&out)?;
@@ -145,6 +139,17 @@ pub(crate) struct ChildOutcome {
     pub exit: ChildExit,
     pub log: PathBuf,
     pub read: Option<ReadRun>,
+}
+
+/// The progress line of the `i`th (0-based) of `total` mutants once it ran.
+pub(crate) fn print_finished(i: usize, total: usize, row: &MutantRow, note: &str) {
+    println!(
+        "[{}/{total}] {}: {} in {:.0} s{note}",
+        i + 1,
+        row.name,
+        row.result.word(),
+        row.wall_s,
+    );
 }
 
 /// What a report row says of a mutant before it runs.

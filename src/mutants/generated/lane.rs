@@ -17,7 +17,7 @@ use crate::config::KvcrSpec;
 use crate::drive::{self, Phase1Child};
 use crate::mutants::args::{GeneratedArgs, MutantsArgs};
 use crate::mutants::classify::MutantResult;
-use crate::mutants::driver::{report, run_child, stamp, RowHead};
+use crate::mutants::driver::{print_finished, report, run_child, stamp, RowHead};
 use crate::mutants::header::Lane;
 use crate::mutants::report::{LaneReport, MutantRow, NO_EXPECTATION};
 
@@ -244,17 +244,11 @@ pub fn run_generated(
         };
         println!("[{}/{total}] {}: {target}", i + 1, mutant.name);
         let row = run_one(mutant, target, &trials, &child)?;
-        println!(
-            "[{}/{total}] {}: {} in {:.0} s{}",
-            i + 1,
-            row.name,
-            row.result.word(),
-            row.wall_s,
-            match &row.result {
-                MutantResult::Killed { trial, .. } => format!(" by {trial}"),
-                _ => String::new(),
-            }
-        );
+        let note = match &row.result {
+            MutantResult::Killed { trial, .. } => format!(" by {trial}"),
+            _ => String::new(),
+        };
+        print_finished(i, total, &row, &note);
         rows.push(row);
         ran += 1;
         // Rewritten after each mutant: a lane cut short keeps what it ran.
