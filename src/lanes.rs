@@ -365,6 +365,18 @@ mod tests {
         }
     }
 
+    /// The fault matrix's flags give it room for its rows' prompt families
+    /// and two prompts per TC-05 arm.
+    #[test]
+    fn the_fault_matrix_resolves_to_its_own_prompt_set() {
+        let lane = Lane::of("fault_matrix").unwrap();
+        let argv = std::iter::once(lane.target.to_string()).chain(lane.default_flags());
+        let (harness, _) = config::split_args(argv).unwrap();
+        let env = Env::from_pairs(Vec::<(String, String)>::new());
+        let settings = config::resolve(&harness, &env).unwrap().settings;
+        assert_eq!((settings.prompts.families, settings.perf_repeats), (320, 2));
+    }
+
     /// Every lane is a `[[test]]` target whose `main` names it, and every
     /// harness target under `e2e/` is a lane.
     #[test]
