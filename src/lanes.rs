@@ -152,13 +152,16 @@ pub const LANES: &[Lane] = &[
         flags_at_start: Some(kvcr_sdist_flags),
         trials: Trials::Cases(cases::PHASE1),
     },
+    // Every row takes fresh prompt families from the one stack's set: two
+    // prompts per TC-05 arm (a row is caught on its first), and a set with
+    // room for the rows (a full run takes about 256).
     Lane {
         target: "fault_matrix",
         engine: Kind::Cpu,
         topology: Topology::Agg,
         geometry: GeometryKind::Dense,
         profile: None,
-        flags: &[],
+        flags: &["--perf-repeats", "2", "--prompt-families", "320"],
         flags_at_start: None,
         trials: Trials::Rows(fault_matrix::agg::ROWS),
     },
@@ -323,7 +326,10 @@ mod tests {
         let flags = |target: &str| Lane::of(target).unwrap().default_flags();
         let none: Vec<String> = Vec::new();
         assert_eq!(flags("phase1"), none);
-        assert_eq!(flags("fault_matrix"), none);
+        assert_eq!(
+            flags("fault_matrix"),
+            ["--perf-repeats", "2", "--prompt-families", "320"]
+        );
         assert_eq!(flags("phase1_hybrid"), ["--geometry", "hybrid"]);
         assert_eq!(flags("phase1_2p1d"), ["--topology", "2p1d"]);
         assert_eq!(flags("fault_matrix_2p1d"), ["--topology", "2p1d"]);
@@ -357,6 +363,18 @@ mod tests {
                 lane.target
             );
         }
+    }
+
+    /// The fault matrix's flags give it room for its rows' prompt families
+    /// and two prompts per TC-05 arm.
+    #[test]
+    fn the_fault_matrix_resolves_to_its_own_prompt_set() {
+        let lane = Lane::of("fault_matrix").unwrap();
+        let argv = std::iter::once(lane.target.to_string()).chain(lane.default_flags());
+        let (harness, _) = config::split_args(argv).unwrap();
+        let env = Env::from_pairs(Vec::<(String, String)>::new());
+        let settings = config::resolve(&harness, &env).unwrap().settings;
+        assert_eq!((settings.prompts.families, settings.perf_repeats), (320, 2));
     }
 
     /// Every lane is a `[[test]]` target whose `main` names it, and every

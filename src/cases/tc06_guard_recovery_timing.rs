@@ -174,6 +174,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             geometry.bytes_per_block(),
         ),
     )
+    .map_err(|e| CaseError {
+        message: format!("t2: replacement A' did not reclaim the pool: {}", e.message),
+        ..e
+    })
 }
 
 fn summarize(timeline: &RecoveryTimeline) -> String {

@@ -547,7 +547,7 @@ pub const KEYS: &[KeySpec] = &[
     ),
     k(
         "prompts.families",
-        None,
+        Some("--prompt-families"),
         "PHASE1_PROMPTS_FAMILIES",
         Kind::Uint { min: 1 },
         true,

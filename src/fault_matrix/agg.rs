@@ -86,6 +86,22 @@ pub static ROWS: &[FaultRow] = &[
         fault: Fault::Engine(A, EngineFault::UnderreportBlocks),
         claim: "host-tier (DRAM) hit: 3 blocks loaded from host memory",
     },
+    // The right blocks move and KVCR counts them right, but the answer's
+    // `cached_tokens` says one block: the hit's own clause must catch it.
+    FaultRow {
+        case: tc02::CASE,
+        name: "dram_hit_reporting_short_cached_tokens_is_caught",
+        fault: Fault::Engine(A, EngineFault::CachedTokensFirstBlock),
+        claim: "host-tier (DRAM) hit: cached_tokens Some(16) is not a block-aligned count ≥ 64 (4 blocks × 16)",
+    },
+    // The right blocks move, but A's tiering read bytes of the KVCR tier
+    // say one page more than KVCR delivered.
+    FaultRow {
+        case: tc02::CASE,
+        name: "dram_hit_misreporting_read_bytes_is_caught",
+        fault: Fault::Engine(A, EngineFault::WrongTransferBytes),
+        claim: "host-tier (DRAM) hit: KVCR read bytes",
+    },
     // An engine that does not export `cpu_engine_computed_blocks`: TC-02's
     // "0 blocks recomputed" must not pass on silence.
     FaultRow {
@@ -150,6 +166,14 @@ pub static ROWS: &[FaultRow] = &[
         claim:
             "Guard promotion after SIGKILL: no `guard_promoted` event for guard 0 in the Guard log",
     },
+    // B drops the router's hints: the Guard promotes, but no takeover
+    // attempt is ever read from A's endpoint (each is computed on B).
+    FaultRow {
+        case: tc04::CASE,
+        name: "target_that_ignores_the_hint_gets_no_takeover",
+        fault: Fault::Engine(B, EngineFault::IgnoreKvHints),
+        claim: "takeover through the Guard: none of ",
+    },
     FaultRow {
         case: tc04::CASE,
         name: "replacement_that_does_not_reclaim_is_caught",
@@ -187,6 +211,22 @@ pub static ROWS: &[FaultRow] = &[
         name: "wrong_token_mid_stream_is_caught",
         fault: Fault::Engine(A, EngineFault::WrongTokenAfter(5)),
         claim: "token 5 of 16 differs",
+    },
+    // A's counters say the first block of every fresh prompt came from the
+    // device cache, though it was computed: the cold arm must see reuse.
+    FaultRow {
+        case: tc05::COLD,
+        name: "cold_prompt_reported_as_reused_is_caught",
+        fault: Fault::Engine(A, EngineFault::PhantomDeviceHit),
+        claim: "cold prefill: 3 blocks computed, expected all 4 full blocks of the prompt; a fresh prompt reused cached blocks: device hit tokens 16",
+    },
+    // A logs no first-token stamp: TTFT accuracy has nothing to compare the
+    // client's first chunk with, which must fail, not read as 0.
+    FaultRow {
+        case: tc05::COLD,
+        name: "missing_first_token_stamp_is_caught",
+        fault: Fault::Engine(A, EngineFault::NoFirstTokenStamp),
+        claim: "the engine's log has no first-token stamp for it",
     },
     FaultRow {
         case: tc05::COLD,
@@ -231,6 +271,21 @@ pub static ROWS: &[FaultRow] = &[
         name: "guard_that_never_serves_gives_no_t1",
         fault: Fault::StopGuard,
         claim: "no t1: ",
+    },
+    // B corrupts the pages it is delivered, and after A's kill only the
+    // Guard delivers to it: the recovery serves wrong tokens, which TC-06
+    // must stop at (not pass over as a not-yet-served attempt).
+    FaultRow {
+        case: tc06::CASE,
+        name: "wrong_tokens_during_recovery_are_caught",
+        fault: Fault::Engine(B, EngineFault::CorruptDeliveredPages),
+        claim: "returned wrong tokens: reference tokens: token ",
+    },
+    FaultRow {
+        case: tc06::CASE,
+        name: "replacement_that_does_not_reclaim_gives_no_t2_hit",
+        fault: Fault::Replacement(EngineFault::NoReclaim),
+        claim: "t2: replacement A' did not reclaim the pool: host-tier (DRAM) hit: 0 blocks loaded",
     },
     FaultRow {
         case: tc01::CASE,

@@ -21,6 +21,13 @@ pub static ROWS: &[FaultRow] = &[
         fault: Fault::Engine(Workers::Decode, EngineFault::WrongTransferBytes),
         claim: "P→D transfer reconciles",
     },
+    // The decode reports one block fewer than it pulled.
+    FaultRow {
+        case: tc01::CASE,
+        name: "decode_underreporting_blocks_is_caught",
+        fault: Fault::Engine(Workers::Decode, EngineFault::UnderreportBlocks),
+        claim: "decode remote_deliver blocks 3 ≠ 4 full blocks of the prompt",
+    },
     // Whichever prefill answers dies before the decode pulls (and deposited
     // nothing for its Guard): the decode recomputes.
     FaultRow {

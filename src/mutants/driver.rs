@@ -103,18 +103,12 @@ pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, Pat
             run.trials.join(" ")
         );
         let row = run_one(mutant, run, &child)?;
-        println!(
-            "[{}/{total}] {}: {} in {:.0} s{}",
-            i + 1,
-            row.name,
-            row.result.word(),
-            row.wall_s,
-            if row.met {
-                ""
-            } else {
-                " (NOT what its header expects)"
-            }
-        );
+        let note = if row.met {
+            ""
+        } else {
+            " (NOT what its header expects)"
+        };
+        print_finished(i, total, &row, note);
         rows.push(row);
         // Rewritten after each mutant: a lane cut short keeps what it ran.
         report(now, args, &rows).write(&out)?;
@@ -147,6 +141,63 @@ pub(crate) struct ChildOutcome {
     pub read: Option<ReadRun>,
 }
 
+/// The progress line of the `i`th (0-based) of `total` mutants once it ran.
+pub(crate) fn print_finished(i: usize, total: usize, row: &MutantRow, note: &str) {
+    println!(
+        "[{}/{total}] {}: {} in {:.0} s{note}",
+        i + 1,
+        row.name,
+        row.result.word(),
+        row.wall_s,
+    );
+}
+
+/// What a report row says of a mutant before it runs.
+pub(crate) struct RowHead {
+    pub name: String,
+    pub class: String,
+    pub phase1_claims_it: bool,
+    pub expect: String,
+    pub expected_message: Option<String>,
+}
+
+impl ChildOutcome {
+    /// The report row of this run of `child` over `target`'s `trials`;
+    /// `met` says whether the result is the one expected.
+    pub(crate) fn into_row(
+        self,
+        head: RowHead,
+        target: &str,
+        trials: &[String],
+        child: &Phase1Child,
+        met: impl FnOnce(&MutantResult) -> bool,
+    ) -> MutantRow {
+        let ChildOutcome {
+            result,
+            exit,
+            log,
+            read,
+        } = self;
+        MutantRow {
+            name: head.name,
+            class: head.class,
+            phase1_claims_it: head.phase1_claims_it,
+            expect: head.expect,
+            expected_message: head.expected_message,
+            target: target.to_string(),
+            trials: trials.to_vec(),
+            met: met(&result),
+            result,
+            command: child.command_line(),
+            run_dir: read.as_ref().map(|r| r.root.clone()),
+            log,
+            exit_code: exit.code,
+            wall_s: exit.wall.as_secs_f64(),
+            kvcr: read.and_then(|r| r.kvcr),
+        }
+    }
+}
+
 /// Runs `child` (its output in `child.log` of its run base), reads its run
 /// directory and classifies it against `expected_message`.
 pub(crate) fn run_child(
@@ -176,29 +227,23 @@ pub(crate) fn run_child(
 }
 
 fn run_one(mutant: &Mutant, run: &MutantRun, child: &Phase1Child) -> Result<MutantRow, String> {
-    let ChildOutcome {
-        result,
-        exit,
-        log,
-        read,
-    } = run_child(child, &run.trials, mutant.header.message.as_deref())?;
-    Ok(MutantRow {
-        name: mutant.header.name.clone(),
-        class: mutant.header.class.to_string(),
-        phase1_claims_it: mutant.header.class.phase1_claims_it(),
-        expect: expect_word(mutant.header.expect).to_string(),
-        expected_message: mutant.header.message.clone(),
-        target: run.target.to_string(),
-        trials: run.trials.clone(),
-        met: meets_expectation(&mutant.header, &result),
-        result,
-        command: child.command_line(),
-        run_dir: read.as_ref().map(|r| r.root.clone()),
-        log,
-        exit_code: exit.code,
-        wall_s: exit.wall.as_secs_f64(),
-        kvcr: read.and_then(|r| r.kvcr),
-    })
+    let header = &mutant.header;
+    let head = RowHead {
+        name: header.name.clone(),
+        class: header.class.to_string(),
+        phase1_claims_it: header.class.phase1_claims_it(),
+        expect: expect_word(header.expect).to_string(),
+        expected_message: header.message.clone(),
+    };
+    Ok(
+        run_child(child, &run.trials, header.message.as_deref())?.into_row(
+            head,
+            run.target,
+            &run.trials,
+            child,
+            |result| meets_expectation(header, result),
+        ),
+    )
 }
 
 /// `20261201T163000Z`: the default output directory's name.

@@ -59,6 +59,14 @@ pub enum EngineFault {
     /// The answer's `cached_tokens` counts only the first reused block, as
     /// an engine whose repeat hit a short prefix would say (TC-01).
     CachedTokensFirstBlock,
+    /// The worker logs no first-token stamp (TC-05's TTFT accuracy).
+    NoFirstTokenStamp,
+    /// The counters report a prompt's first computed block as a device-cache
+    /// hit: reuse the engine did not do (TC-05 cold).
+    PhantomDeviceHit,
+    /// The router's hint is dropped: no peer (nor a Guard serving a dead
+    /// one) is read (TC-04's takeover).
+    IgnoreKvHints,
     /// The worker's KVCR memory is not page-aligned (launch only).
     UnalignedMemory,
     /// The worker claims with another tier layout (launch only, TC-09).
@@ -92,6 +100,9 @@ impl EngineFault {
             EngineFault::NoHandback => "no_handback",
             EngineFault::PinDeposits => "pin_deposits",
             EngineFault::CachedTokensFirstBlock => "cached_tokens_first_block",
+            EngineFault::NoFirstTokenStamp => "no_first_token_stamp",
+            EngineFault::PhantomDeviceHit => "phantom_device_hit",
+            EngineFault::IgnoreKvHints => "ignore_kv_hints",
             EngineFault::UnalignedMemory => "unaligned_memory",
             EngineFault::ChangedLayout => "changed_layout",
         }
@@ -141,7 +152,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 25] = [
+    const EVERY: [EngineFault; 28] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -165,6 +176,9 @@ mod tests {
         EngineFault::NoHandback,
         EngineFault::PinDeposits,
         EngineFault::CachedTokensFirstBlock,
+        EngineFault::NoFirstTokenStamp,
+        EngineFault::PhantomDeviceHit,
+        EngineFault::IgnoreKvHints,
         EngineFault::UnalignedMemory,
         EngineFault::ChangedLayout,
     ];

@@ -6,7 +6,7 @@
 //! (keys in `suite::records`), from which results.json, the report and the
 //! summary are written.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt};
 
@@ -210,21 +210,13 @@ impl<'c> Perf<'c> {
             "sweep: {} requests, {level} in flight",
             prompts.len()
         ))?;
-        let started = Instant::now();
+        let started = tokio::time::Instant::now();
         let outcomes: Vec<_> = crate::rt::block_on(
-            stream::iter(prompts.iter().map(|prompt| async move {
-                let request = ctx.requests.request(prompt, None);
-                let id = request.request_id.clone();
-                let sent = started.elapsed();
-                let outcome = ctx.client.stream(&request).await;
-                Sent {
-                    prompt,
-                    request_id: id,
-                    sent,
-                    intended: None,
-                    outcome,
-                }
-            }))
+            stream::iter(
+                prompts
+                    .iter()
+                    .map(|prompt| Sent::stream(ctx, prompt, started, None)),
+            )
             .buffer_unordered(level.max(1) as usize)
             .collect(),
         );
@@ -256,20 +248,10 @@ impl<'c> Perf<'c> {
         let intended = plan.first(prompts.len());
         let started = tokio::time::Instant::now();
         let outcomes: Vec<_> = crate::rt::block_on(futures_util::future::join_all(
-            prompts.iter().zip(intended).map(|(prompt, at)| async move {
-                let request = ctx.requests.request(prompt, None);
-                let id = request.request_id.clone();
-                tokio::time::sleep_until(started + at).await;
-                let sent = started.elapsed();
-                let outcome = ctx.client.stream(&request).await;
-                Sent {
-                    prompt,
-                    request_id: id,
-                    sent,
-                    intended: Some(at),
-                    outcome,
-                }
-            }),
+            prompts
+                .iter()
+                .zip(intended)
+                .map(|(prompt, at)| Sent::stream(ctx, prompt, started, Some(at))),
         ));
         let duration_s = started.elapsed().as_secs_f64();
         let what = format!("open loop at {rate_per_s}/s");
@@ -318,6 +300,31 @@ struct Sent<'p> {
     /// Open loop: the intended send instant, from the level's start.
     intended: Option<Duration>,
     outcome: Result<StreamOutcome, crate::client::ClientError>,
+}
+
+impl<'p> Sent<'p> {
+    /// Streams `prompt` through the router (its request made at once), sent
+    /// at once or, in an open loop, at `intended` from `started`.
+    async fn stream(
+        ctx: &CaseCtx<'_>,
+        prompt: &'p Prompt,
+        started: tokio::time::Instant,
+        intended: Option<Duration>,
+    ) -> Sent<'p> {
+        let request = ctx.requests.request(prompt, None);
+        if let Some(at) = intended {
+            tokio::time::sleep_until(started + at).await;
+        }
+        let sent = started.elapsed();
+        let outcome = ctx.client.stream(&request).await;
+        Sent {
+            prompt,
+            request_id: request.request_id.clone(),
+            sent,
+            intended,
+            outcome,
+        }
+    }
 }
 
 /// One streamed request as results.json records it (vLLM bench field names).

@@ -14,10 +14,10 @@ use super::sample::{self, Site};
 use super::tool::Tool;
 use super::{COSMIC_RAY, TRIALS};
 use crate::config::KvcrSpec;
-use crate::drive::{self, Phase1Child, ReadRun};
+use crate::drive::{self, Phase1Child};
 use crate::mutants::args::{GeneratedArgs, MutantsArgs};
 use crate::mutants::classify::MutantResult;
-use crate::mutants::driver::{report, run_child, stamp, ChildOutcome};
+use crate::mutants::driver::{print_finished, report, run_child, stamp, RowHead};
 use crate::mutants::header::Lane;
 use crate::mutants::report::{LaneReport, MutantRow, NO_EXPECTATION};
 
@@ -244,17 +244,11 @@ pub fn run_generated(
         };
         println!("[{}/{total}] {}: {target}", i + 1, mutant.name);
         let row = run_one(mutant, target, &trials, &child)?;
-        println!(
-            "[{}/{total}] {}: {} in {:.0} s{}",
-            i + 1,
-            row.name,
-            row.result.word(),
-            row.wall_s,
-            match &row.result {
-                MutantResult::Killed { trial, .. } => format!(" by {trial}"),
-                _ => String::new(),
-            }
-        );
+        let note = match &row.result {
+            MutantResult::Killed { trial, .. } => format!(" by {trial}"),
+            _ => String::new(),
+        };
+        print_finished(i, total, &row, &note);
         rows.push(row);
         ran += 1;
         // Rewritten after each mutant: a lane cut short keeps what it ran.
@@ -303,45 +297,20 @@ fn run_one(
     trials: &[String],
     child: &Phase1Child,
 ) -> Result<MutantRow, String> {
-    let ChildOutcome {
-        result,
-        exit,
-        log,
-        read,
-    } = run_child(child, trials, None)?;
-    Ok(row(mutant, target, trials, result, child, log, &exit, read))
-}
-
-#[allow(clippy::too_many_arguments)]
-fn row(
-    mutant: &GeneratedMutant,
-    target: &str,
-    trials: &[String],
-    result: MutantResult,
-    child: &Phase1Child,
-    log: PathBuf,
-    exit: &drive::ChildExit,
-    read: Option<ReadRun>,
-) -> MutantRow {
-    MutantRow {
+    let head = RowHead {
         name: mutant.name.clone(),
         class: format!("generated:{}", mutant.site.module_name()),
         // The modules sampled are the ones Phase 1 claims to cover.
         phase1_claims_it: true,
         expect: NO_EXPECTATION.into(),
         expected_message: None,
-        target: target.to_string(),
-        trials: trials.to_vec(),
-        // No expectation: "met" says a verdict was reached.
-        met: !matches!(result, MutantResult::Broken { .. }),
-        result,
-        command: child.command_line(),
-        run_dir: read.as_ref().map(|r| r.root.clone()),
-        log,
-        exit_code: exit.code,
-        wall_s: exit.wall.as_secs_f64(),
-        kvcr: read.and_then(|r| r.kvcr),
-    }
+    };
+    // No expectation: "met" says a verdict was reached.
+    Ok(
+        run_child(child, trials, None)?.into_row(head, target, trials, child, |result| {
+            !matches!(result, MutantResult::Broken { .. })
+        }),
+    )
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
