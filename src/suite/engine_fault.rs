@@ -63,6 +63,13 @@ pub enum EngineFault {
     UnalignedMemory,
     /// The worker claims with another tier layout (launch only, TC-09).
     ChangedLayout,
+    /// The worker claims with one pool more than its Guard service has
+    /// (launch only): refused at startup on a group never claimed before.
+    ExtraKvcrPool,
+    /// Before its own claim, the worker claims its group once with another
+    /// layout and hands it back (launch only): its own claim is then refused
+    /// as another tier configuration.
+    PriorClaimOtherLayout,
 }
 
 impl EngineFault {
@@ -94,6 +101,8 @@ impl EngineFault {
             EngineFault::CachedTokensFirstBlock => "cached_tokens_first_block",
             EngineFault::UnalignedMemory => "unaligned_memory",
             EngineFault::ChangedLayout => "changed_layout",
+            EngineFault::ExtraKvcrPool => "extra_kvcr_pool",
+            EngineFault::PriorClaimOtherLayout => "prior_claim_other_layout",
         }
     }
 
@@ -117,6 +126,8 @@ impl EngineFault {
                 | EngineFault::DieDuringStartup
                 | EngineFault::UnalignedMemory
                 | EngineFault::ChangedLayout
+                | EngineFault::ExtraKvcrPool
+                | EngineFault::PriorClaimOtherLayout
         )
     }
 
@@ -141,7 +152,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 25] = [
+    const EVERY: [EngineFault; 27] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -167,6 +178,8 @@ mod tests {
         EngineFault::CachedTokensFirstBlock,
         EngineFault::UnalignedMemory,
         EngineFault::ChangedLayout,
+        EngineFault::ExtraKvcrPool,
+        EngineFault::PriorClaimOtherLayout,
     ];
 
     #[test]
