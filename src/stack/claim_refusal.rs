@@ -117,7 +117,12 @@ pub struct ClaimRefused {
     pub line: String,
     pub log: PathBuf,
     /// From the worker's spawn to the refusal being seen.
+    #[serde(rename = "after_spawn_ms", serialize_with = "as_ms")]
     pub after_spawn: Duration,
+}
+
+fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
 }
 
 /// The first claim refusal in `log` (a worker's log since its spawn), as
