@@ -505,6 +505,21 @@ impl Supervised {
     pub fn log_tail_since_spawn(&self, lines: usize) -> String {
         log_tail_from(&self.log, self.log_start, lines)
     }
+
+    /// What this process wrote to its log since it was spawned, its first
+    /// `max_bytes` (what a startup check reads: the start of the log).
+    pub fn log_since_spawn(&self, max_bytes: u64) -> String {
+        let Ok(file) = File::open(&self.log) else {
+            return String::new();
+        };
+        let mut file = file;
+        if file.seek(SeekFrom::Start(self.log_start)).is_err() {
+            return String::new();
+        }
+        let mut bytes = Vec::new();
+        let _ = file.take(max_bytes).read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
 }
 
 /// Whether something accepts TCP connections at `address` (`host:port`).
@@ -640,6 +655,18 @@ mod tests {
         assert!(since.contains("fresh start"), "{since}");
         assert!(!since.contains("held by another worker"), "{since}");
         assert!(child.log_tail(50).contains("held by another worker"));
+    }
+
+    #[test]
+    fn the_log_since_spawn_starts_at_the_spawn_and_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("worker.log");
+        std::fs::write(&log, "earlier process\n").unwrap();
+        let child =
+            Supervised::spawn(&sh(dir.path(), "worker", "echo first; echo second")).unwrap();
+        child.wait_exit(Duration::from_secs(5)).unwrap();
+        assert_eq!(child.log_since_spawn(1 << 20), "first\nsecond\n");
+        assert_eq!(child.log_since_spawn(5), "first");
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! ```
 
 mod attach;
+mod claim_refusal;
 mod crash;
 mod description;
 mod discovery;
@@ -39,6 +40,7 @@ mod replace_by_hook;
 mod worker;
 
 pub use attach::{attach, attach_to_repair, AttachError};
+pub use claim_refusal::{ClaimRefused, RefusalKind};
 pub use crash::Crash;
 pub use guard_service::{GuardServiceKill, PoolFile};
 pub use hooks::{described_pid, hooks, run_hook, HookRun, Hooks};
@@ -48,7 +50,7 @@ pub use mode::StackMode;
 pub use nodes::{Crossing, Placement, Side};
 pub use provision::{
     provision, ProvisionError, StackOptions, StartupTimings, DIGEST_MISMATCH,
-    NODE_WITHOUT_PID_NAMESPACE,
+    DUPLICATE_GUARD_INDEX, NODE_WITHOUT_PID_NAMESPACE,
 };
 pub use registration::Registration;
 pub use worker::Worker;

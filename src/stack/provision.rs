@@ -92,6 +92,10 @@ pub enum ProvisionError {
     /// [`readiness::KVCR_DEPOSIT`]).
     #[error("{} is not ready: {}", .0.process.name(), .0.wait)]
     NoDeposit(Box<readiness::NoDeposit>),
+    /// A worker whose KVCR claim its Guard service refused, seen in its log
+    /// during startup (see [`super::claim_refusal`]).
+    #[error(transparent)]
+    ClaimRefused(Box<super::claim_refusal::ClaimRefused>),
 }
 
 /// Starts the stack: Guard services, frontend, then either the KVCR workers
@@ -336,7 +340,13 @@ fn start_ready(
     started_so_far: &Partial,
     kvcr: bool,
 ) -> Result<Vec<Worker>, ProvisionError> {
-    let serial = stack.engine.start_serially();
+    let serial = stack.engine.start_serially()
+        || (kvcr
+            && stack
+                .options
+                .worker_faults
+                .iter()
+                .any(|f| f == DUPLICATE_GUARD_INDEX));
     let await_one = |(process, spec, slot, at): (Supervised, ProcessSpec, WorkerSlot, Instant)| {
         await_or_restart(stack, process, &spec, slot, at, kvcr, started_so_far)
     };
@@ -499,17 +509,33 @@ fn placed_worker(
 ) -> Result<ProcessSpec, ProvisionError> {
     let node = stack.node_of(&slot.name);
     let mut ctx = stack.ctx_on(node);
-    let (launch, engine): (Vec<&str>, Vec<&str>) = faults
+    let engine: Vec<&str> = faults
         .iter()
         .map(String::as_str)
-        .filter(|f| *f != NODE_WITHOUT_PID_NAMESPACE)
-        .partition(|f| *f == DIGEST_MISMATCH);
-    if !launch.is_empty() {
+        .filter(|f| {
+            ![
+                NODE_WITHOUT_PID_NAMESPACE,
+                DIGEST_MISMATCH,
+                DUPLICATE_GUARD_INDEX,
+            ]
+            .contains(f)
+        })
+        .collect();
+    let has = |fault: &str| faults.iter().any(|f| f == fault);
+    if has(DIGEST_MISMATCH) {
         ctx.compatibility_digest.push_str("-mismatch");
+    }
+    let mut slot = slot.clone();
+    if has(DUPLICATE_GUARD_INDEX) {
+        let first = stack.slots.first().ok_or_else(|| {
+            ProvisionError::Plan(format!("{DUPLICATE_GUARD_INDEX} needs a worker slot"))
+        })?;
+        slot.guard_index = first.guard_index;
+        slot.guard_socket = first.guard_socket.clone();
     }
     let spec = stack
         .engine
-        .with_faults(stack.engine.worker(&ctx, slot), &engine)
+        .with_faults(stack.engine.worker(&ctx, &slot), &engine)
         .map_err(ProvisionError::Plan)?;
     Ok(stack.placement.wrap(node, spec))
 }
@@ -518,6 +544,13 @@ fn placed_worker(
 /// presents a KVCR compatibility digest its Guard service was not started
 /// with (an engine build or config that differs from its peer's).
 pub const DIGEST_MISMATCH: &str = "compatibility_digest_mismatch";
+
+/// A launch fault the harness applies itself, for every engine: every
+/// worker claims the first slot's Guard group (its guard_index and Guard
+/// socket), as a deployment that gave two workers the same guard_index.
+/// The workers then start one at a time, so the second claim meets a group
+/// held, not one mid-claim (KVCR answers that with `is busy`).
+pub const DUPLICATE_GUARD_INDEX: &str = "duplicate_guard_index";
 
 /// A launch fault the harness applies itself, on two nodes: node 1 gets
 /// its own network and mount namespaces but shares this host's PID

@@ -6,7 +6,8 @@
 //! lists the instance, a completion pinned to it comes back through the
 //! router, and (a KVCR worker) it deposited into its pool. Every wait's
 //! budget is the user's `startup_timeout_s`; a component that dies fails
-//! its wait at once, naming its log.
+//! its wait at once, naming its log, and so does a worker whose KVCR claim
+//! its Guard service refused ([`super::claim_refusal`]), quoting KVCR.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,11 +17,59 @@ use crate::engine::WorkerSlot;
 use crate::proc::{procfs, Supervised};
 use crate::wait::{self, Poll, WaitError};
 
+use super::claim_refusal::{self, ClaimRefused};
 use super::provision::ProvisionError;
 use super::{discovery, probe, Registration, Stack, Worker};
 
 const POLL_EVERY: Duration = Duration::from_millis(50);
 const LOG_TAIL_LINES: usize = 25;
+/// How much of a worker's log since its spawn the refusal check reads: a
+/// claim is made early in startup (the CPU engine's log is a few KiB by
+/// then, vLLM's well under 1 MiB).
+const REFUSAL_SCAN_BYTES: u64 = 4 << 20;
+
+/// Watches a starting worker's log for a KVCR claim refusal; the first one
+/// seen is kept, so the wait that aborted on it can return it as such.
+pub(super) struct RefusalWatch<'p> {
+    process: &'p Supervised,
+    spawned_at: Instant,
+    seen: Option<ClaimRefused>,
+}
+
+impl<'p> RefusalWatch<'p> {
+    pub(super) fn new(process: &'p Supervised, spawned_at: Instant) -> Self {
+        Self {
+            process,
+            spawned_at,
+            seen: None,
+        }
+    }
+
+    /// `Abort` once the worker's log since its spawn holds a refusal.
+    fn check<T>(&mut self) -> Option<Poll<T>> {
+        if self.seen.is_none() {
+            let log = self.process.log_since_spawn(REFUSAL_SCAN_BYTES);
+            self.seen = claim_refusal::find(&log).map(|(kind, line)| ClaimRefused {
+                component: self.process.name().to_string(),
+                kind,
+                line,
+                log: self.process.log_path().to_path_buf(),
+                after_spawn: self.spawned_at.elapsed(),
+            });
+        }
+        self.seen
+            .as_ref()
+            .map(|refused| Poll::Abort(refused.to_string()))
+    }
+
+    /// The refusal as the error, when the wait ended on one; else `other`.
+    fn or(self, other: ProvisionError) -> ProvisionError {
+        match self.seen {
+            Some(refused) => ProvisionError::ClaimRefused(Box::new(refused)),
+            None => other,
+        }
+    }
+}
 
 /// What a KVCR worker's readiness includes beyond serving: a deposit into
 /// its KVCR pool. On a loaded 2-core machine, vLLM's CPU offloading has been
@@ -129,7 +178,12 @@ pub(super) fn await_worker(
         process.name(),
         discovery_dir.display()
     );
+    let mut refusal = RefusalWatch::new(&process, spawned_at);
     let instance = wait::until(what, timeout, Duration::from_millis(200), || {
+        // A refusal first: a refused worker that exited is explained by it.
+        if let Some(refused) = refusal.check() {
+            return refused;
+        }
         if let Some(dead) = died(&process).or_else(|| died(&frontend)) {
             return dead;
         }
@@ -155,8 +209,11 @@ pub(super) fn await_worker(
                 instance.instance_id
             )),
         }
-    })
-    .map_err(|e| not_ready(&process, e))?;
+    });
+    let instance = match instance {
+        Ok(instance) => instance,
+        Err(e) => return Err(refusal.or(not_ready(&process, e))),
+    };
     await_health_lists(stack, &frontend, &[instance.instance_id], timeout)?;
     let found = Found {
         instance_id: instance.instance_id,
@@ -385,4 +442,63 @@ fn await_deposit(
             Err(e) => Poll::Pending(e),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proc::ProcessSpec;
+
+    /// A worker that logs a refusal and stays up (as an engine that keeps
+    /// its process after its KVCR tier failed) fails its wait at once, as
+    /// the refusal, not at the deadline.
+    #[test]
+    fn a_refusal_in_a_live_workers_log_ends_the_wait_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = ProcessSpec::new("worker-B", "/bin/sh", dir.path().join("worker-B.log"))
+            .arg("-c")
+            .arg("echo 'kvcr.control_channels.KVCRServiceError: KVCR Guard 0 is held by another worker'; exec sleep 30");
+        let spawned_at = Instant::now();
+        let process = Supervised::spawn(&spec).unwrap();
+        let mut watch = RefusalWatch::new(&process, spawned_at);
+        let waited = wait::until("registration", Duration::from_secs(20), POLL_EVERY, || {
+            watch
+                .check()
+                .unwrap_or(Poll::Pending::<()>("not registered".into()))
+        });
+        let err = watch.or(not_ready(&process, waited.unwrap_err()));
+        assert!(process.is_running(), "the worker still runs");
+        assert!(spawned_at.elapsed() < Duration::from_secs(10));
+        let ProvisionError::ClaimRefused(refused) = &err else {
+            panic!("not a refusal: {err}");
+        };
+        assert_eq!(refused.kind, crate::stack::RefusalKind::HeldByAnother);
+        assert!(
+            err.to_string()
+                .starts_with("worker-B's KVCR claim was refused by its Guard service"),
+            "{err}"
+        );
+        process.stop(Duration::from_secs(2));
+    }
+
+    /// Without a refusal the wait's own error is kept.
+    #[test]
+    fn no_refusal_keeps_the_waits_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = ProcessSpec::new("worker-A", "/bin/sh", dir.path().join("worker-A.log"))
+            .arg("-c")
+            .arg("echo starting; exit 3");
+        let process = Supervised::spawn(&spec).unwrap();
+        process.wait_exit(Duration::from_secs(5)).unwrap();
+        let mut watch = RefusalWatch::new(&process, Instant::now());
+        let waited = wait::until("registration", Duration::from_secs(5), POLL_EVERY, || {
+            watch
+                .check()
+                .or_else(|| died(&process))
+                .unwrap_or(Poll::Pending::<()>("not registered".into()))
+        });
+        let err = watch.or(not_ready(&process, waited.unwrap_err()));
+        assert!(matches!(err, ProvisionError::NotReady(_)), "{err}");
+        assert!(err.to_string().contains("exited during startup"), "{err}");
+    }
 }

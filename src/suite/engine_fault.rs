@@ -71,6 +71,13 @@ pub enum EngineFault {
     UnalignedMemory,
     /// The worker claims with another tier layout (launch only, TC-09).
     ChangedLayout,
+    /// The worker claims with one pool more than its Guard service has
+    /// (launch only): refused at startup on a group never claimed before.
+    ExtraKvcrPool,
+    /// Before its own claim, the worker claims its group once with another
+    /// layout and hands it back (launch only): its own claim is then refused
+    /// as another tier configuration.
+    PriorClaimOtherLayout,
 }
 
 impl EngineFault {
@@ -105,6 +112,8 @@ impl EngineFault {
             EngineFault::IgnoreKvHints => "ignore_kv_hints",
             EngineFault::UnalignedMemory => "unaligned_memory",
             EngineFault::ChangedLayout => "changed_layout",
+            EngineFault::ExtraKvcrPool => "extra_kvcr_pool",
+            EngineFault::PriorClaimOtherLayout => "prior_claim_other_layout",
         }
     }
 
@@ -128,6 +137,8 @@ impl EngineFault {
                 | EngineFault::DieDuringStartup
                 | EngineFault::UnalignedMemory
                 | EngineFault::ChangedLayout
+                | EngineFault::ExtraKvcrPool
+                | EngineFault::PriorClaimOtherLayout
         )
     }
 
@@ -152,7 +163,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 28] = [
+    const EVERY: [EngineFault; 30] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -181,6 +192,8 @@ mod tests {
         EngineFault::IgnoreKvHints,
         EngineFault::UnalignedMemory,
         EngineFault::ChangedLayout,
+        EngineFault::ExtraKvcrPool,
+        EngineFault::PriorClaimOtherLayout,
     ];
 
     #[test]
