@@ -117,11 +117,9 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             "a replacement with another KV layout is refused (`claimed with another tier configuration`), and a normal one after it is warm",
             &why,
         );
-        return ctx.pressure().expect_no_bad_lines_but_from_ended(
-            &marks,
-            &[BadLine::Traceback],
-            &[&a],
-        );
+        return ctx
+            .pressure()
+            .expect_no_bad_lines_since(&marks, &[BadLine::Traceback]);
     }
     let mut events = guard.follow()?;
     let restop = clean_stop(ctx, &replacement, &mut events)?;
@@ -258,15 +256,17 @@ fn clean_stop(
     // The engine's own line where it relays KVCR's close; elsewhere (vLLM)
     // the Guard's handback region is the only record of the handback.
     let handed_back = if ctx.stack.engine.relays_kvcr_events() {
-        lines
-            .iter()
-            .any(|l| matches!(l.event, EngineKvcrLine::HandedBack { .. }))
+        Some(
+            lines
+                .iter()
+                .any(|l| matches!(l.event, EngineKvcrLine::HandedBack { .. })),
+        )
     } else {
         ctx.not_checked(
             "the engine logs `KVCR closed: Guard group N handed back`",
             "this engine does not relay KVCR's close to its log; the handback is the Guard's `snapshot_written`",
         );
-        snapshot_written
+        None
     };
     Ok(CleanStop {
         exit: report.exit,

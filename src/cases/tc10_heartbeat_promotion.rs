@@ -185,5 +185,5 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         promotion.as_ref().map(|p| p.recovered_blocks),
     )?;
     ctx.pressure()
-        .expect_no_bad_lines_but_from_ended(&marks, &[BadLine::StartWriteRefused], &[&a])
+        .expect_no_bad_lines_since(&marks, &[BadLine::StartWriteRefused])
 }

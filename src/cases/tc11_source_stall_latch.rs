@@ -121,5 +121,5 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.record("restart.json", &report);
     ctx.stack.replace_worker("A")?;
     ctx.pressure()
-        .expect_no_bad_lines_but_from_ended(&marks, &[BadLine::SourceStalled], &[&a])
+        .expect_no_bad_lines_since(&marks, &[BadLine::SourceStalled])
 }

@@ -42,39 +42,6 @@ impl Pressure<'_> {
     }
 }
 
-impl Pressure<'_> {
-    /// As [`Pressure::expect_no_bad_lines_since`], except that on an engine
-    /// whose KVCR runs in a child process (vLLM) a traceback in the log of
-    /// a worker the case ended (`ended`: killed, fenced or stopped) is
-    /// expected: the worker's own process reports its EngineCore's end with
-    /// one. Elsewhere it is exactly [`Pressure::expect_no_bad_lines_since`].
-    pub fn expect_no_bad_lines_but_from_ended(
-        &self,
-        marks: &LogMarks,
-        expected: &[BadLine],
-        ended: &[&Worker],
-    ) -> CaseResult {
-        if !self.ctx.stack.engine.kvcr_in_child_process() || ended.is_empty() {
-            return self.expect_no_bad_lines_since(marks, expected);
-        }
-        let logs: Vec<String> = ended
-            .iter()
-            .filter_map(|w| w.process.log_path().file_name())
-            .map(|n| n.to_string_lossy().into_owned())
-            .collect();
-        let (from_ended, found): (Vec<Found>, Vec<Found>) =
-            scan_since(&self.ctx.stack.layout.logs_dir, marks)
-                .into_iter()
-                .partition(|f| f.kind == BadLine::Traceback && logs.contains(&f.log));
-        self.ctx.check(
-            "bad-lines.json",
-            &json!({"expected": expected, "found": found,
-                    "tracebacks_of_ended_workers": {"logs": logs, "found": from_ended}}),
-            log_scan::expect_no_bad_lines(&found, expected),
-        )
-    }
-}
-
 fn log_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|entries| {

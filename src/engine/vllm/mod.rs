@@ -74,6 +74,10 @@ pub struct VllmProfile {
     pub guard_pool_blocks: Option<u32>,
     /// The Guard service's `--heartbeat-timeout-ms`; `None` = pidfd only.
     pub guard_heartbeat_timeout_ms: Option<u64>,
+    /// `--shutdown-timeout` of the KVCR workers: how long a SIGTERMed
+    /// worker drains before its EngineCore is force-killed (vLLM's default,
+    /// 0, kills it at once); `None` = vLLM's default.
+    pub shutdown_timeout_s: Option<u32>,
     pub operation_timeout_ms: u32,
     /// At least twice `operation_timeout_ms` (dev-guide).
     pub abandon_timeout_ms: u32,
@@ -108,6 +112,7 @@ impl Default for VllmProfile {
             guard_pool_gb: 4.0,
             guard_pool_blocks: None,
             guard_heartbeat_timeout_ms: None,
+            shutdown_timeout_s: None,
             operation_timeout_ms: 5000,
             abandon_timeout_ms: 10000,
             seed: 0,
@@ -418,6 +423,9 @@ impl Engine for VllmEngine {
             .arg("--enable-prefix-caching");
         if plan.role != WorkerRole::Aggregated {
             spec = spec.args(["--disaggregation-mode", plan.role.disaggregation_mode()]);
+        }
+        if let Some(seconds) = self.profile.shutdown_timeout_s {
+            spec = spec.args(["--shutdown-timeout", &seconds.to_string()]);
         }
         let spec = spec
             .arg("--kv-events-config")
@@ -829,6 +837,14 @@ mod tests {
         ));
         assert_eq!(tier["operation_timeout_ms"], 2000);
         assert_eq!(tier["abandon_timeout_ms"], 4000);
+        let worker = e.worker(&ctx, &example_slot("A", 0));
+        assert_eq!(worker.flag_value("--shutdown-timeout"), Some("10"));
+        assert_eq!(
+            cpu_engine()
+                .worker(&ctx, &example_slot("A", 0))
+                .flag_value("--shutdown-timeout"),
+            None
+        );
         assert_eq!(
             e.token_identity(),
             cpu_engine().token_identity(),
