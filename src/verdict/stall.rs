@@ -22,6 +22,24 @@ pub struct Latch {
     pub state_stalled: Option<bool>,
 }
 
+/// Before any stop: the source has not latched already (in its startup or
+/// an earlier case), or the case's stops would prove nothing.
+pub fn expect_not_latched_yet(latch: Option<&Latch>) -> Result<(), Violation> {
+    let mut c = Checks::new("the source is not latched before the case stops it");
+    if let Some(l) = latch {
+        c.check(false, || {
+            format!(
+                "{} had latched before the case: {}:{}: `{}`",
+                l.component,
+                l.log.display(),
+                l.line_no,
+                l.message
+            )
+        });
+    }
+    c.verdict()
+}
+
 /// A stop shorter than the timeout: no latch, the peer still read the blocks.
 pub fn expect_no_latch(
     latch: Option<&Latch>,
@@ -119,6 +137,17 @@ mod tests {
             .detail
             .contains("latched after a short stop"));
         assert!(expect_no_latch(None, 0, 4).is_err());
+    }
+
+    #[test]
+    fn a_source_latched_before_the_case_is_named() {
+        assert!(expect_not_latched_yet(None).is_ok());
+        let v = expect_not_latched_yet(Some(&latch(None))).unwrap_err();
+        assert!(
+            v.detail
+                .contains("worker-A had latched before the case: worker-A.log:3"),
+            "{v}"
+        );
     }
 
     #[test]
