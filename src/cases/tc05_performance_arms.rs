@@ -176,7 +176,11 @@ fn sweep(ctx: &CaseCtx) -> CaseResult {
         SweepMode::Closed => {
             for &level in &settings.perf_concurrency_levels {
                 // Each request a fresh prompt, the router picks the worker.
-                let count = closed_loop_requests(settings.perf_sweep_requests, level);
+                let count = closed_loop_requests(
+                    settings.perf_sweep_requests,
+                    settings.perf_sweep_waves,
+                    level,
+                );
                 let prompts = fresh_prompts(ctx, count)?;
                 let (summary, records) = ctx.perf().run_concurrent(level, &prompts)?;
                 results.push(summary);
@@ -198,10 +202,10 @@ fn sweep(ctx: &CaseCtx) -> CaseResult {
     ctx.perf().report_sweep(results, requests)
 }
 
-/// Requests of a closed-loop level: the setting, but at least two waves
-/// of the level's concurrency.
-fn closed_loop_requests(setting: u32, level: u32) -> usize {
-    setting.max(level.saturating_mul(2)) as usize
+/// Requests of a closed-loop level: the setting, but at least `waves`
+/// waves of the level's concurrency.
+fn closed_loop_requests(setting: u32, waves: u32, level: u32) -> usize {
+    setting.max(level.saturating_mul(waves)) as usize
 }
 
 fn fresh_prompts(ctx: &CaseCtx, count: usize) -> Result<Vec<Prompt>, CaseError> {
@@ -217,10 +221,11 @@ mod tests {
     use super::closed_loop_requests;
 
     #[test]
-    fn a_closed_loop_level_runs_at_least_two_waves() {
-        assert_eq!(closed_loop_requests(24, 1), 24);
-        assert_eq!(closed_loop_requests(24, 8), 24);
-        assert_eq!(closed_loop_requests(24, 16), 32);
-        assert_eq!(closed_loop_requests(1, 4), 8);
+    fn a_closed_loop_level_runs_at_least_its_waves() {
+        assert_eq!(closed_loop_requests(24, 6, 1), 24);
+        assert_eq!(closed_loop_requests(24, 6, 4), 24);
+        assert_eq!(closed_loop_requests(24, 6, 8), 48);
+        assert_eq!(closed_loop_requests(24, 2, 8), 24);
+        assert_eq!(closed_loop_requests(1, 2, 4), 8);
     }
 }

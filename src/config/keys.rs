@@ -175,7 +175,15 @@ pub const KEYS: &[KeySpec] = &[
         "PHASE1_PERF_SWEEP_REQUESTS",
         Kind::Uint { min: 1 },
         true,
-        "requests per TC-05 sweep level (a closed-loop level sends at least 2 × its concurrency)",
+        "requests per TC-05 sweep level (a closed-loop level sends at least perf_sweep_waves × its concurrency)",
+    ),
+    k(
+        "perf_sweep_waves",
+        Some("--perf-sweep-waves"),
+        "PHASE1_PERF_SWEEP_WAVES",
+        Kind::Uint { min: 1 },
+        true,
+        "closed-loop sweep: the fewest waves per level (requests >= waves × concurrency)",
     ),
     k(
         "perf_sweep_mode",

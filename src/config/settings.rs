@@ -50,8 +50,10 @@ pub struct Settings {
     pub perf_concurrency_levels: Vec<u32>,
     /// Fresh prompts per TC-05 arm.
     pub perf_repeats: u32,
-    /// Requests per TC-05 sweep level (closed loop: at least 2 × the level).
+    /// Requests per TC-05 sweep level (closed loop: at least `perf_sweep_waves` × the level).
     pub perf_sweep_requests: u32,
+    /// Closed-loop sweep: the fewest waves per level (requests ≥ waves × level).
+    pub perf_sweep_waves: u32,
     /// The sweep's load model: closed loop per concurrency, open loop per rate.
     pub perf_sweep_mode: SweepMode,
     /// Open-loop sweep: arrival rates, requests per second.
@@ -178,6 +180,7 @@ impl Settings {
             perf_concurrency_levels: Vec::new(),
             perf_repeats: 0,
             perf_sweep_requests: 0,
+            perf_sweep_waves: 0,
             perf_sweep_mode: SweepMode::Closed,
             perf_sweep_rates: Vec::new(),
             perf_arrival_seed: 0,
@@ -265,6 +268,7 @@ impl Settings {
             "perf_concurrency_levels" => self.perf_concurrency_levels = v.uint_list()?,
             "perf_repeats" => self.perf_repeats = v.uint()?,
             "perf_sweep_requests" => self.perf_sweep_requests = v.uint()?,
+            "perf_sweep_waves" => self.perf_sweep_waves = v.uint()?,
             "perf_sweep_mode" => self.perf_sweep_mode = v.word(SweepMode::from_word)?,
             "perf_sweep_rates" => self.perf_sweep_rates = v.uint_list()?,
             "perf_arrival_seed" => self.perf_arrival_seed = v.uint()?,
