@@ -68,6 +68,9 @@ pub struct Lane {
     /// root), placed after `flags`; `Err` ends the program with the reason.
     pub flags_at_start: Option<FlagsAtStart>,
     pub trials: Trials,
+    /// Every trial is marked ignored (`#[ignore]`): a plain `cargo test`
+    /// skips the lane, `cargo test --test <target> -- --ignored` runs it.
+    pub ignored: bool,
 }
 
 /// Every lane. A stack is chosen with flags, not a profile (except the
@@ -83,6 +86,7 @@ pub const LANES: &[Lane] = &[
         profile: None,
         flags: &[],
         flags_at_start: None,
+        ignored: false,
         trials: Trials::Cases(cases::PHASE1),
     },
     // KV blocks of attention pages plus SSM state parts (2 + 3 = 5 pages):
@@ -95,6 +99,7 @@ pub const LANES: &[Lane] = &[
         profile: None,
         flags: &[],
         flags_at_start: None,
+        ignored: false,
         trials: Trials::Cases(cases::PHASE1),
     },
     // Prefill workers A, B and decode worker C behind the real prefill
@@ -107,6 +112,7 @@ pub const LANES: &[Lane] = &[
         profile: None,
         flags: &[],
         flags_at_start: None,
+        ignored: false,
         trials: Trials::Cases(cases::PHASE1),
     },
     // Worker B and its own Guard on a namespace node the run makes (own
@@ -121,6 +127,7 @@ pub const LANES: &[Lane] = &[
         profile: None,
         flags: &[],
         flags_at_start: None,
+        ignored: false,
         trials: Trials::Cases(cases::PHASE1),
     },
     // Real `dynamo.vllm` workers (vLLM's CPU build) with vLLM's own KVCR
@@ -133,6 +140,7 @@ pub const LANES: &[Lane] = &[
         profile: Some("vllm-cpu"),
         flags: &[],
         flags_at_start: None,
+        ignored: false,
         trials: Trials::Cases(cases::PHASE1),
     },
     // The KVCR under test is a source tree: kvcr 0.1.1's sdist, unpacked
@@ -150,6 +158,7 @@ pub const LANES: &[Lane] = &[
         profile: None,
         flags: &["--cases", "TC-01"],
         flags_at_start: Some(kvcr_sdist_flags),
+        ignored: false,
         trials: Trials::Cases(cases::PHASE1),
     },
     // Every row takes fresh prompt families from the one stack's set: two
@@ -163,6 +172,7 @@ pub const LANES: &[Lane] = &[
         profile: None,
         flags: &["--perf-repeats", "2", "--prompt-families", "320"],
         flags_at_start: None,
+        ignored: false,
         trials: Trials::Rows(fault_matrix::agg::ROWS),
     },
     Lane {
@@ -173,6 +183,7 @@ pub const LANES: &[Lane] = &[
         profile: None,
         flags: &[],
         flags_at_start: None,
+        ignored: false,
         trials: Trials::Rows(fault_matrix::p2d::ROWS),
     },
     // A request into a node that is cut off the network ends at the
@@ -185,6 +196,7 @@ pub const LANES: &[Lane] = &[
         profile: None,
         flags: &["--request-timeout-s", "20"],
         flags_at_start: None,
+        ignored: false,
         trials: Trials::Rows(fault_matrix::two_node::ROWS),
     },
     // Production conditions (TC-07..TC-11): Guard pools of 12 blocks that
@@ -198,6 +210,7 @@ pub const LANES: &[Lane] = &[
         profile: Some("phase2"),
         flags: &[],
         flags_at_start: None,
+        ignored: false,
         trials: Trials::Cases(cases::PHASE2),
     },
     // KVCR's disk tier (TC-12): a G3 file of 64 blocks per worker beside a
@@ -211,6 +224,7 @@ pub const LANES: &[Lane] = &[
         profile: Some("phase2-g3"),
         flags: &[],
         flags_at_start: None,
+        ignored: false,
         trials: Trials::Cases(cases::PHASE2_G3),
     },
     // The production cases' fault rows, on the phase2 stack.
@@ -222,7 +236,24 @@ pub const LANES: &[Lane] = &[
         profile: Some("phase2"),
         flags: &[],
         flags_at_start: None,
+        ignored: false,
         trials: Trials::Rows(fault_matrix::phase2::ROWS),
+    },
+    // The production cases that need no CPU-engine report or switch
+    // (TC-09, TC-10, TC-11) on real vLLM: heartbeat promotion and a 2 s
+    // KVCR operation timeout set through vLLM's KVCR tier and Guard
+    // (fixtures/profiles/vllm-phase2.toml). Ignored unless asked for
+    // (`-- --ignored`): three vLLM worker restarts take minutes.
+    Lane {
+        target: "phase2_vllm",
+        engine: Kind::Vllm,
+        topology: Topology::Agg,
+        geometry: GeometryKind::Dense,
+        profile: Some("vllm-phase2"),
+        flags: &[],
+        flags_at_start: None,
+        ignored: true,
+        trials: Trials::Cases(cases::PHASE2_VLLM),
     },
     // The rows whose fault needs no engine switch, on real vLLM.
     Lane {
@@ -233,6 +264,7 @@ pub const LANES: &[Lane] = &[
         profile: Some("vllm-cpu"),
         flags: &[],
         flags_at_start: None,
+        ignored: false,
         trials: Trials::RowsNamed(fault_matrix::agg::ROWS, &fault_matrix::agg::ENGINE_NEUTRAL),
     },
 ];
@@ -281,7 +313,7 @@ impl Lane {
                 }
             }
         }
-        Suite::main(self.target, self.trials.trials(), &flags)
+        Suite::main_marked(self.target, self.trials.trials(), &flags, self.ignored)
     }
 }
 
@@ -345,6 +377,29 @@ mod tests {
         assert_eq!(flags("phase2"), ["--profile", "phase2"]);
         assert_eq!(flags("phase2_g3"), ["--profile", "phase2-g3"]);
         assert_eq!(flags("fault_matrix_phase2"), ["--profile", "phase2"]);
+        assert_eq!(flags("phase2_vllm"), ["--profile", "vllm-phase2"]);
+    }
+
+    /// Only the vLLM production lane waits for `--ignored`; every case it
+    /// runs applies to vLLM.
+    #[test]
+    fn only_the_vllm_production_lane_is_ignored_by_default() {
+        let ignored: Vec<&str> = LANES
+            .iter()
+            .filter(|l| l.ignored)
+            .map(|l| l.target)
+            .collect();
+        assert_eq!(ignored, ["phase2_vllm"]);
+        let Trials::Cases(cases) = Lane::of("phase2_vllm").unwrap().trials else {
+            panic!("phase2_vllm runs cases");
+        };
+        for case in cases {
+            assert!(
+                Kind::Vllm.applies(case.id, Topology::Agg).applies(),
+                "{} does not apply to vLLM",
+                case.id
+            );
+        }
     }
 
     /// A lane's flags resolve (with no `PHASE1_*` environment) to the

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::prompts::Family;
 use crate::stack::Worker;
 use crate::suite::LogMark;
-use crate::suite::{CaseCtx, CaseError};
+use crate::suite::{CaseCtx, CaseError, CaseResult};
 use crate::suite::{GuardAttempt, GuardFollower};
 use crate::telemetry::engine_kvcr_log;
 use crate::telemetry::names::engine_kvcr_log::TIER_LOCAL_G2;
@@ -183,7 +183,9 @@ impl PoolAtKill {
 /// The Guard serves the dead worker `dead`'s pool to `peer` (the ledger
 /// classifies what it served), then the replacement reclaims it (the
 /// ledger classifies every committed block). `after` names the fault in
-/// the message when no attempt was Guard-served.
+/// the message when no attempt was Guard-served. With no ledger (`None`:
+/// an engine that reports no per-block events, [`LedgerWatch::where_kept`])
+/// the takeover and the replacement are still required.
 #[allow(clippy::too_many_arguments)]
 pub fn takeover_and_reclaim(
     ctx: &CaseCtx,
@@ -192,10 +194,37 @@ pub fn takeover_and_reclaim(
     families: &[Family],
     events: &mut GuardFollower,
     since: Instant,
-    mut at_kill: PoolAtKill,
+    mut at_kill: Option<PoolAtKill>,
     guard_recovered_blocks: Option<u64>,
     after: &str,
-) -> Result<Ledger, CaseError> {
+) -> Result<Option<Ledger>, CaseError> {
+    takeover_served(
+        ctx,
+        dead,
+        peer,
+        families,
+        events,
+        since,
+        &mut at_kill,
+        after,
+    )?;
+    reclaim(ctx, dead, at_kill, guard_recovered_blocks)
+}
+
+/// The first half of [`takeover_and_reclaim`]: some attempt pinned to
+/// `peer` is served from `dead`'s endpoint, and (with a ledger) every block
+/// the Guard served was committed.
+#[allow(clippy::too_many_arguments)]
+pub fn takeover_served(
+    ctx: &CaseCtx,
+    dead: &str,
+    peer: &Worker,
+    families: &[Family],
+    events: &mut GuardFollower,
+    since: Instant,
+    at_kill: &mut Option<PoolAtKill>,
+    after: &str,
+) -> CaseResult {
     let (attempts, served) = takeover(ctx, peer, families, events, since)?;
     ctx.measure("takeover_attempts", attempts.len());
     if served.is_none() {
@@ -207,9 +236,27 @@ pub fn takeover_and_reclaim(
         ))
         .with_evidence(ctx.pressure().case_dir().join("takeover.json")));
     }
-    at_kill.after_takeover(ctx, peer)?;
+    match at_kill {
+        Some(at_kill) => at_kill.after_takeover(ctx, peer),
+        None => Ok(()),
+    }
+}
+
+/// The second half of [`takeover_and_reclaim`]: the replacement of `dead`
+/// reclaims the pool, and (with a ledger) nothing is lost.
+pub fn reclaim(
+    ctx: &CaseCtx,
+    dead: &str,
+    at_kill: Option<PoolAtKill>,
+    guard_recovered_blocks: Option<u64>,
+) -> Result<Option<Ledger>, CaseError> {
     let replacement = ctx.stack.replace_worker(dead)?;
-    at_kill.after_reclaim(ctx, guard_recovered_blocks, &replacement)
+    match at_kill {
+        Some(at_kill) => at_kill
+            .after_reclaim(ctx, guard_recovered_blocks, &replacement)
+            .map(Some),
+        None => Ok(None),
+    }
 }
 
 /// The blocks `replacement`'s KVCR evicted since its start without having
@@ -228,6 +275,17 @@ pub fn evicted_after_reclaim(
 pub fn stored_by(ctx: &CaseCtx, replacement: &Worker) -> Result<BTreeSet<u64>, CaseError> {
     let lines = ctx.pressure().kvcr_lines_since(replacement, LogMark(0))?;
     Ok(engine_kvcr_log::stored(&lines, TIER_LOCAL_G2))
+}
+
+/// How long a SIGTERMed worker may take to exit before SIGKILL: 15 s, or
+/// 45 s where KVCR runs in a child process (vLLM's EngineCore shuts down
+/// after the worker's own process, on a loaded 2-core machine).
+pub fn stop_grace(ctx: &CaseCtx) -> Duration {
+    if ctx.stack.engine.kvcr_in_child_process() {
+        Duration::from_secs(45)
+    } else {
+        Duration::from_secs(15)
+    }
 }
 
 /// Milliseconds of a duration, for measurements.

@@ -144,7 +144,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         &families[1..],
         &mut events,
         kill.sent_at,
-        at_kill,
+        Some(at_kill),
         promotion.as_ref().map(|p| p.recovered_blocks),
         "takeover through the Guard after the Guard service restarted",
     )?;

@@ -14,6 +14,13 @@
 //! recovered the whole pool. KVCR 0.1.1's order of the promotion's stages
 //! is recorded as a finding (docs/kvcr-findings.md 8): the Guard logs
 //! `serving` with no `death_observed` before it (`promotion-stages.json`).
+//!
+//! On vLLM the KVCR tier, and so the Guard lease, lives in the EngineCore
+//! child of the worker's process: the stop is of the whole process group,
+//! the fence is that child SIGKILLed while the group is stopped
+//! (`fence.json`), and the worker's own process stays stopped through the
+//! takeover (a dead worker's would not leave Dynamo's discovery either),
+//! then is killed before A' starts. The ledger is recorded as not checked.
 
 use std::time::Duration;
 
@@ -24,7 +31,7 @@ use crate::verdict::log_scan::BadLine;
 use crate::verdict::restart::{expect_heartbeat_promotion, heartbeat_serving_order};
 use serde_json::json;
 
-use super::production_common::{ms, takeover_and_reclaim, LedgerWatch};
+use super::production_common::{ms, reclaim, takeover_served, LedgerWatch};
 
 pub const CASE: Case = Case {
     id: "TC-10",
@@ -40,21 +47,17 @@ const COMMITTED: usize = 3;
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let marks = ctx.pressure().log_marks();
-    let timeout_ms = ctx
-        .settings
-        .cpu_engine
-        .guard_heartbeat_timeout_ms
-        .ok_or_else(|| {
-            CaseError::new(
-                "TC-10 needs the Guard's heartbeat timeout (cpu_engine.guard_heartbeat_timeout_ms)",
-            )
-        })?;
+    let timeout_ms = ctx.stack.engine.guard_heartbeat_timeout_ms().ok_or_else(|| {
+        CaseError::new(
+            "TC-10 needs the Guard's heartbeat timeout (cpu_engine.guard_heartbeat_timeout_ms; on vLLM the engine profile's guard_heartbeat_timeout_ms)",
+        )
+    })?;
     let timeout = Duration::from_millis(timeout_ms);
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
     ctx.guard().expect_attached(&[&a, &b])?;
     let guard = ctx.guard().of(&a)?;
     let families = ctx.families(COMMITTED)?;
-    let watch = LedgerWatch::start(ctx, &a);
+    let watch = LedgerWatch::where_kept(ctx, &a);
     for family in &families {
         ctx.commit(&a, family.variant(0))?;
     }
@@ -75,7 +78,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         .count();
 
     // For good: fenced, killed, promoted.
-    let at_stop = watch.at_kill(ctx, &a, &b)?;
+    let at_stop = watch.map(|w| w.at_kill(ctx, &a, &b)).transpose()?;
     let mut events = guard.follow()?;
     let stopped = ctx.pressure().stop_worker_process(&a)?;
     let t0 = stopped.at;
@@ -84,8 +87,30 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let heartbeat_line = events.events().iter().any(|e| {
         matches!(&e.event, GuardEvent::PromotedAfterHeartbeatTimeout { guard } if *guard == a.slot.guard_index)
     });
-    let gone = a.process.wait_exit(Duration::from_secs(5)).is_some();
-    drop(stopped);
+    // The fence: the Guard SIGKILLs the lease holder. Where KVCR runs in a
+    // child of the worker (vLLM's EngineCore) that child dies while the
+    // worker's own process stays stopped.
+    let in_child = ctx.stack.engine.kvcr_in_child_process();
+    let gone = if in_child {
+        let killed = stopped.await_killed(Duration::from_secs(5));
+        ctx.record(
+            "fence.json",
+            &json!({"stopped_pids": stopped.pids, "killed_while_stopped": killed}),
+        );
+        !killed.is_empty()
+    } else {
+        a.process.wait_exit(Duration::from_secs(5)).is_some()
+    };
+    // The worker's own process (vLLM) stays stopped through the takeover,
+    // as a dead worker's does: continued, it would see its EngineCore gone
+    // and leave Dynamo's discovery, and the router would stop hinting A's
+    // blocks before the Guard could serve them.
+    let still_stopped = if in_child {
+        Some(stopped)
+    } else {
+        drop(stopped);
+        None
+    };
     // Finding 8: the order of the promotion's stages, read once A is gone.
     events.poll()?;
     let stages: Vec<String> = events
@@ -132,16 +157,32 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     )?;
 
     // The Guard serves A's pool to B; A' reclaims it, nothing lost.
-    takeover_and_reclaim(
+    let mut at_stop = at_stop;
+    takeover_served(
         ctx,
         "A",
         &b,
         &families,
         &mut events,
         t0,
+        &mut at_stop,
+        "takeover through the Guard after the heartbeat promotion",
+    )?;
+    if let Some(stopped) = still_stopped {
+        // What is left of A (its own process, its engine fenced) ends as a
+        // crash ends it, before A' takes its ports.
+        let ended = a.process.kill_group();
+        ctx.record(
+            "fenced-worker-ended.json",
+            &json!({"kill": ended.map_err(|e| e.to_string()), "stop": a.process.stop(Duration::from_secs(1))}),
+        );
+        drop(stopped);
+    }
+    reclaim(
+        ctx,
+        "A",
         at_stop,
         promotion.as_ref().map(|p| p.recovered_blocks),
-        "takeover through the Guard after the heartbeat promotion",
     )?;
     ctx.pressure()
         .expect_no_bad_lines_since(&marks, &[BadLine::StartWriteRefused])

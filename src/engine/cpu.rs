@@ -392,6 +392,18 @@ impl Engine for CpuEngine {
         Ok(())
     }
 
+    fn guard_heartbeat_timeout_ms(&self) -> Option<u64> {
+        self.profile.guard_heartbeat_timeout_ms
+    }
+
+    fn kvcr_operation_timeout_ms(&self) -> Option<u64> {
+        self.profile.operation_timeout_ms
+    }
+
+    fn relays_kvcr_events(&self) -> bool {
+        true
+    }
+
     /// `RemoteFWDramOptions` keeps KVCR's `opportunistic_query=False`
     /// (`fixtures/cpu-engine/cpu_engine/kvcr_binding.py`).
     fn kvcr_exact_hint_membership(&self) -> bool {

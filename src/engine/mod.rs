@@ -371,6 +371,36 @@ pub trait Engine: Send + Sync {
         ))
     }
 
+    /// The Guard service's `--heartbeat-timeout-ms`, when the stack sets it
+    /// (TC-10's promotion deadline; TC-11 must stop a source for less).
+    fn guard_heartbeat_timeout_ms(&self) -> Option<u64> {
+        None
+    }
+
+    /// KVCR's `operation_timeout_ms` in the workers, when the stack sets it
+    /// (the source-stall latch's threshold, TC-11).
+    fn kvcr_operation_timeout_ms(&self) -> Option<u64> {
+        None
+    }
+
+    /// Whether KVCR runs in a child process of the worker's process (vLLM's
+    /// EngineCore): a stop of the worker must stop its whole process group,
+    /// and a Guard's heartbeat fence SIGKILLs that child, not the worker's
+    /// own pid.
+    fn kvcr_in_child_process(&self) -> bool {
+        false
+    }
+
+    /// Whether the workers relay KVCR's resilience events and its close to
+    /// their log as the engine's own lines (`KVCR resilience event
+    /// kind=source_stalled`, `KVCR closed: Guard group N handed back`) and
+    /// answer `GET /state` (the CPU engine). Elsewhere the stall latch is
+    /// read from KVCR's own log line and a handback from the Guard's
+    /// `snapshot_written`.
+    fn relays_kvcr_events(&self) -> bool {
+        false
+    }
+
     /// Whether the engine counts the KVCR pages it read per kind
     /// (`Counter::KvcrReadPages`); the CPU engine does, vLLM and SGLang do not.
     fn counts_pages_per_kind(&self) -> bool {

@@ -367,6 +367,24 @@ impl Supervised {
         })
     }
 
+    /// Sends `signal` (a stop or a continue) to every process of the group:
+    /// an engine whose KV cache runs in a child process (vLLM's EngineCore)
+    /// is stopped whole.
+    pub fn signal_whole_group(&self, signal: Signal) -> Result<(), ProcError> {
+        if self.is_remote() {
+            return Err(self.unreachable());
+        }
+        if self.exit_status().is_some() {
+            return Ok(());
+        }
+        self.note_ending(signal);
+        signal::killpg(Pid::from_raw(self.pid as i32), signal).map_err(|source| ProcError::Signal {
+            name: self.name.clone(),
+            pid: self.pid,
+            source,
+        })
+    }
+
     /// SIGKILLs every process of the group at once: an engine crash. (An
     /// engine such as vLLM runs its KV cache and KVCR tier in a child
     /// process; killing only the parent would leave the Guard lease held.)

@@ -70,6 +70,18 @@ impl Suite {
     /// `["--geometry", "hybrid"]` for the hybrid-geometry lane.
     /// [`crate::lanes`] calls it with each lane's row of the lane table.
     pub fn main(target: &'static str, trials: Vec<Trial>, defaults: &[String]) -> ExitCode {
+        Self::main_marked(target, trials, defaults, false)
+    }
+
+    /// [`Suite::main`] with every trial marked ignored when `ignored` (as
+    /// `#[ignore]`): the target then runs them only under `-- --ignored`
+    /// (or `--include-ignored`), and a plain `cargo test` starts no stack.
+    pub fn main_marked(
+        target: &'static str,
+        trials: Vec<Trial>,
+        defaults: &[String],
+        ignored: bool,
+    ) -> ExitCode {
         let (suite, libtest_argv) = match Self::from_argv(target, std::env::args(), defaults) {
             Ok(ready) => ready,
             Err(exit) => return exit,
@@ -86,8 +98,9 @@ impl Suite {
             .into_iter()
             .filter(|trial| filters.selects(&trial.trial_name(), args.exact))
             .map(|trial| {
-                let runnable = suite.trial(trial);
-                if !args.is_filtered_out(&runnable) {
+                let runnable = suite.trial(trial).with_ignored_flag(ignored);
+                let asked = !ignored || args.ignored || args.include_ignored;
+                if asked && !args.is_filtered_out(&runnable) {
                     planned.push(trial);
                 }
                 runnable

@@ -202,6 +202,12 @@ impl<'c> Observe<'c> {
         readings::computed_reading(delta, self.prefill_accounting())
     }
 
+    /// The prompt blocks computed in `delta`'s window: the engine's count,
+    /// or (vLLM) derived from its prefix-cache counters; absent fails.
+    pub fn computed_blocks(&self, delta: &Delta) -> Result<u64, NotReported> {
+        readings::computed_blocks(delta, self.prefill_accounting())
+    }
+
     /// One request's host-tier loads on `delta`'s worker.
     pub fn host_tier_hit(
         &self,

@@ -266,8 +266,13 @@ impl Pressure<'_> {
         Ok(engine_kvcr_log::delivered_from(&lines, source))
     }
 
-    /// The source-stall latch `worker` reported since `mark`, if any.
+    /// The source-stall latch `worker` reported since `mark`, if any: the
+    /// engine's relayed event and its `/state`, or, on an engine that relays
+    /// none (vLLM), KVCR's own `KVCR source progress stalled` line.
     pub fn latch_since(&self, worker: &Worker, mark: LogMark) -> Result<Option<Latch>, CaseError> {
+        if !self.ctx.stack.engine.relays_kvcr_events() {
+            return self.kvcr_latch_line_since(worker, mark);
+        }
         let lines = self.kvcr_lines_since(worker, mark)?;
         let Some(line) = lines.into_iter().find(|l| {
             matches!(&l.event, EngineKvcrLine::Resilience { kind, .. }
@@ -290,7 +295,38 @@ impl Pressure<'_> {
                 .collect::<Vec<_>>()
                 .join(" "),
             message: message.clone(),
-            state_stalled: state["kvcr_source_stalled"].as_bool().unwrap_or(false),
+            state_stalled: Some(state["kvcr_source_stalled"].as_bool().unwrap_or(false)),
+        }))
+    }
+
+    /// KVCR's own latch line in `worker`'s log since `mark`. It carries no
+    /// timestamp (KVCR's logger has no handler in vLLM: Python's last-resort
+    /// handler prints it), so `at` is when the harness read it.
+    fn kvcr_latch_line_since(
+        &self,
+        worker: &Worker,
+        mark: LogMark,
+    ) -> Result<Option<Latch>, CaseError> {
+        let log = worker.process.log_path();
+        let bytes = std::fs::read(log).map_err(|e| {
+            CaseError::new(format!("cannot read {}: {e}", log.display())).with_evidence(log)
+        })?;
+        let start = usize::try_from(mark.0)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        let first_line = bytes[..start].iter().filter(|b| **b == b'\n').count() + 1;
+        let Some((line_no, message)) =
+            kvcr_latch_line(&String::from_utf8_lossy(&bytes[start..]), first_line)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Latch {
+            component: worker.process.name().to_string(),
+            log: log.to_path_buf(),
+            line_no,
+            at: format!("read at {}", crate::evidence::UtcTime::now().rfc3339()),
+            message,
+            state_stalled: None,
         }))
     }
 
@@ -319,5 +355,35 @@ impl Pressure<'_> {
             }
         })
         .map_err(CaseError::from)
+    }
+}
+
+/// The first `KVCR source progress stalled` line of `text` (a log window
+/// whose first line is `first_line`): its line number and text.
+fn kvcr_latch_line(text: &str, first_line: usize) -> Option<(usize, String)> {
+    text.lines()
+        .enumerate()
+        .find(|(_, l)| l.contains(crate::telemetry::names::kvcr_bad_lines::SOURCE_STALLED))
+        .map(|(i, l)| (first_line + i, l.trim().to_string()))
+}
+
+#[cfg(test)]
+mod latch_line_tests {
+    use super::kvcr_latch_line;
+
+    /// As vLLM's worker log shows it (Python's last-resort handler: no
+    /// timestamp, no logger name), among the engine's own lines.
+    #[test]
+    fn finds_kvcr_s_own_latch_line_and_its_number() {
+        let text = "(EngineCore pid=7) INFO 12-02 01:30:47 [spec.py:377] Created secondary tier #0 (kvcr)\n\
+                    KVCR source progress stalled for 3012.4 ms (timeout: 2000 ms); new source writes disabled until restart\n";
+        assert_eq!(
+            kvcr_latch_line(text, 40),
+            Some((
+                41,
+                "KVCR source progress stalled for 3012.4 ms (timeout: 2000 ms); new source writes disabled until restart".into()
+            ))
+        );
+        assert_eq!(kvcr_latch_line("KVCR closed\nsource writes on\n", 1), None);
     }
 }

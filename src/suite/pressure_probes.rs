@@ -118,10 +118,23 @@ impl Pressure<'_> {
         pools: &[(String, u64)],
         port: Option<u16>,
     ) -> Result<ClaimProbe, CaseError> {
+        let socket = self.ctx.stack.ctx.guard_socket.clone();
+        self.claim_probe_at(&socket, guard_index, pools, port)
+    }
+
+    /// [`Pressure::claim_probe_with`] on the Guard service at `socket` (a
+    /// worker's own service where each worker has one: vLLM).
+    pub fn claim_probe_at(
+        &self,
+        socket: &Path,
+        guard_index: u32,
+        pools: &[(String, u64)],
+        port: Option<u16>,
+    ) -> Result<ClaimProbe, CaseError> {
         let ctx = &self.ctx.stack.ctx;
         let mut cmd = std::process::Command::new(&ctx.python);
         cmd.args(["-m", "cpu_engine.claim_probe", "--socket"])
-            .arg(&ctx.guard_socket)
+            .arg(socket)
             .args(["--guard-index", &guard_index.to_string()])
             .args(["--digest", &ctx.compatibility_digest]);
         for (name, bytes) in pools {
@@ -157,38 +170,89 @@ pub struct StoppedWorker<'a> {
     worker: &'a Worker,
     /// When the stop was verified.
     pub at: std::time::Instant,
+    /// The processes stopped: the worker's own pid, or, where KVCR runs in
+    /// a child of it (vLLM), every process of its group.
+    pub pids: Vec<u32>,
+    group: bool,
+}
+
+impl StoppedWorker<'_> {
+    /// The stopped processes that died since the stop. A stopped process
+    /// dies only of SIGKILL: on an engine whose KVCR runs in a child process,
+    /// the Guard's heartbeat fence kills that child while the worker's own
+    /// process stays stopped.
+    pub fn killed_since(&self) -> Vec<u32> {
+        self.pids
+            .iter()
+            .copied()
+            .filter(|pid| !crate::proc::procfs::is_alive(*pid))
+            .collect()
+    }
+
+    /// Waits up to `budget` for a stopped process to be killed.
+    pub fn await_killed(&self, budget: Duration) -> Vec<u32> {
+        let deadline = std::time::Instant::now() + budget;
+        loop {
+            let killed = self.killed_since();
+            if !killed.is_empty() || std::time::Instant::now() >= deadline {
+                return killed;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Pressure<'_> {
-    /// SIGSTOPs `worker`'s engine process and verifies its state is `T`.
+    /// SIGSTOPs `worker`'s engine process (its whole process group where
+    /// KVCR runs in a child process: [`crate::engine::Engine::kvcr_in_child_process`])
+    /// and verifies its state is `T`.
     pub fn stop_worker_process<'w>(
         &self,
         worker: &'w Worker,
     ) -> Result<StoppedWorker<'w>, CaseError> {
         let pid = worker.process.pid();
-        worker
-            .process
-            .signal(nix::sys::signal::Signal::SIGSTOP)
-            .map_err(|e| {
-                CaseError::new(format!(
-                    "fault not applied: SIGSTOP of worker {}: {e}",
-                    worker.name()
-                ))
-            })?;
+        let group = self.ctx.stack.engine.kvcr_in_child_process();
+        let pids = if group {
+            crate::proc::procfs::group_members(pid)
+        } else {
+            vec![pid]
+        };
+        let signal = nix::sys::signal::Signal::SIGSTOP;
+        let sent = if group {
+            worker.process.signal_whole_group(signal)
+        } else {
+            worker.process.signal(signal)
+        };
+        sent.map_err(|e| {
+            CaseError::new(format!(
+                "fault not applied: SIGSTOP of worker {}: {e}",
+                worker.name()
+            ))
+        })?;
         let stopped = StoppedWorker {
             worker,
             at: std::time::Instant::now(),
+            pids,
+            group,
         };
+        let watched = stopped.pids.clone();
         wait::until(
             format!(
-                "worker {}'s pid {pid} to be stopped (state T)",
+                "worker {}'s pids {watched:?} to be stopped (state T)",
                 worker.name()
             ),
             Duration::from_secs(2),
             Duration::from_millis(5),
-            || match crate::proc::procfs::state(pid) {
-                Some('T') => Poll::Ready(()),
-                other => Poll::Pending(format!("state {other:?}")),
+            || {
+                let states: Vec<Option<char>> = watched
+                    .iter()
+                    .map(|p| crate::proc::procfs::state(*p))
+                    .collect();
+                if states.iter().all(|s| *s == Some('T')) {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending(format!("states {states:?}"))
+                }
             },
         )
         .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
@@ -199,11 +263,13 @@ impl Pressure<'_> {
 impl Drop for StoppedWorker<'_> {
     fn drop(&mut self) {
         if self.worker.process.is_running() {
-            if let Err(e) = self
-                .worker
-                .process
-                .signal(nix::sys::signal::Signal::SIGCONT)
-            {
+            let signal = nix::sys::signal::Signal::SIGCONT;
+            let sent = if self.group {
+                self.worker.process.signal_whole_group(signal)
+            } else {
+                self.worker.process.signal(signal)
+            };
+            if let Err(e) = sent {
                 tracing::warn!("could not continue worker {}: {e}", self.worker.name());
             }
         }

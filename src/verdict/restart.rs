@@ -11,8 +11,10 @@ pub struct CleanStop {
     /// The exit status, as the harness saw it (`exit status: 0`).
     pub exit: Option<String>,
     pub needed_sigkill: bool,
-    /// The engine logged `KVCR closed: Guard group N handed back`.
-    pub handed_back: bool,
+    /// The engine logged `KVCR closed: Guard group N handed back`; `None`
+    /// on an engine that does not relay KVCR's close (vLLM: the Guard's
+    /// `snapshot_written` is then the only record of the handback).
+    pub handed_back: Option<bool>,
     /// Promotions the Guard logged for the worker's group in the window.
     pub promotions: usize,
     /// The Guard logged `snapshot_written` (the handback region) in the window.
@@ -29,7 +31,7 @@ pub fn expect_clean_stop(stop: &CleanStop) -> Result<(), Violation> {
     .check(!stop.needed_sigkill, || {
         "the worker needed SIGKILL after SIGTERM".to_string()
     })
-    .check(stop.handed_back, || {
+    .check(stop.handed_back != Some(false), || {
         "the worker logged no `KVCR closed: Guard group N handed back`".to_string()
     })
     .check(stop.promotions == 0, || {
@@ -152,7 +154,7 @@ mod tests {
         CleanStop {
             exit: Some("exit status: 0".into()),
             needed_sigkill: false,
-            handed_back: true,
+            handed_back: Some(true),
             promotions: 0,
             snapshot_written: true,
         }
@@ -162,7 +164,7 @@ mod tests {
     fn a_clean_stop_passes_and_a_death_does_not() {
         assert!(expect_clean_stop(&clean()).is_ok());
         let died = CleanStop {
-            handed_back: false,
+            handed_back: Some(false),
             promotions: 1,
             snapshot_written: false,
             ..clean()
@@ -170,6 +172,20 @@ mod tests {
         let v = expect_clean_stop(&died).unwrap_err();
         assert!(v.detail.contains("promoted 1 times"), "{v}");
         assert!(v.detail.contains("no `KVCR closed"));
+        // An engine that does not relay KVCR's close (vLLM): the Guard's
+        // side decides, and a death still fails, without the engine line.
+        let unrelayed = CleanStop {
+            handed_back: None,
+            ..clean()
+        };
+        assert!(expect_clean_stop(&unrelayed).is_ok());
+        let v = expect_clean_stop(&CleanStop {
+            handed_back: None,
+            ..died
+        })
+        .unwrap_err();
+        assert!(v.detail.contains("promoted 1 times") && v.detail.contains("snapshot_written"));
+        assert!(!v.detail.contains("no `KVCR closed"), "{v}");
         let killed = CleanStop {
             exit: Some("signal: 9 (SIGKILL)".into()),
             needed_sigkill: true,

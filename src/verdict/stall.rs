@@ -16,8 +16,28 @@ pub struct Latch {
     /// The log line's own timestamp (its first two words).
     pub at: String,
     pub message: String,
-    /// What the engine's `/state` says (`kvcr_source_stalled`).
-    pub state_stalled: bool,
+    /// What the engine's `/state` says (`kvcr_source_stalled`); `None` on an
+    /// engine that answers no `/state` (vLLM: the latch is KVCR's own log
+    /// line, and the case records the state as not checked).
+    pub state_stalled: Option<bool>,
+}
+
+/// Before any stop: the source has not latched already (in its startup or
+/// an earlier case), or the case's stops would prove nothing.
+pub fn expect_not_latched_yet(latch: Option<&Latch>) -> Result<(), Violation> {
+    let mut c = Checks::new("the source is not latched before the case stops it");
+    if let Some(l) = latch {
+        c.check(false, || {
+            format!(
+                "{} had latched before the case: {}:{}: `{}`",
+                l.component,
+                l.log.display(),
+                l.line_no,
+                l.message
+            )
+        });
+    }
+    c.verdict()
 }
 
 /// A stop shorter than the timeout: no latch, the peer still read the blocks.
@@ -53,7 +73,7 @@ pub fn expect_latch(latch: Option<&Latch>, component: &str) -> Result<(), Violat
             c.check(l.component.starts_with(component), || {
                 format!("the latch was reported by {}, not {component}", l.component)
             })
-            .check(l.state_stalled, || {
+            .check(l.state_stalled != Some(false), || {
                 format!(
                     "{component}'s /state does not say kvcr_source_stalled after `{}`",
                     l.message
@@ -98,7 +118,7 @@ pub fn expect_fallback(f: &Fallback) -> Result<(), Violation> {
 mod tests {
     use super::*;
 
-    fn latch(stalled: bool) -> Latch {
+    fn latch(stalled: Option<bool>) -> Latch {
         Latch {
             component: "worker-A".into(),
             log: "worker-A.log".into(),
@@ -112,7 +132,7 @@ mod tests {
     #[test]
     fn no_latch_after_a_short_stop() {
         assert!(expect_no_latch(None, 4, 4).is_ok());
-        assert!(expect_no_latch(Some(&latch(true)), 4, 4)
+        assert!(expect_no_latch(Some(&latch(Some(true))), 4, 4)
             .unwrap_err()
             .detail
             .contains("latched after a short stop"));
@@ -120,13 +140,26 @@ mod tests {
     }
 
     #[test]
+    fn a_source_latched_before_the_case_is_named() {
+        assert!(expect_not_latched_yet(None).is_ok());
+        let v = expect_not_latched_yet(Some(&latch(None))).unwrap_err();
+        assert!(
+            v.detail
+                .contains("worker-A had latched before the case: worker-A.log:3"),
+            "{v}"
+        );
+    }
+
+    #[test]
     fn the_latch_must_be_reported() {
-        assert!(expect_latch(Some(&latch(true)), "worker-A").is_ok());
+        assert!(expect_latch(Some(&latch(Some(true))), "worker-A").is_ok());
         assert!(expect_latch(None, "worker-A")
             .unwrap_err()
             .detail
             .contains("reported no source-stall latch"));
-        assert!(expect_latch(Some(&latch(false)), "worker-A").is_err());
+        assert!(expect_latch(Some(&latch(Some(false))), "worker-A").is_err());
+        // No /state (vLLM): the log line alone is the report.
+        assert!(expect_latch(Some(&latch(None)), "worker-A").is_ok());
     }
 
     #[test]

@@ -69,6 +69,15 @@ pub struct VllmProfile {
     pub cpu_bytes_to_use: u64,
     /// Usable size of each Guard pool (one pool per Guard for vLLM).
     pub guard_pool_gb: f64,
+    /// Size of each Guard pool in blocks of `block_bytes`; overrides
+    /// `guard_pool_gb` (the production lane, `vllm-phase2`).
+    pub guard_pool_blocks: Option<u32>,
+    /// The Guard service's `--heartbeat-timeout-ms`; `None` = pidfd only.
+    pub guard_heartbeat_timeout_ms: Option<u64>,
+    /// `--shutdown-timeout` of the KVCR workers: how long a SIGTERMed
+    /// worker drains before its EngineCore is force-killed (vLLM's default,
+    /// 0, kills it at once); `None` = vLLM's default.
+    pub shutdown_timeout_s: Option<u32>,
     pub operation_timeout_ms: u32,
     /// At least twice `operation_timeout_ms` (dev-guide).
     pub abandon_timeout_ms: u32,
@@ -101,6 +110,9 @@ impl Default for VllmProfile {
             block_bytes: 7_340_032,
             cpu_bytes_to_use: 2_000_000_000,
             guard_pool_gb: 4.0,
+            guard_pool_blocks: None,
+            guard_heartbeat_timeout_ms: None,
+            shutdown_timeout_s: None,
             operation_timeout_ms: 5000,
             abandon_timeout_ms: 10000,
             seed: 0,
@@ -324,7 +336,7 @@ impl Engine for VllmEngine {
 
     fn applies(case: Case, topology: Topology) -> Applicability {
         if case.is_production() {
-            return Applicability::ignored(applicability::NEEDS_CPU_KVCR_REPORTS);
+            return applicability::production_on_vllm(case, topology);
         }
         match topology {
             Topology::Agg => Applicability::Applies,
@@ -360,6 +372,37 @@ impl Engine for VllmEngine {
         Some(self.profile.guard_pool_gb)
     }
 
+    fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
+        let geometry = self.geometry();
+        let sizes = match self.profile.guard_pool_blocks {
+            // Pools sized in blocks: the exact figure that holds them.
+            Some(blocks) => super::pool_size::pool_bytes_for_blocks(&geometry, u64::from(blocks))
+                .into_iter()
+                .map(super::pool_size::exact_gb)
+                .collect(),
+            None => vec![format!("{}", self.profile.guard_pool_gb); geometry.pool_kinds().len()],
+        };
+        Some(dynamo::guard_service_with(
+            ctx,
+            &sizes,
+            self.profile.guard_heartbeat_timeout_ms,
+        ))
+    }
+
+    fn guard_heartbeat_timeout_ms(&self) -> Option<u64> {
+        self.profile.guard_heartbeat_timeout_ms
+    }
+
+    fn kvcr_operation_timeout_ms(&self) -> Option<u64> {
+        Some(u64::from(self.profile.operation_timeout_ms))
+    }
+
+    /// vLLM's EngineCore, a child of the `dynamo.vllm` process, holds the
+    /// KV cache and the KVCR tier (and so the Guard lease).
+    fn kvcr_in_child_process(&self) -> bool {
+        true
+    }
+
     fn geometry(&self) -> Geometry {
         Geometry::dense(self.profile.block_size, self.profile.block_bytes)
     }
@@ -380,6 +423,9 @@ impl Engine for VllmEngine {
             .arg("--enable-prefix-caching");
         if plan.role != WorkerRole::Aggregated {
             spec = spec.args(["--disaggregation-mode", plan.role.disaggregation_mode()]);
+        }
+        if let Some(seconds) = self.profile.shutdown_timeout_s {
+            spec = spec.args(["--shutdown-timeout", &seconds.to_string()]);
         }
         let spec = spec
             .arg("--kv-events-config")
@@ -758,6 +804,56 @@ mod tests {
         .expect("the CPU lane's engine profile");
         let profile: VllmProfile = toml::from_str(&text).expect("a valid profile");
         VllmEngine::new(profile, Topology::Agg).expect("the CPU profile fits agg")
+    }
+
+    /// The production lane's engine profile: the Guard's pools hold exactly
+    /// 64 blocks and it promotes on a missed heartbeat, the tier's
+    /// operation timeout is 2 s; the default lane's Guard does neither.
+    #[test]
+    fn phase2_profile_sizes_pools_in_blocks_and_sets_the_watchdogs() {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/engines/vllm-cpu-phase2.toml"),
+        )
+        .expect("the production lane's engine profile");
+        let profile: VllmProfile = toml::from_str(&text).expect("a valid profile");
+        let e = VllmEngine::new(profile, Topology::Agg).expect("fits agg");
+        let ctx = example_context();
+        let guard = e.guard(&ctx).expect("a Guard");
+        let gb = guard.flag_value("--pool-sizes-gb").unwrap_or_default();
+        assert_eq!(gb, "0.0078125", "64 blocks of 131072 bytes");
+        let bytes: Vec<u64> =
+            vec![(gb.parse::<f64>().unwrap_or(0.0) * f64::from(1u32 << 30)) as u64];
+        assert_eq!(
+            super::super::pool_size::blocks_in_pools(&e.geometry(), &bytes),
+            [64]
+        );
+        assert_eq!(guard.flag_value("--heartbeat-timeout-ms"), Some("5000"));
+        assert_eq!(e.guard_heartbeat_timeout_ms(), Some(5000));
+        assert_eq!(e.kvcr_operation_timeout_ms(), Some(2000));
+        let tier = kvcr_tier(&json_flag(
+            &e.worker(&ctx, &example_slot("A", 0)),
+            "--kv-transfer-config",
+        ));
+        assert_eq!(tier["operation_timeout_ms"], 2000);
+        assert_eq!(tier["abandon_timeout_ms"], 4000);
+        let worker = e.worker(&ctx, &example_slot("A", 0));
+        assert_eq!(worker.flag_value("--shutdown-timeout"), Some("10"));
+        assert_eq!(
+            cpu_engine()
+                .worker(&ctx, &example_slot("A", 0))
+                .flag_value("--shutdown-timeout"),
+            None
+        );
+        assert_eq!(
+            e.token_identity(),
+            cpu_engine().token_identity(),
+            "the reference cache entry is the vllm-cpu lane's"
+        );
+        let default_guard = cpu_engine().guard(&ctx).expect("a Guard");
+        assert_eq!(default_guard.flag_value("--heartbeat-timeout-ms"), None);
+        assert_eq!(default_guard.flag_value("--pool-sizes-gb"), Some("0.25"));
+        assert!(e.kvcr_in_child_process() && !e.relays_kvcr_events());
     }
 
     #[test]
