@@ -41,6 +41,18 @@ pub fn exact_gb(bytes: u64) -> String {
     format!("{whole}.{}", digits.trim_end_matches('0'))
 }
 
+/// `--pool-sizes-gb` of a Guard, one figure per pool kind: the exact figure
+/// that holds `blocks` when pools are sized in blocks, else `gb` each.
+pub fn guard_pool_sizes(geometry: &Geometry, blocks: Option<u32>, gb: f64) -> Vec<String> {
+    match blocks {
+        Some(blocks) => pool_bytes_for_blocks(geometry, u64::from(blocks))
+            .into_iter()
+            .map(exact_gb)
+            .collect(),
+        None => vec![format!("{gb}"); geometry.pool_kinds().len()],
+    }
+}
+
 /// Blocks of `geometry` each pool of a `ready` line's `pool_sizes_bytes`
 /// holds (a pool of kind K holds `bytes / (pages of K × their size)`).
 pub fn blocks_in_pools(geometry: &Geometry, pool_sizes_bytes: &[u64]) -> Vec<u64> {

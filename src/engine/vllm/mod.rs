@@ -373,15 +373,11 @@ impl Engine for VllmEngine {
     }
 
     fn guard(&self, ctx: &LaunchContext) -> Option<ProcessSpec> {
-        let geometry = self.geometry();
-        let sizes = match self.profile.guard_pool_blocks {
-            // Pools sized in blocks: the exact figure that holds them.
-            Some(blocks) => super::pool_size::pool_bytes_for_blocks(&geometry, u64::from(blocks))
-                .into_iter()
-                .map(super::pool_size::exact_gb)
-                .collect(),
-            None => vec![format!("{}", self.profile.guard_pool_gb); geometry.pool_kinds().len()],
-        };
+        let sizes = super::pool_size::guard_pool_sizes(
+            &self.geometry(),
+            self.profile.guard_pool_blocks,
+            self.profile.guard_pool_gb,
+        );
         Some(dynamo::guard_service_with(
             ctx,
             &sizes,
