@@ -105,7 +105,7 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     let started = Instant::now();
     let layout = Layout::create(&options.logs_dir, &options.run_id)?;
     let plans = engine.worker_plans();
-    let placement = place_nodes(&plans, &options, &layout)?;
+    let placement = place_nodes(engine.as_ref(), &plans, &options, &layout)?;
     let host = placement.host_address(&options.host);
     let mut ports = StackPorts::probe(&host, plans.len())?;
     let ctx = launch_context(
@@ -169,14 +169,21 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
     result
 }
 
-/// Node placement: node 1 (a namespace node) when the plans use one; node
-/// 0's components listen on and advertise the address node 1 reaches.
+/// Node placement: node 1 (a namespace node) when the plans use one and
+/// the engine's profile names no hosts of its own (a profile's hosts are
+/// reached through their launchers, `srun` say); node 0's components listen
+/// on and advertise the address node 1 reaches.
 fn place_nodes(
+    engine: &dyn Engine,
     plans: &[WorkerPlan],
     options: &StackOptions,
     layout: &Layout,
 ) -> Result<Placement, ProvisionError> {
-    let node_count = plans.iter().map(|p| p.node + 1).max().unwrap_or(1);
+    let node_count = if engine.hosts().is_empty() {
+        plans.iter().map(|p| p.node + 1).max().unwrap_or(1)
+    } else {
+        1
+    };
     let pid_namespace = !options
         .worker_faults
         .iter()

@@ -737,8 +737,12 @@ mod tests {
     }
 
     #[test]
-    fn two_node_refuses_loopback_and_missing_nodes() {
-        let err = VllmEngine::new(VllmProfile::default(), Topology::TwoNode).expect_err("no nodes");
+    fn two_node_refuses_loopback_and_too_few_nodes() {
+        let one_node = VllmProfile {
+            nodes: two_nodes()[..1].to_vec(),
+            ..VllmProfile::default()
+        };
+        let err = VllmEngine::new(one_node, Topology::TwoNode).expect_err("one node");
         assert!(err.contains("needs 2 nodes"), "{err}");
         let mut profile = VllmProfile {
             nodes: two_nodes(),
@@ -747,6 +751,30 @@ mod tests {
         profile.nodes[1].address = "127.0.0.1".into();
         let err = VllmEngine::new(profile, Topology::TwoNode).expect_err("loopback");
         assert!(err.contains("cannot reach"), "{err}");
+    }
+
+    /// With no nodes in the profile, two nodes are this host and the run's
+    /// namespace node: no launcher, and each worker advertises the address
+    /// of the node it is placed on (the harness's per-node context).
+    #[test]
+    fn two_node_without_profile_nodes_runs_on_the_runs_namespace_node() {
+        let e = VllmEngine::new(VllmProfile::default(), Topology::TwoNode)
+            .expect("no nodes: the run makes node 1 itself");
+        assert!(e.hosts().is_empty());
+        assert_eq!(
+            Topology::TwoNode.unavailable_here(e.hosts()).is_some(),
+            crate::proc::netns::precondition().is_err()
+        );
+        let node1 = LaunchContext {
+            host: "10.77.0.2".into(),
+            ..example_context()
+        };
+        let b = e.worker(&node1, &example_slot("B", 0));
+        assert_eq!(b.program, node1.python);
+        let tier = kvcr_tier(&json_flag(&b, "--kv-transfer-config"));
+        assert_eq!(tier["control_advertise_host"], "10.77.0.2");
+        assert_eq!(tier["control_host"], "0.0.0.0");
+        assert_eq!(b.env_var("DYN_TCP_RPC_HOST"), Some("10.77.0.2"));
     }
 
     #[test]
