@@ -262,3 +262,33 @@ fn a_read_from_node_1_crosses_the_veth_and_a_same_host_read_does_not() {
         .expect_err("a same-host read cannot pass as a network transfer");
     assert!(err.contains("shared memory"), "{err}");
 }
+
+/// A process placed on the node starts in its own working directory (the
+/// vLLM workers' relative `--model` path depends on it), not at the root
+/// where entering the node's mount namespace leaves it.
+#[test]
+fn a_wrapped_process_starts_in_its_own_working_directory() {
+    if !permitted() {
+        return;
+    }
+    let logs = tempfile::tempdir().unwrap();
+    let node = NamespaceNode::create("test-cwd", logs.path(), BUDGET).expect("a namespace node");
+    let dir = tempfile::tempdir().unwrap();
+    let log = logs.path().join("pwd.log");
+    let spec = kvcr_e2e::proc::ProcessSpec::new("pwd", "sh", &log)
+        .args(["-c", "pwd"])
+        .cwd(dir.path());
+    let wrapped = node.wrap(spec);
+    let out = Command::new(&wrapped.program)
+        .args(&wrapped.args)
+        .output()
+        .expect("nsenter runs");
+    assert!(out.status.success(), "{wrapped:?}: {out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        dir.path().display().to_string(),
+        "{}",
+        wrapped.command_line()
+    );
+    node.stop();
+}

@@ -268,9 +268,17 @@ impl NamespaceNode {
         .to_vec()
     }
 
-    /// `spec`, run inside the node.
+    /// `spec`, run inside the node, in its own working directory: entering
+    /// the mount namespace, nsenter would otherwise start it in the node's
+    /// first process's directory (a relative `--model` path then names no
+    /// directory).
     pub fn wrap(&self, spec: ProcessSpec) -> ProcessSpec {
         let mut args: Vec<String> = self.launcher().split_off(1);
+        if let Some(dir) = &spec.cwd {
+            let separator = args.pop();
+            args.push(format!("--wd={}", dir.display()));
+            args.extend(separator);
+        }
         args.push(spec.program.display().to_string());
         args.extend(spec.args.iter().cloned());
         ProcessSpec {
