@@ -322,6 +322,14 @@ pub const KEYS: &[KeySpec] = &[
         "fail, with the reason, every case this machine cannot run (not root for two-node, a missing tool), instead of reporting it ignored; a case that does not apply to the lane stays ignored",
     ),
     k(
+        "clock_event_retries",
+        Some("--clock-event-retries"),
+        "PHASE1_CLOCK_EVENT_RETRIES",
+        Kind::Uint { min: 0 },
+        true,
+        "run a trial again (up to N times) when it failed while the machine's wall clock stepped or the machine stalled (both break Dynamo's file discovery); every attempt is recorded",
+    ),
+    k(
         "exclusive",
         Some("--exclusive"),
         "PHASE1_EXCLUSIVE",

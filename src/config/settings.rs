@@ -91,6 +91,9 @@ pub struct Settings {
     pub reference_concurrency: u32,
     /// Fail the cases this machine cannot run instead of ignoring them.
     pub require_all: bool,
+    /// How many times a trial that failed while the machine's clock
+    /// stepped or stalled is run again.
+    pub clock_event_retries: u32,
     /// Wait until no other live run is registered before starting.
     pub exclusive: bool,
     /// How long `exclusive` waits before the run fails
@@ -198,6 +201,7 @@ impl Settings {
             recompute_reference: false,
             reference_concurrency: 0,
             require_all: false,
+            clock_event_retries: 0,
             exclusive: false,
             exclusive_timeout: Duration::ZERO,
             live_runs_dir: PathBuf::new(),
@@ -286,6 +290,7 @@ impl Settings {
             "recompute_reference" => self.recompute_reference = v.boolean()?,
             "reference_concurrency" => self.reference_concurrency = v.uint()?,
             "require_all" => self.require_all = v.boolean()?,
+            "clock_event_retries" => self.clock_event_retries = v.uint()?,
             "exclusive" => self.exclusive = v.boolean()?,
             "exclusive_timeout_s" => self.exclusive_timeout = Duration::from_secs(v.uint()?),
             "live_runs_dir" => self.live_runs_dir = v.path()?,

@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{
+    NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite,
+};
 
 use super::errors::EvidenceError;
 use super::record::{CaseRecord, Outcome, RunRecord};
@@ -59,6 +61,15 @@ fn test_case(c: &CaseRecord) -> TestCase {
             s
         }
     };
+    let mut status = status;
+    // Attempts run again after a clock event: flakyFailure before a pass,
+    // rerunFailure before a failure.
+    status.add_reruns(c.retried.iter().map(|attempt| {
+        let mut rerun = TestRerun::new(NonSuccessKind::Failure);
+        rerun.set_message(attempt.why());
+        rerun.set_description(attempt.message.as_str());
+        rerun
+    }));
     let mut tc = TestCase::new(c.name.as_str(), status);
     tc.set_classname(SUITE);
     tc.set_time(c.duration);

@@ -46,7 +46,7 @@ pub use perf::{
 pub use provenance::{ComponentImport, GitState, KvcrBuild, KvcrProvenance, PatchState};
 pub use record::{
     duration_ms, settings_digest, CaseRecord, IgnoredBecause, Neighbourhood, Outcome,
-    ReferenceSummary, RunRecord, StackSummary, StartupTiming, UtcTime,
+    ReferenceSummary, RetriedAttempt, RunRecord, StackSummary, StartupTiming, UtcTime,
 };
 pub use report::{render_page, render_report, write_report, LOAD_TIMELINE};
 pub use results::{Results, RESULTS_SCHEMA_VERSION};

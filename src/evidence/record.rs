@@ -122,6 +122,33 @@ pub struct CaseRecord {
     pub evidence: Vec<PathBuf>,
     /// Named measurements (`t1_ms`, `source_write_blocks`, ...).
     pub measurements: BTreeMap<String, serde_json::Value>,
+    /// Earlier attempts that failed while the machine's clock stepped or
+    /// stalled, each run again on a restored stack (empty: one attempt).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retried: Vec<RetriedAttempt>,
+}
+
+/// An attempt of a trial that failed while the machine's clock stepped or
+/// the machine stalled, and was run again.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetriedAttempt {
+    /// Its failure message.
+    pub message: String,
+    /// The machine's clock events during it, as sentences.
+    pub clock_events: Vec<String>,
+    /// Its evidence (relative to the run directory where possible).
+    pub evidence: Vec<PathBuf>,
+}
+
+impl RetriedAttempt {
+    /// One line: why the attempt was run again.
+    pub fn why(&self) -> String {
+        let headline = self.message.lines().next().unwrap_or_default();
+        format!(
+            "attempt failed while {}: {headline}",
+            self.clock_events.join("; ")
+        )
+    }
 }
 
 impl CaseRecord {
@@ -135,6 +162,7 @@ impl CaseRecord {
             duration: Duration::ZERO,
             evidence: Vec::new(),
             measurements: BTreeMap::new(),
+            retried: Vec::new(),
         }
     }
 
@@ -264,6 +292,10 @@ pub struct RunRecord {
     /// The KVCR build under test and what each KVCR process imported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kvcr: Option<super::provenance::KvcrProvenance>,
+    /// Every wall-clock step and stall of the machine seen during the run
+    /// (`proc::clock_watch`).
+    #[serde(default)]
+    pub clock_events: Vec<crate::proc::clock_watch::ClockEvent>,
 }
 
 impl RunRecord {

@@ -149,6 +149,14 @@ fn cases_table(run: &RunRecord) -> String {
                 ("ignored", format!("{reason} ({})", because.words()))
             }
         };
+        // Attempts run again after a clock event come first.
+        let msg = c
+            .retried
+            .iter()
+            .map(|a| format!("ran again: {}", a.why()))
+            .chain((!msg.is_empty()).then_some(msg))
+            .collect::<Vec<_>>()
+            .join("\n");
         // A green case says what it could not check on this stack.
         let msg = match super::not_checked::line(c) {
             Some(line) if !matches!(c.outcome, Outcome::Ignored { .. }) && msg.is_empty() => line,
@@ -289,7 +297,15 @@ fn neighbours_section(run: &RunRecord) -> String {
             }
         );
     }
-    o.push_str("</tbody></table></section>\n");
+    o.push_str("</tbody></table>");
+    if !run.clock_events.is_empty() {
+        o.push_str("<p>the machine's clocks during the run:</p><ul>");
+        for event in &run.clock_events {
+            let _ = write!(o, "<li>{}</li>", esc(&event.to_string()));
+        }
+        o.push_str("</ul>");
+    }
+    o.push_str("</section>\n");
     o
 }
 

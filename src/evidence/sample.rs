@@ -30,6 +30,7 @@ fn case(
         duration: Duration::from_millis(ms),
         evidence: evidence.iter().map(PathBuf::from).collect(),
         measurements: BTreeMap::new(),
+        retried: Vec::new(),
     }
 }
 
@@ -78,7 +79,15 @@ pub(crate) fn run_record() -> RunRecord {
             batching: None,
         }),
         cases: vec![
-            case("TC-01", "TC-01::generation_correctness", Outcome::Passed, 10, 3_120, &[]),
+            {
+                let mut c = case("TC-01", "TC-01::generation_correctness", Outcome::Passed, 10, 3_120, &[]);
+                c.retried.push(RetriedAttempt {
+                    message: "dropped out of the router's discovery during the case: worker B (pid 9) is running, but the router no longer lists its instance 7\nmore".into(),
+                    clock_events: vec!["the machine's wall clock stepped +40.0 s (seen at 2025-11-29T17:41:12Z)".into()],
+                    evidence: vec![PathBuf::from("cases/TC-01-generation_correctness/crashes.json")],
+                });
+                c
+            },
             case("TC-02", "TC-02::local_dram_flow", Outcome::Passed, 14, 5_480, &["cases/TC-02/telemetry.json"]),
             tc03,
             case(
@@ -115,6 +124,11 @@ pub(crate) fn run_record() -> RunRecord {
         neighbours: Some(neighbours()),
         environment: Default::default(),
         kvcr: None,
+        clock_events: vec![crate::proc::clock_watch::ClockEvent {
+            kind: crate::proc::clock_watch::ClockEventKind::WallClockStep { seconds: 40.0 },
+            seen_at: "2025-11-29T17:41:12Z".into(),
+            seen: std::time::Instant::now(),
+        }],
     }
 }
 

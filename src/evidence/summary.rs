@@ -104,6 +104,9 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
     if let Some(n) = &run.neighbours {
         neighbour_lines(&mut o, n);
     }
+    for event in &run.clock_events {
+        let _ = writeln!(o, "clock: {event}");
+    }
 
     let _ = writeln!(o, "\ncases");
     for c in &run.cases {
@@ -125,6 +128,9 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
                 let _ = writeln!(o, "      {reason} ({})", because.words());
             }
             Outcome::Passed => {}
+        }
+        for attempt in &c.retried {
+            let _ = writeln!(o, "      ran again: {}", attempt.why());
         }
         for finding in findings(c) {
             let _ = writeln!(o, "      KVCR finding {finding}");

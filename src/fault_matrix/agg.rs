@@ -151,6 +151,25 @@ pub static ROWS: &[FaultRow] = &[
         fault: Fault::Engine(B, EngineFault::SkewIntervalLog),
         claim: "interval log agrees with /metrics: worker B logged",
     },
+    // Worker B alive but no longer listed by the router: stopped until its
+    // discovery entry was deleted as stale, then continued. The case must
+    // name the dropout (not only its HTTP 400s), and the restore replace B.
+    FaultRow {
+        case: tc03::CASE,
+        name: "worker_dropped_out_of_discovery_is_named",
+        fault: Fault::DropOutOfDiscovery("B"),
+        claim: "dropped out of the router's discovery during the case: worker B (pid",
+    },
+    // The machine's wall clock stepped 15 s forward (what a time sync after a
+    // paused VM does): every process of the stack then deletes the others'
+    // discovery entries as stale. The case must name the step, and the
+    // restore replace every worker that dropped out (root only).
+    FaultRow {
+        case: tc03::CASE,
+        name: "wall_clock_step_is_named",
+        fault: Fault::WallClockStep(15),
+        claim: "during the case the machine's wall clock stepped +15.0 s",
+    },
     // The interval-log check asked about a counter no transfer moved (B's
     // failed remote delivers): 0 = 0, or absent on both sides, used to pass.
     FaultRow {

@@ -17,6 +17,7 @@
 //!    group it was told about when the harness's end of its pipe closes, which
 //!    also covers grandchildren and a SIGKILLed harness.
 
+pub mod clock_watch;
 pub mod live_runs;
 pub mod netns;
 pub mod procfs;

@@ -50,13 +50,7 @@ pub enum NodeError {
 
 /// Whether this process may create namespace nodes; `Err` says why not.
 pub fn precondition() -> Result<(), NodeError> {
-    let status = std::fs::read_to_string("/proc/self/status")
-        .map_err(|e| NodeError::NotPermitted(format!("cannot read /proc/self/status: {e}")))?;
-    let effective = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .unwrap_or(0);
+    let effective = super::procfs::effective_capabilities().map_err(NodeError::NotPermitted)?;
     const CAP_NET_ADMIN: u64 = 1 << 12;
     const CAP_SYS_ADMIN: u64 = 1 << 21;
     let missing: Vec<&str> = [

@@ -257,6 +257,18 @@ fn parse_start_time(stat: &str) -> Option<u64> {
         .ok()
 }
 
+/// This process's effective capabilities (`CapEff` of `/proc/self/status`,
+/// a bit mask of `CAP_*` numbers), `Err` when they cannot be read.
+pub fn effective_capabilities() -> Result<u64, String> {
+    let status = fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+    Ok(status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0))
+}
+
 /// The 1, 5 and 15 minute load averages (`/proc/loadavg`).
 pub fn load_average() -> Option<[f64; 3]> {
     parse_load_average(&fs::read_to_string("/proc/loadavg").ok()?)

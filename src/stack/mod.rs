@@ -22,10 +22,12 @@ mod claim_refusal;
 mod crash;
 mod description;
 mod discovery;
+mod dropout;
 mod exit_cause;
 mod guard_service;
 mod hooks;
 mod kill;
+mod latch;
 mod layout;
 mod log_url;
 mod mode;
@@ -42,9 +44,11 @@ mod worker;
 pub use attach::{attach, attach_to_repair, AttachError};
 pub use claim_refusal::{ClaimRefused, RefusalKind};
 pub use crash::Crash;
+pub use dropout::Dropout;
 pub use guard_service::{GuardServiceKill, PoolFile};
 pub use hooks::{described_pid, hooks, run_hook, HookRun, Hooks};
 pub use kill::KillReport;
+pub use latch::Latched;
 pub use layout::Layout;
 pub use mode::StackMode;
 pub use nodes::{Crossing, Placement, Side};
@@ -322,8 +326,9 @@ impl Stack {
     }
 
     /// Restarts a dead frontend, replaces every worker whose process is
-    /// gone, and waits until the router lists no dead instance, so the next
-    /// case finds the stack whole.
+    /// gone, that the router no longer lists ([`Dropout`]) or whose KVCR
+    /// source is latched off ([`Latched`]), and waits until the router lists
+    /// no dead instance, so the next case finds the stack whole.
     pub fn ensure_whole(&self) -> Result<(), StackError> {
         let killed = self.frontend_killed.swap(false, Ordering::SeqCst);
         if killed || !self.frontend().is_running() {
@@ -344,6 +349,24 @@ impl Stack {
         let retired = self.retired.lock().map(|r| r.clone()).unwrap_or_default();
         for old in retired.iter().filter(|w| !w.process.is_running()) {
             readiness::await_instance_gone(self, old.instance_id())?;
+        }
+        // A live worker the router no longer lists serves nothing through it
+        // and never registers again by itself: it is replaced like a dead one.
+        let dropouts = self.dropped_out_workers().map_err(|e| {
+            StackError::ReplacementNotStarted(format!(
+                "could not tell whether every live worker is still listed by the router: {e}"
+            ))
+        })?;
+        for dropout in dropouts {
+            eprintln!("[kvcr-e2e] {dropout}; replacing it");
+            self.kill_worker(&dropout.worker)?;
+            self.replace_worker(&dropout.worker)?;
+        }
+        // So is one whose KVCR latched its source writes off for its life.
+        for latched in self.latched_workers() {
+            eprintln!("[kvcr-e2e] {latched}; replacing it");
+            self.kill_worker(&latched.worker)?;
+            self.replace_worker(&latched.worker)?;
         }
         Ok(())
     }

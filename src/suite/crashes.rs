@@ -1,24 +1,42 @@
-//! Components that crashed during a case: a process of the stack that
-//! exited on its own, not by this case's fault, fails the case with the
-//! cause its log gives (the case's own failure most likely follows from
-//! it), and a crash must never pass unseen. The suite judges every case
-//! and every fault row's case through it ([`Crashes::judge`]).
+//! Components that broke during a case: a process of the stack that
+//! exited on its own, not by this case's fault, or a worker that dropped
+//! out of the router's discovery while it runs ([`Dropout`]). Either fails
+//! the case with its cause (the case's own failure most likely follows
+//! from it), with the machine's clock events of the case's time, and must
+//! never pass unseen. The suite judges every case and every fault row's
+//! case through it ([`Crashes::judge`]).
 
 use std::cell::RefCell;
+use std::time::Instant;
 
-use crate::stack::{Crash, Stack};
+use crate::proc::clock_watch::{self, ClockEvent};
+use crate::stack::{Crash, Dropout, Stack};
 
 use super::case_evidence::CaseEvidence;
 use super::{CaseError, CaseResult};
 
-/// What one case has seen crash, and which exits its own fault makes.
-#[derive(Default)]
+/// What one case has seen break, and which exits its own fault makes.
 pub(super) struct Crashes {
+    /// When the case began: the machine's clock events since then are its.
+    since: Instant,
     /// Processes the case's own fault makes exit (`exit_after_prefill`):
     /// their exit is not a crash.
     expected_exits: RefCell<Vec<String>>,
     /// Components seen crashed during the case (each reported once).
     seen: RefCell<Vec<Crash>>,
+    /// Workers seen dropped out of discovery (each reported once).
+    dropouts: RefCell<Vec<Dropout>>,
+}
+
+impl Default for Crashes {
+    fn default() -> Self {
+        Crashes {
+            since: Instant::now(),
+            expected_exits: RefCell::default(),
+            seen: RefCell::default(),
+            dropouts: RefCell::default(),
+        }
+    }
 }
 
 impl Crashes {
@@ -28,24 +46,40 @@ impl Crashes {
     }
 
     /// `result`, failed first by every component of `stack` that crashed
-    /// since the last look (recorded as `crashes.json`).
+    /// since the last look and every worker that dropped out of the router
+    /// (recorded as `crashes.json`).
     pub fn judge(&self, stack: &Stack, evidence: &CaseEvidence, result: CaseResult) -> CaseResult {
         let new = unseen(
             stack.crashed_components(),
             &self.expected_exits.borrow(),
             &self.seen.borrow(),
         );
-        if new.is_empty() {
+        // A /health that does not answer is the case's own failure to tell.
+        let dropouts = new_dropouts(
+            stack.dropped_out_workers().unwrap_or_default(),
+            &self.dropouts.borrow(),
+        );
+        if new.is_empty() && dropouts.is_empty() {
             return result;
         }
         self.seen.borrow_mut().extend(new.iter().cloned());
-        let path = evidence.record("crashes.json", &*self.seen.borrow());
-        Err(crash_failure(&new, result).with_evidence(path))
+        self.dropouts.borrow_mut().extend(dropouts.iter().cloned());
+        let clock = clock_watch::events_since(self.since);
+        let path = evidence.record(
+            "crashes.json",
+            &serde_json::json!({
+                "crashed": &*self.seen.borrow(),
+                "dropped_out": &*self.dropouts.borrow(),
+                "clock_events": &clock,
+            }),
+        );
+        Err(breakage_failure(&new, &dropouts, &clock, result).with_evidence(path))
     }
 
-    /// How many components were seen crashed during the case.
+    /// How many components were seen broken (crashed or dropped out)
+    /// during the case.
     pub fn count(&self) -> usize {
-        self.seen.borrow().len()
+        self.seen.borrow().len() + self.dropouts.borrow().len()
     }
 }
 
@@ -57,18 +91,46 @@ fn unseen(now: Vec<Crash>, expected: &[String], seen: &[Crash]) -> Vec<Crash> {
         .collect()
 }
 
-/// The failure that names the crashes `new`, then the case's own result.
-fn crash_failure(new: &[Crash], result: CaseResult) -> CaseError {
-    let list = new
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ");
+/// The dropouts of `now` not already reported (the same worker process).
+fn new_dropouts(now: Vec<Dropout>, seen: &[Dropout]) -> Vec<Dropout> {
+    now.into_iter()
+        .filter(|d| !seen.iter().any(|s| s.worker == d.worker && s.pid == d.pid))
+        .collect()
+}
+
+/// The failure that names the crashes `new` and the `dropouts` (with the
+/// machine's clock events of the case), then the case's own result.
+fn breakage_failure(
+    new: &[Crash],
+    dropouts: &[Dropout],
+    clock: &[ClockEvent],
+    result: CaseResult,
+) -> CaseError {
+    let mut parts = Vec::new();
+    if !new.is_empty() {
+        let list: Vec<String> = new.iter().map(ToString::to_string).collect();
+        parts.push(format!("crashed during the case: {}", list.join("; ")));
+    }
+    if !dropouts.is_empty() {
+        let list: Vec<String> = dropouts.iter().map(ToString::to_string).collect();
+        let during = match clock {
+            [] => "no clock event of the machine was seen (the worker's own runtime stopped refreshing it)".to_string(),
+            events => events
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        };
+        parts.push(format!(
+            "dropped out of the router's discovery during the case: {}; during the case {during}",
+            list.join("; ")
+        ));
+    }
     let then = match result {
         Ok(()) => String::new(),
         Err(case_failure) => format!("; the case then failed: {case_failure}"),
     };
-    CaseError::new(format!("crashed during the case: {list}{then}"))
+    CaseError::new(format!("{}{then}", parts.join("; ")))
 }
 
 #[cfg(test)]
@@ -97,18 +159,61 @@ mod tests {
 
     #[test]
     fn a_crash_fails_a_passing_case_and_leads_a_failing_one() {
-        let passed = crash_failure(&[crash("worker-B")], Ok(())).to_string();
+        let passed = breakage_failure(&[crash("worker-B")], &[], &[], Ok(())).to_string();
         assert!(
             passed.starts_with(
                 "crashed during the case: worker-B exited on its own (exit status: 5): RuntimeError: boom"
             ),
             "{passed}"
         );
-        let failed =
-            crash_failure(&[crash("worker-B")], Err(CaseError::new("tokens differ"))).to_string();
+        let failed = breakage_failure(
+            &[crash("worker-B")],
+            &[],
+            &[],
+            Err(CaseError::new("tokens differ")),
+        )
+        .to_string();
         assert!(
             failed.contains("; the case then failed: tokens differ"),
             "{failed}"
         );
+    }
+
+    fn dropout(worker: &str, pid: u32) -> Dropout {
+        Dropout {
+            worker: worker.into(),
+            pid,
+            instance_id: 7,
+            deleted_by: None,
+        }
+    }
+
+    #[test]
+    fn a_dropout_names_the_clock_events_of_the_case_and_is_reported_once() {
+        let step = ClockEvent {
+            kind: clock_watch::ClockEventKind::WallClockStep { seconds: 40.0 },
+            seen_at: "2026-12-03T05:53:30Z".into(),
+            seen: Instant::now(),
+        };
+        let message = breakage_failure(
+            &[],
+            &[dropout("B", 9)],
+            &[step],
+            Err(CaseError::new("HTTP 400")),
+        )
+        .to_string();
+        assert_eq!(
+            message,
+            "dropped out of the router's discovery during the case: worker B (pid 9) is running, but the router no longer lists its instance 7: its discovery entry is gone, and no log of the stack says who deleted it; during the case the machine's wall clock stepped +40.0 s (seen at 2026-12-03T05:53:30Z); the case then failed: HTTP 400"
+        );
+        let quiet = breakage_failure(&[], &[dropout("B", 9)], &[], Ok(())).to_string();
+        assert!(
+            quiet.ends_with("during the case no clock event of the machine was seen (the worker's own runtime stopped refreshing it)"),
+            "{quiet}"
+        );
+        // The same process is reported once; its replacement again.
+        let new = new_dropouts(vec![dropout("B", 9), dropout("B", 10)], &[dropout("B", 9)]);
+        assert_eq!(new.len(), 1);
+        assert_eq!(new[0].pid, 10);
     }
 }

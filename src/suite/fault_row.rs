@@ -3,6 +3,8 @@
 //! needs its own arrangement (a second stack, a check after the failure)
 //! names a function instead ([`Fault::Arranged`]).
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use super::engine_fault::EngineFault;
@@ -37,6 +39,13 @@ pub enum Fault {
     /// The next replacement A' starts with another KVCR compatibility
     /// digest than its Guard's (a harness launch fault: any engine).
     ReplacementDigest,
+    /// The worker in this slot stopped until the router no longer lists
+    /// it, then continued: alive, but dropped out of Dynamo's discovery.
+    DropOutOfDiscovery(&'static str),
+    /// The machine's wall clock stepped forward by this many seconds until
+    /// a worker dropped out of Dynamo's discovery, then stepped back
+    /// (root: CAP_SYS_TIME).
+    WallClockStep(u64),
     /// The row's own arrangement and checks, given the row.
     Arranged(fn(&CaseCtx, &FaultRow) -> CaseResult),
 }
@@ -47,8 +56,20 @@ impl Fault {
     pub fn engine_neutral(&self) -> bool {
         matches!(
             self,
-            Fault::KillFrontend | Fault::StopGuard | Fault::ReplacementDigest
+            Fault::KillFrontend
+                | Fault::StopGuard
+                | Fault::ReplacementDigest
+                | Fault::DropOutOfDiscovery(_)
+                | Fault::WallClockStep(_)
         )
+    }
+
+    /// Why this machine cannot inject the fault, if it cannot.
+    pub fn unavailable_here(&self) -> Option<String> {
+        match self {
+            Fault::WallClockStep(_) => super::cannot_step_the_clock(),
+            _ => None,
+        }
     }
 }
 
@@ -96,6 +117,19 @@ impl FaultRow {
             }
             Fault::ReplacementDigest => {
                 faults.on_next_replacement(&[crate::stack::DIGEST_MISMATCH.to_string()]);
+                expect_red(ctx, self.case.run, self.claim)
+            }
+            Fault::DropOutOfDiscovery(slot) => {
+                super::drop_out_of_discovery(ctx, slot)?;
+                expect_red(ctx, self.case.run, self.claim)
+            }
+            Fault::WallClockStep(seconds) => {
+                // Stepped back once the dropout is verified: the case runs
+                // on the broken stack with the clock right again.
+                drop(super::WallClockStep::until_a_dropout(
+                    ctx,
+                    Duration::from_secs(seconds),
+                )?);
                 expect_red(ctx, self.case.run, self.claim)
             }
             Fault::Arranged(arrange) => arrange(ctx, self),

@@ -153,6 +153,7 @@ impl Suite {
         let repo_root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let engine = settings.build_engine(&repo_root)?;
         let prompts = PromptBook::new(reference::prompt_shape(&settings, engine.as_ref()));
+        crate::proc::clock_watch::start();
         Ok(Self {
             target,
             settings,
@@ -201,9 +202,13 @@ impl Suite {
                 .engine
                 .applies(case.id(), self.settings.topology)
             {
-                Applicability::Applies => {
-                    self.nodes_unavailable(case.id()).map(Skip::machine_cannot)
-                }
+                Applicability::Applies => self
+                    .nodes_unavailable(case.id())
+                    .or_else(|| match case {
+                        Trial::Row(row) => row.fault.unavailable_here(),
+                        Trial::Case(_) => None,
+                    })
+                    .map(Skip::machine_cannot),
                 Applicability::Ignored(reason) => Some(Skip::not_applicable(reason)),
             }
         }
@@ -236,22 +241,58 @@ impl Suite {
         if let Some(skip) = skip {
             let require_all = self.settings.require_all;
             let outcome = skip.outcome(require_all);
-            self.record(case, started, outcome, Vec::new(), Default::default());
+            self.record(
+                case,
+                started,
+                outcome,
+                Vec::new(),
+                Default::default(),
+                Vec::new(),
+            );
             return skip.completion(require_all);
         }
         crate::gpu::run::mark("case", &case.trial_name());
-        let outcome = self.run_case(case);
-        let (result, evidence, measurements) = match outcome {
-            Ok((ctx_result, evidence, measurements)) => (ctx_result, evidence, measurements),
-            Err(setup_error) => (
-                Err(self.setup_failure_for(case, setup_error)),
-                Vec::new(),
-                Default::default(),
-            ),
+        let mut retried = Vec::new();
+        let (result, evidence, measurements) = loop {
+            let attempt_started = Instant::now();
+            let (result, evidence, measurements) = match self.run_case(case, retried.len() + 1) {
+                Ok(done) => done,
+                Err(setup_error) => (
+                    Err(self.setup_failure_for(case, setup_error)),
+                    Vec::new(),
+                    Default::default(),
+                ),
+            };
+            let Err(message) = &result else {
+                break (result, evidence, measurements);
+            };
+            // The machine, not the stack, broke this attempt: run it again.
+            let clock = crate::proc::clock_watch::events_since(attempt_started);
+            if clock.is_empty() || retried.len() >= self.settings.clock_event_retries as usize {
+                break (result, evidence, measurements);
+            }
+            let attempt = crate::evidence::RetriedAttempt {
+                message: self.redactor.scrub(message),
+                clock_events: clock.iter().map(ToString::to_string).collect(),
+                evidence: self.relative(evidence),
+            };
+            eprintln!(
+                "[kvcr-e2e] {} runs again: its {}",
+                case.trial_name(),
+                attempt.why()
+            );
+            retried.push(attempt);
         };
         match result {
             Ok(()) => {
-                self.record(case, started, Outcome::Passed, evidence, measurements);
+                self.record(
+                    case,
+                    started,
+                    Outcome::Passed,
+                    evidence,
+                    measurements,
+                    retried,
+                );
                 Ok(Completion::Completed)
             }
             Err(message) => {
@@ -265,6 +306,7 @@ impl Suite {
                     },
                     evidence,
                     measurements,
+                    retried,
                 );
                 Err(Failed::from(message))
             }
@@ -301,6 +343,7 @@ impl Suite {
     fn run_case(
         &self,
         case: &Trial,
+        attempt: usize,
     ) -> Result<
         (
             Result<(), String>,
@@ -312,9 +355,14 @@ impl Suite {
         let run_dir = self.run_dir()?;
         let stack = self.stack()?;
         let references = self.references()?;
+        // A second attempt keeps the first one's evidence beside its own.
+        let slug = match attempt {
+            1 => case.slug(),
+            n => format!("{}-attempt{n}", case.slug()),
+        };
         let ctx = CaseCtx::new(
             case.id(),
-            case.slug(),
+            slug,
             &self.settings,
             &stack,
             &references,
@@ -322,6 +370,7 @@ impl Suite {
             run_dir,
         )
         .map_err(|e| e.to_string())?;
+        heal_before(&stack, &ctx, &case.trial_name())?;
         let pids_before: Vec<u32> = stack.workers().iter().map(|w| w.process.pid()).collect();
         let activity = ctx.activity.clone();
         let ((result, ctx), timed_out) = super::deadline::run_bounded(
@@ -378,21 +427,28 @@ impl Suite {
         outcome: Outcome,
         evidence: Vec<PathBuf>,
         measurements: serde_json::Map<String, serde_json::Value>,
+        retried: Vec<crate::evidence::RetriedAttempt>,
     ) {
         let mut record = CaseRecord::start(case.id(), case.trial_name());
         record.started_at =
             crate::evidence::UtcTime(time::OffsetDateTime::now_utc() - started.elapsed());
         record.outcome = outcome;
         record.duration = started.elapsed();
-        record.evidence = match self.run_dir.get() {
-            Some(Ok(run)) => evidence.iter().map(|p| run.relative(p)).collect(),
-            _ => evidence,
-        };
+        record.evidence = self.relative(evidence);
         record.measurements = measurements.into_iter().collect();
+        record.retried = retried;
         if let Ok(mut records) = self.records.lock() {
             records.push(record);
         }
         self.write_progress();
+    }
+
+    /// `paths` relative to the run directory where they are under it.
+    fn relative(&self, paths: Vec<PathBuf>) -> Vec<PathBuf> {
+        match self.run_dir.get() {
+            Some(Ok(run)) => paths.iter().map(|p| run.relative(p)).collect(),
+            _ => paths,
+        }
     }
 
     fn run_dir(&self) -> Result<&RunDir, String> {
@@ -789,6 +845,7 @@ impl Suite {
                         .map(|i| i.clone())
                         .unwrap_or_default(),
                 }),
+            clock_events: crate::proc::clock_watch::events(),
         };
         crate::evidence::Results::new(record, requests, perf)
     }
@@ -824,6 +881,30 @@ impl Suite {
 }
 
 /// SIGINT / SIGTERM: tear down the live stack (if any), then exit.
+/// Replaces the workers that dropped out of the router's discovery, or
+/// whose KVCR source latched off, since the last look (between cases, or
+/// during the last restore), so that `trial` starts on a whole stack;
+/// recorded as `not-whole-before.json`.
+fn heal_before(stack: &Stack, ctx: &CaseCtx, trial: &str) -> Result<(), String> {
+    let dropouts = stack.dropped_out_workers().unwrap_or_default();
+    let latched = stack.latched_workers();
+    if dropouts.is_empty() && latched.is_empty() {
+        return Ok(());
+    }
+    let found: Vec<String> = dropouts
+        .iter()
+        .map(ToString::to_string)
+        .chain(latched.iter().map(ToString::to_string))
+        .collect();
+    for line in &found {
+        eprintln!("[kvcr-e2e] before {trial}: {line}");
+    }
+    ctx.record("not-whole-before.json", &found);
+    let pids: Vec<u32> = stack.workers().iter().map(|w| w.process.pid()).collect();
+    super::restore::restore(stack, ctx, &pids)
+        .map_err(|e| format!("the stack was not whole before {trial} and was not restored: {e}"))
+}
+
 pub(super) fn install_teardown_on_signal() {
     signals::install(|_| {
         if let Some(stack) = LIVE_STACK.lock().ok().and_then(|s| s.clone()) {

@@ -25,6 +25,7 @@
 //! ([`GuardLogReader::wait_for`] a [`Promotion`] of guard 0).
 //! Parsers never panic: malformed lines become [`ParseProblem`]s.
 
+pub mod discovery_log;
 pub mod engine_kvcr_log;
 pub mod guard_log;
 pub mod interval_log;
@@ -34,9 +35,11 @@ pub mod reconcile;
 pub mod snapshot;
 pub mod tail;
 
+mod ansi;
 mod fields;
 mod problem;
 
+pub use ansi::strip_ansi;
 pub use guard_log::{
     GuardEvent, GuardLogEntry, GuardLogReader, GuardWaitError, PrimaryAttached, Promotion,
     PromotionStage, ServiceReady, SourceTransfer,

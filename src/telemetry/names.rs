@@ -27,6 +27,16 @@ pub const VLLM_PREFIX: &str = "vllm:";
 /// Marker of vLLM's interval line: `... KV Transfer metrics: k=v, k=v`.
 pub const INTERVAL_LOG_MARKER: &str = "KV Transfer metrics:";
 
+/// Dynamo's file discovery (`DYN_DISCOVERY_BACKEND=file`) as its logs tell it.
+pub mod dynamo_discovery_log {
+    /// INFO, `dynamo_runtime::storage::kv::file`: a process deleted an entry
+    /// (`path=".../instances/<ns>%2F<component>%2F<endpoint>%2F<hex id>"`)
+    /// not refreshed for 10 s of wall time.
+    pub const EXPIRED: &str = "storage::kv::file: Expired";
+    /// ERROR in the entry's owner once it is gone: it is never written again.
+    pub const KEEP_ALIVE_FAILED: &str = "FileStore::keep_alive failed opening owned file";
+}
+
 /// Log text of the KVCR Guard service and KVCR core (kvcr 0.1.1).
 pub mod kvcr_log {
     /// Prefix of every structured KVCR event: `KVCR_EVENT <name> k=v ...`.

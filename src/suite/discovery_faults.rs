@@ -1,0 +1,93 @@
+//! Faults that break Dynamo's file discovery without any component being
+//! at fault, each verified before the case runs: a worker stopped until the
+//! router drops it, and the machine's wall clock stepped forward past the
+//! entries' 10 s lifetime (what failed CI on a fresh machine: F16 in
+//! docs/run-history.md). The suite must name each dropout and replace the
+//! worker before the next case.
+
+use std::time::Duration;
+
+use nix::sys::time::TimeSpec;
+use nix::time::{clock_gettime, clock_settime, ClockId};
+
+use crate::stack::Dropout;
+use crate::wait::{self, Poll};
+
+use super::{CaseCtx, CaseError, CaseResult};
+
+/// How often the router's `/health` is read while waiting for a dropout.
+const POLL_EVERY: Duration = Duration::from_millis(250);
+
+/// Worker `slot` stopped (SIGSTOP, state `T` verified) until the router no
+/// longer lists it, then continued: alive, serving nothing through the
+/// router. Waits up to the request timeout.
+pub fn drop_out_of_discovery(ctx: &CaseCtx, slot: &str) -> CaseResult {
+    let worker = ctx.worker(slot)?;
+    let stopped = ctx.pressure().stop_worker_process(&worker)?;
+    let seen = await_dropouts(ctx, |d| d.iter().any(|d| d.worker == slot));
+    drop(stopped);
+    seen.map(drop)
+}
+
+/// The machine's wall clock stepped forward by `by`, held until a worker
+/// dropped out of the router's discovery; stepped back on drop.
+pub struct WallClockStep {
+    by: Duration,
+}
+
+impl WallClockStep {
+    /// Steps the wall clock forward by `by` (`clock_settime`: root, or
+    /// CAP_SYS_TIME) and waits until the router drops a worker.
+    pub fn until_a_dropout(ctx: &CaseCtx, by: Duration) -> Result<Self, CaseError> {
+        step(by, true).map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+        let stepped = WallClockStep { by };
+        await_dropouts(ctx, |d| !d.is_empty())?;
+        Ok(stepped)
+    }
+}
+
+impl Drop for WallClockStep {
+    fn drop(&mut self) {
+        if let Err(e) = step(self.by, false) {
+            tracing::warn!("could not step the wall clock back by {:?}: {e}", self.by);
+        }
+    }
+}
+
+/// Whether this process may step the wall clock (`None`), or why not.
+pub fn cannot_step_the_clock() -> Option<String> {
+    const CAP_SYS_TIME: u64 = 1 << 25;
+    match crate::proc::procfs::effective_capabilities() {
+        Ok(caps) if caps & CAP_SYS_TIME != 0 => None,
+        Ok(caps) => Some(format!(
+            "stepping the machine's wall clock needs CAP_SYS_TIME (root); this process has CapEff {caps:#x}"
+        )),
+        Err(e) => Some(e),
+    }
+}
+
+fn step(by: Duration, forward: bool) -> Result<(), String> {
+    let now = clock_gettime(ClockId::CLOCK_REALTIME).map_err(|e| e.to_string())?;
+    let by = TimeSpec::from_duration(by);
+    let then = if forward { now + by } else { now - by };
+    clock_settime(ClockId::CLOCK_REALTIME, then)
+        .map_err(|e| format!("clock_settime(CLOCK_REALTIME): {e}"))
+}
+
+/// Polls the router until `wanted` holds of the stack's dropouts.
+fn await_dropouts(
+    ctx: &CaseCtx,
+    wanted: impl Fn(&[Dropout]) -> bool,
+) -> Result<Vec<Dropout>, CaseError> {
+    wait::until(
+        "the router to stop listing a live worker (its discovery entry deleted)",
+        ctx.settings.request_timeout,
+        POLL_EVERY,
+        || match ctx.stack.dropped_out_workers() {
+            Ok(dropouts) if wanted(&dropouts) => Poll::Ready(dropouts),
+            Ok(dropouts) => Poll::Pending(format!("{} dropped out", dropouts.len())),
+            Err(e) => Poll::Pending(e),
+        },
+    )
+    .map_err(|e| CaseError::new(format!("fault not applied: {e}")))
+}
