@@ -143,6 +143,21 @@ pub const LANES: &[Lane] = &[
         ignored: false,
         trials: Trials::Cases(cases::PHASE1),
     },
+    // Real vLLM on two nodes: worker B and its Guard service on a namespace
+    // node the run makes, as in phase1_two_node; TC-03 checks from UCX's
+    // own report that B's pull crossed the veth. Needs root (or
+    // CAP_SYS_ADMIN and CAP_NET_ADMIN), else every case is ignored.
+    Lane {
+        target: "phase1_vllm_two_node",
+        engine: Kind::Vllm,
+        topology: Topology::TwoNode,
+        geometry: GeometryKind::Dense,
+        profile: Some("vllm-cpu"),
+        flags: &[],
+        flags_at_start: None,
+        ignored: false,
+        trials: Trials::Cases(cases::PHASE1),
+    },
     // The KVCR under test is a source tree: kvcr 0.1.1's sdist, unpacked
     // (fetched once with pip into `target/kvcr-envs/sdist/`), so this lane
     // runs what a KVCR developer runs with `cargo test --test phase1 --
@@ -198,6 +213,22 @@ pub const LANES: &[Lane] = &[
         flags_at_start: None,
         ignored: false,
         trials: Trials::Rows(fault_matrix::two_node::ROWS),
+    },
+    // Node 1 cut off the network during TC-03's transfer, on real vLLM (the
+    // shared-memory row needs a second stack: CPU engine only).
+    Lane {
+        target: "fault_matrix_vllm_two_node",
+        engine: Kind::Vllm,
+        topology: Topology::TwoNode,
+        geometry: GeometryKind::Dense,
+        profile: Some("vllm-cpu"),
+        flags: &["--request-timeout-s", "20"],
+        flags_at_start: None,
+        ignored: false,
+        trials: Trials::RowsNamed(
+            fault_matrix::two_node::ROWS,
+            &fault_matrix::two_node::ON_VLLM,
+        ),
     },
     // Production conditions (TC-07..TC-11): Guard pools of 12 blocks that
     // the working set overflows, no host tier, heartbeat promotion, a 2 s
@@ -378,6 +409,21 @@ mod tests {
         assert_eq!(flags("phase2_g3"), ["--profile", "phase2-g3"]);
         assert_eq!(flags("fault_matrix_phase2"), ["--profile", "phase2"]);
         assert_eq!(flags("phase2_vllm"), ["--profile", "vllm-phase2"]);
+        assert_eq!(
+            flags("phase1_vllm_two_node"),
+            ["--profile", "vllm-cpu", "--topology", "two-node"]
+        );
+        assert_eq!(
+            flags("fault_matrix_vllm_two_node"),
+            [
+                "--profile",
+                "vllm-cpu",
+                "--topology",
+                "two-node",
+                "--request-timeout-s",
+                "20"
+            ]
+        );
     }
 
     /// Only the vLLM production lane waits for `--ignored`; every case it

@@ -31,6 +31,12 @@ pub static ROWS: &[FaultRow] = &[
     },
 ];
 
+/// The rows that run on real vLLM (`fault_matrix_vllm_two_node`): the
+/// shared-memory row starts a second stack, minutes of vLLM restarts for
+/// a check of the harness's own UCX reading, which the CPU engine's lane
+/// already proves.
+pub const ON_VLLM: [&str; 1] = ["node_cut_off_the_network_during_a_transfer_is_caught"];
+
 /// What Dynamo's runtime logs in a worker when a request reaches it.
 const REQUEST_ARRIVED: &str = "request received";
 

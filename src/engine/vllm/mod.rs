@@ -423,6 +423,13 @@ impl Engine for VllmEngine {
         if let Some(seconds) = self.profile.shutdown_timeout_s {
             spec = spec.args(["--shutdown-timeout", &seconds.to_string()]);
         }
+        // Across nodes, UCX reports the transport of every protocol it
+        // selects (in the EngineCore, which holds the KVCR tier and logs to
+        // the worker's log): the evidence that a peer pull crossed the
+        // network.
+        if self.topology.node_count() > 1 {
+            spec = spec.env("UCX_PROTO_INFO", "y");
+        }
         let spec = spec
             .arg("--kv-events-config")
             .arg(dynamo::kv_events_config(slot.kv_events_port).to_string())
@@ -775,6 +782,9 @@ mod tests {
         assert_eq!(tier["control_advertise_host"], "10.77.0.2");
         assert_eq!(tier["control_host"], "0.0.0.0");
         assert_eq!(b.env_var("DYN_TCP_RPC_HOST"), Some("10.77.0.2"));
+        assert_eq!(b.env_var("UCX_PROTO_INFO"), Some("y"));
+        let agg = engine(Topology::Agg).worker(&example_context(), &example_slot("A", 0));
+        assert_eq!(agg.env_var("UCX_PROTO_INFO"), None);
     }
 
     #[test]
