@@ -379,3 +379,85 @@ fn a_two_node_run_sigkilled_leaves_no_process_namespace_or_link() {
         },
     );
 }
+
+/// Steps the machine's wall clock by `seconds` (negative: back).
+fn step_wall_clock(seconds: i64) {
+    use nix::sys::time::TimeSpec;
+    use nix::time::{clock_gettime, clock_settime, ClockId};
+    let now = clock_gettime(ClockId::CLOCK_REALTIME).unwrap();
+    clock_settime(ClockId::CLOCK_REALTIME, now + TimeSpec::new(seconds, 0)).unwrap();
+}
+
+/// What failed CI on a fresh machine (F16 in docs/run-history.md): the wall
+/// clock steps forward in the middle of a case, Dynamo's file discovery
+/// drops the workers, the case fails. The suite sees the step, replaces
+/// the workers that dropped out and runs the case again, which passes;
+/// both attempts are in results.json and JUnit.
+#[test]
+fn a_case_broken_by_a_wall_clock_step_passes_on_its_second_attempt() {
+    if let Some(e) = kvcr_e2e::suite::cannot_step_the_clock() {
+        kvcr_e2e::suite::machine_cannot_run(e);
+        return;
+    }
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let mut harness = Harness(
+        Command::new(phase1_binary())
+            .args(["--run-dir"])
+            .arg(&runs)
+            // One prompt family at a time: TC-01 outlasts the step's effect.
+            .args(["--reference-concurrency", "1"])
+            .args(["TC-01::generation_correctness", "--exact"])
+            .current_dir(root())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let manifest = read_manifest(&runs.join("latest/stack.json"), &mut harness);
+    let instances = scratch_dir(&manifest).join("discovery/v1/instances");
+    let generate_entries = || {
+        std::fs::read_dir(&instances)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().contains("generate"))
+            .count()
+    };
+    let listed = generate_entries();
+    poll("TC-01 to start", STARTUP, || {
+        runs.join("latest/cases/TC-01-generation_correctness")
+            .exists()
+            .then_some(())
+    });
+    step_wall_clock(15);
+    poll(
+        "a worker's discovery entry to be deleted after the step",
+        CLEANUP,
+        || (generate_entries() < listed).then_some(()),
+    );
+    step_wall_clock(-15);
+    let status = poll("the run to end", STARTUP, || harness.try_wait().unwrap());
+    assert!(status.success(), "the run failed: {status}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(runs.join("latest/results.json")).unwrap())
+            .unwrap();
+    let tc01 = &results["run"]["cases"][0];
+    assert_eq!(tc01["outcome"], "passed", "{tc01}");
+    let retried = tc01["retried"].as_array().expect("an attempt ran again");
+    assert_eq!(retried.len(), 1, "{tc01}");
+    assert!(
+        retried[0]["clock_events"][0]
+            .as_str()
+            .is_some_and(|e| e.starts_with("the machine's wall clock stepped +15.0 s")),
+        "{tc01}"
+    );
+    let junit = std::fs::read_to_string(runs.join("latest/junit.xml")).unwrap();
+    assert!(junit.contains("<flakyFailure"), "{junit}");
+    assert!(
+        runs.join("latest/cases/TC-01-generation_correctness-attempt2")
+            .is_dir(),
+        "the second attempt's evidence"
+    );
+}
