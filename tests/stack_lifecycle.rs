@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kvcr_e2e::proc::procfs;
+use kvcr_e2e::wait::{self, Poll};
 use serde_json::Value;
 
 mod lanes;
@@ -111,18 +112,33 @@ fn scratch_dir(manifest: &Value) -> PathBuf {
 /// After the harness died: no recorded pid, no member of a recorded group,
 /// and no scratch directory (pools, discovery, socket) survives.
 fn assert_nothing_left(pids: &[u32], scratch: &Path) {
-    poll(
+    let alive = || -> Vec<String> {
+        pids.iter()
+            .flat_map(|pid| procfs::group_members(*pid).into_iter().chain([*pid]))
+            .filter(|p| procfs::is_alive(*p))
+            .map(|p| {
+                let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                format!(
+                    "{p} ({})",
+                    String::from_utf8_lossy(&cmdline).replace('\0', " ")
+                )
+            })
+            .collect()
+    };
+    wait::until(
         "every process of the killed run to be gone",
         CLEANUP,
+        Duration::from_millis(100),
         || {
-            let alive: Vec<u32> = pids
-                .iter()
-                .flat_map(|pid| procfs::group_members(*pid).into_iter().chain([*pid]))
-                .filter(|p| procfs::is_alive(*p))
-                .collect();
-            alive.is_empty().then_some(())
+            let left = alive();
+            if left.is_empty() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending(format!("still alive: {}", left.join(", ")))
+            }
         },
-    );
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     poll("the run's scratch directory to be removed", CLEANUP, || {
         (!scratch.exists()).then_some(())
     });
@@ -406,9 +422,12 @@ fn a_case_broken_by_a_wall_clock_step_passes_on_its_second_attempt() {
         Command::new(phase1_binary())
             .args(["--run-dir"])
             .arg(&runs)
-            // One prompt family at a time: TC-01 outlasts the step's effect.
-            .args(["--reference-concurrency", "1"])
-            .args(["TC-01::generation_correctness", "--exact"])
+            // TC-03 pins its requests to A and B, which is what a dropout
+            // breaks (an unpinned request still finds a worker). At 40 ms a
+            // prompt token it runs for about 15 s, so the step and the sweep
+            // that follows it land inside its first attempt.
+            .env("PHASE1_CPU_ENGINE_PREFILL_US_PER_TOKEN", "40000")
+            .args(["TC-03::hinted_peer_transfer", "--exact"])
             .current_dir(root())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -425,17 +444,18 @@ fn a_case_broken_by_a_wall_clock_step_passes_on_its_second_attempt() {
             .filter(|e| e.file_name().to_string_lossy().contains("generate"))
             .count()
     };
-    let listed = generate_entries();
-    poll("TC-01 to start", STARTUP, || {
-        runs.join("latest/cases/TC-01-generation_correctness")
+    poll("TC-03 to start", STARTUP, || {
+        runs.join("latest/cases/TC-03-hinted_peer_transfer")
             .exists()
             .then_some(())
     });
     step_wall_clock(15);
+    // Every entry is then 15 s old, past Dynamo's 10 s: the next sweep of
+    // any process deletes them all.
     poll(
-        "a worker's discovery entry to be deleted after the step",
+        "every worker's discovery entry to be deleted after the step",
         CLEANUP,
-        || (generate_entries() < listed).then_some(()),
+        || (generate_entries() == 0).then_some(()),
     );
     step_wall_clock(-15);
     let status = poll("the run to end", STARTUP, || harness.try_wait().unwrap());
@@ -443,20 +463,22 @@ fn a_case_broken_by_a_wall_clock_step_passes_on_its_second_attempt() {
     let results: Value =
         serde_json::from_str(&std::fs::read_to_string(runs.join("latest/results.json")).unwrap())
             .unwrap();
-    let tc01 = &results["run"]["cases"][0];
-    assert_eq!(tc01["outcome"], "passed", "{tc01}");
-    let retried = tc01["retried"].as_array().expect("an attempt ran again");
-    assert_eq!(retried.len(), 1, "{tc01}");
+    let tc03 = &results["run"]["cases"][0];
+    assert_eq!(tc03["outcome"], "passed", "{tc03}");
+    let retried = tc03["retried"]
+        .as_array()
+        .unwrap_or_else(|| panic!("TC-03 passed on its first attempt: the step missed it: {tc03}"));
+    assert_eq!(retried.len(), 1, "{tc03}");
     assert!(
         retried[0]["clock_events"][0]
             .as_str()
             .is_some_and(|e| e.starts_with("the machine's wall clock stepped +15.0 s")),
-        "{tc01}"
+        "{tc03}"
     );
     let junit = std::fs::read_to_string(runs.join("latest/junit.xml")).unwrap();
     assert!(junit.contains("<flakyFailure"), "{junit}");
     assert!(
-        runs.join("latest/cases/TC-01-generation_correctness-attempt2")
+        runs.join("latest/cases/TC-03-hinted_peer_transfer-attempt2")
             .is_dir(),
         "the second attempt's evidence"
     );

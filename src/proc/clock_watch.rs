@@ -126,6 +126,16 @@ pub fn start() {
 }
 
 fn watch() {
+    // SIGINT and SIGTERM belong to the suite's signal thread, which tears
+    // the stack down; this thread may start before that one blocks them
+    // process-wide, and a signal delivered here would kill the process
+    // with no teardown.
+    let mut set = nix::sys::signal::SigSet::empty();
+    set.add(nix::sys::signal::Signal::SIGINT);
+    set.add(nix::sys::signal::Signal::SIGTERM);
+    if let Err(e) = set.thread_block() {
+        tracing::warn!("the clock watcher cannot block SIGINT/SIGTERM: {e}");
+    }
     let mut before = Sample::now();
     loop {
         std::thread::sleep(SAMPLE_EVERY);

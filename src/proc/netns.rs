@@ -122,8 +122,11 @@ impl NamespaceNode {
         // sysfs too: UCX checks `/sys/class/net/<if>` before it uses an
         // interface, and the host's sysfs does not list the node's veth (UCX
         // then finds no transport to a peer on the other node).
+        // 4 GiB is a ceiling, not an allocation: a vLLM CPU worker's engine
+        // core alone asks for 160 MiB of shared memory beside its Guard's
+        // and its own pools, which 512 MiB did not hold.
         let script = format!(
-            "mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm && mount -t sysfs sysfs /sys \
+            "mount -t tmpfs -o size=4g,mode=1777 tmpfs /dev/shm && mount -t sysfs sysfs /sys \
              && echo {READY_LINE} && exec sleep infinity"
         );
         let spec = ProcessSpec::new(
