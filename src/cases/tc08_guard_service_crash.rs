@@ -20,15 +20,21 @@
 //! refused only because A still has the port (finding 2,
 //! `live-holder-claim.json`).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use crate::proc::StopReport;
+use crate::prompts::Family;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
+use crate::telemetry::guard_log::GuardEvent;
+use crate::telemetry::names::kvcr_log::CLOSE_UNRESOLVED;
 use crate::telemetry::names::kvcr_service_log::{
     HELD_BY_ANOTHER, LISTENER_UNAVAILABLE, POOL_STILL_IN_USE, STALE_SOCKET_REMOVED, UNREACHABLE,
 };
 use crate::verdict::guard::expect_promoted;
 use crate::verdict::log_scan::BadLine;
-use crate::verdict::service::{expect_service_restart, live_holder_claim, ServiceRestart};
+use crate::verdict::service::{
+    expect_service_restart, live_holder_claim, unguarded_read, ServiceRestart, UnguardedRead,
+};
 use serde_json::json;
 
 use super::production_common::{ms, stop_grace, takeover_and_reclaim, LedgerWatch};
@@ -44,7 +50,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let marks = ctx.pressure().log_marks();
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
     ctx.guard().expect_attached(&[&a, &b])?;
-    let families = ctx.families(6)?;
+    let families = ctx.families(7)?;
     ctx.commit(&a, families[0].variant(0))?;
     let pools_before = ctx.stack.pool_files_of(&a);
 
@@ -81,13 +87,14 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     if let Some(finding) = finding {
         ctx.finding(2, &finding);
     }
-    // The workers whose pools it holds claim their groups on it: restarted
-    // cleanly, one by one.
-    let mut stops = Vec::new();
-    for name in ctx.stack.slots_guarded_with(&a) {
-        let worker = ctx.worker(&name)?;
-        stops.push(worker.process.stop(stop_grace(ctx)));
-        ctx.stack.replace_worker(&name)?;
+    // A then dies unguarded: nothing promotes its pool, and B's read of a
+    // prefix only A held, hinted at A's dead endpoint, is not answered while
+    // nothing answers there (finding 3); B's KVCR cannot close then.
+    let stops = vec![unguarded_death(ctx, &families[1])?];
+    // The workers claim their groups again: A' on the restarted service, B'
+    // on the one holding B's pool (the same one where it is shared).
+    for name in ["A", "B"] {
+        ctx.stack.replace_worker(name)?;
     }
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
     ctx.guard().expect_attached(&[&a, &b])?;
@@ -121,7 +128,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     // Protected again: SIGKILL A, the restarted Guard promotes and serves B.
     let guard = ctx.guard().of(&a)?;
     let watch = LedgerWatch::where_kept(ctx, &a);
-    for family in &families[1..] {
+    for family in &families[2..] {
         ctx.commit(&a, family.variant(0))?;
     }
     let at_kill = watch.map(|w| w.at_kill(ctx, &a, &b)).transpose()?;
@@ -142,7 +149,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         ctx,
         "A",
         &b,
-        &families[1..],
+        &families[2..],
         &mut events,
         kill.sent_at,
         at_kill,
@@ -152,4 +159,62 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.measure("pool_files_at_end", ctx.stack.pool_files_of(&a).len());
     ctx.pressure()
         .expect_no_bad_lines_since(&marks, &[BadLine::StartWriteRefused])
+}
+
+/// A dies while unguarded (docs/kvcr-findings.md 2 and 3): A commits a
+/// prefix of `family` and is SIGKILLed; B asks for it, pinned, hinted at A's
+/// dead endpoint, and is given a deadline. A user expects KVCR to fail the
+/// read within its operation timeout and B to compute the prefix; KVCR
+/// 0.1.1 keeps the pull open, uncertain, while nothing answers on A's
+/// endpoint, and nothing promotes A's pool (its restarted service never
+/// knew A). Then B is stopped: KVCR refuses to close with the pull
+/// unresolved (measured). Returns B's stop.
+fn unguarded_death(ctx: &CaseCtx, family: &Family) -> Result<StopReport, CaseError> {
+    let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
+    ctx.commit(&a, family.variant(0))?;
+    let mut events = ctx.guard().of(&a)?.follow()?;
+    let kill = ctx.stack.kill_worker("A")?;
+    let deadline = unguarded_read_deadline(ctx);
+    let sent = Instant::now();
+    let answer = ctx.complete_on_within(&b, family.variant(1), deadline)?;
+    let answered_ms = answer.as_ref().map(|_| ms(sent.elapsed()));
+    if let Some(answer) = &answer {
+        ctx.expect_reference(family.variant(1), &answer.tokens)?;
+    }
+    events.poll()?;
+    let promotions = events
+        .events()
+        .iter()
+        .filter(|e| matches!(&e.event, GuardEvent::Promoted(p) if p.guard == a.slot.guard_index))
+        .count();
+    let read = UnguardedRead {
+        deadline_ms: ms(deadline),
+        answered_ms,
+        promotions,
+    };
+    let mark = ctx.pressure().log_mark(&b);
+    let stop = b.process.stop(stop_grace(ctx));
+    let close_refused = ctx.pressure().log_lines_since(&b, mark, CLOSE_UNRESOLVED)?;
+    ctx.measure("unguarded_death_promotions", promotions);
+    ctx.measure("peer_close_refused", !close_refused.is_empty());
+    let expectation = unguarded_read(&read);
+    let path = ctx.record(
+        "unguarded-death.json",
+        &json!({"kill": kill, "read": read, "peer_stop": stop, "close_refused": close_refused,
+                "finding_3": expectation.as_ref().ok()}),
+    );
+    let finding = expectation.map_err(|v| CaseError::from(v).with_evidence(path))?;
+    ctx.measure("finding_3_shown", finding.is_some());
+    if let Some(finding) = finding {
+        ctx.finding(3, &finding);
+    }
+    Ok(stop)
+}
+
+/// How long B's read after the unguarded death is given: four of KVCR's
+/// operation timeouts (twice its abandon timeout for a source write), at
+/// least 10 s (the probe's wait, docs/kvcr-findings.md 3).
+fn unguarded_read_deadline(ctx: &CaseCtx) -> Duration {
+    let op = ctx.stack.engine.kvcr_operation_timeout_ms().unwrap_or(1000);
+    Duration::from_millis(4 * op).max(Duration::from_secs(10))
 }

@@ -43,17 +43,6 @@ impl Stack {
         self.guard_service(&worker.slot.guard_service)
     }
 
-    /// The slots whose pools the Guard service holding `worker`'s pool
-    /// holds, in slot order: every slot where the service is shared,
-    /// `worker`'s alone where each has its own.
-    pub fn slots_guarded_with(&self, worker: &Worker) -> Vec<String> {
-        self.slots
-            .iter()
-            .filter(|s| s.guard_service == worker.slot.guard_service)
-            .map(|s| s.name.clone())
-            .collect()
-    }
-
     /// SIGKILLs the whole process group of the Guard service holding
     /// `worker`'s pool and verifies it is gone (a crash: no handback, no
     /// cleanup).
