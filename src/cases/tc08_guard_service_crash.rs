@@ -30,6 +30,7 @@ use crate::telemetry::names::kvcr_log::CLOSE_UNRESOLVED;
 use crate::telemetry::names::kvcr_service_log::{
     HELD_BY_ANOTHER, LISTENER_UNAVAILABLE, POOL_STILL_IN_USE, STALE_SOCKET_REMOVED, UNREACHABLE,
 };
+use crate::telemetry::{Counter, OpResult, Scope};
 use crate::verdict::guard::expect_promoted;
 use crate::verdict::log_scan::BadLine;
 use crate::verdict::service::{
@@ -175,11 +176,18 @@ fn unguarded_death(ctx: &CaseCtx, family: &Family) -> Result<StopReport, CaseErr
     let mut events = ctx.guard().of(&a)?.follow()?;
     let kill = ctx.stack.kill_worker("A")?;
     let deadline = unguarded_read_deadline(ctx);
+    let before = ctx.snapshot(&b)?;
     let sent = Instant::now();
     let answer = ctx.complete_on_within(&b, family.variant(1), deadline)?;
     let answered_ms = answer.as_ref().map(|_| ms(sent.elapsed()));
+    let mut remote_deliveries = 0;
     if let Some(answer) = &answer {
         ctx.expect_reference(family.variant(1), &answer.tokens)?;
+        let delta = ctx.delta_since(&b, &before)?;
+        remote_deliveries = [OpResult::Success, OpResult::Partial, OpResult::Failed]
+            .into_iter()
+            .map(|r| delta.count(&Counter::OpCount(Scope::RemoteDeliver, r)))
+            .sum();
     }
     events.poll()?;
     let promotions = events
@@ -190,6 +198,7 @@ fn unguarded_death(ctx: &CaseCtx, family: &Family) -> Result<StopReport, CaseErr
     let read = UnguardedRead {
         deadline_ms: ms(deadline),
         answered_ms,
+        remote_deliveries,
         promotions,
     };
     let mark = ctx.pressure().log_mark(&b);
