@@ -73,7 +73,8 @@ pub(super) fn complete_within(
     ))?;
     let started = Instant::now();
     let request = ctx.requests.request(prompt, Some(pin));
-    let within = tokio::time::timeout(deadline, ctx.client.complete(&request));
+    // The timer is made inside the runtime: built outside it, it panics.
+    let within = async { tokio::time::timeout(deadline, ctx.client.complete(&request)).await };
     let Ok(outcome) = block_on(ctx, within)? else {
         return Ok(None);
     };
