@@ -284,6 +284,8 @@ impl NamespaceNode {
         ProcessSpec {
             program: "nsenter".into(),
             args,
+            // nsenter leads the group now and forwards no SIGTERM.
+            term_leader_only: false,
             ..spec
         }
     }

@@ -209,7 +209,8 @@ impl VllmEngine {
             ctx.logs_dir.join(format!("{log_name}.log")),
         )
         .args(["-m", "dynamo.vllm"])
-        .cwd(&ctx.repo_root);
+        .cwd(&ctx.repo_root)
+        .stopped_through_its_leader();
         let spec = self.engine_args(spec, served);
         let node = self.node_of(ctx, plan);
         let spec = self.place(dynamo::apply_env(spec, ctx), plan, ordinal);
@@ -468,7 +469,8 @@ impl Engine for VllmEngine {
         let spec = ProcessSpec::new(name, &ctx.python, ctx.logs_dir.join(format!("{name}.log")))
             .args(["-m", "vllm.entrypoints.openai.api_server"])
             .args(["--host", &ctx.host, "--port", &port.to_string()])
-            .cwd(&ctx.repo_root);
+            .cwd(&ctx.repo_root)
+            .stopped_through_its_leader();
         let spec = self
             .engine_args(spec, &self.model())
             .args(["--enable-prefix-caching", "--enable-prompt-tokens-details"])
