@@ -833,7 +833,7 @@ mod tests {
     }
 
     /// The production lane's engine profile: the Guard's pools hold exactly
-    /// 64 blocks and it promotes on a missed heartbeat (5.5 s), the tier's
+    /// 64 blocks and it promotes on a missed heartbeat (4.5 s), the tier's
     /// operation timeout is 3 s; the default lane's Guard does neither.
     #[test]
     fn phase2_profile_sizes_pools_in_blocks_and_sets_the_watchdogs() {
@@ -854,8 +854,8 @@ mod tests {
             super::super::pool_size::blocks_in_pools(&e.geometry(), &bytes),
             [64]
         );
-        assert_eq!(guard.flag_value("--heartbeat-timeout-ms"), Some("5500"));
-        assert_eq!(e.guard_heartbeat_timeout_ms(), Some(5500));
+        assert_eq!(guard.flag_value("--heartbeat-timeout-ms"), Some("4500"));
+        assert_eq!(e.guard_heartbeat_timeout_ms(), Some(4500));
         assert_eq!(e.kvcr_operation_timeout_ms(), Some(3000));
         let tier = kvcr_tier(&json_flag(
             &e.worker(&ctx, &example_slot("A", 0)),
