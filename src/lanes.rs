@@ -271,10 +271,10 @@ pub const LANES: &[Lane] = &[
         trials: Trials::Rows(fault_matrix::phase2::ROWS),
     },
     // The production cases that need no CPU-engine report or switch
-    // (TC-09, TC-10, TC-11) on real vLLM: heartbeat promotion and a 2 s
-    // KVCR operation timeout set through vLLM's KVCR tier and Guard
+    // (TC-09, TC-10, TC-11, TC-08) on real vLLM: heartbeat promotion and
+    // KVCR's operation timeout set through vLLM's KVCR tier and Guards
     // (fixtures/profiles/vllm-phase2.toml). Ignored unless asked for
-    // (`-- --ignored`): three vLLM worker restarts take minutes.
+    // (`-- --ignored`): its vLLM worker restarts take minutes.
     Lane {
         target: "phase2_vllm",
         engine: Kind::Vllm,

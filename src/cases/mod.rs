@@ -55,13 +55,14 @@ pub const PHASE2: &[Case] = &[
 ];
 
 /// The production-conditions cases that run on real vLLM (`phase2_vllm`):
-/// TC-09, TC-10, TC-11, in the `phase2` order. TC-07, TC-08 and TC-12 need
-/// the CPU engine's per-block reports or one shared Guard service
+/// TC-09, TC-10, TC-11 and TC-08, in the `phase2` order. TC-07 and TC-12
+/// need the CPU engine's per-block reports or switches
 /// (`engine::applicability::production_on_vllm` says why for each).
 pub const PHASE2_VLLM: &[Case] = &[
     tc09_clean_restart::CASE,
     tc10_heartbeat_promotion::CASE,
     tc11_source_stall_latch::CASE,
+    tc08_guard_service_crash::CASE,
 ];
 
 /// KVCR's disk tier (TC-12), on the `phase2-g3` stack.

@@ -1,34 +1,44 @@
 //! TC-08 the Guard service crashes and restarts.
 //!
-//! SIGKILL the `kvcr_service` process while the workers serve (its pid
-//! verified gone). What KVCR promises, checked: the workers keep serving
-//! their own requests and each other's peer reads (reference tokens); a new
-//! claim gets a clear refusal, not a hang (`KVCR-Service is unreachable`,
-//! within seconds); a restarted service on the same socket and pool
-//! directory removes the stale socket (`Removing stale KVCR service
-//! socket`) and serves again: the workers, restarted cleanly, claim their
-//! groups on it; and a worker SIGKILL is then protected again (promotion,
-//! a Guard-served answer to the peer, a replacement that reclaims the pool,
-//! nothing lost). What KVCR 0.1.1 does that a user would not expect is
-//! measured and named (docs/kvcr-findings.md 1-2): the restarted service
-//! leaves the pools the live workers still map and allocates new ones, so
-//! the pool directory holds both until those workers exit; and the
-//! restarted service does not know the live workers: a claim of A's group
-//! on A's own control port is refused only because A still has the port
-//! (finding 2, `live-holder-claim.json`).
+//! SIGKILL the `kvcr_service` process holding worker A's pool while the
+//! workers serve (its pid verified gone): the stack's one shared service,
+//! or A's own where each worker has one (vLLM). What KVCR promises,
+//! checked: the workers keep serving their own requests and each other's
+//! peer reads (reference tokens); a new claim of A's group gets a clear
+//! refusal, not a hang (`KVCR-Service is unreachable`, within seconds); a
+//! restarted service on the same socket and pool directory removes the
+//! stale socket (`Removing stale KVCR service socket`) and serves again:
+//! the workers whose pools it holds, restarted cleanly, claim their groups
+//! on it; and a worker SIGKILL is then protected again (promotion, a
+//! Guard-served answer to the peer, a replacement that reclaims the pool,
+//! nothing lost where the engine reports per-block events). What KVCR
+//! 0.1.1 does that a user would not expect is measured and named
+//! (docs/kvcr-findings.md 1-2): the restarted service leaves the pools the
+//! live workers still map and allocates new ones, so the pool directory
+//! holds both until those workers exit; and the restarted service does not
+//! know the live workers: a claim of A's group on A's own control port is
+//! refused only because A still has the port (finding 2,
+//! `live-holder-claim.json`).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use crate::proc::StopReport;
+use crate::prompts::Family;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
+use crate::telemetry::guard_log::GuardEvent;
+use crate::telemetry::names::kvcr_log::CLOSE_UNRESOLVED;
 use crate::telemetry::names::kvcr_service_log::{
     HELD_BY_ANOTHER, LISTENER_UNAVAILABLE, POOL_STILL_IN_USE, STALE_SOCKET_REMOVED, UNREACHABLE,
 };
+use crate::telemetry::{Counter, OpResult, Scope};
 use crate::verdict::guard::expect_promoted;
 use crate::verdict::log_scan::BadLine;
-use crate::verdict::service::{expect_service_restart, live_holder_claim, ServiceRestart};
+use crate::verdict::service::{
+    expect_service_restart, live_holder_claim, unguarded_read, ServiceRestart, UnguardedRead,
+};
 use serde_json::json;
 
-use super::production_common::{ms, takeover_and_reclaim, LedgerWatch};
+use super::production_common::{ms, stop_grace, takeover_and_reclaim, LedgerWatch};
 
 pub const CASE: Case = Case {
     id: "TC-08",
@@ -37,18 +47,16 @@ pub const CASE: Case = Case {
     run,
 };
 
-const GRACE: std::time::Duration = std::time::Duration::from_secs(15);
-
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let marks = ctx.pressure().log_marks();
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
     ctx.guard().expect_attached(&[&a, &b])?;
-    let families = ctx.families(6)?;
+    let families = ctx.families(7)?;
     ctx.commit(&a, families[0].variant(0))?;
-    let pools_before = ctx.stack.pool_files();
+    let pools_before = ctx.stack.pool_files_of(&a);
 
-    // The crash, verified.
-    let kill = ctx.stack.kill_guard_service()?;
+    // The crash of the service holding A's pool, verified.
+    let kill = ctx.stack.kill_guard_service_of(&a)?;
     ctx.record("kill.json", &kill);
 
     // The workers keep serving, their own requests and each other's reads.
@@ -56,22 +64,20 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.expect_reference(families[0].variant(1), &own.tokens)?;
     let peer = ctx.complete_on(&b, families[0].variant(2))?;
     ctx.expect_reference(families[0].variant(2), &peer.tokens)?;
-    // A new claim: a clear refusal, fast.
-    let refused = ctx.pressure().claim_probe(a.slot.guard_index)?;
+    // A new claim of A's group: a clear refusal, fast.
+    let refused = ctx.pressure().claim_probe_of(&a, None)?;
 
     // The service again, on the same socket and pool directory.
     let started = Instant::now();
-    let restarted = ctx.stack.restart_guard_service()?;
+    let restarted = ctx.stack.restart_guard_service_of(&a)?;
     let restart_ms = ms(started.elapsed());
     let log = std::fs::read_to_string(restarted.log_path()).unwrap_or_default();
-    let pools_after = ctx.stack.pool_files();
+    let pools_after = ctx.stack.pool_files_of(&a);
     // Finding 2: A still holds group N of the dead service; the new one
     // does not know it. A claim of A's group on A's own control port.
-    let live_holder = ctx.pressure().claim_probe_with(
-        a.slot.guard_index,
-        &ctx.pressure().claim_pools(),
-        Some(a.slot.control_port),
-    )?;
+    let live_holder = ctx
+        .pressure()
+        .claim_probe_of(&a, Some(a.slot.control_port))?;
     let expectation = live_holder_claim(&live_holder, HELD_BY_ANOTHER, LISTENER_UNAVAILABLE);
     ctx.record(
         "live-holder-claim.json",
@@ -82,11 +88,13 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     if let Some(finding) = finding {
         ctx.finding(2, &finding);
     }
-    // The workers claim their groups on it: restarted cleanly, one by one.
-    let mut stops = Vec::new();
+    // A then dies unguarded: nothing promotes its pool, and B's read of a
+    // prefix only A held, hinted at A's dead endpoint, is not answered while
+    // nothing answers there (finding 3); B's KVCR cannot close then.
+    let stops = vec![unguarded_death(ctx, &families[1])?];
+    // The workers claim their groups again: A' on the restarted service, B'
+    // on the one holding B's pool (the same one where it is shared).
     for name in ["A", "B"] {
-        let worker = ctx.worker(name)?;
-        stops.push(worker.process.stop(GRACE));
         ctx.stack.replace_worker(name)?;
     }
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
@@ -112,18 +120,19 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     );
     ctx.check(
         "restart.json",
-        &json!({"observed": observed, "pools_before": pools_before, "pools_after": pools_after,
-                "worker_stops": stops, "restarted_log": restarted.log_path()}),
+        &json!({"observed": observed, "service": kill.service, "pools_before": pools_before,
+                "pools_after": pools_after, "worker_stops": stops,
+                "restarted_log": restarted.log_path()}),
         expect_service_restart(&observed, UNREACHABLE),
     )?;
 
     // Protected again: SIGKILL A, the restarted Guard promotes and serves B.
     let guard = ctx.guard().of(&a)?;
-    let watch = LedgerWatch::start(ctx, &a);
-    for family in &families[1..] {
+    let watch = LedgerWatch::where_kept(ctx, &a);
+    for family in &families[2..] {
         ctx.commit(&a, family.variant(0))?;
     }
-    let at_kill = watch.at_kill(ctx, &a, &b)?;
+    let at_kill = watch.map(|w| w.at_kill(ctx, &a, &b)).transpose()?;
     let mut events = guard.follow()?;
     let kill = ctx.stack.kill_worker("A")?;
     let promotion = events.await_promotion(a.slot.guard_index)?;
@@ -141,14 +150,80 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         ctx,
         "A",
         &b,
-        &families[1..],
+        &families[2..],
         &mut events,
         kill.sent_at,
-        Some(at_kill),
+        at_kill,
         promotion.as_ref().map(|p| p.recovered_blocks),
         "takeover through the Guard after the Guard service restarted",
     )?;
-    ctx.measure("pool_files_at_end", ctx.stack.pool_files().len());
+    ctx.measure("pool_files_at_end", ctx.stack.pool_files_of(&a).len());
     ctx.pressure()
         .expect_no_bad_lines_since(&marks, &[BadLine::StartWriteRefused])
+}
+
+/// A dies while unguarded (docs/kvcr-findings.md 2 and 3): A commits a
+/// prefix of `family` and is SIGKILLed; B asks for it, pinned, hinted at A's
+/// dead endpoint, and is given a deadline. A user expects KVCR to fail the
+/// read within its operation timeout and B to compute the prefix; KVCR
+/// 0.1.1 keeps the pull open, uncertain, while nothing answers on A's
+/// endpoint, and nothing promotes A's pool (its restarted service never
+/// knew A). Then B is stopped: KVCR refuses to close with the pull
+/// unresolved (measured). Returns B's stop.
+fn unguarded_death(ctx: &CaseCtx, family: &Family) -> Result<StopReport, CaseError> {
+    let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
+    ctx.commit(&a, family.variant(0))?;
+    let mut events = ctx.guard().of(&a)?.follow()?;
+    let kill = ctx.stack.kill_worker("A")?;
+    let deadline = unguarded_read_deadline(ctx);
+    let before = ctx.snapshot(&b)?;
+    let sent = Instant::now();
+    let answer = ctx.complete_on_within(&b, family.variant(1), deadline)?;
+    let answered_ms = answer.as_ref().map(|_| ms(sent.elapsed()));
+    let mut remote_deliveries = 0;
+    if let Some(answer) = &answer {
+        ctx.expect_reference(family.variant(1), &answer.tokens)?;
+        let delta = ctx.delta_since(&b, &before)?;
+        remote_deliveries = [OpResult::Success, OpResult::Partial, OpResult::Failed]
+            .into_iter()
+            .map(|r| delta.count(&Counter::OpCount(Scope::RemoteDeliver, r)))
+            .sum();
+    }
+    events.poll()?;
+    let promotions = events
+        .events()
+        .iter()
+        .filter(|e| matches!(&e.event, GuardEvent::Promoted(p) if p.guard == a.slot.guard_index))
+        .count();
+    let read = UnguardedRead {
+        deadline_ms: ms(deadline),
+        answered_ms,
+        remote_deliveries,
+        promotions,
+    };
+    let mark = ctx.pressure().log_mark(&b);
+    let stop = b.process.stop(stop_grace(ctx));
+    let close_refused = ctx.pressure().log_lines_since(&b, mark, CLOSE_UNRESOLVED)?;
+    ctx.measure("unguarded_death_promotions", promotions);
+    ctx.measure("peer_close_refused", !close_refused.is_empty());
+    let expectation = unguarded_read(&read);
+    let path = ctx.record(
+        "unguarded-death.json",
+        &json!({"kill": kill, "read": read, "peer_stop": stop, "close_refused": close_refused,
+                "finding_3": expectation.as_ref().ok()}),
+    );
+    let finding = expectation.map_err(|v| CaseError::from(v).with_evidence(path))?;
+    ctx.measure("finding_3_shown", finding.is_some());
+    if let Some(finding) = finding {
+        ctx.finding(3, &finding);
+    }
+    Ok(stop)
+}
+
+/// How long B's read after the unguarded death is given: four of KVCR's
+/// operation timeouts (twice its abandon timeout for a source write), at
+/// least 10 s (the probe's wait, docs/kvcr-findings.md 3).
+fn unguarded_read_deadline(ctx: &CaseCtx) -> Duration {
+    let op = ctx.stack.engine.kvcr_operation_timeout_ms().unwrap_or(1000);
+    Duration::from_millis(4 * op).max(Duration::from_secs(10))
 }

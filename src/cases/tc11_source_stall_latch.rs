@@ -5,7 +5,8 @@
 //! `operation_timeout_ms` knob; kvcr 0.1.1 `dangling_ops.check_source_progress`).
 //! Provoked for real: SIGSTOP worker A (the source) for 0.4 × the timeout,
 //! then SIGCONT: no latch, and the peer B still reads A's blocks. Then
-//! SIGSTOP A for 1.5 × the timeout (below the Guard's heartbeat timeout):
+//! SIGSTOP A for the timeout plus 0.5 s (KVCR measures a gap of at least
+//! the stop; 1 s or more below the Guard's heartbeat timeout):
 //! A reports the latch as a fact (the engine's `KVCR resilience event
 //! kind=source_stalled` line with its time, `/state` `kvcr_source_stalled`),
 //! and a prefix A committed after it is not served to B: B's remote delivery
@@ -36,14 +37,26 @@ pub const CASE: Case = Case {
     run,
 };
 
+/// How much longer than `operation_timeout_ms` the long stop lasts. KVCR
+/// measures a gap of at least the stop (4025 ms for a 4000 ms stop on
+/// vLLM), so any margin latches.
+const PAST_TIMEOUT: Duration = Duration::from_millis(500);
+/// How far the Guard's heartbeat timeout must exceed the long stop: the
+/// stopped worker's heartbeat must resume within it after SIGCONT (68 ms
+/// on vLLM at load 10), or its Guard promotes instead.
+const HEARTBEAT_MARGIN: Duration = Duration::from_secs(1);
+
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let marks = ctx.pressure().log_marks();
     let timeout_ms = ctx.stack.engine.kvcr_operation_timeout_ms().unwrap_or(5000);
     let timeout = Duration::from_millis(timeout_ms);
+    let long_stop = timeout + PAST_TIMEOUT;
     if let Some(heartbeat) = ctx.stack.engine.guard_heartbeat_timeout_ms() {
-        if Duration::from_millis(heartbeat) <= timeout * 2 {
+        if Duration::from_millis(heartbeat) < long_stop + HEARTBEAT_MARGIN {
             return Err(CaseError::new(format!(
-                "TC-11 stops a source for 1.5 × operation_timeout_ms ({timeout_ms} ms): the Guard's heartbeat timeout ({heartbeat} ms) must exceed twice it, or the Guard promotes instead"
+                "TC-11 stops a source for operation_timeout_ms ({timeout_ms} ms) + {} ms: the Guard's heartbeat timeout ({heartbeat} ms) must exceed that by {} ms, or the Guard promotes instead",
+                PAST_TIMEOUT.as_millis(),
+                HEARTBEAT_MARGIN.as_millis()
             )));
         }
     }
@@ -89,7 +102,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.commit(&a, families[1].variant(0))?;
     {
         let _stopped = ctx.pressure().stop_worker_process(&a)?;
-        std::thread::sleep(timeout.mul_f64(1.5));
+        std::thread::sleep(long_stop);
     }
     // KVCR checks at its next progress turn, and hands the event to the
     // engine at its next poll: a moment after SIGCONT.
@@ -106,7 +119,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     }
     ctx.check(
         "latch.json",
-        &json!({"stop_ms": timeout_ms as f64 * 1.5, "latch": latch}),
+        &json!({"stop_ms": long_stop.as_millis(), "latch": latch}),
         expect_latch(latch.as_ref(), "worker-A"),
     )?;
 

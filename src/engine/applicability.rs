@@ -5,7 +5,7 @@
 //! | engine  | agg            | 2p1d                      | two-node                  |
 //! |---------|----------------|---------------------------|---------------------------|
 //! | cpu     | TC-01..TC-06   | TC-01..TC-06              | TC-01..04, TC-06 (root)   |
-//! | vllm    | TC-01..06, TC-09..11 | TC-01..04, TC-06    | TC-01..04, TC-06          |
+//! | vllm    | TC-01..06, TC-08..11 | TC-01..04, TC-06    | TC-01..04, TC-06          |
 //! | sglang  | TC-01, 02, 05  | none (no disaggregation)  | TC-01, 02                 |
 //!
 //! TC-05's arms and baselines are defined on the aggregated topology, so the
@@ -13,9 +13,9 @@
 //!
 //! The production-conditions cases (TC-07..TC-12, `cargo test --test phase2`
 //! and `phase2_g3`) run on the CPU engine on agg ([`production_on`]). On
-//! vLLM (agg, `cargo test --test phase2_vllm -- --ignored`) TC-09, TC-10
-//! and TC-11 run too, with the checks that need per-block reports recorded
-//! as not checked; TC-07, TC-08 and TC-12 are reported ignored, each with
+//! vLLM (agg, `cargo test --test phase2_vllm -- --ignored`) TC-08, TC-09,
+//! TC-10 and TC-11 run too, with the checks that need per-block reports
+//! recorded as not checked; TC-07 and TC-12 are reported ignored, each with
 //! its reason ([`production_on_vllm`]). SGLang runs none of them
 //! ([`NEEDS_CPU_KVCR_REPORTS`]).
 
@@ -35,20 +35,18 @@ pub const NEEDS_CPU_KVCR_REPORTS: &str = "needs the CPU engine's KVCR reports (p
 /// Why TC-07 does not run on vLLM.
 pub const TC07_ON_VLLM: &str = "TC-07 reads which blocks left KVCR's pool from KVCR's per-block inventory events and asks where each block is held (/kvcr/holding), and fills the pool with pinned deposits (the CPU engine's pin_deposits switch); vLLM's KVCR adapter sends its inventory events to the router only, answers no holding query, and vLLM's own primary host tier decides which blocks reach KVCR's pool";
 
-/// Why TC-08 does not run on vLLM.
-pub const TC08_ON_VLLM: &str = "TC-08 kills and restarts the stack's one shared Guard service; vLLM's KVCR adapter takes the Guard index from the data-parallel rank, so each vLLM worker has a Guard service of its own, and the harness restarts only a shared one";
-
 /// Why TC-12 does not run on vLLM.
 pub const TC12_ON_VLLM: &str = "TC-12 proves a spill to disk and a read from it block by block (KVCR's `stored` events in G3, /kvcr/holding answering `g3`, deliveries `from=g3`); vLLM's KVCR adapter accepts a `g3` tier but reports none of these per block";
 
-/// Which production-conditions cases run on vLLM (agg only): TC-09, TC-10
-/// and TC-11 need only what every engine shows (the Guard's log, KVCR's
-/// own log lines, the engine's counters, signals to the worker's process
-/// group); the others need the CPU engine's per-block reports or switches.
+/// Which production-conditions cases run on vLLM (agg only): TC-08,
+/// TC-09, TC-10 and TC-11 need only what every engine shows (the Guard's
+/// log, KVCR's own log lines, the engine's counters, signals to the
+/// worker's process group, the Guard service holding a worker's pool, shared
+/// or its own); the others need the CPU engine's per-block reports or
+/// switches.
 pub fn production_on_vllm(case: Case, topology: super::Topology) -> Applicability {
     match case.number() {
         7 => Applicability::ignored(TC07_ON_VLLM),
-        8 => Applicability::ignored(TC08_ON_VLLM),
         12 => Applicability::ignored(TC12_ON_VLLM),
         _ => production_on(topology),
     }
@@ -233,15 +231,11 @@ mod tests {
 
     #[test]
     fn production_cases_run_on_vllm_where_they_need_no_cpu_engine_report() {
-        for c in ["TC-09", "TC-10", "TC-11"] {
+        for c in ["TC-08", "TC-09", "TC-10", "TC-11"] {
             assert!(Kind::Vllm.applies(c, Topology::Agg).applies(), "{c}");
             assert!(!Kind::Vllm.applies(c, Topology::TwoP1D).applies(), "{c}");
         }
-        for (c, why) in [
-            ("TC-07", TC07_ON_VLLM),
-            ("TC-08", TC08_ON_VLLM),
-            ("TC-12", TC12_ON_VLLM),
-        ] {
+        for (c, why) in [("TC-07", TC07_ON_VLLM), ("TC-12", TC12_ON_VLLM)] {
             assert_eq!(
                 Kind::Vllm.applies(c, Topology::Agg),
                 Applicability::Ignored(format!("{c} on vllm/agg: {why}"))

@@ -281,6 +281,8 @@ impl NamespaceNode {
         ProcessSpec {
             program: "nsenter".into(),
             args,
+            // nsenter leads the group now and forwards no SIGTERM.
+            term_leader_only: false,
             ..spec
         }
     }

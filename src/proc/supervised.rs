@@ -33,6 +33,13 @@ pub struct ProcessSpec {
     /// Started for a stack this process only attached to: no parent-death
     /// signal and no reaper, because the stack's owner stops it.
     pub outlive_harness: bool,
+    /// A clean stop's SIGTERM goes to the process alone, not its group: it
+    /// stops its own children, as it is stopped in a container (vLLM's
+    /// process manager stops its EngineCore, which stops its workers; a
+    /// worker SIGTERMed beside it dies "unexpectedly" and fails the engine
+    /// mid-shutdown). SIGKILL still goes to the group.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub term_leader_only: bool,
 }
 
 impl ProcessSpec {
@@ -50,7 +57,15 @@ impl ProcessSpec {
             cwd: None,
             log: log.into(),
             outlive_harness: false,
+            term_leader_only: false,
         }
+    }
+
+    /// A clean stop SIGTERMs this process alone; it stops its children
+    /// ([`ProcessSpec::term_leader_only`]).
+    pub fn stopped_through_its_leader(mut self) -> Self {
+        self.term_leader_only = true;
+        self
     }
 
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
@@ -161,6 +176,8 @@ pub struct Supervised {
     /// Set once this harness sent the process a signal that ends it
     /// (SIGKILL, SIGTERM), so an exit after it is not a crash.
     ended_by_harness: AtomicBool,
+    /// [`ProcessSpec::term_leader_only`].
+    term_leader_only: bool,
 }
 
 impl Supervised {
@@ -255,6 +272,7 @@ impl Supervised {
             shm: Mutex::new(Vec::new()),
             remote: None,
             ended_by_harness: AtomicBool::new(false),
+            term_leader_only: spec.term_leader_only,
         })
     }
 
@@ -272,6 +290,7 @@ impl Supervised {
             shm: Mutex::new(Vec::new()),
             remote: None,
             ended_by_harness: AtomicBool::new(false),
+            term_leader_only: false,
         }
     }
 
@@ -444,7 +463,12 @@ impl Supervised {
         let started = Instant::now();
         let already_exited = self.exit_status().is_some();
         self.note_shm();
-        self.signal_group(Signal::SIGTERM);
+        if self.term_leader_only {
+            // ESRCH (already gone) is an end state too.
+            let _ = self.signal(Signal::SIGTERM);
+        } else {
+            self.signal_group(Signal::SIGTERM);
+        }
         let mut status = self.wait_exit(grace);
         let needed_sigkill = status.is_none();
         if needed_sigkill {
@@ -656,6 +680,45 @@ mod tests {
         assert_eq!(procfs::group_members(child.pid()).len(), 3);
         child.stop(Duration::from_secs(2));
         assert!(procfs::group_members(child.pid()).is_empty());
+    }
+
+    /// A leader that stops its own children gets the SIGTERM alone: its
+    /// child hears only from it (SIGUSR1 here), never the harness's SIGTERM;
+    /// a group stop SIGTERMs the child directly.
+    #[test]
+    fn a_stop_through_the_leader_leaves_its_children_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = |heard: &Path| {
+            format!(
+                "sh -c 'trap \"echo TERM >> {h}; exit 0\" TERM; trap \"echo USR1 >> {h}; exit 0\" USR1; \
+                 echo up >> {h}; while :; do sleep 0.05; done' & child=$!; \
+                 trap 'kill -USR1 $child; wait $child; exit 0' TERM; while :; do sleep 0.05; done",
+                h = heard.display()
+            )
+        };
+        for (leader_only, expected) in [(true, "USR1"), (false, "TERM")] {
+            let heard = dir.path().join(format!("child-{leader_only}.txt"));
+            let mut spec = sh(
+                dir.path(),
+                &format!("leader-{leader_only}"),
+                &script(&heard),
+            );
+            if leader_only {
+                spec = spec.stopped_through_its_leader();
+            }
+            let leader = Supervised::spawn(&spec).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !std::fs::read_to_string(&heard).is_ok_and(|h| h.contains("up"))
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let report = leader.stop(Duration::from_secs(10));
+            assert!(!report.needed_sigkill, "{report:?}");
+            let heard = std::fs::read_to_string(&heard).unwrap();
+            assert_eq!(heard.lines().nth(1), Some(expected), "{heard}");
+            assert!(procfs::group_members(leader.pid()).is_empty());
+        }
     }
 
     #[test]

@@ -1,7 +1,11 @@
-//! The Guard service as a process a case can kill and start again (TC-08):
-//! the restarted service takes the same socket and pool directory, logs to
-//! `guard.<n>.log`, and is the one [`Stack::guard_of`] names from then on.
+//! The Guard services as processes a case can kill and start again (TC-08).
+//! Whichever layout the engine uses (one service shared by every worker, or
+//! one per worker), the service killed is the one holding a given worker's
+//! pool; its restart takes the same socket and pool directory, logs to
+//! `<service>.<n>.log`, and is the one [`Stack::guard_of`] names for the
+//! workers it holds from then on.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -9,11 +13,14 @@ use serde::Serialize;
 
 use crate::proc::{procfs, Supervised};
 
-use super::{provision, readiness, Stack, StackError};
+use super::provision::{self, GuardPlan};
+use super::{readiness, Stack, StackError, Worker};
 
-/// What a SIGKILL of the Guard service did, checked from outside.
+/// What a SIGKILL of a Guard service did, checked from outside.
 #[derive(Debug, Clone, Serialize)]
 pub struct GuardServiceKill {
+    /// The service killed: `guard`, or `guard-<slot>` where each worker has one.
+    pub service: String,
     pub pid: u32,
     pub gone_after_ms: u128,
     /// The socket file the dead service left behind.
@@ -22,7 +29,7 @@ pub struct GuardServiceKill {
     pub sent_at: Instant,
 }
 
-/// One file in the Guard service's pool directory.
+/// One file in a Guard service's pool directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PoolFile {
     pub name: String,
@@ -30,67 +37,84 @@ pub struct PoolFile {
 }
 
 impl Stack {
-    /// The Guard service now serving the stack's single shared socket: the
-    /// last one [`Stack::restart_guard_service`] started, else the first.
-    pub fn current_guard(&self) -> Option<Arc<Supervised>> {
-        self.restarted_guards
-            .lock()
-            .ok()
-            .and_then(|g| g.last().cloned())
-            .or_else(|| self.guard.clone())
+    /// The Guard service holding `worker`'s pool: the last one
+    /// [`Stack::restart_guard_service_of`] started for it, else the first.
+    pub fn guard_of(&self, worker: &Worker) -> Option<Arc<Supervised>> {
+        self.guard_service(&worker.slot.guard_service)
     }
 
-    /// SIGKILLs the Guard service's whole process group and verifies it is
-    /// gone (a crash: no handback, no cleanup).
-    pub fn kill_guard_service(&self) -> Result<GuardServiceKill, StackError> {
-        let guard = self.restartable_guard()?;
+    /// SIGKILLs the whole process group of the Guard service holding
+    /// `worker`'s pool and verifies it is gone (a crash: no handback, no
+    /// cleanup).
+    pub fn kill_guard_service_of(&self, worker: &Worker) -> Result<GuardServiceKill, StackError> {
+        let service = &worker.slot.guard_service;
+        let guard = self.restartable_guard(service)?;
         let pid = guard.pid();
         let sent_at = Instant::now();
         guard.kill_group().map_err(|e| {
-            StackError::FaultNotApplied(format!("SIGKILL of the Guard service: {e}"))
+            StackError::FaultNotApplied(format!("SIGKILL of the Guard service {service}: {e}"))
         })?;
         let budget = self.options.kill_timeout;
         if guard.wait_exit(budget).is_none() || procfs::is_alive(pid) {
             return Err(StackError::FaultNotApplied(format!(
-                "the Guard service (pid {pid}) is still alive {} s after SIGKILL",
+                "the Guard service {service} (pid {pid}) is still alive {} s after SIGKILL",
                 budget.as_secs()
             )));
         }
+        let (_, socket) = self.guard_plan(service)?;
         Ok(GuardServiceKill {
+            service: service.clone(),
             pid,
             gone_after_ms: sent_at.elapsed().as_millis(),
-            socket_left: self.ctx.guard_socket.exists(),
+            socket_left: socket.exists(),
             sent_at,
         })
     }
 
-    /// Starts the Guard service again on the same socket and pool directory
-    /// (after it died) and waits for its `ready` line.
-    pub fn restart_guard_service(&self) -> Result<Arc<Supervised>, StackError> {
-        let old = self.restartable_guard()?;
+    /// Starts the Guard service holding `worker`'s pool again (after it
+    /// died) on the same socket and pool directory, on the same node, and
+    /// waits for its `ready` line.
+    pub fn restart_guard_service_of(&self, worker: &Worker) -> Result<Arc<Supervised>, StackError> {
+        let service = &worker.slot.guard_service;
+        let old = self.restartable_guard(service)?;
         if old.is_running() {
             return Err(StackError::ReplacementNotStarted(format!(
-                "the Guard service (pid {}) is still running; a second one on its socket would be refused",
+                "the Guard service {service} (pid {}) is still running; a second one on its socket would be refused",
                 old.pid()
             )));
         }
-        let generation = self.restarted_guards.lock().map(|g| g.len()).unwrap_or(0) + 2;
-        let mut spec = self.engine.guard(&self.ctx).ok_or_else(|| {
+        let generation = self
+            .restarted_guards
+            .lock()
+            .map(|g| g.iter().filter(|(s, _)| s == service).count())
+            .unwrap_or(0)
+            + 2;
+        let (plan, socket) = self.guard_plan(service)?;
+        let mut spec = self.engine.guard(&plan.ctx).ok_or_else(|| {
             StackError::ReplacementNotStarted("this engine runs no Guard service".into())
         })?;
-        spec.name = format!("guard.{generation}");
-        spec.log = self.ctx.logs_dir.join(format!("guard.{generation}.log"));
+        spec.name = format!("{service}.{generation}");
+        spec.log = self
+            .ctx
+            .logs_dir
+            .join(format!("{service}.{generation}.log"));
+        let spec = self.placement.wrap(plan.node, spec);
         let fresh = Arc::new(Supervised::spawn(&spec).map_err(provision::ProvisionError::from)?);
         if let Ok(mut restarted) = self.restarted_guards.lock() {
-            restarted.push(fresh.clone());
+            restarted.push((service.clone(), fresh.clone()));
         }
-        readiness::await_guard(&fresh, &self.ctx.guard_socket, self.options.startup_timeout)?;
+        readiness::await_guard(&fresh, &socket, self.options.startup_timeout)?;
         Ok(fresh)
     }
 
-    /// The files in the Guard service's pool directory, by name.
-    pub fn pool_files(&self) -> Vec<PoolFile> {
-        let mut files: Vec<PoolFile> = std::fs::read_dir(&self.ctx.pool_dir)
+    /// The files in the pool directory of the Guard service holding
+    /// `worker`'s pool, by name.
+    pub fn pool_files_of(&self, worker: &Worker) -> Vec<PoolFile> {
+        let Ok((plan, _)) = self.guard_plan(&worker.slot.guard_service) else {
+            return Vec::new();
+        };
+        let dir = self.placement.host_view(plan.node, &plan.ctx.pool_dir);
+        let mut files: Vec<PoolFile> = std::fs::read_dir(dir)
             .map(|entries| {
                 entries
                     .filter_map(Result::ok)
@@ -107,14 +131,51 @@ impl Stack {
         files
     }
 
-    fn restartable_guard(&self) -> Result<Arc<Supervised>, StackError> {
-        if !self.mode.owns() || self.engine.guard_per_slot() {
+    /// Guard service `service` now: the last one restarted, else the one
+    /// provisioning started (the first where the stack names none so).
+    fn guard_service(&self, service: &str) -> Option<Arc<Supervised>> {
+        let restarted = self.restarted_guards.lock().ok().and_then(|g| {
+            g.iter()
+                .rev()
+                .find(|(s, _)| s == service)
+                .map(|(_, guard)| guard.clone())
+        });
+        restarted.or_else(|| {
+            self.guards
+                .iter()
+                .find(|g| g.name() == service)
+                .or(self.guard.as_ref())
+                .cloned()
+        })
+    }
+
+    /// How provisioning started Guard service `service`, and its socket as
+    /// this host sees it.
+    fn guard_plan(&self, service: &str) -> Result<(GuardPlan, PathBuf), StackError> {
+        let plans = provision::guard_plans(
+            self.engine.as_ref(),
+            &self.ctx,
+            (&self.layout, &self.placement),
+            &self.slots,
+        )?;
+        let plan = plans
+            .into_iter()
+            .find(|p| p.name == service)
+            .ok_or_else(|| {
+                StackError::FaultNotApplied(format!("this stack plans no Guard service {service}"))
+            })?;
+        let socket = self.placement.host_view(plan.node, &plan.ctx.guard_socket);
+        Ok((plan, socket))
+    }
+
+    fn restartable_guard(&self, service: &str) -> Result<Arc<Supervised>, StackError> {
+        if !self.mode.owns() {
             return Err(StackError::FaultNotApplied(
-                "restarting the Guard service needs a stack this run started, with one shared service"
-                    .into(),
+                "restarting a Guard service needs a stack this run started".into(),
             ));
         }
-        self.current_guard()
-            .ok_or_else(|| StackError::FaultNotApplied("this stack runs no Guard service".into()))
+        self.guard_service(service).ok_or_else(|| {
+            StackError::FaultNotApplied(format!("this stack runs no Guard service {service}"))
+        })
     }
 }

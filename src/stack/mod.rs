@@ -77,8 +77,9 @@ pub struct Stack {
     pub guard: Option<Arc<Supervised>>,
     /// Every Guard service, named `guard` or `guard-<slot>`.
     pub guards: Vec<Arc<Supervised>>,
-    /// Guard services started again after the first died (TC-08), in order.
-    restarted_guards: Mutex<Vec<Arc<Supervised>>>,
+    /// Guard services started again after one died (TC-08), in order, each
+    /// with the service it stands in for (`guard`, `guard-<slot>`).
+    restarted_guards: Mutex<Vec<(String, Arc<Supervised>)>>,
     workers: Mutex<Vec<Arc<Worker>>>,
     /// The worker slots, planned before any worker starts.
     slots: Vec<WorkerSlot>,
@@ -195,23 +196,6 @@ impl Stack {
         provision::start_workers(self)?;
         self.write_manifest();
         Ok(())
-    }
-
-    /// The Guard service holding `worker`'s pool.
-    pub fn guard_of(&self, worker: &Worker) -> Option<Arc<Supervised>> {
-        if let Some(restarted) = self
-            .restarted_guards
-            .lock()
-            .ok()
-            .and_then(|g| g.last().cloned())
-        {
-            return Some(restarted);
-        }
-        self.guards
-            .iter()
-            .find(|g| g.name() == worker.slot.guard_service)
-            .or(self.guard.as_ref())
-            .cloned()
     }
 
     /// The node (index into the topology's nodes) `slot` runs on; 0 for a
@@ -437,7 +421,7 @@ impl Stack {
             .lock()
             .map(|g| g.clone())
             .unwrap_or_default();
-        for guard in restarted.iter().rev().chain(&self.guards) {
+        for guard in restarted.iter().rev().map(|(_, g)| g).chain(&self.guards) {
             reports.push(guard.stop(grace));
         }
         self.placement.stop();

@@ -462,10 +462,51 @@ pub(super) fn start_frontend(stack: &Stack) -> Result<Supervised, ProvisionError
     }
 }
 
-/// Spawns the Guard services the engine runs (one shared by every slot, or
-/// one per slot) without waiting: they need nothing from each other, and
-/// [`await_guards`] waits for them while the frontend and the reference
-/// workers start. Returns each with its socket as this host sees it.
+/// One Guard service the engine runs: its process name (`guard`, or
+/// `guard-<slot>` where each slot has its own), its launch context (socket,
+/// pool directory, groups) and the node it runs on.
+pub(super) struct GuardPlan {
+    pub name: String,
+    pub ctx: LaunchContext,
+    pub node: usize,
+}
+
+/// The Guard services the engine runs for `slots`: one shared by every
+/// slot, or one per slot (its pool directory on its slot's node).
+pub(super) fn guard_plans(
+    engine: &dyn Engine,
+    ctx: &LaunchContext,
+    (layout, placement): (&Layout, &Placement),
+    slots: &[WorkerSlot],
+) -> Result<Vec<GuardPlan>, ProvisionError> {
+    if !engine.guard_per_slot() {
+        return Ok(vec![GuardPlan {
+            name: "guard".to_string(),
+            ctx: ctx.clone(),
+            node: 0,
+        }]);
+    }
+    let plans = engine.worker_plans();
+    let mut services = Vec::new();
+    for slot in slots {
+        let node = nodes::node_of(&plans, &slot.name);
+        let pool_dir = match placement.pool_dir(node, &slot.guard_service)? {
+            Some(dir) => dir,
+            None => layout.pool_dir_of(&slot.guard_service)?,
+        };
+        services.push(GuardPlan {
+            name: slot.guard_service.clone(),
+            ctx: ctx.for_guard(slot.guard_socket.clone(), pool_dir, 1),
+            node,
+        });
+    }
+    Ok(services)
+}
+
+/// Spawns the Guard services the engine runs ([`guard_plans`]) without
+/// waiting: they need nothing from each other, and [`await_guards`] waits
+/// for them while the frontend and the reference workers start. Returns
+/// each with its socket as this host sees it.
 fn spawn_guards(
     engine: &dyn Engine,
     ctx: &LaunchContext,
@@ -473,34 +514,16 @@ fn spawn_guards(
     slots: &[WorkerSlot],
     started_so_far: &Partial,
 ) -> Result<Vec<(Arc<Supervised>, PathBuf)>, ProvisionError> {
-    let mut services: Vec<(String, LaunchContext, usize)> = Vec::new();
-    if engine.guard_per_slot() {
-        let plans = engine.worker_plans();
-        for slot in slots {
-            let node = nodes::node_of(&plans, &slot.name);
-            let pool_dir = match placement.pool_dir(node, &slot.guard_service)? {
-                Some(dir) => dir,
-                None => layout.pool_dir_of(&slot.guard_service)?,
-            };
-            services.push((
-                slot.guard_service.clone(),
-                ctx.for_guard(slot.guard_socket.clone(), pool_dir, 1),
-                node,
-            ));
-        }
-    } else {
-        services.push(("guard".to_string(), ctx.clone(), 0));
-    }
     let mut guards = Vec::new();
-    for (name, guard_ctx, node) in services {
-        let Some(mut spec) = engine.guard(&guard_ctx) else {
+    for plan in guard_plans(engine, ctx, (layout, placement), slots)? {
+        let Some(mut spec) = engine.guard(&plan.ctx) else {
             continue;
         };
-        spec.log = ctx.logs_dir.join(format!("{name}.log"));
-        spec.name = name;
-        let guard = Supervised::spawn(&placement.wrap(node, spec))?;
+        spec.log = ctx.logs_dir.join(format!("{}.log", plan.name));
+        spec.name = plan.name;
+        let guard = Supervised::spawn(&placement.wrap(plan.node, spec))?;
         started_so_far.add(guard.pid());
-        let socket = placement.host_view(node, &guard_ctx.guard_socket);
+        let socket = placement.host_view(plan.node, &plan.ctx.guard_socket);
         guards.push((Arc::new(guard), socket));
     }
     Ok(guards)

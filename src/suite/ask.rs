@@ -57,6 +57,37 @@ pub(super) fn complete(
     answer(prompt, request.request_id, outcome, started)
 }
 
+/// [`complete`] pinned to `pin`, given `deadline` to be answered: `None`
+/// when it was not (the request is dropped: its connection closes).
+pub(super) fn complete_within(
+    ctx: &CaseCtx,
+    prompt: &Prompt,
+    pin: &Worker,
+    deadline: std::time::Duration,
+) -> Result<Option<Answer>, CaseError> {
+    ctx.doing(format!(
+        "requesting {}{}, answered within {} ms or given up",
+        prompt.key(),
+        on_worker(Some(pin)),
+        deadline.as_millis()
+    ))?;
+    let started = Instant::now();
+    let request = ctx.requests.request(prompt, Some(pin));
+    // The timer is made inside the runtime: built outside it, it panics.
+    let within = async { tokio::time::timeout(deadline, ctx.client.complete(&request)).await };
+    let Ok(outcome) = block_on(ctx, within)? else {
+        return Ok(None);
+    };
+    let outcome = outcome.map_err(|e| {
+        CaseError::new(format!(
+            "request {} failed: {e}{}",
+            prompt.key(),
+            unreachable_node(ctx.stack, Some(pin))
+        ))
+    })?;
+    answer(prompt, request.request_id, outcome, started).map(Some)
+}
+
 /// The [`Answer`] to the request `request_id` for `prompt`, sent at `started`.
 pub(super) fn answer(
     prompt: &Prompt,

@@ -132,6 +132,22 @@ impl<'a> CaseCtx<'a> {
         Ok(answer)
     }
 
+    /// A completion pinned to `worker` that has `deadline` to be answered:
+    /// `None` when it was not (the request is dropped then). An answer must
+    /// come from `worker`.
+    pub fn complete_on_within(
+        &self,
+        worker: &Worker,
+        prompt: &Prompt,
+        deadline: std::time::Duration,
+    ) -> Result<Option<Answer>, CaseError> {
+        let answer = ask::complete_within(self, prompt, worker, deadline)?;
+        if let Some(answer) = &answer {
+            ask::expect_served_by(worker, answer.worker.as_ref(), &prompt.key())?;
+        }
+        Ok(answer)
+    }
+
     /// A non-streaming completion where the router picks the worker.
     pub fn complete_routed(&self, prompt: &Prompt) -> Result<Answer, CaseError> {
         ask::complete(self, prompt, None)

@@ -152,6 +152,27 @@ impl Pressure<'_> {
         )
     }
 
+    /// The lines of `worker`'s log since `mark` that contain `needle`.
+    pub fn log_lines_since(
+        &self,
+        worker: &Worker,
+        mark: LogMark,
+        needle: &str,
+    ) -> Result<Vec<String>, CaseError> {
+        let log = worker.process.log_path();
+        let bytes = std::fs::read(log).map_err(|e| {
+            CaseError::new(format!("cannot read {}: {e}", log.display())).with_evidence(log)
+        })?;
+        let start = usize::try_from(mark.0)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        Ok(String::from_utf8_lossy(&bytes[start..])
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_string)
+            .collect())
+    }
+
     /// The engine's KVCR lines `worker` logged since `mark`.
     pub fn kvcr_lines_since(
         &self,

@@ -80,10 +80,21 @@ pub fn scan_since(dir: &Path, marks: &LogMarks) -> Vec<Found> {
 }
 
 impl Pressure<'_> {
-    /// What a new claimant of group `guard_index` gets from the stack's
-    /// Guard service now (`python -m cpu_engine.claim_probe`).
-    pub fn claim_probe(&self, guard_index: u32) -> Result<ClaimProbe, CaseError> {
-        self.claim_probe_with(guard_index, &self.claim_pools(), None)
+    /// What a new claimant of `worker`'s group gets now from the Guard
+    /// service holding `worker`'s pool (`python -m cpu_engine.claim_probe`),
+    /// claiming with this stack's pools on `port` (`None`: a free one; a
+    /// group answers on its first holder's port only).
+    pub fn claim_probe_of(
+        &self,
+        worker: &Worker,
+        port: Option<u16>,
+    ) -> Result<ClaimProbe, CaseError> {
+        self.claim_probe_at(
+            &worker.slot.guard_socket,
+            worker.slot.guard_index,
+            &self.claim_pools(),
+            port,
+        )
     }
 
     /// The pools a worker of this stack claims with: (name, bytes per page).
@@ -109,21 +120,9 @@ impl Pressure<'_> {
             .collect()
     }
 
-    /// A claim of `guard_index` with these pools (a wrong layout on purpose)
-    /// and this control port (a group answers on its first holder's port
-    /// only; `None`: a free one).
-    pub fn claim_probe_with(
-        &self,
-        guard_index: u32,
-        pools: &[(String, u64)],
-        port: Option<u16>,
-    ) -> Result<ClaimProbe, CaseError> {
-        let socket = self.ctx.stack.ctx.guard_socket.clone();
-        self.claim_probe_at(&socket, guard_index, pools, port)
-    }
-
-    /// [`Pressure::claim_probe_with`] on the Guard service at `socket` (a
-    /// worker's own service where each worker has one: vLLM).
+    /// A claim of `guard_index` on the Guard service at `socket` with these
+    /// pools (a wrong layout on purpose) and this control port (`None`: a
+    /// free one).
     pub fn claim_probe_at(
         &self,
         socket: &Path,

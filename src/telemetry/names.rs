@@ -67,6 +67,9 @@ pub mod kvcr_log {
     pub const EV_TARGET_TRANSFER_STARTED: &str = "target_transfer_started";
     /// Event (DEBUG, target side): a remote fetch finished.
     pub const EV_TARGET_TRANSFER_COMPLETED: &str = "target_transfer_completed";
+    /// `KVCR.close()` refused while an operation is unresolved (a pull from
+    /// a source that never answered, docs/kvcr-findings.md 3).
+    pub const CLOSE_UNRESOLVED: &str = "cannot close NIXL with unresolved operations";
 }
 
 /// The CPU engine's log lines about its KVCR (fixtures/cpu-engine

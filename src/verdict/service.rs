@@ -152,9 +152,102 @@ pub fn live_holder_claim(
     })
 }
 
+/// A peer's read of a prefix held only by a worker that died unguarded (its
+/// Guard service had died, and the restarted one never knew it), hinted at
+/// the dead worker's endpoint (docs/kvcr-findings.md 3).
+#[derive(Debug, Clone, Serialize)]
+pub struct UnguardedRead {
+    /// How long the read was given to be answered.
+    pub deadline_ms: f64,
+    /// When the peer answered (its tokens are the case's to check), if it
+    /// did within the deadline.
+    pub answered_ms: Option<f64>,
+    /// The peer's remote deliveries (any outcome) while it answered: none
+    /// means the router no longer hinted the dead worker's blocks (read
+    /// only for an answer; an unanswered pull reports no outcome).
+    pub remote_deliveries: u64,
+    /// Promotions of the dead worker's group its Guard service logged
+    /// meanwhile (finding 2: none, the service does not know the worker).
+    pub promotions: usize,
+}
+
+/// The read after an unguarded death (docs/kvcr-findings.md 3). A user
+/// expects KVCR to fail the read within its operation timeout, so that the
+/// peer computes the prefix: `Ok(None)` when the peer answered (its tokens
+/// the case's to check). KVCR 0.1.1 keeps a pull from a silent source open,
+/// uncertain, with no deadline, and an engine that awaits it hangs the
+/// request: `Ok(Some(finding))` when the read was not answered and nothing
+/// promoted the dead worker's pool. A violation when a promoted Guard was
+/// serving the pool and the read still got no answer, or when the peer
+/// answered without a remote delivery (the read was never hinted: nothing
+/// was shown).
+pub fn unguarded_read(r: &UnguardedRead) -> Result<Option<String>, Violation> {
+    if let Some(answered_ms) = r.answered_ms {
+        if r.remote_deliveries == 0 {
+            return Err(Violation {
+                claim: "the peer's read is hinted at the dead worker's endpoint",
+                detail: format!(
+                    "the peer answered in {answered_ms:.0} ms without a remote delivery: the router no longer hinted the dead worker's blocks, so the read after an unguarded death was not made"
+                ),
+            });
+        }
+        return Ok(None);
+    }
+    if r.promotions > 0 {
+        return Err(Violation {
+            claim: "a read of a pool its Guard promoted is answered",
+            detail: format!(
+                "the dead worker's Guard promoted its pool ({} promotions) and the peer's read got no answer within {:.0} ms",
+                r.promotions, r.deadline_ms
+            ),
+        });
+    }
+    Ok(Some(format!(
+        "a read hinted at a worker that died unguarded never completes: the peer's read of its \
+         prefix got no answer within {:.0} ms (nothing promoted the dead worker's pool: its \
+         restarted Guard service never knew it); KVCR keeps a pull from a silent source open, \
+         uncertain, with no deadline, and the engine waits for it",
+        r.deadline_ms
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unanswered_read_after_an_unguarded_death_is_the_finding() {
+        let read =
+            |answered_ms: Option<f64>, remote_deliveries: u64, promotions: usize| UnguardedRead {
+                deadline_ms: 12000.0,
+                answered_ms,
+                remote_deliveries,
+                promotions,
+            };
+        let finding = unguarded_read(&read(None, 0, 0)).unwrap().unwrap();
+        assert!(
+            finding.contains("got no answer within 12000 ms"),
+            "{finding}"
+        );
+        assert_eq!(unguarded_read(&read(Some(350.0), 1, 0)), Ok(None));
+        assert_eq!(unguarded_read(&read(Some(350.0), 1, 1)), Ok(None));
+        let unhinted = unguarded_read(&read(Some(350.0), 0, 0)).unwrap_err();
+        assert!(
+            unhinted.detail.contains("without a remote delivery"),
+            "{}",
+            unhinted.detail
+        );
+        let violation = unguarded_read(&read(None, 0, 1)).unwrap_err();
+        assert_eq!(
+            violation.claim,
+            "a read of a pool its Guard promoted is answered"
+        );
+        assert!(
+            violation.detail.contains("1 promotions"),
+            "{}",
+            violation.detail
+        );
+    }
 
     #[test]
     fn a_live_holders_group_refused_only_for_its_port_is_the_finding() {

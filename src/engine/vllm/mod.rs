@@ -209,7 +209,8 @@ impl VllmEngine {
             ctx.logs_dir.join(format!("{log_name}.log")),
         )
         .args(["-m", "dynamo.vllm"])
-        .cwd(&ctx.repo_root);
+        .cwd(&ctx.repo_root)
+        .stopped_through_its_leader();
         let spec = self.engine_args(spec, served);
         let node = self.node_of(ctx, plan);
         let spec = self.place(dynamo::apply_env(spec, ctx), plan, ordinal);
@@ -475,7 +476,8 @@ impl Engine for VllmEngine {
         let spec = ProcessSpec::new(name, &ctx.python, ctx.logs_dir.join(format!("{name}.log")))
             .args(["-m", "vllm.entrypoints.openai.api_server"])
             .args(["--host", &ctx.host, "--port", &port.to_string()])
-            .cwd(&ctx.repo_root);
+            .cwd(&ctx.repo_root)
+            .stopped_through_its_leader();
         let spec = self
             .engine_args(spec, &self.model())
             .args(["--enable-prefix-caching", "--enable-prompt-tokens-details"])
@@ -841,8 +843,8 @@ mod tests {
     }
 
     /// The production lane's engine profile: the Guard's pools hold exactly
-    /// 64 blocks and it promotes on a missed heartbeat, the tier's
-    /// operation timeout is 2 s; the default lane's Guard does neither.
+    /// 64 blocks and it promotes on a missed heartbeat (4.5 s), the tier's
+    /// operation timeout is 3 s; the default lane's Guard does neither.
     #[test]
     fn phase2_profile_sizes_pools_in_blocks_and_sets_the_watchdogs() {
         let text = std::fs::read_to_string(
@@ -862,15 +864,15 @@ mod tests {
             super::super::pool_size::blocks_in_pools(&e.geometry(), &bytes),
             [64]
         );
-        assert_eq!(guard.flag_value("--heartbeat-timeout-ms"), Some("5000"));
-        assert_eq!(e.guard_heartbeat_timeout_ms(), Some(5000));
-        assert_eq!(e.kvcr_operation_timeout_ms(), Some(2000));
+        assert_eq!(guard.flag_value("--heartbeat-timeout-ms"), Some("4500"));
+        assert_eq!(e.guard_heartbeat_timeout_ms(), Some(4500));
+        assert_eq!(e.kvcr_operation_timeout_ms(), Some(3000));
         let tier = kvcr_tier(&json_flag(
             &e.worker(&ctx, &example_slot("A", 0)),
             "--kv-transfer-config",
         ));
-        assert_eq!(tier["operation_timeout_ms"], 2000);
-        assert_eq!(tier["abandon_timeout_ms"], 4000);
+        assert_eq!(tier["operation_timeout_ms"], 3000);
+        assert_eq!(tier["abandon_timeout_ms"], 6000);
         let worker = e.worker(&ctx, &example_slot("A", 0));
         assert_eq!(worker.flag_value("--shutdown-timeout"), Some("10"));
         assert_eq!(
