@@ -298,6 +298,35 @@ pub const LANES: &[Lane] = &[
         ignored: false,
         trials: Trials::RowsNamed(fault_matrix::agg::ROWS, &fault_matrix::agg::ENGINE_NEUTRAL),
     },
+    // Prefill workers A, B and decode worker C of real vLLM (CPU build)
+    // behind Dynamo's prefill router: the P→D pull is vLLM's NixlConnector
+    // with a CPU KV buffer, beside the KVCR tier (prefill↔prefill hints,
+    // the Guard). Ignored unless asked for (`-- --ignored`): three vLLM
+    // workers need about 14 GB and start one at a time.
+    Lane {
+        target: "phase1_vllm_2p1d",
+        engine: Kind::Vllm,
+        topology: Topology::TwoP1D,
+        geometry: GeometryKind::Dense,
+        profile: Some("vllm-cpu"),
+        flags: &[],
+        flags_at_start: None,
+        ignored: true,
+        trials: Trials::Cases(cases::PHASE1),
+    },
+    // The P→D row on that stack: a prefill killed before the decode's NIXL
+    // pull. Ignored unless asked for, like its stack.
+    Lane {
+        target: "fault_matrix_vllm_2p1d",
+        engine: Kind::Vllm,
+        topology: Topology::TwoP1D,
+        geometry: GeometryKind::Dense,
+        profile: Some("vllm-cpu"),
+        flags: &[],
+        flags_at_start: None,
+        ignored: true,
+        trials: Trials::Rows(fault_matrix::p2d_vllm::ROWS),
+    },
 ];
 
 impl Lane {
@@ -424,18 +453,29 @@ mod tests {
                 "20"
             ]
         );
+        assert_eq!(
+            flags("phase1_vllm_2p1d"),
+            ["--profile", "vllm-cpu", "--topology", "2p1d"]
+        );
+        assert_eq!(
+            flags("fault_matrix_vllm_2p1d"),
+            ["--profile", "vllm-cpu", "--topology", "2p1d"]
+        );
     }
 
-    /// Only the vLLM production lane waits for `--ignored`; every case it
-    /// runs applies to vLLM.
+    /// Only the vLLM production lane and the vLLM 2P+1D lanes wait for
+    /// `--ignored`; every case the production lane runs applies to vLLM.
     #[test]
-    fn only_the_vllm_production_lane_is_ignored_by_default() {
+    fn only_the_vllm_production_and_2p1d_lanes_are_ignored_by_default() {
         let ignored: Vec<&str> = LANES
             .iter()
             .filter(|l| l.ignored)
             .map(|l| l.target)
             .collect();
-        assert_eq!(ignored, ["phase2_vllm"]);
+        assert_eq!(
+            ignored,
+            ["phase2_vllm", "phase1_vllm_2p1d", "fault_matrix_vllm_2p1d"]
+        );
         let Trials::Cases(cases) = Lane::of("phase2_vllm").unwrap().trials else {
             panic!("phase2_vllm runs cases");
         };
@@ -521,6 +561,65 @@ mod tests {
                 "{} needs an engine switch",
                 row.name
             );
+        }
+    }
+
+    /// The vLLM 2P+1D lanes make the stack they say: two prefill workers
+    /// and a decode worker of vLLM's CPU platform, whose decode pulls with
+    /// NixlConnector from a CPU KV buffer and recomputes when a pull fails,
+    /// each worker with the KVCR tier beside it.
+    #[test]
+    fn the_vllm_2p1d_lanes_make_a_nixl_2p1d_stack_on_cpu() {
+        use crate::engine::topology::WorkerRole;
+        use crate::engine::PrefillToDecode;
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        for target in ["phase1_vllm_2p1d", "fault_matrix_vllm_2p1d"] {
+            let lane = Lane::of(target).unwrap();
+            let argv = std::iter::once(target.to_string()).chain(lane.default_flags());
+            let (harness, _) = config::split_args(argv).unwrap();
+            let env = Env::from_pairs(Vec::<(String, String)>::new());
+            let settings = config::resolve(&harness, &env).unwrap().settings;
+            let engine = settings
+                .build_engine(root)
+                .unwrap_or_else(|e| panic!("lane {target}: {e}"));
+            assert_eq!(engine.prefill_to_decode(), PrefillToDecode::NixlConnector);
+            let roles: Vec<WorkerRole> = engine.worker_plans().iter().map(|p| p.role).collect();
+            assert_eq!(
+                roles,
+                [WorkerRole::Prefill, WorkerRole::Prefill, WorkerRole::Decode],
+                "lane {target}"
+            );
+            let ctx = crate::engine::testing::example_context();
+            for plan in engine.worker_plans() {
+                let slot = crate::engine::testing::example_slot(&plan.slot, 0);
+                let spec = engine.worker(&ctx, &slot);
+                assert_eq!(
+                    spec.env_var("CUDA_VISIBLE_DEVICES"),
+                    Some(""),
+                    "lane {target}: the CPU platform"
+                );
+                assert_eq!(
+                    spec.flag_value("--disaggregation-mode"),
+                    Some(plan.role.disaggregation_mode())
+                );
+                let config: serde_json::Value =
+                    serde_json::from_str(spec.flag_value("--kv-transfer-config").unwrap()).unwrap();
+                assert_eq!(config["kv_connector"], "MultiConnector");
+                assert_eq!(config["kv_load_failure_policy"], "recompute");
+                let connectors = config["kv_connector_extra_config"]["connectors"]
+                    .as_array()
+                    .unwrap();
+                let names: Vec<&str> = connectors
+                    .iter()
+                    .filter_map(|c| c["kv_connector"].as_str())
+                    .collect();
+                assert_eq!(names, ["NixlConnector", "OffloadingConnector"]);
+                assert_eq!(connectors[0]["kv_buffer_device"], "cpu");
+                assert_eq!(
+                    config["kv_connector_extra_config"]["secondary_tiers"][0]["type"],
+                    "kvcr"
+                );
+            }
         }
     }
 

@@ -63,9 +63,15 @@ fn every_fault_matrix_row_is_documented_with_its_exact_message() {
     let doc = std::fs::read_to_string(root().join("docs/fault-matrix.md")).unwrap();
     // Markdown escapes a backtick inside a code span; the message has none.
     let doc = doc.replace("\\`", "`");
-    let sources: String = ["agg.rs", "p2d.rs", "two_node.rs", "phase2.rs"]
-        .map(|f| std::fs::read_to_string(root().join("src/fault_matrix").join(f)).unwrap())
-        .concat();
+    let sources: String = [
+        "agg.rs",
+        "p2d.rs",
+        "p2d_vllm.rs",
+        "two_node.rs",
+        "phase2.rs",
+    ]
+    .map(|f| std::fs::read_to_string(root().join("src/fault_matrix").join(f)).unwrap())
+    .concat();
     let rows = rows();
     assert!(
         rows.len() >= 30,

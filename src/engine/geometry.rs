@@ -70,4 +70,10 @@ impl Geometry {
     pub fn full_blocks(&self, tokens: u64) -> u64 {
         tokens / u64::from(self.block_size_tokens)
     }
+
+    /// Blocks that hold a prompt of `tokens` tokens, the partial last one
+    /// included.
+    pub fn blocks_holding(&self, tokens: u64) -> u64 {
+        tokens.div_ceil(u64::from(self.block_size_tokens).max(1))
+    }
 }

@@ -226,6 +226,19 @@ impl ReferenceVariant {
     }
 }
 
+/// The path of the prefill → decode (P→D) transfer of a disaggregated stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrefillToDecode {
+    /// KVCR's REMOTE path: the decode's KVCR tier reads the prefill's pages
+    /// on the router's hint; both sides' KVCR counters show it (the CPU
+    /// engine).
+    KvcrRemote,
+    /// vLLM's NixlConnector: the decode reads the prefill's KV blocks with
+    /// NIXL and counts the reads in `vllm:nixl_*`; KVCR does not see them.
+    NixlConnector,
+}
+
 /// A way to launch one kind of KVCR stack.
 pub trait Engine: Send + Sync {
     /// Builds the engine from the run's settings (its own settings file:
@@ -433,6 +446,11 @@ pub trait Engine: Send + Sync {
     /// `IntervalStats`: there it is a consistency check of one source.
     fn interval_log_is_independent(&self) -> bool {
         false
+    }
+    /// How the decode worker of a disaggregated stack gets the KV its
+    /// prefill computed, and so where a case reads that transfer.
+    fn prefill_to_decode(&self) -> PrefillToDecode {
+        PrefillToDecode::KvcrRemote
     }
     /// Where the engine records the instant it sent a request's first token
     /// (TC-05's TTFT accuracy), or why it records none.

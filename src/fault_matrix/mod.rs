@@ -8,5 +8,6 @@
 
 pub mod agg;
 pub mod p2d;
+pub mod p2d_vllm;
 pub mod phase2;
 pub mod two_node;

@@ -69,6 +69,11 @@ pub struct StartupTimings {
     /// Each worker and reference worker: spawn to serving, in ms.
     #[serde(default)]
     pub per_component_ms: Vec<(String, u128)>,
+    /// Each worker and reference worker: spawn to registered (in Dynamo's
+    /// discovery, `/metrics` answering, listed by the router), in ms: its
+    /// own startup, before any completion through it.
+    #[serde(default)]
+    pub per_component_registered_ms: Vec<(String, u128)>,
     /// Workers started a second time because the first start never became
     /// ready, and why (recorded, never hidden: see [`KVCR_DEPOSIT`]).
     #[serde(default)]
@@ -340,7 +345,10 @@ fn start_workers_of(stack: &Stack, started_so_far: &Partial) -> Result<(), Provi
 }
 
 /// Spawns `specs` (serially when the engine asks for it) and waits until
-/// each serves a real completion through the router.
+/// each serves a real completion through the router. Serially, the next
+/// worker starts once the one before is registered (its startup, the heavy
+/// part, is over); the completions follow once all are, since a prefill
+/// worker serves only through a decode worker started after it.
 fn start_ready(
     stack: &Stack,
     specs: Vec<(ProcessSpec, WorkerSlot)>,
@@ -354,38 +362,64 @@ fn start_ready(
                 .worker_faults
                 .iter()
                 .any(|f| f == DUPLICATE_GUARD_INDEX));
-    let await_one = |(process, spec, slot, at): (Supervised, ProcessSpec, WorkerSlot, Instant)| {
-        await_or_restart(stack, process, &spec, slot, at, kvcr, started_so_far)
-    };
-    let mut pending = Vec::new();
-    let mut ready = Vec::new();
+    let mut started = Vec::new();
     for (spec, slot) in &specs {
         let spawned_at = Instant::now();
         let process = Supervised::spawn(spec)?;
         started_so_far.add(process.pid());
-        pending.push((process, spec.clone(), slot.clone(), spawned_at));
-        if serial {
-            ready.push(await_one(pending.remove(0))?);
-        }
+        let registered = if serial {
+            Some(readiness::await_registered(
+                stack, &process, slot, spawned_at,
+            )?)
+        } else {
+            None
+        };
+        started.push(Started {
+            process,
+            spec,
+            slot: slot.clone(),
+            spawned_at,
+            registered,
+        });
     }
-    for started in pending {
-        ready.push(await_one(started)?);
-    }
-    Ok(ready)
+    started
+        .into_iter()
+        .map(|s| await_or_restart(stack, s, kvcr, started_so_far))
+        .collect()
+}
+
+/// A spawned worker, and what its serial start already saw of it.
+struct Started<'s> {
+    process: Supervised,
+    spec: &'s ProcessSpec,
+    slot: WorkerSlot,
+    spawned_at: Instant,
+    /// Registered already (a serial start waits for it).
+    registered: Option<readiness::Found>,
 }
 
 /// [`await_worker`], starting the worker once more if it served but never
 /// deposited into its KVCR pool (see [`KVCR_DEPOSIT`]).
 fn await_or_restart(
     stack: &Stack,
-    process: Supervised,
-    spec: &ProcessSpec,
-    slot: WorkerSlot,
-    spawned_at: Instant,
+    started: Started<'_>,
     kvcr: bool,
     started_so_far: &Partial,
 ) -> Result<Worker, ProvisionError> {
-    match await_worker(stack, process, slot.clone(), spawned_at, kvcr) {
+    let Started {
+        process,
+        spec,
+        slot,
+        spawned_at,
+        registered,
+    } = started;
+    let first = match registered {
+        Some(found) => {
+            readiness::finish_worker(stack, process, slot.clone(), found, spawned_at, kvcr)
+        }
+        None => await_worker(stack, process, slot.clone(), spawned_at, kvcr),
+    };
+    match first {
         Err(ProvisionError::NoDeposit(failed)) => {
             let reason = format!(
                 "{}: served, but no {KVCR_DEPOSIT} after {}; restarted once (log: {})",

@@ -166,6 +166,20 @@ pub(super) fn await_worker(
     spawned_at: Instant,
     kvcr: bool,
 ) -> Result<Worker, ProvisionError> {
+    let found = await_registered(stack, &process, &slot, spawned_at)?;
+    finish_worker(stack, process, slot, found, spawned_at, kvcr)
+}
+
+/// Waits until `process` is registered in `slot`: an instance in Dynamo's
+/// discovery on a port it listens on, `/metrics` answering, and the
+/// router's `/health` listing it. Its startup is over then; whether it
+/// serves is [`finish_worker`]'s to see.
+pub(super) fn await_registered(
+    stack: &Stack,
+    process: &Supervised,
+    slot: &WorkerSlot,
+    spawned_at: Instant,
+) -> Result<Found, ProvisionError> {
     let timeout = stack.options.startup_timeout;
     let frontend = stack.frontend();
     let ctx = &stack.ctx;
@@ -178,13 +192,13 @@ pub(super) fn await_worker(
         process.name(),
         discovery_dir.display()
     );
-    let mut refusal = RefusalWatch::new(&process, spawned_at);
+    let mut refusal = RefusalWatch::new(process, spawned_at);
     let instance = wait::until(what, timeout, Duration::from_millis(200), || {
         // A refusal first: a refused worker that exited is explained by it.
         if let Some(refused) = refusal.check() {
             return refused;
         }
-        if let Some(dead) = died(&process).or_else(|| died(&frontend)) {
+        if let Some(dead) = died(process).or_else(|| died(&frontend)) {
             return dead;
         }
         // Shared-memory files appear during startup; a process killed before
@@ -212,16 +226,20 @@ pub(super) fn await_worker(
     });
     let instance = match instance {
         Ok(instance) => instance,
-        Err(e) => return Err(refusal.or(not_ready(&process, e))),
+        Err(e) => return Err(refusal.or(not_ready(process, e))),
     };
     await_health_lists(stack, &frontend, &[instance.instance_id], timeout)?;
-    let found = Found {
+    let registered_ms = spawned_at.elapsed().as_millis();
+    if let Ok(mut t) = stack.timings.lock() {
+        t.per_component_registered_ms
+            .push((process.name().to_string(), registered_ms));
+    }
+    Ok(Found {
         instance_id: instance.instance_id,
         metrics_url,
         address,
         probe_salt: 0,
-    };
-    finish_worker(stack, process, slot, found, spawned_at, kvcr)
+    })
 }
 
 /// A registered worker the router lists: its instance id, its metrics URL

@@ -1,19 +1,22 @@
 //! What a case asks a disaggregated stack (`ctx.disagg()`): its decode
-//! worker, its prefill workers, and whether a P→D transfer reconciles. On a stack without a
-//! decode worker (agg, two-node) there is nothing to ask.
+//! worker, its prefill workers, and whether a P→D transfer reconciles, read
+//! from the path the engine moves it on (KVCR's REMOTE path, or vLLM's
+//! NixlConnector). On a stack without a decode worker (agg, two-node) there
+//! is nothing to ask.
 
 use std::sync::Arc;
 
 use serde_json::json;
 
 use crate::engine::topology::WorkerRole;
+use crate::engine::PrefillToDecode;
 use crate::prompts::Prompt;
 use crate::stack::Worker;
 use crate::telemetry::{Counter, OpResult, Scope};
-use crate::verdict::disagg::expect_prefill_to_decode;
+use crate::verdict::disagg::{expect_nixl_prefill_to_decode, expect_prefill_to_decode};
 use crate::verdict::Violation;
 
-use super::{CaseCtx, CaseError, CaseResult};
+use super::{readings, CaseCtx, CaseError, CaseResult};
 
 /// The disaggregated side of a case's stack (`ctx.disagg()`).
 pub struct Disagg<'c> {
@@ -47,13 +50,23 @@ impl<'c> Disagg<'c> {
     /// Sends `prompt` (which no worker has seen) with its prefill pinned to
     /// `prefill` (`nvext.prefill_worker_id`; the router picks the decode),
     /// checks the reference tokens and that `prefill` served it, and checks
-    /// that `decode` pulled exactly the prompt's full blocks from `prefill`.
+    /// that `decode` pulled the prompt from `prefill`, read from the
+    /// telemetry of the engine's P→D path ([`PrefillToDecode`]).
     pub fn expect_prefill_to_decode(
         &self,
         decode: &Worker,
         prefill: &Worker,
         prompt: &Prompt,
     ) -> CaseResult {
+        match self.ctx.stack.engine.prefill_to_decode() {
+            PrefillToDecode::KvcrRemote => self.expect_kvcr_pull(decode, prefill, prompt),
+            PrefillToDecode::NixlConnector => self.expect_nixl_pull(decode, prefill, prompt),
+        }
+    }
+
+    /// KVCR's REMOTE path: `decode` pulled exactly the prompt's full blocks
+    /// from `prefill`, and both sides' KVCR counters agree.
+    fn expect_kvcr_pull(&self, decode: &Worker, prefill: &Worker, prompt: &Prompt) -> CaseResult {
         let ctx = self.ctx;
         let prefill_before = ctx.snapshot(prefill)?;
         let decode_before = ctx.snapshot(decode)?;
@@ -92,6 +105,52 @@ impl<'c> Disagg<'c> {
                     detail: format!("through prefill {}: {}", prefill.name(), v.detail),
                     ..v
                 }),
+        )
+    }
+
+    /// vLLM's NixlConnector: `decode` read every block holding the prompt
+    /// over NIXL, nothing failed, and `prefill` scheduled the prompt. A
+    /// prefill whose telemetry cannot be read (it died) leaves the decode's
+    /// side to judge alone; the message says so.
+    fn expect_nixl_pull(&self, decode: &Worker, prefill: &Worker, prompt: &Prompt) -> CaseResult {
+        let ctx = self.ctx;
+        let prefill_before = ctx.snapshot(prefill)?;
+        let decode_before = ctx.snapshot(decode)?;
+        let answer = ctx.complete_on(prefill, prompt)?;
+        ctx.expect_reference(prompt, &answer.tokens)?;
+        let decode_delta = ctx.delta_since(decode, &decode_before)?;
+        let prefill_delta = ctx.delta_since(prefill, &prefill_before);
+        let pull = readings::nixl_pull(prefill_delta.as_ref().ok(), &decode_delta)?;
+        let unreadable = prefill_delta.err().map(|e| e.message);
+        let geometry = ctx.geometry();
+        let tokens = prompt.tokens.len() as u64;
+        let blocks = geometry.blocks_holding(tokens);
+        ctx.measure(
+            &format!("p2d_nixl_bytes_{}", prefill.name()),
+            pull.decode_bytes,
+        );
+        ctx.check(
+            &format!("p2d-{}.json", prefill.name()),
+            &json!({
+                "path": PrefillToDecode::NixlConnector, "prefill": prefill.name(),
+                "decode": decode.name(), "prompt_tokens": tokens, "blocks_holding_the_prompt": blocks,
+                "geometry": geometry, "observed": pull, "prefill_unreadable": unreadable,
+                "decode_delta": decode_delta, "answer": answer,
+            }),
+            expect_nixl_prefill_to_decode(&pull, tokens, blocks, geometry.bytes_per_block()).map_err(
+                |v| Violation {
+                    detail: match &unreadable {
+                        None => format!("through prefill {}: {}", prefill.name(), v.detail),
+                        Some(why) => format!(
+                            "through prefill {}: {}; prefill {}'s side cannot be read: {why}",
+                            prefill.name(),
+                            v.detail,
+                            prefill.name()
+                        ),
+                    },
+                    ..v
+                },
+            ),
         )
     }
 

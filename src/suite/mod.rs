@@ -61,6 +61,6 @@ pub use load::{Load, LoadRequest, LoadRun};
 pub use observe::{Observe, PeerTransferDeltas};
 pub use perf::{Measured, Perf};
 pub use pressure::{Latch, LogMark, LogMarks, Pressure};
-pub use pressure_probes::{ClaimProbe, StoppedWorker};
+pub use pressure_probes::{stop_worker_process, ClaimProbe, StoppedWorker};
 pub use readings::PrefillAccounting;
 pub use trial::Trial;

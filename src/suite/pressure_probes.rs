@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::stack::Worker;
+use crate::stack::{Stack, Worker};
 use crate::verdict::log_scan::{self, BadLine, Found};
 use crate::wait::{self, Poll};
 
@@ -209,54 +209,63 @@ impl Pressure<'_> {
         &self,
         worker: &'w Worker,
     ) -> Result<StoppedWorker<'w>, CaseError> {
-        let pid = worker.process.pid();
-        let group = self.ctx.stack.engine.kvcr_in_child_process();
-        let pids = if group {
-            crate::proc::procfs::group_members(pid)
-        } else {
-            vec![pid]
-        };
-        let signal = nix::sys::signal::Signal::SIGSTOP;
-        let sent = if group {
-            worker.process.signal_whole_group(signal)
-        } else {
-            worker.process.signal(signal)
-        };
-        sent.map_err(|e| {
-            CaseError::new(format!(
-                "fault not applied: SIGSTOP of worker {}: {e}",
-                worker.name()
-            ))
-        })?;
-        let stopped = StoppedWorker {
-            worker,
-            at: std::time::Instant::now(),
-            pids,
-            group,
-        };
-        let watched = stopped.pids.clone();
-        wait::until(
-            format!(
-                "worker {}'s pids {watched:?} to be stopped (state T)",
-                worker.name()
-            ),
-            Duration::from_secs(2),
-            Duration::from_millis(5),
-            || {
-                let states: Vec<Option<char>> = watched
-                    .iter()
-                    .map(|p| crate::proc::procfs::state(*p))
-                    .collect();
-                if states.iter().all(|s| *s == Some('T')) {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending(format!("states {states:?}"))
-                }
-            },
-        )
-        .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
-        Ok(stopped)
+        stop_worker_process(self.ctx.stack, worker)
     }
+}
+
+/// [`Pressure::stop_worker_process`] from any thread: it needs only the
+/// stack.
+pub fn stop_worker_process<'w>(
+    stack: &Stack,
+    worker: &'w Worker,
+) -> Result<StoppedWorker<'w>, CaseError> {
+    let pid = worker.process.pid();
+    let group = stack.engine.kvcr_in_child_process();
+    let pids = if group {
+        crate::proc::procfs::group_members(pid)
+    } else {
+        vec![pid]
+    };
+    let signal = nix::sys::signal::Signal::SIGSTOP;
+    let sent = if group {
+        worker.process.signal_whole_group(signal)
+    } else {
+        worker.process.signal(signal)
+    };
+    sent.map_err(|e| {
+        CaseError::new(format!(
+            "fault not applied: SIGSTOP of worker {}: {e}",
+            worker.name()
+        ))
+    })?;
+    let stopped = StoppedWorker {
+        worker,
+        at: std::time::Instant::now(),
+        pids,
+        group,
+    };
+    let watched = stopped.pids.clone();
+    wait::until(
+        format!(
+            "worker {}'s pids {watched:?} to be stopped (state T)",
+            worker.name()
+        ),
+        Duration::from_secs(2),
+        Duration::from_millis(5),
+        || {
+            let states: Vec<Option<char>> = watched
+                .iter()
+                .map(|p| crate::proc::procfs::state(*p))
+                .collect();
+            if states.iter().all(|s| *s == Some('T')) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending(format!("states {states:?}"))
+            }
+        },
+    )
+    .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+    Ok(stopped)
 }
 
 impl Drop for StoppedWorker<'_> {

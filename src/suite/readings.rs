@@ -4,6 +4,7 @@
 
 use crate::telemetry::guard_log::{GuardEvent, GuardLogEntry};
 use crate::telemetry::{Counter, Delta, NotReported, OpResult, Scope, Tier};
+use crate::verdict::disagg::NixlPull;
 use crate::verdict::local::HostTierHit;
 use crate::verdict::transfer::{ComputedReading, PeerTransfer};
 
@@ -53,6 +54,19 @@ fn target_side(target: &Delta) -> Result<PeerTransfer, NotReported> {
             .required_count(&Counter::TransferBlocks(Scope::RemoteDeliver))?,
         target_read_bytes: target.required_count(&Counter::TieringReadBytes(Tier::Kvcr))?,
         ..PeerTransfer::default()
+    })
+}
+
+/// A NixlConnector pull seen from the decode's telemetry, with the prompt
+/// tokens the prefill scheduled when its telemetry can be read.
+pub fn nixl_pull(prefill: Option<&Delta>, decode: &Delta) -> Result<NixlPull, NotReported> {
+    Ok(NixlPull {
+        prefill_prompt_tokens: prefill
+            .map(|p| p.required_count(&Counter::PrefixCacheQueries))
+            .transpose()?,
+        decode_transfers: decode.required_count(&Counter::NixlTransfers)?,
+        decode_bytes: decode.required_count(&Counter::NixlTransferBytes)?,
+        decode_failed: decode.required_count(&Counter::NixlFailedTransfers)?,
     })
 }
 

@@ -2,9 +2,14 @@
 //! again, and every replacement proven reachable by its peers before the
 //! next case starts.
 
+use serde_json::{json, Value};
+
+use crate::engine::topology::WorkerRole;
+use crate::engine::PrefillToDecode;
+use crate::prompts::Prompt;
 use crate::stack::{Stack, Worker};
 
-use super::{CaseCtx, CaseError, CaseResult};
+use super::{readings, CaseCtx, CaseError, CaseResult};
 
 /// Every dead worker replaced (and a dead frontend restarted), and every
 /// replacement proven reachable by its peers.
@@ -25,7 +30,9 @@ pub(super) fn restore(stack: &Stack, ctx: &CaseCtx, pids_before: &[u32]) -> Resu
 /// pull from a new process at the same control endpoint is refused
 /// (`missing target agent metadata`) and only the next one succeeds.
 /// Each other worker pulls fresh prefixes from `replacement` until one
-/// transfer succeeds, within a few attempts.
+/// transfer succeeds, within a few attempts, on the path it pulls on:
+/// KVCR's REMOTE path, or, for a decode worker of an engine whose P→D
+/// path is vLLM's NixlConnector, a NIXL read.
 fn relink(ctx: &CaseCtx, replacement: &Worker) -> CaseResult {
     const ATTEMPTS: usize = 3;
     for peer in ctx
@@ -34,25 +41,24 @@ fn relink(ctx: &CaseCtx, replacement: &Worker) -> CaseResult {
         .iter()
         .filter(|w| w.name() != replacement.name())
     {
+        let nixl = peer.role() == WorkerRole::Decode
+            && ctx.stack.engine.prefill_to_decode() == PrefillToDecode::NixlConnector;
         let mut tries = Vec::new();
+        let mut linked = false;
         for family in ctx.families(ATTEMPTS)? {
             ctx.doing(format!(
                 "proving worker {} can pull from the replacement {}",
                 peer.name(),
                 replacement.name()
             ))?;
-            // Before the commit: a decode peer pulls from a prefill
-            // replacement during the commit itself (its P→D transfer).
-            let (src_before, dst_before) = (ctx.snapshot(replacement)?, ctx.snapshot(peer)?);
-            ctx.commit(replacement, family.variant(0))?;
-            let answer = ctx.complete_on(peer, family.variant(1))?;
-            ctx.expect_reference(family.variant(1), &answer.tokens)?;
-            let observed =
-                ctx.observe()
-                    .peer_transfer(replacement, &src_before, peer, &dst_before)?;
-            let linked = observed.transfer.remote_deliver_success_ops > 0;
+            let (pulled, observed) = if nixl {
+                pulled_over_nixl(ctx, replacement, peer, family.variant(0))?
+            } else {
+                pulled_over_kvcr(ctx, replacement, peer, family.variant(0), family.variant(1))?
+            };
             tries.push(observed);
-            if linked {
+            if pulled {
+                linked = true;
                 break;
             }
         }
@@ -60,10 +66,7 @@ fn relink(ctx: &CaseCtx, replacement: &Worker) -> CaseResult {
             &format!("relink-{}-{}.json", replacement.name(), peer.name()),
             &tries,
         );
-        if !tries
-            .last()
-            .is_some_and(|t| t.transfer.remote_deliver_success_ops > 0)
-        {
+        if !linked {
             return Err(CaseError::new(format!(
                 "the stack is not whole: worker {} could not pull from the replacement {} in {ATTEMPTS} attempts",
                 peer.name(),
@@ -73,4 +76,45 @@ fn relink(ctx: &CaseCtx, replacement: &Worker) -> CaseResult {
         }
     }
     Ok(())
+}
+
+/// `committed` committed on `replacement`, then `fresh` (its prefix) asked
+/// of `peer`: whether `peer`'s KVCR delivered from the replacement.
+fn pulled_over_kvcr(
+    ctx: &CaseCtx,
+    replacement: &Worker,
+    peer: &Worker,
+    committed: &Prompt,
+    fresh: &Prompt,
+) -> Result<(bool, Value), CaseError> {
+    // Before the commit: a decode peer pulls from a prefill replacement
+    // during the commit itself (its P→D transfer).
+    let (src_before, dst_before) = (ctx.snapshot(replacement)?, ctx.snapshot(peer)?);
+    ctx.commit(replacement, committed)?;
+    let answer = ctx.complete_on(peer, fresh)?;
+    ctx.expect_reference(fresh, &answer.tokens)?;
+    let observed = ctx
+        .observe()
+        .peer_transfer(replacement, &src_before, peer, &dst_before)?;
+    let pulled = observed.transfer.remote_deliver_success_ops > 0;
+    Ok((pulled, json!(observed)))
+}
+
+/// `committed` committed on the prefill `replacement`: whether the decode
+/// `peer` read it over NIXL (its P→D pull of the commit), nothing failed.
+fn pulled_over_nixl(
+    ctx: &CaseCtx,
+    replacement: &Worker,
+    peer: &Worker,
+    committed: &Prompt,
+) -> Result<(bool, Value), CaseError> {
+    let before = ctx.snapshot(peer)?;
+    ctx.commit(replacement, committed)?;
+    let delta = ctx.delta_since(peer, &before)?;
+    let pull = readings::nixl_pull(None, &delta)?;
+    let pulled = pull.decode_transfers > 0 && pull.decode_failed == 0;
+    Ok((
+        pulled,
+        json!({"path": PrefillToDecode::NixlConnector, "observed": pull, "decode_delta": delta}),
+    ))
 }

@@ -5,13 +5,17 @@
 //! (and histogram `_count`/`_sum`) are summed over every line since a log
 //! offset, gauges keep their last value. Keys hold Python tuple reprs with
 //! commas and quotes (`vllm:kvcr_duration_seconds:('remote_deliver', 'success')_count`),
-//! so items are split outside brackets and quotes.
+//! so items are split outside brackets and quotes. A MultiConnector (the
+//! prefill and decode workers of vLLM's 2P+1D plan) logs one Python dict
+//! per connector instead, `OffloadingConnector={'key': value, ...},
+//! NixlPullConnector={...}`: each dict's items are read as the items of a
+//! plain line.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::fields::{find_top_level, split_top_level};
+use super::fields::{find_top_level, split_top_level, unquote_python};
 use super::names::{meaning_of_interval_key, Counter, Gauge, Meaning, INTERVAL_LOG_MARKER};
 use super::problem::ParseProblem;
 use super::prometheus::parse_value;
@@ -55,18 +59,50 @@ pub fn parse_line(line: &str) -> Option<IntervalLine> {
         };
         let key = item[..eq].trim();
         let value_text = item[eq + 1..].trim();
-        match parse_value(value_text) {
-            Some(value) => out.entries.push(IntervalEntry {
-                key: key.to_string(),
-                value,
-                meaning: meaning_of_interval_key(key),
-            }),
-            None => out
-                .problems
-                .push(format!("value {value_text:?} of {key:?} is not a number")),
+        match value_text
+            .strip_prefix('{')
+            .and_then(|v| v.strip_suffix('}'))
+        {
+            Some(dict) => add_connector_dict(&mut out, key, dict),
+            None => add_entry(&mut out, key, value_text),
         }
     }
     Some(out)
+}
+
+/// One `key`, `value_text` item; a value that is not a number is a problem.
+fn add_entry(out: &mut IntervalLine, key: &str, value_text: &str) {
+    match parse_value(value_text) {
+        Some(value) => out.entries.push(IntervalEntry {
+            key: key.to_string(),
+            value,
+            meaning: meaning_of_interval_key(key),
+        }),
+        None => out
+            .problems
+            .push(format!("value {value_text:?} of {key:?} is not a number")),
+    }
+}
+
+/// The items of `connector`'s dict (`'key': value, ...`, the braces
+/// stripped), each read as an item of a plain line.
+fn add_connector_dict(out: &mut IntervalLine, connector: &str, dict: &str) {
+    for item in split_top_level(dict, |c| c == ',') {
+        let item = item.trim();
+        if item.is_empty() {
+            continue;
+        }
+        let parsed = find_top_level(item, ':').and_then(|colon| {
+            let key = unquote_python(item[..colon].trim())?;
+            Some((key, item[colon + 1..].trim()))
+        });
+        match parsed {
+            Some((key, value_text)) => add_entry(out, &key, value_text),
+            None => out.problems.push(format!(
+                "item {item:?} of {connector}'s dict is not `'key': value`"
+            )),
+        }
+    }
 }
 
 /// Sums interval lines into cumulative values since some starting point.
@@ -294,6 +330,48 @@ mod tests {
             Some(Meaning::Counter(Counter::TieringCascadeJobFailures))
         );
         assert!(parse_line("INFO nothing to see").is_none());
+    }
+
+    /// A MultiConnector's line, as vLLM 0.32 logged it on a prefill worker
+    /// of the 2P+1D plan (shortened): one dict per connector; the KVCR
+    /// tier's counters in the OffloadingConnector's, NIXL's own figures in
+    /// NixlPullConnector's.
+    #[test]
+    fn parses_a_multiconnector_line() {
+        let line = r#"(MainProcess pid=1110) INFO 12-03 07:49:42 [distributed/.../v1/metrics.py:103] KV Transfer metrics: OffloadingConnector={'vllm:kv_offload_cpu_cache_usage_perc': 0.0, "vllm:kvcr_state:('block_records',)": 130, "vllm:kvcr_duration_seconds:('source_write', 'success')_count": 1, "vllm:kvcr_transfer_blocks:('source_write',)": 2, "vllm:kvcr_transfer_bytes:('source_write',)": 262144}, NixlPullConnector={'Num successful transfers': 1, 'Avg xfer time (ms)': 17.923, 'Num failed transfers': 0}"#;
+        let parsed = parse_line(line).unwrap();
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        let value = |c: Counter| {
+            parsed
+                .entries
+                .iter()
+                .find(|e| e.meaning == Some(Meaning::Counter(c.clone())))
+                .map(|e| e.value)
+        };
+        assert_eq!(
+            value(Counter::TransferBlocks(Scope::SourceWrite)),
+            Some(2.0)
+        );
+        assert_eq!(
+            value(Counter::TransferBytes(Scope::SourceWrite)),
+            Some(262144.0)
+        );
+        assert_eq!(
+            value(Counter::OpCount(Scope::SourceWrite, OpResult::Success)),
+            Some(1.0)
+        );
+        let unmapped: Vec<&str> = parsed
+            .entries
+            .iter()
+            .filter(|e| e.meaning.is_none())
+            .map(|e| e.key.as_str())
+            .collect();
+        assert!(
+            unmapped.contains(&"Num successful transfers"),
+            "{unmapped:?}"
+        );
+        let broken = parse_line("KV Transfer metrics: NixlPullConnector={'a' 1, 'b': x}").unwrap();
+        assert_eq!(broken.problems.len(), 2, "{:?}", broken.problems);
     }
 
     #[test]

@@ -467,6 +467,17 @@ pub enum Counter {
     /// KVCR resilience events (`on_resilience_event`), by kind
     /// (`source_stalled`, `transfer_error`, `other`); CPU engine only.
     KvcrResilienceEvents(String),
+    /// Tokens the engine generated (`vllm:generation_tokens`; vLLM only). A
+    /// prefill worker generates one per request, when it answers.
+    GenerationTokens,
+    /// Successful NIXL reads of vLLM's NixlConnector, counted by the side
+    /// that reads (the decode of a P→D pull): `vllm:nixl_bytes_transferred_count`.
+    NixlTransfers,
+    /// Bytes those reads moved (`vllm:nixl_bytes_transferred_sum`).
+    NixlTransferBytes,
+    /// Failed NixlConnector transfers, handshakes and notifications
+    /// (`vllm:nixl_num_failed_transfers`).
+    NixlFailedTransfers,
 }
 
 /// A gauge, by meaning: a level, not a count. Never gate on its delta.
@@ -535,6 +546,10 @@ enum Family {
     KvcrDepositBlocks,
     KvcrInventoryBlocks,
     KvcrResilienceEvents,
+    GenerationTokens,
+    NixlTransfers,
+    NixlTransferBytes,
+    NixlFailedTransfers,
 }
 
 const FAMILIES: &[Family] = &[
@@ -559,6 +574,10 @@ const FAMILIES: &[Family] = &[
     Family::KvcrDepositBlocks,
     Family::KvcrInventoryBlocks,
     Family::KvcrResilienceEvents,
+    Family::GenerationTokens,
+    Family::NixlTransfers,
+    Family::NixlTransferBytes,
+    Family::NixlFailedTransfers,
 ];
 
 impl Family {
@@ -586,6 +605,10 @@ impl Family {
             Family::KvcrDepositBlocks => "cpu_engine_kvcr_deposit_blocks",
             Family::KvcrInventoryBlocks => "cpu_engine_kvcr_inventory_blocks",
             Family::KvcrResilienceEvents => "cpu_engine_kvcr_resilience_events",
+            Family::GenerationTokens => "vllm:generation_tokens",
+            Family::NixlTransfers => "vllm:nixl_bytes_transferred_count",
+            Family::NixlTransferBytes => "vllm:nixl_bytes_transferred_sum",
+            Family::NixlFailedTransfers => "vllm:nixl_num_failed_transfers",
         }
     }
 
@@ -593,7 +616,11 @@ impl Family {
     fn has_total_suffix(self) -> bool {
         !matches!(
             self,
-            Family::DurationCount | Family::DurationSum | Family::State
+            Family::DurationCount
+                | Family::DurationSum
+                | Family::State
+                | Family::NixlTransfers
+                | Family::NixlTransferBytes
         )
     }
 
@@ -670,6 +697,10 @@ impl Family {
                 Counter::KvcrInventoryBlocks(label("tier")?, label("event")?)
             }
             Family::KvcrResilienceEvents => Counter::KvcrResilienceEvents(label("kind")?),
+            Family::GenerationTokens => Counter::GenerationTokens,
+            Family::NixlTransfers => Counter::NixlTransfers,
+            Family::NixlTransferBytes => Counter::NixlTransferBytes,
+            Family::NixlFailedTransfers => Counter::NixlFailedTransfers,
         };
         Some(Meaning::Counter(c))
     }
@@ -713,7 +744,11 @@ impl Counter {
             | Counter::ExternalPrefixCacheQueries
             | Counter::ExternalPrefixCacheHits
             | Counter::DeviceCacheEvictions
-            | Counter::ComputedBlocks => WhenAbsent::NotReported,
+            | Counter::ComputedBlocks
+            | Counter::GenerationTokens
+            | Counter::NixlTransfers
+            | Counter::NixlTransferBytes
+            | Counter::NixlFailedTransfers => WhenAbsent::NotReported,
         }
     }
 
@@ -765,6 +800,10 @@ impl Counter {
                 (Family::KvcrInventoryBlocks, vec![t.clone(), e.clone()])
             }
             Counter::KvcrResilienceEvents(k) => (Family::KvcrResilienceEvents, vec![k.clone()]),
+            Counter::GenerationTokens => (Family::GenerationTokens, vec![]),
+            Counter::NixlTransfers => (Family::NixlTransfers, vec![]),
+            Counter::NixlTransferBytes => (Family::NixlTransferBytes, vec![]),
+            Counter::NixlFailedTransfers => (Family::NixlFailedTransfers, vec![]),
         }
     }
 
@@ -940,6 +979,10 @@ impl fmt::Display for Counter {
                 write!(f, "kvcr_inventory_blocks{{tier={t},event={e}}}")
             }
             Counter::KvcrResilienceEvents(k) => write!(f, "kvcr_resilience_events{{kind={k}}}"),
+            Counter::GenerationTokens => f.write_str("generation_tokens"),
+            Counter::NixlTransfers => f.write_str("nixl_transfers"),
+            Counter::NixlTransferBytes => f.write_str("nixl_transfer_bytes"),
+            Counter::NixlFailedTransfers => f.write_str("nixl_failed_transfers"),
         }
     }
 }
@@ -1028,6 +1071,10 @@ impl FromStr for Counter {
                 Counter::KvcrInventoryBlocks(get("tier")?.to_string(), get("event")?.to_string())
             }
             "kvcr_resilience_events" => Counter::KvcrResilienceEvents(get("kind")?.to_string()),
+            "generation_tokens" => Counter::GenerationTokens,
+            "nixl_transfers" => Counter::NixlTransfers,
+            "nixl_transfer_bytes" => Counter::NixlTransferBytes,
+            "nixl_failed_transfers" => Counter::NixlFailedTransfers,
             _ => return Err(bad()),
         })
     }
@@ -1180,6 +1227,42 @@ mod tests {
         );
     }
 
+    /// A vLLM decode worker's NixlConnector and generation counters, as
+    /// seen live from vLLM 0.32 on the CPU platform behind Dynamo 1.6.1
+    /// (`phase1_vllm_2p1d`): histogram parts without `_total`, the failure
+    /// counter with it, `_created` ignored.
+    #[test]
+    fn nixl_and_generation_samples_map_as_seen_live() {
+        let live = r#"# TYPE vllm:nixl_bytes_transferred histogram
+vllm:nixl_bytes_transferred_bucket{dynamo_component="backend",engine="0",le="2048.0",model_name="tiny-llama"} 0.0
+vllm:nixl_bytes_transferred_count{dynamo_component="backend",dynamo_endpoint="generate",dynamo_namespace="dynamo",engine="0",model="tiny-llama",model_name="tiny-llama",worker_id="fe1e3dd01c941316"} 23.0
+vllm:nixl_bytes_transferred_sum{dynamo_component="backend",dynamo_endpoint="generate",dynamo_namespace="dynamo",engine="0",model="tiny-llama",model_name="tiny-llama",worker_id="fe1e3dd01c941316"} 4.325376e+06
+vllm:nixl_num_failed_transfers_total{dynamo_component="backend",dynamo_endpoint="generate",dynamo_namespace="dynamo",engine="0",model="tiny-llama",model_name="tiny-llama",worker_id="fe1e3dd01c941316"} 0.0
+vllm:nixl_num_failed_transfers_created{dynamo_component="backend",dynamo_endpoint="generate",dynamo_namespace="dynamo",engine="0",model="tiny-llama",model_name="tiny-llama",worker_id="fe1e3dd01c941316"} 1.7962820784383864e+09
+vllm:generation_tokens_total{dynamo_component="backend",dynamo_endpoint="generate",dynamo_namespace="dynamo",engine="0",model="tiny-llama",model_name="tiny-llama",worker_id="fe1e3dd01c941316"} 326.0
+"#;
+        let snap = crate::telemetry::Snapshot::from_prometheus_text(
+            live,
+            None,
+            crate::telemetry::SnapshotSource::Text {
+                label: "vllm 0.32 decode".into(),
+            },
+        );
+        assert_eq!(snap.counter(&Counter::NixlTransfers), Some(23.0));
+        assert_eq!(snap.counter(&Counter::NixlTransferBytes), Some(4_325_376.0));
+        assert_eq!(snap.counter(&Counter::NixlFailedTransfers), Some(0.0));
+        assert_eq!(snap.counter(&Counter::GenerationTokens), Some(326.0));
+        assert_eq!(
+            Counter::NixlTransferBytes.prometheus().to_string(),
+            "vllm:nixl_bytes_transferred_sum"
+        );
+        assert_eq!(
+            Counter::NixlFailedTransfers.prometheus().to_string(),
+            "vllm:nixl_num_failed_transfers_total"
+        );
+        assert_eq!(Counter::NixlTransfers.interval_key(), None);
+    }
+
     #[test]
     fn interval_keys_parse_back() {
         let all = [
@@ -1221,6 +1304,10 @@ mod tests {
             Counter::KvcrDepositBlocks("failed".into()),
             Counter::KvcrInventoryBlocks("LOCAL_G2".into(), "removed".into()),
             Counter::KvcrResilienceEvents("source_stalled".into()),
+            Counter::GenerationTokens,
+            Counter::NixlTransfers,
+            Counter::NixlTransferBytes,
+            Counter::NixlFailedTransfers,
         ];
         for c in all {
             let s = c.to_string();

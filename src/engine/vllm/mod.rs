@@ -24,8 +24,8 @@ use super::applicability::{self, Applicability, Case};
 use super::topology;
 use super::topology::{nodes_or_local, plan_workers, Node, Topology, WorkerPlan, WorkerRole};
 use super::{
-    dynamo, Engine, FirstTokenStamp, Geometry, LaunchContext, ReferenceVariant, ServedModel, Setup,
-    WorkerSlot,
+    dynamo, Engine, FirstTokenStamp, Geometry, LaunchContext, PrefillToDecode, ReferenceVariant,
+    ServedModel, Setup, WorkerSlot,
 };
 
 pub mod kv_layout;
@@ -275,6 +275,10 @@ impl VllmEngine {
             WorkerRole::Prefill | WorkerRole::Decode => json!({
                 "kv_connector": "MultiConnector",
                 "kv_role": "kv_both",
+                // A decode whose pull fails (its prefill died) recomputes
+                // the prompt, as on the CPU stack, instead of failing the
+                // request (vLLM's default, "fail").
+                "kv_load_failure_policy": "recompute",
                 "kv_connector_extra_config": {
                     "connectors": [{
                         "kv_connector": "NixlConnector",
@@ -359,6 +363,12 @@ impl Engine for VllmEngine {
 
     fn first_token_stamp(&self) -> FirstTokenStamp {
         FirstTokenStamp::Unavailable(NO_FIRST_TOKEN_STAMP.into())
+    }
+
+    /// Prefill and decode workers run NixlConnector beside the KVCR tier
+    /// ([`VllmEngine::kv_transfer_config`]): the decode pulls over NIXL.
+    fn prefill_to_decode(&self) -> PrefillToDecode {
+        PrefillToDecode::NixlConnector
     }
 
     fn interval_log_is_independent(&self) -> bool {
@@ -834,12 +844,16 @@ mod tests {
     }
 
     fn cpu_engine() -> VllmEngine {
+        cpu_engine_on(Topology::Agg)
+    }
+
+    fn cpu_engine_on(topology: Topology) -> VllmEngine {
         let text = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/engines/vllm-cpu.toml"),
         )
         .expect("the CPU lane's engine profile");
         let profile: VllmProfile = toml::from_str(&text).expect("a valid profile");
-        VllmEngine::new(profile, Topology::Agg).expect("the CPU profile fits agg")
+        VllmEngine::new(profile, topology).expect("the CPU profile fits the topology")
     }
 
     /// The production lane's engine profile: the Guard's pools hold exactly
@@ -1021,6 +1035,10 @@ mod tests {
         insta::assert_json_snapshot!(
             "vllm-cpu-agg",
             stack_plan(&cpu_engine(), &example_context())
+        );
+        insta::assert_json_snapshot!(
+            "vllm-cpu-2p1d",
+            stack_plan(&cpu_engine_on(Topology::TwoP1D), &example_context())
         );
     }
 }
