@@ -11,3 +11,4 @@ pub mod p2d;
 pub mod p2d_vllm;
 pub mod phase2;
 pub mod two_node;
+mod worker_log;

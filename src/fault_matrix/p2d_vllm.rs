@@ -4,13 +4,13 @@
 //! request), and targets the P→D check of TC-01, where the decode pulls
 //! the prompt from its prefill with vLLM's NixlConnector.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
 
+use super::worker_log;
 use crate::cases::tc01_generation_correctness as tc01;
 use crate::stack::{KillReport, Stack, Worker};
 use crate::suite::{
@@ -33,20 +33,6 @@ pub static ROWS: &[FaultRow] = &[
         claim: "did not pull the prefill's pages",
     },
 ];
-
-/// What Dynamo's runtime logs in a worker when a request reaches it.
-const REQUEST_ARRIVED: &str = "request received";
-
-/// What `log` holds past byte `from`.
-fn log_since(log: &Path, from: u64) -> String {
-    let mut text = String::new();
-    if let Ok(mut file) = std::fs::File::open(log) {
-        if file.seek(SeekFrom::Start(from)).is_ok() {
-            let _ = file.read_to_string(&mut text);
-        }
-    }
-    text
-}
 
 /// Tokens `prefill` generated since `before` (a prefill generates one per
 /// request, when it answers), scraped now.
@@ -109,7 +95,10 @@ impl Arrangement<'_> {
             Duration::from_millis(2),
             || match self.not_over() {
                 Err(e) => Poll::Abort(e),
-                Ok(()) if log_since(self.log, self.from).contains(REQUEST_ARRIVED) => {
+                Ok(())
+                    if worker_log::since(self.log, self.from)
+                        .contains(worker_log::REQUEST_ARRIVED) =>
+                {
                     Poll::Ready(())
                 }
                 Ok(()) => Poll::Pending("no request yet".into()),

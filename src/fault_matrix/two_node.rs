@@ -3,13 +3,12 @@
 //! veth, and each needs its own arrangement (a cut timed to the transfer,
 //! a second stack).
 
-use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
 
+use super::worker_log;
 use crate::stack::NODE_WITHOUT_PID_NAMESPACE;
 use crate::suite::{expect_red, CaseCtx, CaseError, CaseResult, Fault, FaultRow, LinkCut};
 use crate::wait::{self, Poll};
@@ -37,20 +36,6 @@ pub static ROWS: &[FaultRow] = &[
 /// already proves.
 pub const ON_VLLM: [&str; 1] = ["node_cut_off_the_network_during_a_transfer_is_caught"];
 
-/// What Dynamo's runtime logs in a worker when a request reaches it.
-const REQUEST_ARRIVED: &str = "request received";
-
-/// What `log` holds past byte `from`.
-fn log_since(log: &Path, from: u64) -> String {
-    let mut text = String::new();
-    if let Ok(mut file) = std::fs::File::open(log) {
-        if file.seek(SeekFrom::Start(from)).is_ok() {
-            let _ = file.read_to_string(&mut text);
-        }
-    }
-    text
-}
-
 /// Node 1 (worker B and its Guard) loses its network the moment TC-03's
 /// request reaches B, i.e. while B pulls A's pages across the veth (or
 /// answers): the pull and the answer hang in TCP. TC-03 must end at the
@@ -73,7 +58,7 @@ fn node_cut_off(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
                     if case_over.load(Ordering::SeqCst) {
                         return Poll::Abort("the case ended before".to_string());
                     }
-                    if log_since(&log, from).contains(REQUEST_ARRIVED) {
+                    if worker_log::since(&log, from).contains(worker_log::REQUEST_ARRIVED) {
                         Poll::Ready(())
                     } else {
                         Poll::Pending("no request yet".into())

@@ -159,13 +159,7 @@ impl Pressure<'_> {
         mark: LogMark,
         needle: &str,
     ) -> Result<Vec<String>, CaseError> {
-        let log = worker.process.log_path();
-        let bytes = std::fs::read(log).map_err(|e| {
-            CaseError::new(format!("cannot read {}: {e}", log.display())).with_evidence(log)
-        })?;
-        let start = usize::try_from(mark.0)
-            .unwrap_or(usize::MAX)
-            .min(bytes.len());
+        let (bytes, start) = read_log_from(worker, mark)?;
         Ok(String::from_utf8_lossy(&bytes[start..])
             .lines()
             .filter(|l| l.contains(needle))
@@ -328,13 +322,7 @@ impl Pressure<'_> {
         worker: &Worker,
         mark: LogMark,
     ) -> Result<Option<Latch>, CaseError> {
-        let log = worker.process.log_path();
-        let bytes = std::fs::read(log).map_err(|e| {
-            CaseError::new(format!("cannot read {}: {e}", log.display())).with_evidence(log)
-        })?;
-        let start = usize::try_from(mark.0)
-            .unwrap_or(usize::MAX)
-            .min(bytes.len());
+        let (bytes, start) = read_log_from(worker, mark)?;
         let first_line = bytes[..start].iter().filter(|b| **b == b'\n').count() + 1;
         let Some((line_no, message)) =
             kvcr_latch_line(&String::from_utf8_lossy(&bytes[start..]), first_line)
@@ -343,7 +331,7 @@ impl Pressure<'_> {
         };
         Ok(Some(Latch {
             component: worker.process.name().to_string(),
-            log: log.to_path_buf(),
+            log: worker.process.log_path().to_path_buf(),
             line_no,
             at: format!("read at {}", crate::evidence::UtcTime::now().rfc3339()),
             message,
@@ -386,6 +374,19 @@ fn kvcr_latch_line(text: &str, first_line: usize) -> Option<(usize, String)> {
         .enumerate()
         .find(|(_, l)| l.contains(crate::telemetry::names::kvcr_bad_lines::SOURCE_STALLED))
         .map(|(i, l)| (first_line + i, l.trim().to_string()))
+}
+
+/// `worker`'s whole log and the offset of `mark` in it (its end when the log
+/// is shorter).
+fn read_log_from(worker: &Worker, mark: LogMark) -> Result<(Vec<u8>, usize), CaseError> {
+    let log = worker.process.log_path();
+    let bytes = std::fs::read(log).map_err(|e| {
+        CaseError::new(format!("cannot read {}: {e}", log.display())).with_evidence(log)
+    })?;
+    let start = usize::try_from(mark.0)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    Ok((bytes, start))
 }
 
 #[cfg(test)]
