@@ -478,6 +478,12 @@ impl Supervised {
         // Leftover members of the group (grandchildren) go too.
         if !self.is_remote() && !procfs::group_members(self.pid).is_empty() {
             self.signal_group(Signal::SIGKILL);
+            // A SIGKILL takes effect when its target next runs: on a busy
+            // machine the members are still listed for a moment after it.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !procfs::group_members(self.pid).is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
         if self.reaped {
             reaper::forget_group(self.pid);
@@ -688,20 +694,26 @@ mod tests {
     #[test]
     fn a_stop_through_the_leader_leaves_its_children_to_it() {
         let dir = tempfile::tempdir().unwrap();
-        let script = |heard: &Path| {
+        // The leader's TERM trap: stopped through its leader, it tells its
+        // child (USR1); in a group stop it only waits, so the child's line
+        // can come only from the harness's own SIGTERM (forwarding there
+        // too would race the two signals in the child).
+        let script = |heard: &Path, on_term: &str| {
             format!(
                 "sh -c 'trap \"echo TERM >> {h}; exit 0\" TERM; trap \"echo USR1 >> {h}; exit 0\" USR1; \
                  echo up >> {h}; while :; do sleep 0.05; done' & child=$!; \
-                 trap 'kill -USR1 $child; wait $child; exit 0' TERM; while :; do sleep 0.05; done",
+                 trap '{on_term} wait $child; exit 0' TERM; while :; do sleep 0.05; done",
                 h = heard.display()
             )
         };
-        for (leader_only, expected) in [(true, "USR1"), (false, "TERM")] {
+        for (leader_only, on_term, expected) in
+            [(true, "kill -USR1 $child;", "USR1"), (false, "", "TERM")]
+        {
             let heard = dir.path().join(format!("child-{leader_only}.txt"));
             let mut spec = sh(
                 dir.path(),
                 &format!("leader-{leader_only}"),
-                &script(&heard),
+                &script(&heard, on_term),
             );
             if leader_only {
                 spec = spec.stopped_through_its_leader();
