@@ -32,7 +32,9 @@ pub(super) fn restore(stack: &Stack, ctx: &CaseCtx, pids_before: &[u32]) -> Resu
 /// Each other worker pulls fresh prefixes from `replacement` until one
 /// transfer succeeds, within a few attempts, on the path it pulls on:
 /// KVCR's REMOTE path, or, for a decode worker of an engine whose P→D
-/// path is vLLM's NixlConnector, a NIXL read.
+/// path is vLLM's NixlConnector, a NIXL read. A decode worker is no
+/// peer's source: a decode replacement is proven the other way round, by
+/// pulling from each prefill worker.
 fn relink(ctx: &CaseCtx, replacement: &Worker) -> CaseResult {
     const ATTEMPTS: usize = 3;
     for peer in ctx
@@ -41,20 +43,26 @@ fn relink(ctx: &CaseCtx, replacement: &Worker) -> CaseResult {
         .iter()
         .filter(|w| w.name() != replacement.name())
     {
-        let nixl = peer.role() == WorkerRole::Decode
+        let (source, target): (&Worker, &Worker) = if replacement.role() == WorkerRole::Decode {
+            (peer, replacement)
+        } else {
+            (replacement, peer)
+        };
+        let nixl = target.role() == WorkerRole::Decode
             && ctx.stack.engine.prefill_to_decode() == PrefillToDecode::NixlConnector;
         let mut tries = Vec::new();
         let mut linked = false;
         for family in ctx.families(ATTEMPTS)? {
             ctx.doing(format!(
-                "proving worker {} can pull from the replacement {}",
-                peer.name(),
+                "proving worker {} can pull from worker {} (replacement {})",
+                target.name(),
+                source.name(),
                 replacement.name()
             ))?;
             let (pulled, observed) = if nixl {
-                pulled_over_nixl(ctx, replacement, peer, family.variant(0))?
+                pulled_over_nixl(ctx, source, target, family.variant(0))?
             } else {
-                pulled_over_kvcr(ctx, replacement, peer, family.variant(0), family.variant(1))?
+                pulled_over_kvcr(ctx, source, target, family.variant(0), family.variant(1))?
             };
             tries.push(observed);
             if pulled {
@@ -68,8 +76,9 @@ fn relink(ctx: &CaseCtx, replacement: &Worker) -> CaseResult {
         );
         if !linked {
             return Err(CaseError::new(format!(
-                "the stack is not whole: worker {} could not pull from the replacement {} in {ATTEMPTS} attempts",
-                peer.name(),
+                "the stack is not whole: worker {} could not pull from worker {} (replacement {}) in {ATTEMPTS} attempts",
+                target.name(),
+                source.name(),
                 replacement.name()
             ))
             .with_evidence(path));
@@ -78,39 +87,39 @@ fn relink(ctx: &CaseCtx, replacement: &Worker) -> CaseResult {
     Ok(())
 }
 
-/// `committed` committed on `replacement`, then `fresh` (its prefix) asked
-/// of `peer`: whether `peer`'s KVCR delivered from the replacement.
+/// `committed` committed on `source`, then `fresh` (its prefix) asked
+/// of `target`: whether `target`'s KVCR delivered from the source.
 fn pulled_over_kvcr(
     ctx: &CaseCtx,
-    replacement: &Worker,
-    peer: &Worker,
+    source: &Worker,
+    target: &Worker,
     committed: &Prompt,
     fresh: &Prompt,
 ) -> Result<(bool, Value), CaseError> {
-    // Before the commit: a decode peer pulls from a prefill replacement
+    // Before the commit: a decode target pulls from a prefill source
     // during the commit itself (its P→D transfer).
-    let (src_before, dst_before) = (ctx.snapshot(replacement)?, ctx.snapshot(peer)?);
-    ctx.commit(replacement, committed)?;
-    let answer = ctx.complete_on(peer, fresh)?;
+    let (src_before, dst_before) = (ctx.snapshot(source)?, ctx.snapshot(target)?);
+    ctx.commit(source, committed)?;
+    let answer = ctx.complete_on(target, fresh)?;
     ctx.expect_reference(fresh, &answer.tokens)?;
     let observed = ctx
         .observe()
-        .peer_transfer(replacement, &src_before, peer, &dst_before)?;
+        .peer_transfer(source, &src_before, target, &dst_before)?;
     let pulled = observed.transfer.remote_deliver_success_ops > 0;
     Ok((pulled, json!(observed)))
 }
 
-/// `committed` committed on the prefill `replacement`: whether the decode
-/// `peer` read it over NIXL (its P→D pull of the commit), nothing failed.
+/// `committed` committed on the prefill `source`: whether the decode
+/// `target` read it over NIXL (its P→D pull of the commit), nothing failed.
 fn pulled_over_nixl(
     ctx: &CaseCtx,
-    replacement: &Worker,
-    peer: &Worker,
+    source: &Worker,
+    target: &Worker,
     committed: &Prompt,
 ) -> Result<(bool, Value), CaseError> {
-    let before = ctx.snapshot(peer)?;
-    ctx.commit(replacement, committed)?;
-    let delta = ctx.delta_since(peer, &before)?;
+    let before = ctx.snapshot(target)?;
+    ctx.commit(source, committed)?;
+    let delta = ctx.delta_since(target, &before)?;
     let pull = readings::nixl_pull(None, &delta)?;
     let pulled = pull.decode_transfers > 0 && pull.decode_failed == 0;
     Ok((
