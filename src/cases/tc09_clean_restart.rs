@@ -33,6 +33,7 @@ use crate::telemetry::guard_log::GuardEvent;
 use crate::telemetry::names::kvcr_service_log::{
     HELD_BY_ANOTHER, OTHER_TIER_CONFIG, OUT_OF_RANGE, SNAPSHOT_WRITTEN,
 };
+use crate::telemetry::names::vllm_log::FORCE_KILLED_ENGINE;
 use crate::verdict::ledger::LedgerInput;
 use crate::verdict::local::expect_host_tier_hit;
 use crate::verdict::log_scan::BadLine;
@@ -248,6 +249,11 @@ fn clean_stop(
     let mark = ctx.pressure().log_mark(worker);
     let report = worker.process.stop(stop_grace(ctx));
     let lines = ctx.pressure().kvcr_lines_since(worker, mark)?;
+    let forced_engine_stop = ctx
+        .pressure()
+        .log_lines_since(worker, mark, FORCE_KILLED_ENGINE)?
+        .into_iter()
+        .next();
     events.poll()?;
     let snapshot_written = events
         .events()
@@ -272,6 +278,7 @@ fn clean_stop(
         exit: report.exit,
         needed_sigkill: report.needed_sigkill,
         handed_back,
+        forced_engine_stop,
         promotions: promotions_of(events.events(), worker.slot.guard_index),
         snapshot_written,
     })

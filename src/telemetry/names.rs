@@ -27,6 +27,13 @@ pub const VLLM_PREFIX: &str = "vllm:";
 /// Marker of vLLM's interval line: `... KV Transfer metrics: k=v, k=v`.
 pub const INTERVAL_LOG_MARKER: &str = "KV Transfer metrics:";
 
+/// vLLM's own shutdown lines (`v1/utils.py`, vLLM 0.32.0).
+pub mod vllm_log {
+    /// The process manager SIGKILLs an engine core whose shutdown did not
+    /// end within `--shutdown-timeout` (docs/kvcr-findings.md 17).
+    pub const FORCE_KILLED_ENGINE: &str = "Process manager: force killing remaining processes";
+}
+
 /// Dynamo's file discovery (`DYN_DISCOVERY_BACKEND=file`) as its logs tell it.
 pub mod dynamo_discovery_log {
     /// INFO, `dynamo_runtime::storage::kv::file`: a process deleted an entry

@@ -15,6 +15,9 @@ pub struct CleanStop {
     /// on an engine that does not relay KVCR's close (vLLM: the Guard's
     /// `snapshot_written` is then the only record of the handback).
     pub handed_back: Option<bool>,
+    /// The engine's line where its process manager force-killed the process
+    /// that holds KVCR (vLLM's engine core), so KVCR never closed.
+    pub forced_engine_stop: Option<String>,
     /// Promotions the Guard logged for the worker's group in the window.
     pub promotions: usize,
     /// The Guard logged `snapshot_written` (the handback region) in the window.
@@ -30,6 +33,14 @@ pub fn expect_clean_stop(stop: &CleanStop) -> Result<(), Violation> {
     )
     .check(!stop.needed_sigkill, || {
         "the worker needed SIGKILL after SIGTERM".to_string()
+    })
+    .check(stop.forced_engine_stop.is_none(), || {
+        format!(
+            "vLLM force-killed the engine core that holds KVCR before KVCR closed: its shutdown \
+             drain never ends because vLLM's KVCR tier always reports pending work \
+             (docs/kvcr-findings.md 17): `{}`",
+            stop.forced_engine_stop.as_deref().unwrap_or_default().trim()
+        )
     })
     .check(stop.handed_back != Some(false), || {
         "the worker logged no `KVCR closed: Guard group N handed back`".to_string()
@@ -155,6 +166,7 @@ mod tests {
             exit: Some("exit status: 0".into()),
             needed_sigkill: false,
             handed_back: Some(true),
+            forced_engine_stop: None,
             promotions: 0,
             snapshot_written: true,
         }
@@ -192,6 +204,22 @@ mod tests {
             ..clean()
         };
         assert!(expect_clean_stop(&killed).is_err());
+        // vLLM's stop: the dynamo process exits 0, but its process manager
+        // force-killed the engine core holding KVCR (kvcr-findings 17).
+        let line = "WARNING [v1/utils.py:648] [shutdown] Process manager: force killing remaining processes count=1";
+        let forced = CleanStop {
+            handed_back: None,
+            forced_engine_stop: Some(line.into()),
+            promotions: 1,
+            snapshot_written: false,
+            ..clean()
+        };
+        let v = expect_clean_stop(&forced).unwrap_err();
+        assert!(
+            v.detail.contains("force-killed the engine core")
+                && v.detail.contains("findings.md 17"),
+            "{v}"
+        );
     }
 
     #[test]
