@@ -28,6 +28,16 @@ pub static ROWS: &[FaultRow] = &[
         fault: Fault::Engine(Workers::Decode, EngineFault::UnderreportBlocks),
         claim: "decode remote_deliver blocks 3 ≠ 4 full blocks of the prompt",
     },
+    // The decode's KVCR progress loop fails and it exits: TC-01 names it.
+    // The restore after it replaces the decode and proves the replacement
+    // linked by pulling from each prefill (a decode is no peer's source), so
+    // the row after it runs on that replacement.
+    FaultRow {
+        case: tc01::CASE,
+        name: "decode_whose_kvcr_fails_is_reported_and_replaced",
+        fault: Fault::Engine(Workers::Decode, EngineFault::KvcrProgressFails),
+        claim: "worker-C exited on its own (exit status: 5): RuntimeError: fault kvcr_progress_fails: KVCR progress loop failed",
+    },
     // Whichever prefill answers dies before the decode pulls (and deposited
     // nothing for its Guard): the decode recomputes.
     FaultRow {

@@ -30,12 +30,15 @@ pub const CPU: &[Entry] = &[
     e("p2d", "source-refuses-second-target"),
 ];
 
-/// vLLM engine (`phase1_vllm`, aggregated dense): three mutants whose
-/// `lanes` include vllm. Ignored by default: a vLLM stack takes minutes.
+/// vLLM engine (`phase1_vllm`, aggregated dense): mutants whose `lanes`
+/// include vllm, one for each of TC-02, TC-03 and TC-05 (vLLM has no fault
+/// switches, so these are those cases' rows there). Ignored by default: a
+/// vLLM stack takes minutes.
 pub const VLLM: &[Entry] = &[
     e("host_tier", "local-deliver-skips-last-block"),
     e("transfer_accounting", "source-write-bytes-double-counted"),
     e("hints", "hint-parser-reads-renamed-source-field"),
+    e("dram_hit_arm", "local-deliver-blocks-counted-per-op"),
 ];
 
 /// The checks of `set::well_formed`, as one message per problem.
