@@ -5,11 +5,12 @@
 //! docs/run-history.md). The suite must name each dropout and replace the
 //! worker before the next case.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::time::TimeSpec;
 use nix::time::{clock_gettime, clock_settime, ClockId};
 
+use crate::proc::clock_watch::{self, ClockEventKind};
 use crate::stack::Dropout;
 use crate::wait::{self, Poll};
 
@@ -30,17 +31,29 @@ pub fn drop_out_of_discovery(ctx: &CaseCtx, slot: &str) -> CaseResult {
 }
 
 /// The machine's wall clock stepped forward by `by`, held until a worker
-/// dropped out of the router's discovery; stepped back on drop.
+/// dropped out of the router's discovery; stepped back on drop. Each step
+/// is held until the suite's clock watcher has seen it: a dropout can come
+/// within one of its samples, and a step forward and back inside one
+/// sample would leave no clock event for the case to be judged by.
 pub struct WallClockStep {
     by: Duration,
+    settle: Duration,
 }
 
 impl WallClockStep {
     /// Steps the wall clock forward by `by` (`clock_settime`: root, or
-    /// CAP_SYS_TIME) and waits until the router drops a worker.
+    /// CAP_SYS_TIME) and waits until the clock watcher saw it and the
+    /// router dropped a worker.
     pub fn until_a_dropout(ctx: &CaseCtx, by: Duration) -> Result<Self, CaseError> {
+        clock_watch::start();
+        let stepped_at = Instant::now();
         step(by, true).map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
-        let stepped = WallClockStep { by };
+        let stepped = WallClockStep {
+            by,
+            settle: ctx.settings.request_timeout,
+        };
+        await_step_seen(stepped_at, true, stepped.settle)
+            .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
         await_dropouts(ctx, |d| !d.is_empty())?;
         Ok(stepped)
     }
@@ -48,10 +61,35 @@ impl WallClockStep {
 
 impl Drop for WallClockStep {
     fn drop(&mut self) {
+        let stepped_at = Instant::now();
         if let Err(e) = step(self.by, false) {
             tracing::warn!("could not step the wall clock back by {:?}: {e}", self.by);
+        } else if let Err(e) = await_step_seen(stepped_at, false, self.settle) {
+            tracing::warn!("{e}");
         }
     }
+}
+
+/// Waits until the clock watcher recorded a wall-clock step in `forward`'s
+/// direction since `since`.
+fn await_step_seen(since: Instant, forward: bool, within: Duration) -> Result<(), String> {
+    let direction = if forward { "forward" } else { "back" };
+    wait::until(
+        format!("the clock watcher to see the wall clock step {direction}"),
+        within,
+        clock_watch::SAMPLE_EVERY,
+        || {
+            let seen = clock_watch::events_since(since).iter().any(|e| {
+                matches!(e.kind, ClockEventKind::WallClockStep { seconds } if (seconds > 0.0) == forward)
+            });
+            if seen {
+                Poll::Ready(())
+            } else {
+                Poll::Pending("not yet".to_string())
+            }
+        },
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Whether this process may step the wall clock (`None`), or why not.
