@@ -418,6 +418,8 @@ fn a_case_broken_by_a_wall_clock_step_passes_on_its_second_attempt() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");
+    // The harness prints each clock event its watcher sees on stderr.
+    let stderr_path = tmp.path().join("harness.stderr");
     let mut harness = Harness(
         Command::new(phase1_binary())
             .args(["--run-dir"])
@@ -430,7 +432,7 @@ fn a_case_broken_by_a_wall_clock_step_passes_on_its_second_attempt() {
             .args(["TC-03::hinted_peer_transfer", "--exact"])
             .current_dir(root())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&stderr_path).unwrap())
             .spawn()
             .unwrap(),
     );
@@ -457,6 +459,14 @@ fn a_case_broken_by_a_wall_clock_step_passes_on_its_second_attempt() {
         CLEANUP,
         || (generate_entries() == 0).then_some(()),
     );
+    // Held until the harness's clock watcher (one sample every 250 ms) saw
+    // it: a step back inside the same sample would cancel it out (F28).
+    poll("the harness to see the step forward", CLEANUP, || {
+        std::fs::read_to_string(&stderr_path)
+            .unwrap_or_default()
+            .contains("wall clock stepped +15.0 s")
+            .then_some(())
+    });
     step_wall_clock(-15);
     let status = poll("the run to end", STARTUP, || harness.try_wait().unwrap());
     assert!(status.success(), "the run failed: {status}");
