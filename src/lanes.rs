@@ -302,7 +302,7 @@ pub const LANES: &[Lane] = &[
     // behind Dynamo's prefill router: the P→D pull is vLLM's NixlConnector
     // with a CPU KV buffer, beside the KVCR tier (prefill↔prefill hints,
     // the Guard). Ignored unless asked for (`-- --ignored`): three vLLM
-    // workers need about 14 GB and start one at a time.
+    // workers and their replacements took 24 minutes on 2 cores.
     Lane {
         target: "phase1_vllm_2p1d",
         engine: Kind::Vllm,

@@ -74,6 +74,9 @@ pub fn run_routed(ctx: &CaseCtx, routing: Routing) -> CaseResult {
         .iter()
         .filter(|r| r.sent_ms >= load.fault_at_ms && r.outcome == LoadOutcome::Ok)
         .count();
+    // A request in flight on A at the kill fails and its response names no
+    // worker: the router's log says whose stream was cut.
+    let a_instance = a.instance_id();
     let carried = FaultedWorkerLoad::of(
         a.name(),
         load.fault_at_ms,
@@ -83,7 +86,8 @@ pub fn run_routed(ctx: &CaseCtx, routing: Routing) -> CaseResult {
                 prefill: r.prefill_worker_id,
                 ..Default::default()
             };
-            (r.sent_ms, r.done_ms, a.served(&identity))
+            let on_a = a.served(&identity) || r.cut_on_worker == Some(a_instance);
+            (r.sent_ms, r.done_ms, on_a)
         }),
     );
     ctx.measure(

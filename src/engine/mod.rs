@@ -41,6 +41,10 @@ pub use geometry::{Geometry, GeometryKind};
 pub use slots::WorkerSlot;
 pub use topology::Topology;
 
+/// The nice value of the stack's workers and Guard services once each is
+/// ready, where the engine asks for one ([`Engine::ready_nice`]).
+pub const READY_NICE: i32 = 10;
+
 /// The engine registry: one line per engine, its `--engine` word and the
 /// room that builds and plans it. `registry!(engines)` below makes
 /// [`Kind`]; the toy engine's test (`engine/testing.rs`) makes the same
@@ -343,10 +347,12 @@ pub trait Engine: Send + Sync {
     fn guard_per_slot(&self) -> bool {
         false
     }
-    /// Whether workers must start one at a time (each ready before the
-    /// next starts): heavy engines on a small machine.
-    fn start_serially(&self) -> bool {
-        false
+    /// The nice value each worker's and Guard service's process group gets
+    /// once it is ready, so that a worker still starting gets the cores
+    /// before ready components that keep polling (`None`: all run at the
+    /// harness's priority). See [`READY_NICE`].
+    fn ready_nice(&self) -> Option<i32> {
+        None
     }
     /// The KVCR-disabled engines the reference phase runs behind the router.
     fn reference_variants(&self) -> Vec<ReferenceVariant> {

@@ -404,6 +404,22 @@ impl Supervised {
         })
     }
 
+    /// Sets the nice value of every thread of every process in the group
+    /// (`setpriority(PRIO_PGRP)`); processes the group starts later inherit
+    /// it. Raising it needs no privilege.
+    pub fn lower_group_priority(&self, nice: i32) -> io::Result<()> {
+        if self.child.is_none() || self.is_remote() {
+            return Err(io::Error::other("not a process this harness started"));
+        }
+        // SAFETY: setpriority(2) takes plain integers.
+        let rc = unsafe { libc::setpriority(libc::PRIO_PGRP, self.pid as libc::id_t, nice) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     /// SIGKILLs every process of the group at once: an engine crash. (An
     /// engine such as vLLM runs its KV cache and KVCR tier in a child
     /// process; killing only the parent would leave the Guard lease held.)
@@ -636,6 +652,48 @@ mod tests {
         ProcessSpec::new(name, "/bin/sh", dir.join(format!("{name}.log")))
             .arg("-c")
             .arg(script)
+    }
+
+    /// Field 19 of `/proc/<pid>/stat`: the nice value.
+    fn nice_of(pid: u32) -> i32 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        after_name.split(' ').nth(16).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn lowering_the_group_priority_reaches_its_children() {
+        let dir = tempfile::tempdir().unwrap();
+        // The shell starts a child, then waits for it: both are in the group.
+        let group =
+            Supervised::spawn(&sh(dir.path(), "group", "sleep 30 & echo $! ; wait")).unwrap();
+        let log = group.log_path().to_path_buf();
+        let child: u32 = crate::wait::until(
+            "the child's pid in the log",
+            Duration::from_secs(5),
+            Duration::from_millis(20),
+            || match std::fs::read_to_string(&log)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                Some(pid) => crate::wait::Poll::Ready(pid),
+                None => crate::wait::Poll::Pending("empty".into()),
+            },
+        )
+        .unwrap();
+        // 19 is the lowest priority (a test run under `nice -n 19` cannot go
+        // lower).
+        let lower = (nice_of(group.pid()) + 5).min(19);
+        group.lower_group_priority(lower).unwrap();
+        assert_eq!(nice_of(group.pid()), lower);
+        assert_eq!(nice_of(child), lower);
+        group.kill_group().unwrap();
+        assert!(group.wait_exit(Duration::from_secs(5)).is_some());
+        let attached = Supervised::attach("other", group.pid(), &log);
+        assert!(
+            attached.lower_group_priority(19).is_err(),
+            "only processes this run started"
+        );
     }
 
     #[test]

@@ -104,6 +104,7 @@ impl Stack {
             restarted.push((service.clone(), fresh.clone()));
         }
         readiness::await_guard(&fresh, &socket, self.options.startup_timeout)?;
+        provision::lower_priority(self, &fresh);
         Ok(fresh)
     }
 

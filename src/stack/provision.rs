@@ -296,6 +296,9 @@ fn start_references(
     let guards_ready = guards_ready.map_err(|_| {
         ProvisionError::Io(std::io::Error::other("the Guard readiness thread panicked"))
     })??;
+    for (guard, _) in guards {
+        lower_priority(stack, guard);
+    }
     let ready = ready?;
     if let Ok(mut t) = stack.timings.lock() {
         t.guard_ready_ms = (!guards.is_empty()).then_some(guards_ready);
@@ -355,22 +358,23 @@ fn start_ready(
     started_so_far: &Partial,
     kvcr: bool,
 ) -> Result<Vec<Worker>, ProvisionError> {
-    let serial = stack.engine.start_serially()
-        || (kvcr
-            && stack
-                .options
-                .worker_faults
-                .iter()
-                .any(|f| f == DUPLICATE_GUARD_INDEX));
+    // Together unless a launch fault needs each claim to meet the lease of
+    // the one before.
+    let serial = kvcr
+        && stack
+            .options
+            .worker_faults
+            .iter()
+            .any(|f| f == DUPLICATE_GUARD_INDEX);
     let mut started = Vec::new();
     for (spec, slot) in &specs {
         let spawned_at = Instant::now();
         let process = Supervised::spawn(spec)?;
         started_so_far.add(process.pid());
         let registered = if serial {
-            Some(readiness::await_registered(
-                stack, &process, slot, spawned_at,
-            )?)
+            let found = readiness::await_registered(stack, &process, slot, spawned_at)?;
+            lower_priority(stack, &process);
+            Some(found)
         } else {
             None
         };
@@ -384,8 +388,33 @@ fn start_ready(
     }
     started
         .into_iter()
-        .map(|s| await_or_restart(stack, s, kvcr, started_so_far))
+        .map(|s| {
+            let worker = await_or_restart(stack, s, kvcr, started_so_far)?;
+            lower_priority(stack, &worker.process);
+            Ok(worker)
+        })
         .collect()
+}
+
+/// Gives a ready worker's or Guard service's process group the engine's
+/// [`Engine::ready_nice`](crate::engine::Engine::ready_nice), so that
+/// workers still starting get the cores first. Only processes this run
+/// started; a failure is logged and the process runs as it is.
+pub(super) fn lower_priority(stack: &Stack, process: &Supervised) {
+    let Some(nice) = stack.engine.ready_nice() else {
+        return;
+    };
+    if !stack.mode.owns() {
+        return;
+    }
+    match process.lower_group_priority(nice) {
+        Ok(()) => tracing::debug!(name = process.name(), nice, "ready: priority lowered"),
+        Err(e) => tracing::warn!(
+            name = process.name(),
+            "cannot lower the priority of ready {} to nice {nice}: {e}",
+            process.name()
+        ),
+    }
 }
 
 /// A spawned worker, and what its serial start already saw of it.
@@ -457,7 +486,10 @@ pub(super) fn start_worker(
     let process = Supervised::spawn(&spec)?;
     let pid = process.pid();
     match await_worker(stack, process, slot, spawned_at, true) {
-        Ok(worker) => Ok(Arc::new(worker)),
+        Ok(worker) => {
+            lower_priority(stack, &worker.process);
+            Ok(Arc::new(worker))
+        }
         Err(err) => {
             let _ = nix::sys::signal::killpg(
                 nix::unistd::Pid::from_raw(pid as i32),

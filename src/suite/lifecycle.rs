@@ -648,8 +648,9 @@ impl Suite {
             .clone()
     }
 
-    /// What ran, for results.json and JUnit properties: the Python env and
-    /// every patch applied to a third-party package.
+    /// What ran, for results.json and JUnit properties: the Python env,
+    /// every patch applied to a third-party package, and the nice value of
+    /// ready workers and Guards where the engine lowers it.
     fn environment(&self) -> std::collections::BTreeMap<String, String> {
         let mut env = std::collections::BTreeMap::new();
         if let Some(Ok(python)) = self.python.get() {
@@ -668,6 +669,11 @@ impl Suite {
         }
         if let Some(build) = self.kvcr_build() {
             env.extend(build.properties());
+        }
+        if let Some(Ok(stack)) = self.stack.get() {
+            if let Some(nice) = stack.engine.ready_nice() {
+                env.insert("stack.ready_nice".into(), nice.to_string());
+            }
         }
         env
     }

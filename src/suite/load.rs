@@ -31,8 +31,15 @@ pub struct LoadRequest {
     pub sent_ms: f64,
     pub done_ms: f64,
     pub outcome: LoadOutcome,
+    /// Its `x-request-id`.
+    pub request_id: String,
     /// The worker that served it, when the response said.
     pub worker_id: Option<u64>,
+    /// For a failed request: the worker whose stream the router saw cut
+    /// (its log's [`STREAM_CUT_ON_WORKER`](super::requests::STREAM_CUT_ON_WORKER)),
+    /// the only record of where a request in flight at a kill was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_on_worker: Option<u64>,
     /// The prefill worker of a disaggregated stack, when the response said.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefill_worker_id: Option<u64>,
@@ -84,7 +91,8 @@ impl<'c> Load<'c> {
                 .iter()
                 .map(|p| {
                     let reference = ctx.references.tokens(p).map(<[u32]>::to_vec);
-                    (p.key(), ctx.requests.request(p, pin), reference)
+                    let request = ctx.requests.request(p, pin);
+                    (p.key(), request, reference)
                 })
                 .collect();
             let http = ctx.client.clone();
@@ -93,6 +101,7 @@ impl<'c> Load<'c> {
                 let mut done = Vec::new();
                 for (seq, (prompt, request, reference)) in jobs.into_iter().enumerate() {
                     let sent_ms = ms(started.elapsed());
+                    let request_id = request.request_id.clone();
                     let result = http.stream(&request).await;
                     let done_ms = ms(started.elapsed());
                     let prefill_worker_id = result
@@ -108,7 +117,9 @@ impl<'c> Load<'c> {
                         sent_ms,
                         done_ms,
                         outcome,
+                        request_id,
                         worker_id,
+                        cut_on_worker: None,
                         prefill_worker_id,
                         detail,
                     });
@@ -140,6 +151,7 @@ impl<'c> Load<'c> {
             requests.extend(done);
         }
         requests.sort_by(|a, b| a.sent_ms.total_cmp(&b.sent_ms));
+        attribute_cut_streams(&ctx.stack.layout.logs_dir, &mut requests);
         Ok(LoadRun {
             requests,
             fault_at_ms,
@@ -153,6 +165,24 @@ impl<'c> Load<'c> {
             crate::evidence::LOAD_TIMELINE,
             serde_json::json!({"fault_at_ms": load.fault_at_ms, "requests": load.requests}),
         );
+    }
+}
+
+/// Sets [`LoadRequest::cut_on_worker`] of each failed request that names
+/// no worker, from the router's log. Every client has ended, so the
+/// frontend logged the cut before the client saw the error.
+fn attribute_cut_streams(logs_dir: &std::path::Path, requests: &mut [LoadRequest]) {
+    let unnamed: Vec<&str> = requests
+        .iter()
+        .filter(|r| r.outcome == LoadOutcome::Failed && r.worker_id.is_none())
+        .map(|r| r.request_id.as_str())
+        .collect();
+    if unnamed.is_empty() {
+        return;
+    }
+    let cut = super::requests::streams_cut_on_worker(logs_dir, &unnamed);
+    for r in requests.iter_mut() {
+        r.cut_on_worker = cut.get(&r.request_id).copied();
     }
 }
 

@@ -170,6 +170,38 @@ fn matcher<'a>(ids: impl Iterator<Item = &'a str>) -> Option<aho_corasick::AhoCo
     aho_corasick::AhoCorasick::new(ids).ok()
 }
 
+/// What Dynamo's frontend (1.6.1) logs, beside the request's
+/// `x_request_id`, when a worker's stream ends before the generation did
+/// (`migration retries exhausted … migration.from_worker_id=<instance>`).
+pub const STREAM_CUT_ON_WORKER: &str = "migration.from_worker_id=";
+
+/// For each of `ids` (`x-request-id`s) whose stream the frontend saw cut
+/// by a worker's disconnect, that worker's instance id, from the `*.log`
+/// files of `logs_dir`. A failed request's response names no worker; this
+/// is how the router saw it.
+pub fn streams_cut_on_worker(
+    logs_dir: &Path,
+    ids: &[&str],
+) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in log_lines(logs_dir, ids) {
+        let Some(at) = line.find(STREAM_CUT_ON_WORKER) else {
+            continue;
+        };
+        let instance: String = line[at + STREAM_CUT_ON_WORKER.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let ours = ids
+            .iter()
+            .find(|id| line.contains(&format!("x_request_id=\"{id}\"")));
+        if let (Ok(instance), Some(ours)) = (instance.parse::<u64>(), ours) {
+            out.entry(ours.to_string()).or_insert(instance);
+        }
+    }
+    out
+}
+
 /// The marker of the CPU engine's first-token stamp: `request <id>: first
 /// token sent monotonic_ns=N realtime_ns=M`.
 pub const FIRST_TOKEN_STAMP: &str = ": first token sent monotonic_ns=";
@@ -240,6 +272,26 @@ fn dynamo_request_ids(line: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_cut_by_a_worker_is_attributed_from_the_frontends_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let cut = "11111111-2222-3333-4444-555555555555";
+        let served = "66666666-7777-8888-9999-000000000000";
+        std::fs::write(
+            dir.path().join("frontend.log"),
+            format!(
+                "request received request_id=aaaaaaaa-0000-0000-0000-000000000000 x_request_id=\"{served}\"\n\
+                 \x1b[33m WARN\x1b[0m request_span: migration retries exhausted migration.reason=\"disconnected\" \
+                 migration.from_worker_id=14248667766910942182 migration.tokens_completed=15 method=POST \
+                 x_request_id=\"{cut}\" request_id=bbbbbbbb-0000-0000-0000-000000000000\n"
+            ),
+        )
+        .unwrap();
+        let found = streams_cut_on_worker(dir.path(), &[cut, served]);
+        assert_eq!(found.get(cut), Some(&14248667766910942182));
+        assert_eq!(found.get(served), None, "a request that was not cut");
+    }
 
     #[test]
     fn each_request_is_recorded_as_sent_with_a_curl_line_and_its_reference() {

@@ -502,10 +502,13 @@ impl Engine for VllmEngine {
         true
     }
 
-    fn start_serially(&self) -> bool {
-        // A vLLM CPU worker needs about a core and 4-5 GB while it starts;
-        // two at once on a small machine take minutes instead of seconds.
-        self.profile.platform == Platform::Cpu
+    fn ready_nice(&self) -> Option<i32> {
+        // A ready vLLM CPU stack is never idle (kvcr-findings 17: each
+        // engine core keeps stepping; each Guard service polls), so on a
+        // small machine a worker that starts beside it gets a fraction of a
+        // core and takes minutes. At an equal nice value the ready ones
+        // share the cores as before.
+        (self.profile.platform == Platform::Cpu).then_some(super::READY_NICE)
     }
 
     fn device_cache_blocks(&self) -> u64 {
@@ -943,7 +946,8 @@ mod tests {
         assert_eq!(a.flag_value("--gpu-memory-utilization"), None);
         assert_eq!(a.flag_value("--num-gpu-blocks-override"), Some("48"));
         assert_eq!(a.flag_value("--dtype"), Some("float32"));
-        assert!(e.start_serially() && e.guard_per_slot());
+        assert!(e.guard_per_slot());
+        assert_eq!(e.ready_nice(), Some(crate::engine::READY_NICE));
         assert_eq!(
             e.python_env().map(|p| p.name),
             Some(crate::pyenv::VLLM_CPU.name)
@@ -957,7 +961,7 @@ mod tests {
         let a = e.worker(&ctx, &example_slot("A", 0));
         assert_eq!(a.env_var("VLLM_CPU_KVCACHE_SPACE"), None);
         assert_eq!(a.flag_value("--gpu-memory-utilization"), Some("0.8"));
-        assert!(!e.start_serially());
+        assert_eq!(e.ready_nice(), None);
         assert!(
             e.python_env().is_none(),
             "the GPU lane never applies the CPU patches"
