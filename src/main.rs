@@ -85,21 +85,32 @@ commands:
                                a regression when the interval excludes 0 and the
                                change is at least F of base (default 0.10), over
                                at least K round pairs (default 6; fewer: the figure is
-                               inconclusive, which does not fail the exit code). Writes
-                               compare.json, junit.xml and compare.html into DIR
-                               (default target/compare) and prints a summary.
-                               Exit 0 = no regression, 1 = a regression, a figure
-                               missing from one build, or unreadable runs
+                               inconclusive); `no change beyond +-N %` when the
+                               interval excludes any change of F, `no change detected,
+                               interval too wide` when it cannot. Per TC-05 arm and
+                               the sweep, failed and wrong-token requests: any
+                               increase in head is a regression. The runs must have
+                               started in ABBA order (base 0, head 0, head 1, base 1,
+                               ...). Writes compare.json, junit.xml and compare.html
+                               into DIR (default target/compare) and prints a summary.
+                               Exit 0 = every figure judged and no regression;
+                               1 = a regression or a figure missing from one build;
+                               2 = nothing compared (usage, unreadable or unpaired
+                               runs, runs out of ABBA order); 3 = no verdict: an
+                               inconclusive figure, no figures, or a round whose run
+                               failed or left no run directory of its own
   compare --base SPEC --head SPEC [--rounds N] [--trials|--cases FILTER,...] [--out DIR]
           [--resamples N] [--seed S] [--confidence C] [--min-change F] [--min-pairs K]
           [--scope familywise|per-figure] [HARNESS FLAGS]
                                run phase1's perf trials (default TC-05 and TC-06: every
                                TC-05 arm and the Guard recovery timing) N rounds (default
-                               12, even) in ABBA order, each round a fresh phase1 run with
-                               --kvcr of its build (specs as for --kvcr), then compare the
-                               runs as compare-results does; DIR (default
+                               16, even: 8 pairs, two more than a verdict needs) in ABBA
+                               order, each round a fresh phase1 run with --kvcr of its
+                               build (specs as for --kvcr), then compare the runs as
+                               compare-results does; DIR (default
                                target/compare/<timestamp>) holds rounds/ and the outputs.
-                               Exit codes as compare-results (docs/benchmarks.md)
+                               Exit codes as compare-results (docs/benchmarks.md); a
+                               round whose run exits non-zero or leaves no run gives 3
   mutants [--only NAME,...] [--engine cpu|vllm] [--out DIR] [HARNESS FLAGS]
                                the mutation lane: each curated mutant of
                                fixtures/kvcr-mutants/ (default: every one whose lanes
@@ -185,7 +196,8 @@ fn compare_results(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
     report_comparison("compare-results", compared)
 }
 
-/// Prints a comparison's summary and files; exit 0 = no regression.
+/// Prints a comparison's summary and files; the exit code is the
+/// comparison's conclusion (`compare::Gate`), or 2 when nothing was compared.
 fn report_comparison<E: std::fmt::Display>(
     command: &str,
     compared: Result<(kvcr_e2e::compare::Comparison, kvcr_e2e::compare::Written), E>,
@@ -196,15 +208,11 @@ fn report_comparison<E: std::fmt::Display>(
             for path in [&written.json, &written.junit, &written.page] {
                 println!("{}", path.display());
             }
-            if comparison.passed() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
+            ExitCode::from(comparison.gate().exit_code())
         }
         Err(e) => {
             eprintln!("error: {command}: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(kvcr_e2e::compare::EXIT_NOT_COMPARED)
         }
     }
 }

@@ -5,7 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::errors::CompareError;
-use super::figures::{Better, FigureSpec, RunResults};
+use super::figures::{Better, FigureSpec, Judged, RunResults};
+use super::gate::Gate;
 use super::rounds::{Build, Round};
 use super::stats::{difference, Bootstrap, Difference, PairSamples};
 
@@ -131,10 +132,17 @@ pub enum Verdict {
     #[serde(rename = "missing")]
     Missing,
     /// Both builds have samples, but in fewer round pairs than
-    /// [`Rule::min_pairs`]: no verdict either way. Not a failure, but the
-    /// summary, JUnit (skipped) and the page say so.
+    /// [`Rule::min_pairs`]: no verdict either way. The comparison has no
+    /// verdict either ([`Gate::NoVerdict`]).
     #[serde(rename = "inconclusive")]
     Inconclusive,
+    /// The interval contains no change of the rule's size, but it is wider
+    /// than the rule's minimum change: it cannot exclude a change of that
+    /// size. Reported apart from a tight "no change", not a failure (on a
+    /// shared machine most latency intervals are this wide; see
+    /// docs/benchmarks.md).
+    #[serde(rename = "no change detected, interval too wide")]
+    NoChangeTooWide,
 }
 
 impl Verdict {
@@ -146,12 +154,25 @@ impl Verdict {
             Verdict::NoChange => "no change detected",
             Verdict::Missing => "missing",
             Verdict::Inconclusive => "inconclusive",
+            Verdict::NoChangeTooWide => "no change detected, interval too wide",
         }
     }
 
-    /// Whether a CI gate fails on it.
+    /// Whether it is a finding against head (exit 1).
     pub fn fails(self) -> bool {
         matches!(self, Verdict::Regression | Verdict::Missing)
+    }
+}
+
+/// The largest relative change (a fraction of |base|) that the interval of
+/// `d` cannot exclude: max(|lo|, |hi|) / |base|. `None` when base is 0
+/// and the interval is not [0, 0] (no relative bound).
+pub fn largest_unexcluded_change(d: &Difference) -> Option<f64> {
+    let reach = d.interval.lo.abs().max(d.interval.hi.abs());
+    match (reach == 0.0, d.base == 0.0) {
+        (true, _) => Some(0.0),
+        (false, true) => None,
+        (false, false) => Some(reach / d.base.abs()),
     }
 }
 
@@ -199,6 +220,11 @@ pub struct FigureResult {
     pub verdict: Verdict,
     /// The verdict in a sentence.
     pub reason: String,
+    /// The largest change, as a fraction of base, that the interval cannot
+    /// exclude ([`largest_unexcluded_change`]); absent without an interval
+    /// or a relative bound, and for counts (judged by any increase).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cannot_exclude: Option<f64>,
 }
 
 /// A round as the comparison records it.
@@ -211,6 +237,11 @@ pub struct RoundRecord {
     pub run_id: String,
     /// Where its results came from.
     pub source: String,
+    /// Why the round is no clean evidence: its run exited non-zero, a
+    /// trial failed, or it left no run directory of its own. Such a round
+    /// gives the comparison no verdict ([`Gate::NoVerdict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// A whole comparison: what `compare.json` holds.
@@ -245,6 +276,9 @@ pub struct Counts {
     pub missing: usize,
     /// Too few round pairs for a verdict.
     pub inconclusive: usize,
+    /// No change detected, but the interval is wider than the rule's
+    /// minimum change.
+    pub too_wide: usize,
 }
 
 impl Comparison {
@@ -257,6 +291,7 @@ impl Comparison {
             no_change: n(Verdict::NoChange),
             missing: n(Verdict::Missing),
             inconclusive: n(Verdict::Inconclusive),
+            too_wide: n(Verdict::NoChangeTooWide),
         }
     }
 
@@ -266,6 +301,7 @@ impl Comparison {
         let judged = self
             .figures
             .iter()
+            .filter(|f| f.spec.judged == Judged::Interval)
             .filter(|f| f.pairs >= self.rule.min_pairs && f.difference.is_some())
             .count();
         match each == self.rule.confidence {
@@ -278,9 +314,56 @@ impl Comparison {
         }
     }
 
-    /// No regression and nothing missing.
+    /// What the comparison concluded: a finding against head, no verdict,
+    /// or a pass ([`Gate`], whose exit codes `kvcr-e2e` returns).
+    pub fn gate(&self) -> Gate {
+        if self.figures.iter().any(|f| f.verdict.fails()) {
+            Gate::Regression
+        } else if !self.without_verdict().is_empty() {
+            Gate::NoVerdict
+        } else {
+            Gate::Pass
+        }
+    }
+
+    /// Every figure judged, no regression, nothing missing, and every round
+    /// clean evidence.
     pub fn passed(&self) -> bool {
-        !self.figures.iter().any(|f| f.verdict.fails())
+        self.gate() == Gate::Pass
+    }
+
+    /// Why the comparison has no verdict, one line each: no figures at
+    /// all, each round that is no clean evidence, each inconclusive figure.
+    /// Empty when every figure has a verdict.
+    pub fn without_verdict(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        if self.figures.is_empty() {
+            why.push(
+                "no figures: the rounds recorded none of the figures compared (did the \
+                 trials run? see each round's results.json)"
+                    .to_string(),
+            );
+        }
+        for r in &self.rounds {
+            if let Some(problem) = &r.problem {
+                why.push(format!(
+                    "round {} ({}): {problem}",
+                    r.round.index,
+                    r.round.build.as_str()
+                ));
+            }
+        }
+        for f in self
+            .figures
+            .iter()
+            .filter(|f| f.verdict == Verdict::Inconclusive)
+        {
+            why.push(format!(
+                "{}: only {} round pair(s) with both builds, fewer than {}",
+                f.spec.id, f.pairs, self.rule.min_pairs
+            ));
+        }
+        why
     }
 
     /// A warning when the rounds cannot measure their own spread: with one
@@ -293,9 +376,11 @@ impl Comparison {
                 "{inconclusive} figure(s) inconclusive: fewer than {} round pairs with samples \
                  of both builds, too few to tell a change from how the rounds fell (a drift \
                  of the machine across rounds looks like a difference between builds); run \
-                 --rounds {} or more. Not counted as a regression.",
+                 --rounds {} or more (two spare pairs). A figure without a verdict fails \
+                 the comparison as no verdict (exit {}), not as a regression.",
                 self.rule.min_pairs,
-                2 * self.rule.min_pairs
+                2 * (self.rule.min_pairs + 2),
+                Gate::NoVerdict.exit_code()
             )
         })
     }
@@ -335,14 +420,52 @@ pub struct Collector {
 
 impl Collector {
     /// Adds every figure of one round's run.
+    /// A trial that failed makes the round no clean evidence
+    /// ([`RoundRecord::problem`]); its figures are still compared.
     pub fn add_round(&mut self, round: Round, run: &RunResults, source: impl Into<String>) {
+        let failed = run.run.failed_trials();
         self.rounds.push(RoundRecord {
             round,
             run_id: run.run.run_id.clone(),
             source: source.into(),
+            problem: None,
         });
+        if !failed.is_empty() {
+            self.flag_round(
+                round,
+                format!("{} trial(s) failed: {}", failed.len(), failed.join("; ")),
+            );
+        }
         for figure in run.figures() {
             self.add_samples(round, &figure.spec, &figure.values);
+        }
+    }
+
+    /// Records a round that gave no results at all (no run directory of
+    /// its own, or one that cannot be read), with why.
+    pub fn lose_round(&mut self, round: Round, why: impl Into<String>) {
+        self.rounds.push(RoundRecord {
+            round,
+            run_id: String::new(),
+            source: String::new(),
+            problem: None,
+        });
+        self.flag_round(round, why);
+    }
+
+    /// Adds `problem` to what is wrong with `round` (which must have been
+    /// added).
+    pub fn flag_round(&mut self, round: Round, problem: impl Into<String>) {
+        let problem = problem.into();
+        if let Some(r) = self
+            .rounds
+            .iter_mut()
+            .find(|r| r.round.index == round.index)
+        {
+            r.problem = Some(match r.problem.take() {
+                Some(earlier) => format!("{earlier}; {problem}"),
+                None => problem,
+            });
         }
     }
 
@@ -354,6 +477,7 @@ impl Collector {
                 round,
                 run_id: String::new(),
                 source: String::new(),
+                problem: None,
             });
         }
         let slot = match self.figures.iter().position(|(s, _)| s.id == spec.id) {
@@ -369,9 +493,12 @@ impl Collector {
 
     /// Compares every figure under `rule`.
     pub fn compare(&self, rule: &Rule, bootstrap: &Bootstrap) -> Comparison {
+        // Counts are judged without an interval: they take no share of the
+        // family-wise confidence.
         let judged = self
             .figures
             .iter()
+            .filter(|(spec, _)| spec.judged == Judged::Interval)
             .filter(|(_, samples)| complete_pairs(samples) >= rule.min_pairs)
             .count();
         let confidence = rule.figure_confidence(judged);
@@ -454,8 +581,12 @@ fn compare_figure(
         ..*bootstrap
     };
     let diff = difference(&pairs, spec.statistic, confidence, &boot);
+    let (base, head) = (side(Build::Base), side(Build::Head));
     let (verdict, reason) = match &diff {
         None => (Verdict::Missing, missing_reason(&pairs)),
+        Some(_) if spec.judged == Judged::AnyIncrease => {
+            count_verdict(spec, &base, &head, complete, rule)
+        }
         Some(d) if complete < rule.min_pairs => (
             Verdict::Inconclusive,
             format!(
@@ -466,18 +597,69 @@ fn compare_figure(
             ),
         ),
         Some(d) => {
-            let v = verdict(d, spec.better, rule);
+            let v = match verdict(d, spec.better, rule) {
+                Verdict::NoChange if !within_rule(d, rule) => Verdict::NoChangeTooWide,
+                v => v,
+            };
             (v, reason(spec, d, v, rule, confidence))
         }
     };
+    let cannot_exclude = match spec.judged {
+        Judged::Interval => diff.as_ref().and_then(largest_unexcluded_change),
+        Judged::AnyIncrease => None,
+    };
     FigureResult {
         spec: spec.clone(),
-        base: side(Build::Base),
-        head: side(Build::Head),
+        base,
+        head,
         pairs: complete,
         difference: diff,
         verdict,
         reason,
+        cannot_exclude,
+    }
+}
+
+/// The verdict of a count (failed or wrong-token requests), one sample per
+/// round: more per round in head than in base is a regression, whatever the
+/// number of pairs (each one is a request that went wrong, not an
+/// estimate); fewer is an improvement and the same is no change, each only
+/// over enough pairs, as any verdict.
+fn count_verdict(
+    spec: &FigureSpec,
+    base: &[Sample],
+    head: &[Sample],
+    complete: u32,
+    rule: &Rule,
+) -> (Verdict, String) {
+    let total = |s: &[Sample]| s.iter().map(|s| s.value).sum::<f64>();
+    let per_round = |s: &[Sample]| total(s) / s.len().max(1) as f64;
+    let what = spec.label.as_str();
+    let said = format!(
+        "{what}: {} in {} head round(s), {} in {} base round(s)",
+        total(head),
+        head.len(),
+        total(base),
+        base.len()
+    );
+    let increase = per_round(head) > per_round(base);
+    match () {
+        _ if increase => (
+            Verdict::Regression,
+            format!("{said}: more in head, and any increase is a regression"),
+        ),
+        _ if complete < rule.min_pairs => (
+            Verdict::Inconclusive,
+            format!(
+                "{said}, but only {complete} round pair(s) with both builds, fewer than the {} \
+                 a verdict needs (--min-pairs)",
+                rule.min_pairs
+            ),
+        ),
+        _ if per_round(head) < per_round(base) => {
+            (Verdict::Improvement, format!("{said}: fewer in head"))
+        }
+        _ => (Verdict::NoChange, format!("{said}: no more in head")),
     }
 }
 
@@ -509,18 +691,43 @@ fn measured(spec: &FigureSpec, d: &Difference, confidence: f64) -> String {
     )
 }
 
+/// Whether the interval of `d` excludes every change of the rule's size:
+/// the largest change it cannot exclude is within the minimum.
+fn within_rule(d: &Difference, rule: &Rule) -> bool {
+    largest_unexcluded_change(d).is_some_and(|c| c <= rule.min_relative_change)
+}
+
+/// A relative change in percent with one decimal (`±6.2 %`).
+fn plus_minus(change: f64) -> String {
+    format!("±{:.1} %", change * 100.0)
+}
+
 fn reason(spec: &FigureSpec, d: &Difference, v: Verdict, rule: &Rule, confidence: f64) -> String {
     let head = measured(spec, d, confidence);
+    let min = format!("{:.0} %", rule.min_relative_change * 100.0);
     let why = match v {
-        Verdict::Regression | Verdict::Improvement => format!(
-            "excludes 0 and the change is at least {:.0} %",
-            rule.min_relative_change * 100.0
-        ),
-        _ if !d.interval.excludes_zero() => "contains 0".to_string(),
-        _ => format!(
-            "excludes 0 but the change is under {:.0} %",
-            rule.min_relative_change * 100.0
-        ),
+        Verdict::Regression | Verdict::Improvement => {
+            format!("excludes 0 and the change is at least {min}")
+        }
+        _ => {
+            let seen = match d.interval.excludes_zero() {
+                true => format!("excludes 0 but the change is under {min}"),
+                false => "contains 0".to_string(),
+            };
+            match largest_unexcluded_change(d) {
+                Some(c) if c <= rule.min_relative_change => {
+                    format!("{seen}: no change beyond {}", plus_minus(c))
+                }
+                Some(c) => format!(
+                    "{seen}, but it cannot exclude a change of {}: too wide to rule out {min}",
+                    plus_minus(c)
+                ),
+                None => format!(
+                    "{seen}, but base is 0, so it bounds no relative change: too wide to rule \
+                     out {min}"
+                ),
+            }
+        }
     };
     format!("{head} {why}")
 }
@@ -557,6 +764,7 @@ mod tests {
             unit: "ms".into(),
             statistic: Statistic::P50,
             better: crate::compare::figures::Better::Lower,
+            judged: Judged::Interval,
         };
         let shift = [1.0, 4.0, 2.0, 5.0, 1.0, 3.0];
         let mut c = Collector::default();
@@ -585,7 +793,9 @@ mod tests {
             (Verdict::Regression, Some(0.95))
         );
         let (verdict, each) = verdict_of_the_moved(true);
-        assert_eq!(verdict, Verdict::NoChange);
+        // Family-wise its interval reaches 0, and past the 10 % (it is
+        // 20 ms ± a few): no verdict of a change, and not a tight one.
+        assert_eq!(verdict, Verdict::NoChangeTooWide);
         assert!((each.unwrap() - (1.0 - 0.05 / 12.0)).abs() < 1e-12);
     }
 
@@ -650,6 +860,7 @@ mod tests {
             unit: "ms".into(),
             statistic: Statistic::P50,
             better: Better::Lower,
+            judged: Judged::Interval,
         }
     }
 
@@ -710,9 +921,15 @@ mod tests {
         assert_eq!(t1.verdict, Verdict::Inconclusive, "{}", t1.reason);
         assert!(t1.reason.contains("2 round pair(s)"), "{}", t1.reason);
         assert!(t1.reason.contains("fewer than the 6"), "{}", t1.reason);
-        assert!(!t1.verdict.fails() && cmp.passed());
+        assert!(!t1.verdict.fails());
+        assert_eq!(cmp.gate(), Gate::NoVerdict, "no verdict is no pass");
+        assert!(!cmp.passed());
+        assert_eq!(
+            cmp.without_verdict(),
+            ["t1: only 2 round pair(s) with both builds, fewer than 6"]
+        );
         assert_eq!(cmp.counts().inconclusive, 1);
-        assert!(cmp.caution().unwrap().contains("--rounds 12"));
+        assert!(cmp.caution().unwrap().contains("--rounds 16"));
         // The same figures with a lower bar give the (false) verdict.
         let loose = Rule {
             min_pairs: 2,
@@ -723,6 +940,165 @@ mod tests {
             Verdict::Improvement
         );
         assert_eq!(c.compare(&loose, &Bootstrap::default()).caution(), None);
+    }
+
+    #[test]
+    fn the_largest_unexcluded_change_is_the_far_end_of_the_interval() {
+        let c = |d: &Difference| largest_unexcluded_change(d).map(|c| (c * 1000.0).round());
+        assert_eq!(c(&diff(100.0, 101.0, -3.0, 6.0)), Some(60.0));
+        assert_eq!(c(&diff(100.0, 90.0, -30.0, 2.0)), Some(300.0));
+        assert_eq!(c(&diff(-50.0, -50.0, -5.0, 5.0)), Some(100.0));
+        assert_eq!(c(&diff(0.0, 0.0, 0.0, 0.0)), Some(0.0));
+        assert_eq!(c(&diff(0.0, 1.0, -1.0, 2.0)), None);
+    }
+
+    /// Six pairs of one figure, head − base of each pair given: the same
+    /// build with a little or a lot of round-to-round spread.
+    fn no_change_of(spread: [f64; 6]) -> FigureResult {
+        let mut c = Collector::default();
+        for round in crate::compare::RoundPlan::abba(12).unwrap().rounds() {
+            let value = match round.build {
+                Build::Base => 100.0,
+                Build::Head => 100.0 + spread[round.pair() as usize],
+            };
+            c.add_samples(*round, &spec("f"), &[value]);
+        }
+        c.compare(&Rule::default(), &Bootstrap::default()).figures[0].clone()
+    }
+
+    #[test]
+    fn a_tight_no_change_says_how_far_it_reaches_and_a_wide_one_says_it_is_too_wide() {
+        let tight = no_change_of([1.0, -1.0, 2.0, -2.0, 1.0, -1.0]);
+        assert_eq!(tight.verdict, Verdict::NoChange, "{}", tight.reason);
+        let reach = tight.cannot_exclude.unwrap();
+        assert!(reach > 0.0 && reach <= 0.10, "{reach}");
+        assert!(
+            tight.reason.ends_with(&format!(
+                "contains 0: no change beyond ±{:.1} %",
+                reach * 100.0
+            )),
+            "{}",
+            tight.reason
+        );
+        let wide = no_change_of([20.0, -25.0, 30.0, -20.0, 15.0, -18.0]);
+        assert_eq!(wide.verdict, Verdict::NoChangeTooWide, "{}", wide.reason);
+        assert!(wide.cannot_exclude.unwrap() > 0.10);
+        assert!(
+            wide.reason.contains("but it cannot exclude a change of ±")
+                && wide.reason.ends_with("too wide to rule out 10 %"),
+            "{}",
+            wide.reason
+        );
+        assert_ne!(wide.verdict.as_str(), tight.verdict.as_str());
+        assert!(!wide.verdict.fails());
+    }
+
+    fn count_spec() -> FigureSpec {
+        FigureSpec {
+            id: "TC-05::cold::wrong_tokens".into(),
+            label: "cold wrong tokens".into(),
+            unit: "requests".into(),
+            statistic: Statistic::Mean,
+            better: Better::Lower,
+            judged: Judged::AnyIncrease,
+        }
+    }
+
+    /// `pairs` pairs of a count figure; head has `extra` in its first round.
+    fn counts(pairs: u32, base_extra: f64, head_extra: f64) -> Comparison {
+        let mut c = Collector::default();
+        for round in crate::compare::RoundPlan::abba(2 * pairs).unwrap().rounds() {
+            let value = match (round.pair(), round.build) {
+                (0, Build::Head) => head_extra,
+                (0, Build::Base) => base_extra,
+                _ => 0.0,
+            };
+            c.add_samples(*round, &count_spec(), &[value]);
+        }
+        c.compare(&Rule::default(), &Bootstrap::default())
+    }
+
+    #[test]
+    fn any_increase_of_a_count_is_a_regression_whatever_the_interval() {
+        let one = counts(8, 0.0, 1.0);
+        let f = &one.figures[0];
+        // One wrong-token request in 8 head rounds: the interval of the mean
+        // difference reaches 0, yet it is a regression.
+        assert!(!f.difference.unwrap().interval.excludes_zero(), "{f:?}");
+        assert_eq!(f.verdict, Verdict::Regression, "{}", f.reason);
+        assert!(
+            f.reason
+                .contains("1 in 8 head round(s), 0 in 8 base round(s)"),
+            "{}",
+            f.reason
+        );
+        assert_eq!(f.cannot_exclude, None);
+        assert_eq!(one.gate(), Gate::Regression);
+        // Even with fewer pairs than a verdict needs.
+        assert_eq!(counts(2, 0.0, 1.0).figures[0].verdict, Verdict::Regression);
+        // None on either side: no change, given enough pairs.
+        assert_eq!(counts(8, 0.0, 0.0).figures[0].verdict, Verdict::NoChange);
+        assert_eq!(counts(8, 0.0, 0.0).gate(), Gate::Pass);
+        assert_eq!(
+            counts(2, 0.0, 0.0).figures[0].verdict,
+            Verdict::Inconclusive
+        );
+        assert_eq!(counts(8, 2.0, 0.0).figures[0].verdict, Verdict::Improvement);
+        // Counts take no share of the family-wise confidence.
+        assert_eq!(one.figure_confidence, Some(0.95));
+    }
+
+    #[test]
+    fn a_failed_or_lost_round_gives_no_verdict_and_a_regression_outranks_it() {
+        let mut c = Collector::default();
+        let plan = crate::compare::RoundPlan::abba(16).unwrap();
+        for round in plan.rounds() {
+            c.add_samples(*round, &spec("f"), &[100.0]);
+        }
+        assert_eq!(
+            c.compare(&Rule::default(), &Bootstrap::default()).gate(),
+            Gate::Pass
+        );
+        c.flag_round(plan.rounds()[5], "its run exited 101");
+        let cmp = c.compare(&Rule::default(), &Bootstrap::default());
+        assert_eq!(cmp.gate(), Gate::NoVerdict);
+        assert_eq!(
+            cmp.without_verdict(),
+            ["round 5 (head): its run exited 101"]
+        );
+        assert_eq!(cmp.rounds[5].problem.as_deref(), Some("its run exited 101"));
+        let mut lost = Collector::default();
+        for round in plan.rounds() {
+            if round.index == 6 {
+                lost.lose_round(*round, "it left no run directory of its own");
+                continue;
+            }
+            lost.add_samples(*round, &spec("f"), &[100.0]);
+        }
+        let cmp = lost.compare(&Rule::default(), &Bootstrap::default());
+        // The spare pairs keep the figure judged; the lost round still
+        // leaves the comparison without a verdict.
+        assert_eq!(cmp.figures[0].pairs, 7);
+        assert_eq!(cmp.figures[0].verdict, Verdict::NoChange);
+        assert_eq!(cmp.gate(), Gate::NoVerdict);
+        c.add_samples(plan.rounds()[1], &spec("g"), &[1.0]);
+        let both = c.compare(&Rule::default(), &Bootstrap::default());
+        assert_eq!(both.figures[1].verdict, Verdict::Missing);
+        assert_eq!(both.gate(), Gate::Regression);
+    }
+
+    #[test]
+    fn no_figures_is_no_verdict() {
+        let mut c = Collector::default();
+        for round in crate::compare::RoundPlan::abba(16).unwrap().rounds() {
+            c.add_samples(*round, &spec("f"), &[]);
+        }
+        let cmp = c.compare(&Rule::default(), &Bootstrap::default());
+        assert!(cmp.figures.iter().all(|f| f.verdict == Verdict::Missing));
+        let empty = Collector::default().compare(&Rule::default(), &Bootstrap::default());
+        assert!(empty.figures.is_empty());
+        assert_eq!(empty.gate(), Gate::NoVerdict);
+        assert!(empty.without_verdict()[0].starts_with("no figures"));
     }
 
     #[test]

@@ -5,16 +5,24 @@
 use std::path::{Path, PathBuf};
 
 use super::cli::apply_statistics_flag;
-use super::comparison::{Comparison, Rule, DEFAULT_MIN_PAIRS};
+use super::comparison::{Collector, Comparison, Rule, DEFAULT_MIN_PAIRS};
+use super::figures::RunResults;
 use super::rounds::{Build, Round, RoundPlan};
 use super::stats::Bootstrap;
-use super::{compare_runs, write_outputs, Written};
+use super::{write_outputs, Written};
 use crate::config::{kvcr_spec, KvcrSpec};
 use crate::drive::{self, Phase1Child};
 
-/// Rounds without `--rounds`: just enough pairs for a verdict
-/// ([`DEFAULT_MIN_PAIRS`]); fewer leave every figure inconclusive.
-pub const DEFAULT_ROUNDS: u32 = 2 * DEFAULT_MIN_PAIRS;
+/// Rounds without `--rounds`: two round pairs more than a verdict needs
+/// ([`DEFAULT_MIN_PAIRS`]), 16 rounds = 8 pairs. A round that is lost (its
+/// run left no results) costs its pair, and with exactly the minimum one lost
+/// round would leave every figure inconclusive; two spare pairs keep a
+/// verdict through two lost rounds (in different pairs). A round that
+/// failed still makes the comparison a no-verdict (exit 3): the spare pairs
+/// keep the figures judged, so the summary shows what the rounds measured.
+/// Cost: about 40 s a round with the default trials, so 16 rounds take some
+/// 11 minutes instead of 8.
+pub const DEFAULT_ROUNDS: u32 = 2 * (DEFAULT_MIN_PAIRS + 2);
 
 /// Trial filters without `--trials`: every TC-05 arm and TC-06.
 pub const DEFAULT_TRIALS: &[&str] = &["TC-05", "TC-06"];
@@ -175,7 +183,9 @@ pub fn round_runs(args: &CompareDriveArgs, out: &Path) -> Result<Vec<RoundRun>, 
 }
 
 /// Runs every round and compares them; `out` receives the rounds' run
-/// directories and compare.json, junit.xml and compare.html.
+/// directories and compare.json, junit.xml and compare.html. A round whose
+/// run exits non-zero, or that leaves no run directory of its own, is
+/// recorded as such and the comparison goes on: it has no verdict.
 pub fn run_compare(
     repo_root: &Path,
     args: &CompareDriveArgs,
@@ -193,7 +203,7 @@ fn run_rounds_with(
     out: &Path,
 ) -> Result<(Comparison, Written), String> {
     let runs = round_runs(args, out)?;
-    let (mut base_dirs, mut head_dirs) = (Vec::new(), Vec::new());
+    let mut collector = Collector::default();
     let total = runs.len();
     for run in &runs {
         let child = Phase1Child {
@@ -213,36 +223,54 @@ fn run_rounds_with(
             args.trials.join(" ")
         );
         let log = run.run_base.join("child.log");
+        // A run directory that was there before the child ran (a rerun
+        // into the same --out) is not this round's.
+        let before = drive::find_run_root(&run.run_base).map_err(|e| e.to_string())?;
         let exit = child.run(&log).map_err(|e| e.to_string())?;
-        let root = drive::find_run_root(&run.run_base)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| {
-                format!(
-                    "round {} ({}) left no run directory (exit {:?}); see {}",
-                    run.round.index + 1,
-                    run.round.build.as_str(),
-                    exit.code,
-                    log.display()
-                )
-            })?;
-        let note = match exit.code {
-            Some(0) => String::new(),
-            code => format!(" (the run exited {code:?}: a trial failed or did not run; its figures are compared as they are; see {})", log.display()),
+        let after = drive::find_run_root(&run.run_base).map_err(|e| e.to_string())?;
+        let exited = match exit.code {
+            Some(0) => None,
+            Some(code) => Some(format!("its run exited {code}")),
+            None => Some("its run was ended by a signal".to_string()),
+        };
+        let see = format!("see {}", log.display());
+        let outcome = match after.filter(|root| before.as_ref() != Some(root)) {
+            None => Err(format!(
+                "it left no run directory of its own under {} ({})",
+                run.run_base.display(),
+                exited.as_deref().unwrap_or("its run exited 0")
+            )),
+            Some(root) => RunResults::read(&root)
+                .map_err(|e| format!("{e} ({})", exited.as_deref().unwrap_or("exit 0")))
+                .map(|(results, file)| (root, results, file)),
+        };
+        let note = match &outcome {
+            Ok((root, results, file)) => {
+                collector.add_round(run.round, results, file.display().to_string());
+                if let Some(exited) = &exited {
+                    collector.flag_round(run.round, format!("{exited}; {see}"));
+                }
+                match &exited {
+                    Some(exited) => format!(
+                        "{} ({exited}: no verdict for the comparison; {see})",
+                        root.display()
+                    ),
+                    None => root.display().to_string(),
+                }
+            }
+            Err(why) => {
+                collector.lose_round(run.round, format!("{why}; {see}"));
+                format!("no results: {why} (no verdict for the comparison; {see})")
+            }
         };
         println!(
-            "[round {}/{total}] {} in {:.0} s: {}{note}",
+            "[round {}/{total}] {} in {:.0} s: {note}",
             run.round.index + 1,
             run.round.build.as_str(),
             exit.wall.as_secs_f64(),
-            root.display()
         );
-        match run.round.build {
-            Build::Base => base_dirs.push(root),
-            Build::Head => head_dirs.push(root),
-        }
     }
-    let comparison = compare_runs(&base_dirs, &head_dirs, &args.rule, &args.bootstrap)
-        .map_err(|e| e.to_string())?;
+    let comparison = collector.compare(&args.rule, &args.bootstrap);
     let written = write_outputs(&comparison, out).map_err(|e| e.to_string())?;
     Ok((comparison, written))
 }
@@ -256,11 +284,13 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_twelve_rounds_of_tc05_and_tc06() {
+    fn defaults_are_sixteen_rounds_of_tc05_and_tc06() {
         let a = CompareDriveArgs::parse(&args("--base pypi:0.1.1 --head pypi:0.1.2")).unwrap();
         assert_eq!(a.base.to_string(), "pypi:0.1.1");
         assert_eq!(a.head.to_string(), "pypi:0.1.2");
-        assert_eq!(a.rounds, 12);
+        assert_eq!(a.rounds, 16);
+        // Two spare pairs: a lost round leaves a verdict possible.
+        assert!(a.rounds / 2 >= a.rule.min_pairs + 2);
         assert_eq!(a.trials, ["TC-05", "TC-06"]);
         assert_eq!(
             (a.out, a.rule, a.bootstrap),
@@ -358,27 +388,37 @@ mod tests {
         assert_eq!(dirs[5], "/out/rounds/05-head");
     }
 
-    #[test]
-    fn every_round_runs_its_build_and_the_runs_are_compared() {
-        // A stand-in phase1 that records its flags and writes the same
-        // results.json into its run directory: A against A, no change.
-        let tmp = tempfile::tempdir().unwrap();
-        let results = tmp.path().join("results.json");
+    /// A stand-in phase1 that records its flags in `calls`; in the round
+    /// whose run directory ends in `odd_round` it exits `odd_exit` and, if
+    /// `odd_writes` is false, writes nothing; every other round writes the
+    /// same results.json into its run directory and exits 0.
+    fn fake_phase1(dir: &Path, odd_round: &str, odd_exit: u8, odd_writes: bool) -> PathBuf {
+        let results = dir.join("results.json");
         std::fs::write(&results, include_str!("testdata/results-tc05-tc06.json")).unwrap();
-        let binary = tmp.path().join("phase1-fake");
+        let binary = dir.join("phase1-fake");
         let script = format!(
             "#!/bin/sh\necho \"$@\" >> {calls}\nwhile [ \"$1\" != --run-dir ]; do shift; done\n\
-             run=\"$2/phase1/20261201T000000Z-1-abcd\"\nmkdir -p \"$run\"\ncp {results} \"$run/\"\nexit 0\n",
-            calls = tmp.path().join("calls").display(),
+             code=0; write=1\ncase \"$2\" in *{odd_round}) code={odd_exit}; write={w};; esac\n\
+             run=\"$2/phase1/20261201T000000Z-1-abcd\"\n\
+             if [ $write = 1 ]; then mkdir -p \"$run\"; cp {results} \"$run/\"; fi\nexit $code\n",
+            calls = dir.join("calls").display(),
             results = results.display(),
+            w = u8::from(odd_writes),
         );
         std::fs::write(&binary, script).unwrap();
         let mut perms = std::fs::metadata(&binary).unwrap().permissions();
         std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
         std::fs::set_permissions(&binary, perms).unwrap();
+        binary
+    }
 
+    #[test]
+    fn every_round_runs_its_build_and_the_runs_are_compared() {
+        // A against A, no change.
+        let tmp = tempfile::tempdir().unwrap();
+        let binary = fake_phase1(tmp.path(), "none", 0, true);
         let a = CompareDriveArgs::parse(&args(
-            "--base pypi:0.1.1 --head pypi:0.1.2 --rounds 4 --resamples 200",
+            "--base pypi:0.1.1 --head pypi:0.1.2 --rounds 4 --min-pairs 2 --resamples 200",
         ))
         .unwrap();
         let out = tmp.path().join("out");
@@ -399,9 +439,70 @@ mod tests {
         assert_eq!(comparison.letters(), "ABBA");
         assert!(!comparison.figures.is_empty());
         assert!(comparison.passed(), "identical runs are no regression");
+        assert!(comparison.rounds.iter().all(|r| r.problem.is_none()));
         assert!(written.json.is_file() && written.junit.is_file() && written.page.is_file());
         assert!(out
             .join("rounds/03-base/phase1/20261201T000000Z-1-abcd/results.json")
             .is_file());
+    }
+
+    fn four_rounds() -> CompareDriveArgs {
+        CompareDriveArgs::parse(&args(
+            "--base pypi:0.1.1 --head pypi:0.1.2 --rounds 4 --min-pairs 2 --resamples 200",
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_round_whose_run_failed_is_compared_but_gives_no_verdict() {
+        let tmp = tempfile::tempdir().unwrap();
+        let binary = fake_phase1(tmp.path(), "02-head", 101, true);
+        let out = tmp.path().join("out");
+        let (c, written) = run_rounds_with(&binary, tmp.path(), &four_rounds(), &out).unwrap();
+        assert_eq!(c.gate(), crate::compare::Gate::NoVerdict);
+        let problem = c.rounds[2].problem.as_deref().unwrap();
+        assert!(problem.starts_with("its run exited 101; see "), "{problem}");
+        assert!(problem.ends_with("rounds/02-head/child.log"), "{problem}");
+        assert!(
+            c.figures.iter().all(|f| f.pairs == 2),
+            "its figures still count"
+        );
+        let xml = std::fs::read_to_string(written.junit).unwrap();
+        assert!(xml.contains("testcase name=\"round::02-head\""), "{xml}");
+    }
+
+    #[test]
+    fn a_round_without_a_run_directory_of_its_own_gives_no_verdict() {
+        let tmp = tempfile::tempdir().unwrap();
+        let binary = fake_phase1(tmp.path(), "01-head", 0, false);
+        let out = tmp.path().join("out");
+        let (c, _) = run_rounds_with(&binary, tmp.path(), &four_rounds(), &out).unwrap();
+        assert_eq!(c.gate(), crate::compare::Gate::NoVerdict);
+        let problem = c.rounds[1].problem.as_deref().unwrap();
+        assert!(
+            problem.starts_with("it left no run directory of its own under ")
+                && problem.contains("(its run exited 0)"),
+            "{problem}"
+        );
+        assert_eq!(c.rounds[1].run_id, "");
+        // One pair lost: the figures rest on the other.
+        assert!(c.figures.iter().all(|f| f.pairs == 1));
+
+        // A run directory left by an earlier compare into the same --out
+        // is not this round's.
+        let again = fake_phase1(tmp.path(), "01-head", 0, false);
+        let stale = out.join("rounds/01-head/phase1/20261130T000000Z-1-old");
+        std::fs::create_dir_all(&stale).unwrap();
+        std::fs::write(
+            stale.join("results.json"),
+            include_str!("testdata/results-tc05-tc06.json"),
+        )
+        .unwrap();
+        let (c, _) = run_rounds_with(&again, tmp.path(), &four_rounds(), &out).unwrap();
+        let problem = c.rounds[1].problem.as_deref().unwrap();
+        assert!(
+            problem.starts_with("it left no run directory of its own"),
+            "{problem}"
+        );
     }
 }

@@ -22,6 +22,17 @@ pub enum CompareError {
         /// Head runs given.
         head: usize,
     },
+    /// Rounds whose runs did not start in the plan's order.
+    #[error(
+        "the runs do not interleave: {message}. Give the base runs and, after --head, the head \
+         runs in pair order; pair k's runs must have started side by side, in the order \
+         base 0, head 0, head 1, base 1, base 2, head 2, … (ABBA, as `kvcr-e2e compare` \
+         runs them)"
+    )]
+    Interleave {
+        /// Which rounds, and when they started.
+        message: String,
+    },
     /// A results.json that cannot be read.
     #[error("cannot read {path}: {source}")]
     Read {

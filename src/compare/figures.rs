@@ -10,10 +10,21 @@
 //! | `TC-05::concurrency_sweep::c<N>::ttft_p50` | each ok request's TTFT at that level | p50 | higher |
 //! | `TC-05::concurrency_sweep::r<rate>::{throughput,ttft_p50}` | the same, for an open-loop level | as above | as above |
 //! | `TC-06::guard_recovery_timing::{t1,t2,promotion}` | the run's t1, t2, Guard promotion time | p50 | higher |
+//! | `TC-05::<trial>::failed_requests` | the trial's requests that got no answer, one count per run | mean | any increase |
+//! | `TC-05::<trial>::wrong_tokens` | the trial's requests answered with tokens other than the reference's | mean | any increase |
 //!
 //! Arms are cold, local_hit, dram_hit and remote_hit. The request is the
 //! sampling unit: ITL uses one value per request (its median gap) so that a
 //! long stream does not count as many independent samples.
+//!
+//! The latency figures rest on the requests that succeeded; the two count
+//! figures (for each arm and for the concurrency sweep) make the others
+//! visible, so a head build that times out or answers wrong tokens cannot
+//! look faster for it. A count is read from the requests recorded as not ok
+//! and, since a trial stops at its first bad request and records none of
+//! its requests, from the trial's own failure: a trial that failed on a
+//! stream counts one failed request, one that failed on the reference
+//! tokens one wrong-token request ([`RequestFault`]).
 
 use std::path::{Path, PathBuf};
 
@@ -21,7 +32,11 @@ use serde::{Deserialize, Serialize};
 
 use super::errors::CompareError;
 use super::stats::{quantile, Statistic};
+use crate::drive::{TrialOutcome, TrialRecord};
 use crate::evidence::{Arm, PerfSummary, RequestRecord, RESULTS_SCHEMA_VERSION};
+
+/// The TC-05 trial that sends sweep requests (records without an arm).
+const SWEEP_TRIAL: &str = "concurrency_sweep";
 
 /// Which way a figure gets worse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +46,26 @@ pub enum Better {
     Lower,
     /// Higher is better (throughput): down is a regression.
     Higher,
+}
+
+/// How a figure's verdict is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Judged {
+    /// By the interval of head − base and the minimum relative change
+    /// ([`super::Rule`]).
+    #[default]
+    Interval,
+    /// Counts of things that should not happen (failed or wrong-token
+    /// requests): any increase in head is a regression, whatever the
+    /// interval or the relative change (base is normally 0).
+    AnyIncrease,
+}
+
+impl Judged {
+    fn is_interval(&self) -> bool {
+        *self == Judged::Interval
+    }
 }
 
 /// What a figure is.
@@ -46,6 +81,9 @@ pub struct FigureSpec {
     pub statistic: Statistic,
     /// Which way is better.
     pub better: Better,
+    /// How its verdict is reached; absent in compare.json: by the interval.
+    #[serde(default, skip_serializing_if = "Judged::is_interval")]
+    pub judged: Judged,
 }
 
 impl FigureSpec {
@@ -56,6 +94,53 @@ impl FigureSpec {
             unit: unit.to_string(),
             statistic,
             better,
+            judged: Judged::Interval,
+        }
+    }
+
+    /// A count of requests that should not happen, per run.
+    fn count(id: String, label: String) -> Self {
+        FigureSpec {
+            judged: Judged::AnyIncrease,
+            ..Self::new(id, label, "requests", Statistic::Mean, Better::Lower)
+        }
+    }
+}
+
+/// Why a request of a perf trial has no good answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestFault {
+    /// No answer: the stream failed (an HTTP error, a timeout, a cut stream).
+    Failed,
+    /// An answer whose tokens differ from the reference.
+    WrongTokens,
+}
+
+impl RequestFault {
+    /// The claim of the reference-token check (`verdict::tokens`), which
+    /// begins the message of a request or trial that failed on it.
+    pub const WRONG_TOKENS_CLAIM: &'static str = "reference tokens";
+
+    /// The fault a not-ok request's error names.
+    pub fn of_request_error(error: &str) -> Self {
+        match error.contains(Self::WRONG_TOKENS_CLAIM) {
+            true => RequestFault::WrongTokens,
+            false => RequestFault::Failed,
+        }
+    }
+
+    /// The fault a failed trial's message names: its first line begins
+    /// with the reference-token claim, or says a stream failed (`stream of
+    /// <prompt> failed`); `None` for any other failure (a telemetry check,
+    /// a setup step), which is no request of its own.
+    pub fn of_trial_failure(message: &str) -> Option<Self> {
+        let first = message.lines().next().unwrap_or_default();
+        if first.starts_with(Self::WRONG_TOKENS_CLAIM) {
+            Some(RequestFault::WrongTokens)
+        } else if first.contains("stream of ") && first.contains(" failed") {
+            Some(RequestFault::Failed)
+        } else {
+            None
         }
     }
 }
@@ -77,6 +162,36 @@ pub struct RunInfo {
     /// The lane label (`cpu/agg/dense`).
     #[serde(default)]
     pub label: String,
+    /// When the run started (RFC 3339); rounds given to `compare-results`
+    /// must have started in the order of the round plan.
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// Every trial and how it ended.
+    #[serde(default)]
+    pub cases: Vec<TrialRecord>,
+}
+
+impl RunInfo {
+    /// The start instant, if recorded and readable.
+    pub fn started(&self) -> Option<time::OffsetDateTime> {
+        let text = self.started_at.as_deref()?;
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()
+    }
+
+    /// The trials that failed, each as `name: first line of its message`.
+    pub fn failed_trials(&self) -> Vec<String> {
+        self.cases
+            .iter()
+            .filter_map(|t| match &t.outcome {
+                TrialOutcome::Failed { message } => Some(format!(
+                    "{}: {}",
+                    t.name,
+                    message.lines().next().unwrap_or_default()
+                )),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// What a comparison reads of a phase1 `results.json`.
@@ -218,7 +333,75 @@ impl RunResults {
                 );
             }
         }
+        for (trial, counts) in self.request_faults() {
+            let id = |m: &str| format!("TC-05::{trial}::{m}");
+            push(
+                FigureSpec::count(id("failed_requests"), format!("{trial} failed")),
+                vec![counts.failed as f64],
+            );
+            push(
+                FigureSpec::count(id("wrong_tokens"), format!("{trial} wrong tokens")),
+                vec![counts.wrong_tokens as f64],
+            );
+        }
         out
+    }
+
+    /// Failed and wrong-token requests of each TC-05 trial that ran
+    /// (passed or failed) in this run, arms first, then the sweep.
+    fn request_faults(&self) -> Vec<(String, FaultCounts)> {
+        let trials = Arm::ALL
+            .iter()
+            .map(|arm| (arm.to_string(), Some(*arm)))
+            .chain([(SWEEP_TRIAL.to_string(), None)]);
+        let mut out = Vec::new();
+        for (trial, arm) in trials {
+            let name = format!("TC-05::{trial}");
+            let Some(record) = self.run.cases.iter().find(|t| t.name == name) else {
+                continue;
+            };
+            let mut counts = FaultCounts::default();
+            let mine = self.requests.iter().filter(|r| match arm {
+                Some(arm) => r.arm == Some(arm),
+                None => r.arm.is_none() && (r.concurrency.is_some() || r.rate_per_s.is_some()),
+            });
+            for r in mine.filter(|r| !r.ok) {
+                counts.add(RequestFault::of_request_error(
+                    r.error.as_deref().unwrap_or_default(),
+                ));
+            }
+            match &record.outcome {
+                TrialOutcome::Ignored { .. } => continue,
+                TrialOutcome::Failed { message } if counts.total() == 0 => {
+                    if let Some(fault) = RequestFault::of_trial_failure(message) {
+                        counts.add(fault);
+                    }
+                }
+                _ => {}
+            }
+            out.push((trial, counts));
+        }
+        out
+    }
+}
+
+/// Bad requests of one trial in one run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct FaultCounts {
+    failed: u32,
+    wrong_tokens: u32,
+}
+
+impl FaultCounts {
+    fn add(&mut self, fault: RequestFault) {
+        match fault {
+            RequestFault::Failed => self.failed += 1,
+            RequestFault::WrongTokens => self.wrong_tokens += 1,
+        }
+    }
+
+    fn total(&self) -> u32 {
+        self.failed + self.wrong_tokens
     }
 }
 
@@ -264,6 +447,14 @@ mod tests {
             run: RunInfo {
                 run_id: "run-1".into(),
                 label: "cpu/agg/dense".into(),
+                started_at: Some("2026-12-01T12:47:16.739922711Z".into()),
+                cases: ["cold", "dram_hit"]
+                    .iter()
+                    .map(|arm| TrialRecord {
+                        name: format!("TC-05::{arm}"),
+                        outcome: TrialOutcome::Passed,
+                    })
+                    .collect(),
             },
             requests,
             perf: PerfSummary {
@@ -298,6 +489,10 @@ mod tests {
                 "TC-05::concurrency_sweep::c2::ttft_p50",
                 "TC-06::guard_recovery_timing::t1",
                 "TC-06::guard_recovery_timing::promotion",
+                "TC-05::cold::failed_requests",
+                "TC-05::cold::wrong_tokens",
+                "TC-05::dram_hit::failed_requests",
+                "TC-05::dram_hit::wrong_tokens",
             ]
         );
         // Only ok requests; ITL is one median per request.
@@ -307,6 +502,73 @@ mod tests {
         assert_eq!(figures[8].spec.better, Better::Higher);
         assert_eq!(figures[9].values, vec![30.0]);
         assert_eq!(figures[10].values, vec![800.0]);
+    }
+
+    fn count(run: &RunResults, id: &str) -> Option<f64> {
+        let figures = run.figures();
+        let f = figures.iter().find(|f| f.spec.id == id)?;
+        assert_eq!(f.spec.judged, Judged::AnyIncrease, "{id}");
+        assert_eq!(f.values.len(), 1, "{id}: one count per run");
+        Some(f.values[0])
+    }
+
+    #[test]
+    fn failed_and_wrong_token_requests_are_counted_per_trial() {
+        let mut run = sample_run();
+        // The not-ok cold request (its error names no tokens): one failed.
+        assert_eq!(count(&run, "TC-05::cold::failed_requests"), Some(1.0));
+        assert_eq!(count(&run, "TC-05::cold::wrong_tokens"), Some(0.0));
+        run.requests[2].error = Some("reference tokens: token 3 of 8 differs".into());
+        assert_eq!(count(&run, "TC-05::cold::failed_requests"), Some(0.0));
+        assert_eq!(count(&run, "TC-05::cold::wrong_tokens"), Some(1.0));
+        // A trial that stopped at its first bad request recorded none: its
+        // message counts.
+        run.run.cases[1].outcome = TrialOutcome::Failed {
+            message: "reference tokens: token 0 of 8 differs (x-request-id r1)
+evidence: a"
+                .into(),
+        };
+        assert_eq!(count(&run, "TC-05::dram_hit::wrong_tokens"), Some(1.0));
+        run.run.cases[1].outcome = TrialOutcome::Failed {
+            message: "stream of f004v1 failed: timed out after 30 s".into(),
+        };
+        assert_eq!(count(&run, "TC-05::dram_hit::failed_requests"), Some(1.0));
+        assert_eq!(count(&run, "TC-05::dram_hit::wrong_tokens"), Some(0.0));
+        // A failure that is no request of its own counts none (the round
+        // still gives no verdict: it failed).
+        run.run.cases[1].outcome = TrialOutcome::Failed {
+            message: "host-tier hit: 0 blocks loaded".into(),
+        };
+        assert_eq!(count(&run, "TC-05::dram_hit::failed_requests"), Some(0.0));
+        assert_eq!(
+            run.run.failed_trials(),
+            ["TC-05::dram_hit: host-tier hit: 0 blocks loaded"]
+        );
+        // A trial that did not run has no count: absent is not zero.
+        run.run.cases[1].outcome = TrialOutcome::Ignored {
+            reason: "not selected".into(),
+        };
+        assert_eq!(count(&run, "TC-05::dram_hit::failed_requests"), None);
+        assert_eq!(count(&run, "TC-05::remote_hit::failed_requests"), None);
+    }
+
+    #[test]
+    fn the_wrong_token_claim_is_the_token_checks_own() {
+        let v = crate::verdict::tokens::expect_reference_tokens(&[1, 2], &[1, 3]).unwrap_err();
+        let message = crate::suite::CaseError::from(v).to_string();
+        assert_eq!(
+            RequestFault::of_trial_failure(&message),
+            Some(RequestFault::WrongTokens),
+            "{message}"
+        );
+        assert_eq!(
+            RequestFault::of_request_error(&message),
+            RequestFault::WrongTokens
+        );
+        assert_eq!(
+            RequestFault::of_trial_failure("concurrency 4: stream of f001v0 failed: HTTP 503"),
+            Some(RequestFault::Failed)
+        );
     }
 
     #[test]
@@ -320,6 +582,13 @@ mod tests {
         assert!(figures
             .iter()
             .any(|f| f.spec.id == "TC-06::guard_recovery_timing::t1"));
+        assert_eq!(count(&run, "TC-05::remote_hit::wrong_tokens"), Some(0.0));
+        assert_eq!(
+            count(&run, "TC-05::concurrency_sweep::failed_requests"),
+            Some(0.0)
+        );
+        assert!(run.run.started().is_some());
+        assert!(run.run.failed_trials().is_empty());
         let bumped = text.replacen("\"schema_version\": 1", "\"schema_version\": 99", 1);
         let err = RunResults::parse(&bumped).unwrap_err();
         assert!(err.contains("schema_version 99"), "{err}");

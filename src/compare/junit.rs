@@ -1,7 +1,10 @@
 //! JUnit XML of a comparison: one testsuite `compare`, one testcase per
-//! figure; a regression or a missing figure is a failure, so CI can gate
-//! on it. Improvements and "no change detected" pass; an inconclusive
-//! figure (too few round pairs) is skipped, with the reason.
+//! figure; a regression, a missing figure and an inconclusive one (too few
+//! round pairs) are failures, so CI can gate on them. Improvements and "no
+//! change detected" pass (a too-wide interval says so in its verdict
+//! property and output). A round that is no clean evidence adds a failing
+//! testcase `round::<NN>-<build>`, and a comparison without figures a
+//! failing testcase `figures`.
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
@@ -30,21 +33,43 @@ pub fn junit_report(c: &Comparison) -> Report {
         ));
     }
     suite.add_test_cases(c.figures.iter().map(test_case));
+    for r in &c.rounds {
+        if let Some(problem) = &r.problem {
+            let name = format!("round::{:02}-{}", r.round.index, r.round.build.as_str());
+            suite.add_test_case(failure(
+                &name,
+                format!("no evidence from round {}", r.round.index),
+                problem.clone(),
+            ));
+        }
+    }
+    if c.figures.is_empty() {
+        suite.add_test_case(failure(
+            "figures",
+            "no figures".to_string(),
+            c.without_verdict().join("\n"),
+        ));
+    }
     let mut report = Report::new("kvcr-e2e");
     report.add_test_suite(suite);
     report
 }
 
+/// A failing testcase that is no figure.
+fn failure(name: &str, message: String, description: String) -> TestCase {
+    let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+    s.set_message(message);
+    s.set_description(description);
+    let mut tc = TestCase::new(name, s);
+    tc.set_classname(SUITE);
+    tc
+}
+
 fn test_case(f: &FigureResult) -> TestCase {
-    let status = if f.verdict.fails() {
+    let status = if f.verdict.fails() || f.verdict == Verdict::Inconclusive {
         let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
         s.set_message(format!("{}: {}", f.verdict.as_str(), f.spec.label));
         s.set_description(f.reason.clone());
-        s
-    } else if f.verdict == Verdict::Inconclusive {
-        // Skipped, not passed: CI does not fail on it, but shows it.
-        let mut s = TestCaseStatus::skipped();
-        s.set_message(format!("inconclusive: {}", f.reason));
         s
     } else {
         TestCaseStatus::success()
@@ -57,6 +82,12 @@ fn test_case(f: &FigureResult) -> TestCase {
     tc.add_property(Property::new("n.base", f.base.len().to_string()));
     tc.add_property(Property::new("n.head", f.head.len().to_string()));
     tc.add_property(Property::new("pairs", f.pairs.to_string()));
+    if let Some(change) = f.cannot_exclude {
+        tc.add_property(Property::new(
+            "cannot_exclude.percent",
+            format!("{:.1}", change * 100.0),
+        ));
+    }
     if let Some(d) = &f.difference {
         for (key, value) in [
             ("base", d.base),

@@ -17,7 +17,7 @@
 //! let comparison = collector.compare(&Rule::default(), &Bootstrap::default());
 //! compare::write_outputs(&comparison, "target/compare".as_ref())?;
 //! print!("{}", compare::render_summary(&comparison));
-//! std::process::exit(if comparison.passed() { 0 } else { 1 });
+//! std::process::exit(comparison.gate().exit_code().into());
 //! # }
 //! ```
 
@@ -27,6 +27,7 @@ mod comparison;
 mod driver;
 mod errors;
 mod figures;
+mod gate;
 mod junit;
 mod order_interval;
 mod page;
@@ -46,14 +47,15 @@ use std::path::{Path, PathBuf};
 pub use arrivals::{DelaySummary, OpenLoop, ScheduledSend};
 pub use cli::CompareArgs;
 pub use comparison::{
-    verdict, Collector, Comparison, Counts, FigureResult, RoundRecord, Rule, Sample, Verdict,
-    COMPARE_SCHEMA_VERSION, DEFAULT_MIN_PAIRS,
+    largest_unexcluded_change, verdict, Collector, Comparison, Counts, FigureResult, RoundRecord,
+    Rule, Sample, Verdict, COMPARE_SCHEMA_VERSION, DEFAULT_MIN_PAIRS,
 };
 pub use driver::{
     round_runs, run_compare, CompareDriveArgs, RoundRun, DEFAULT_ROUNDS, DEFAULT_TRIALS,
 };
 pub use errors::CompareError;
-pub use figures::{Better, FigureSpec, FigureValues, RunInfo, RunResults};
+pub use figures::{Better, FigureSpec, FigureValues, Judged, RequestFault, RunInfo, RunResults};
+pub use gate::{Gate, EXIT_NOT_COMPARED};
 pub use junit::{junit_report, junit_xml, SUITE};
 pub use order_interval::{min_sample_for, quantile_interval, QuantileInterval};
 pub use page::render_page;
@@ -106,7 +108,8 @@ pub fn write_outputs(c: &Comparison, dir: &Path) -> Result<Written, CompareError
 
 /// Compares existing phase1 runs: `base[i]` and `head[i]` form round pair
 /// i (paths are run directories or their results.json). What
-/// `kvcr-e2e compare-results` does.
+/// `kvcr-e2e compare-results` does. The runs must have started in the
+/// order of the ABBA plan ([`check_interleaved`]).
 pub fn compare_runs(
     base: &[PathBuf],
     head: &[PathBuf],
@@ -127,7 +130,7 @@ pub fn compare_runs(
     }
     let plan = RoundPlan::abba(2 * base.len() as u32)?;
     let (mut next_base, mut next_head) = (base.iter(), head.iter());
-    let mut collector = Collector::default();
+    let mut read = Vec::new();
     for round in plan.rounds() {
         let path = match round.build {
             Build::Base => next_base.next(),
@@ -136,7 +139,52 @@ pub fn compare_runs(
         // The plan has exactly base.len() rounds of each build.
         let Some(path) = path else { continue };
         let (results, file) = RunResults::read(path)?;
-        collector.add_round(*round, &results, file.display().to_string());
+        read.push((*round, results, file));
+    }
+    check_interleaved(&read)?;
+    let mut collector = Collector::default();
+    for (round, results, file) in &read {
+        collector.add_round(*round, results, file.display().to_string());
     }
     Ok(collector.compare(&rule, bootstrap))
+}
+
+/// Refuses rounds whose runs did not start in the plan's order (ABBA…:
+/// base 0, head 0, head 1, base 1, …), or that do not say when they
+/// started: rounds run as a block of one build and then a block of the
+/// other are no pairs (a drift of the machine between the blocks would pass
+/// for a difference between the builds).
+pub fn check_interleaved(rounds: &[(Round, RunResults, PathBuf)]) -> Result<(), CompareError> {
+    let name = |(round, _, file): &(Round, RunResults, PathBuf)| {
+        format!(
+            "round {} ({}, {})",
+            round.index,
+            round.build.as_str(),
+            file.display()
+        )
+    };
+    let mut earlier: Option<(&(Round, RunResults, PathBuf), time::OffsetDateTime)> = None;
+    for r in rounds {
+        let started = r.1.run.started().ok_or_else(|| CompareError::Interleave {
+            message: format!(
+                "{} has no readable run.started_at, so its place in time is unknown",
+                name(r)
+            ),
+        })?;
+        if let Some((before, at)) = earlier {
+            if started <= at {
+                return Err(CompareError::Interleave {
+                    message: format!(
+                        "{} started at {}, not after {} at {}",
+                        name(r),
+                        r.1.run.started_at.as_deref().unwrap_or_default(),
+                        name(before),
+                        before.1.run.started_at.as_deref().unwrap_or_default()
+                    ),
+                });
+            }
+        }
+        earlier = Some((r, started));
+    }
+    Ok(())
 }

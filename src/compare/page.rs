@@ -25,7 +25,7 @@ th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #e5e8eb;vertical-a
 th{color:#5b6b7f;font-weight:600}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .pill{display:inline-block;border-radius:10px;padding:1px 9px;font-size:12px;font-weight:600}
-.regression,.missing{background:#fbdada;color:#a11d1d}.improvement{background:#d8f3ee;color:#1b6f65}.nochange{background:#eceff2;color:#5b6b7f}.inconclusive{background:#fdf0d2;color:#7a5200}
+.regression,.missing{background:#fbdada;color:#a11d1d}.improvement{background:#d8f3ee;color:#1b6f65}.nochange{background:#eceff2;color:#5b6b7f}.inconclusive{background:#fdf0d2;color:#7a5200}.wide{background:#f3ecdf;color:#6b5a3a}
 .fig svg{max-width:100%;height:auto;border:1px solid #eef0f2;border-radius:6px}
 .reason{font-size:13px;color:#3a4552}
 "#;
@@ -53,6 +53,7 @@ fn class(v: Verdict) -> &'static str {
         Verdict::NoChange => "nochange",
         Verdict::Missing => "missing",
         Verdict::Inconclusive => "inconclusive",
+        Verdict::NoChangeTooWide => "wide",
     }
 }
 
@@ -60,13 +61,15 @@ fn class(v: Verdict) -> &'static str {
 pub fn render_page(c: &Comparison) -> Result<String, CompareError> {
     let mut o = String::new();
     let k = c.counts();
-    let (r, i, n, m, u) = (
+    let (r, i, n, m, u, w) = (
         k.regression,
         k.improvement,
         k.no_change,
         k.missing,
         k.inconclusive,
+        k.too_wide,
     );
+    let gate = c.gate();
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -74,16 +77,28 @@ pub fn render_page(c: &Comparison) -> Result<String, CompareError> {
          <title>kvcr-e2e compare</title><style>{CSS}</style></head><body>\n\
          <header><h1>kvcr-e2e compare · head against base</h1><div class=\"meta\">{rounds} rounds \
          {letters} · {resamples} bootstrap resamples (seed {seed}) · verdict rule: {rule}</div></header>\n<main>\n\
-         <section><h2>Figures</h2><p><span class=\"pill regression\">{r} regression(s)</span> \
+         <section><h2>Figures</h2><p><strong>{gate} (exit {exit})</strong> \
+         <span class=\"pill regression\">{r} regression(s)</span> \
          <span class=\"pill improvement\">{i} improvement(s)</span> <span class=\"pill nochange\">{n} no change \
-         detected</span> <span class=\"pill missing\">{m} missing</span> <span class=\"pill inconclusive\">{u} \
+         detected</span> <span class=\"pill wide\">{w} interval too wide</span> \
+         <span class=\"pill missing\">{m} missing</span> <span class=\"pill inconclusive\">{u} \
          inconclusive</span></p>\n",
+        gate = gate.as_str(),
+        exit = gate.exit_code(),
         rounds = c.rounds.len(),
         letters = c.letters(),
         resamples = c.bootstrap.resamples,
         seed = c.bootstrap.seed,
         rule = esc(&c.describe_rule()),
     );
+    let without = c.without_verdict();
+    if !without.is_empty() {
+        o.push_str("<p><strong>No verdict:</strong></p><ul>");
+        for why in &without {
+            let _ = write!(o, "<li>{}</li>", esc(why));
+        }
+        o.push_str("</ul>\n");
+    }
     if let Some(caution) = c.caution() {
         let _ = writeln!(o, "<p><strong>Caution:</strong> {}</p>", esc(&caution));
     }
@@ -154,17 +169,18 @@ fn figures_table(c: &Comparison) -> String {
 fn rounds_table(c: &Comparison) -> String {
     let mut o = String::from(
         "<section><h2>Rounds</h2><table><tr><th>round</th><th>pair</th><th>build</th>\
-         <th>run</th><th>results</th></tr>\n",
+         <th>run</th><th>results</th><th>problem</th></tr>\n",
     );
     for r in &c.rounds {
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             r.round.index,
             r.round.pair(),
             r.round.build.as_str(),
             esc(&r.run_id),
-            esc(&r.source)
+            esc(&r.source),
+            esc(r.problem.as_deref().unwrap_or("")),
         );
     }
     o.push_str("</table></section>\n");

@@ -83,6 +83,7 @@ fn rates(shape: Shape, pairs: u32, shift: f64, rule: &Rule, trials: u32, resampl
         unit: "ms".into(),
         statistic: shape.statistic,
         better: Better::Lower,
+        judged: crate::compare::figures::Judged::Interval,
     };
     let mut rng = SplitMix64::new(0x5eed ^ u64::from(pairs) << 8);
     let mut counts = [0u32; 4];

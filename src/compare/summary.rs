@@ -20,14 +20,19 @@ fn signed(x: f64) -> String {
     }
 }
 
-fn row(f: &FigureResult) -> String {
+fn row(f: &FigureResult, min_change: f64) -> String {
     let label = format!("{} ({})", f.spec.label, f.spec.unit);
     let n = format!("{}/{}", f.base.len(), f.head.len());
-    let verdict = match f.verdict {
-        Verdict::Regression => "REGRESSION",
-        Verdict::Missing => "MISSING",
-        Verdict::Inconclusive => "inconclusive (too few pairs)",
-        v => v.as_str(),
+    let verdict = match (f.verdict, f.cannot_exclude) {
+        (Verdict::Regression, _) => "REGRESSION".to_string(),
+        (Verdict::Missing, _) => "MISSING".to_string(),
+        (Verdict::Inconclusive, _) => "INCONCLUSIVE (too few pairs)".to_string(),
+        (Verdict::NoChange, Some(c)) => format!("no change beyond ±{:.1} %", c * 100.0),
+        (Verdict::NoChangeTooWide, _) => format!(
+            "no change detected, interval too wide for {:.0} %",
+            min_change * 100.0
+        ),
+        (v, _) => v.as_str().to_string(),
     };
     match &f.difference {
         Some(d) => format!(
@@ -47,7 +52,8 @@ fn row(f: &FigureResult) -> String {
 }
 
 /// Renders the summary: the rule, one line per figure, the regressions in
-/// words, a caution when the rounds are too few, and the counts.
+/// words, what has no verdict, a caution when the rounds are too few, and
+/// the counts with the conclusion and its exit code.
 pub fn render_summary(c: &Comparison) -> String {
     let mut o = String::new();
     let pairs = c.rounds.len() / 2;
@@ -65,7 +71,7 @@ pub fn render_summary(c: &Comparison) -> String {
         "figure", "n b/h", "base", "head", "change", "interval of head−base"
     );
     for f in &c.figures {
-        let _ = writeln!(o, "{}", row(f));
+        let _ = writeln!(o, "{}", row(f, c.rule.min_relative_change));
     }
     for f in c
         .figures
@@ -81,20 +87,41 @@ pub fn render_summary(c: &Comparison) -> String {
     {
         let _ = writeln!(o, "inconclusive {}: {}", f.spec.id, f.reason);
     }
+    for r in &c.rounds {
+        if let Some(problem) = &r.problem {
+            let _ = writeln!(
+                o,
+                "round {} ({}) is no clean evidence: {problem}",
+                r.round.index,
+                r.round.build.as_str()
+            );
+        }
+    }
+    if c.figures.is_empty() {
+        let _ = writeln!(
+            o,
+            "no figures: the rounds recorded none of the figures compared"
+        );
+    }
     if let Some(caution) = c.caution() {
         let _ = writeln!(o, "caution: {caution}");
     }
     let k = c.counts();
-    let verdict = match (c.passed(), k.inconclusive) {
-        (false, _) => "FAIL".to_string(),
-        (true, 0) => "PASS".to_string(),
-        (true, n) => format!("PASS, but {n} figure(s) had no verdict (inconclusive)"),
+    let gate = c.gate();
+    let without = c.without_verdict().len();
+    let conclusion = match without {
+        0 => format!("{} (exit {})", gate.as_str(), gate.exit_code()),
+        n => format!(
+            "{} (exit {}); {n} thing(s) without a verdict, listed above",
+            gate.as_str(),
+            gate.exit_code()
+        ),
     };
     let _ = writeln!(
         o,
-        "{} regression(s), {} improvement(s), {} no change detected, {} missing, \
-         {} inconclusive: {verdict}",
-        k.regression, k.improvement, k.no_change, k.missing, k.inconclusive
+        "{} regression(s), {} improvement(s), {} no change detected, {} interval too wide, \
+         {} missing, {} inconclusive: {conclusion}",
+        k.regression, k.improvement, k.no_change, k.too_wide, k.missing, k.inconclusive
     );
     o
 }

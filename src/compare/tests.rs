@@ -11,11 +11,30 @@ fn spec(id: &str, label: &str, unit: &str, statistic: Statistic, better: Better)
         unit: unit.into(),
         statistic,
         better,
+        judged: Judged::Interval,
     }
 }
 
-/// Twelve rounds (6 pairs), five figures: one of each verdict.
+/// Twelve rounds (6 pairs), seven figures: one of each verdict (a tight
+/// and a too-wide no change), and a count of wrong-token requests.
 fn sample_comparison() -> Comparison {
+    let local = spec(
+        "TC-05::local_hit::ttft_p50",
+        "local_hit TTFT p50",
+        "ms",
+        Statistic::P50,
+        Better::Lower,
+    );
+    let wrong = FigureSpec {
+        judged: Judged::AnyIncrease,
+        ..spec(
+            "TC-05::dram_hit::wrong_tokens",
+            "dram_hit wrong tokens",
+            "requests",
+            Statistic::Mean,
+            Better::Lower,
+        )
+    };
     let cold = spec(
         "TC-05::cold::ttft_p50",
         "cold TTFT p50",
@@ -60,6 +79,7 @@ fn sample_comparison() -> Comparison {
             (0..6).map(|i| from + step * f64::from(i) + k).collect()
         };
         c.add_samples(*round, &cold, &ramp(60.0, 3.0));
+        c.add_samples(*round, &local, &[40.0 + k / 20.0, 41.0, 40.5]);
         c.add_samples(*round, &dram, &ramp(if head { 90.0 } else { 50.0 }, 2.0));
         c.add_samples(*round, &tput, &[if head { 31.0 } else { 24.0 } + k / 4.0]);
         if !head {
@@ -69,6 +89,7 @@ fn sample_comparison() -> Comparison {
         if round.pair() < 2 {
             c.add_samples(*round, &t2, &[if head { 440.0 } else { 499.0 } + k / 10.0]);
         }
+        c.add_samples(*round, &wrong, &[if round.index == 5 { 1.0 } else { 0.0 }]);
     }
     c.compare(&Rule::default(), &Bootstrap::default())
 }
@@ -80,13 +101,16 @@ fn sample_comparison_has_one_figure_of_each_verdict() {
     assert_eq!(
         verdicts,
         vec![
+            Verdict::NoChangeTooWide,
             Verdict::NoChange,
             Verdict::Regression,
             Verdict::Improvement,
             Verdict::Missing,
-            Verdict::Inconclusive
+            Verdict::Inconclusive,
+            Verdict::Regression,
         ]
     );
+    assert_eq!(c.gate(), Gate::Regression);
 }
 
 #[test]
@@ -107,12 +131,21 @@ fn compare_json_round_trips_and_names_the_rule() {
     assert_eq!(json["rule"]["min_relative_change"], 0.1);
     assert_eq!(json["bootstrap"]["resamples"], 10_000);
     assert_eq!(json["rule"]["familywise"], true);
-    let dram = &json["figures"][1];
+    let dram = &json["figures"][2];
     assert_eq!(dram["id"], "TC-05::dram_hit::ttft_p50");
     assert_eq!(dram["verdict"], "regression");
     assert_eq!(dram["base"][0]["round"], 0);
     assert!(dram["difference"]["interval"]["lo"].as_f64().unwrap() > 0.0);
-    assert_eq!(json["figures"][0]["verdict"], "no change detected");
+    assert_eq!(
+        json["figures"][0]["verdict"],
+        "no change detected, interval too wide"
+    );
+    assert!(json["figures"][0]["cannot_exclude"].as_f64().unwrap() > 0.1);
+    assert_eq!(json["figures"][1]["verdict"], "no change detected");
+    assert!(json["figures"][1]["cannot_exclude"].as_f64().unwrap() <= 0.1);
+    assert_eq!(json["figures"][6]["judged"], "any_increase");
+    assert!(json["figures"][6].get("cannot_exclude").is_none());
+    assert!(json["figures"][1].get("judged").is_none());
     let back: Comparison = serde_json::from_value(json).unwrap();
     assert_eq!(back, c);
 }
@@ -135,13 +168,15 @@ fn the_page_draws_every_compared_figure() {
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert_eq!(
         html.matches("<svg").count(),
-        4,
+        6,
         "the missing figure has no chart"
     );
     assert!(html.contains("id=\"TC-05::dram_hit::ttft_p50\""));
     assert!(html.contains("no head round has samples"));
     assert!(html.contains("pill inconclusive\">inconclusive"));
     assert!(html.contains("fewer than the 6 a verdict needs"));
+    assert!(html.contains("pill wide\">no change detected, interval too wide"));
+    assert!(html.contains("FAIL (exit 1)"));
     assert!(!html.contains("<script"), "self-contained, no scripts");
 }
 
@@ -152,27 +187,23 @@ fn outputs_are_written_and_runs_are_paired() {
     for path in [&written.json, &written.junit, &written.page] {
         assert!(path.is_file(), "{}", path.display());
     }
-    let run = dir.path().join("run");
-    std::fs::create_dir(&run).unwrap();
-    std::fs::write(
-        run.join("results.json"),
-        include_str!("testdata/results-tc05-tc06.json"),
-    )
-    .unwrap();
-    let same = compare_runs(
-        &vec![run.clone(); 6],
-        &vec![run.clone(); 6],
-        &Rule::default(),
-        &Bootstrap::default(),
-    )
-    .unwrap();
-    assert_eq!(same.letters(), "ABBAABBAABBA");
+    let (base, head) = abba_copies(dir.path(), 8);
+    let same = compare_runs(&base, &head, &Rule::default(), &Bootstrap::default()).unwrap();
+    assert_eq!(same.letters(), "ABBAABBAABBAABBA");
     assert!(same.figures.len() >= 10, "{}", same.figures.len());
     assert!(
-        same.figures.iter().all(|f| f.verdict == Verdict::NoChange),
+        same.figures
+            .iter()
+            .all(|f| matches!(f.verdict, Verdict::NoChange | Verdict::NoChangeTooWide)),
         "a run against itself: {}",
         render_summary(&same)
     );
+    assert_eq!(same.gate(), Gate::Pass);
+    assert!(same
+        .figures
+        .iter()
+        .any(|f| f.spec.id == "TC-05::dram_hit::wrong_tokens"));
+    let run = base[0].clone();
     let err = compare_runs(
         std::slice::from_ref(&run),
         &[],
@@ -189,6 +220,154 @@ fn outputs_are_written_and_runs_are_paired() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("cannot read"), "{err}");
+}
+
+/// The testdata run copied once per round of a `pairs`-pair ABBA plan,
+/// each copy started a minute after the one before in plan order; the
+/// base copies and the head copies, in pair order.
+fn abba_copies(
+    dir: &std::path::Path,
+    pairs: u32,
+) -> (Vec<std::path::PathBuf>, Vec<std::path::PathBuf>) {
+    let text = include_str!("testdata/results-tc05-tc06.json");
+    let (mut base, mut head) = (Vec::new(), Vec::new());
+    for round in RoundPlan::abba(2 * pairs).unwrap().rounds() {
+        let run = dir.join(format!("{:02}-{}", round.index, round.build.as_str()));
+        std::fs::create_dir_all(&run).unwrap();
+        let started = format!(
+            "\"started_at\": \"2026-12-01T{:02}:{:02}:16.739922711Z\"",
+            13 + round.index / 60,
+            round.index % 60
+        );
+        let copy = text.replacen(
+            "\"started_at\": \"2026-12-01T12:47:16.739922711Z\"",
+            &started,
+            1,
+        );
+        assert_ne!(copy, text, "the run's started_at was replaced");
+        std::fs::write(run.join("results.json"), copy).unwrap();
+        match round.build {
+            Build::Base => base.push(run),
+            Build::Head => head.push(run),
+        }
+    }
+    (base, head)
+}
+
+#[test]
+fn compare_results_with_too_few_pairs_has_no_verdict_and_names_the_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, head) = abba_copies(dir.path(), 2);
+    let c = compare_runs(&base, &head, &Rule::default(), &Bootstrap::default()).unwrap();
+    assert_eq!(c.gate(), Gate::NoVerdict);
+    assert_eq!(c.gate().exit_code(), 3);
+    let without = c.without_verdict();
+    assert_eq!(without.len(), c.figures.len(), "{without:?}");
+    assert!(without
+        .iter()
+        .any(|w| w.starts_with("TC-05::cold::ttft_p50: only 2 round pair(s)")));
+    let summary = render_summary(&c);
+    assert!(
+        summary.contains("inconclusive TC-06::guard_recovery_timing::t1: "),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!(
+            "NO VERDICT (exit 3); {} thing(s) without a verdict, listed above",
+            c.figures.len()
+        )),
+        "{summary}"
+    );
+    let xml = junit_xml(&c).unwrap();
+    assert!(
+        !xml.contains("<skipped"),
+        "inconclusive is a failure, not a skip"
+    );
+    assert_eq!(
+        xml.matches("<failure message=\"inconclusive").count(),
+        c.figures.len()
+    );
+}
+
+#[test]
+fn compare_results_refuses_rounds_that_do_not_interleave() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, head) = abba_copies(dir.path(), 6);
+    let rule = Rule::default();
+    let boot = Bootstrap::default();
+    assert!(compare_runs(&base, &head, &rule, &boot).is_ok());
+    // All head runs first, as if run as two blocks: given as pairs, head
+    // 0 must not come before base 0.
+    let err = compare_runs(&head, &base, &rule, &boot).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.starts_with("the runs do not interleave: round 1 (head, "),
+        "{text}"
+    );
+    assert!(text.contains("not after round 0 (base, "), "{text}");
+    assert!(
+        text.contains("01-head/results.json") || text.contains("00-base/results.json"),
+        "{text}"
+    );
+    // Pairs given in the wrong order.
+    let (mut b2, h2) = (base.clone(), head.clone());
+    b2.swap(1, 2);
+    let err = compare_runs(&b2, &h2, &rule, &boot)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("round 3 (base, "), "{err}");
+    // The same run as base and head has no place in time of its own.
+    let err = compare_runs(&base[..1], &base[..1], &rule, &boot)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not after round 0"), "{err}");
+    // A run without a start time cannot be placed.
+    let text = std::fs::read_to_string(base[0].join("results.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut v = v;
+    v["run"].as_object_mut().unwrap().remove("started_at");
+    std::fs::write(base[0].join("results.json"), v.to_string()).unwrap();
+    let err = compare_runs(&base, &head, &rule, &boot)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("round 0 (base, ") && err.contains("no readable run.started_at"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_failed_trial_in_a_round_gives_no_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, head) = abba_copies(dir.path(), 8);
+    let file = head[3].join("results.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let cases = v["run"]["cases"].as_array_mut().unwrap();
+    let dram = cases
+        .iter_mut()
+        .find(|c| c["name"] == "TC-05::dram_hit")
+        .unwrap();
+    dram["outcome"] = "failed".into();
+    dram["message"] = "stream of f003v1 failed: timed out after 30 s\nevidence: x".into();
+    std::fs::write(&file, v.to_string()).unwrap();
+    let c = compare_runs(&base, &head, &Rule::default(), &Bootstrap::default()).unwrap();
+    let round = c.rounds.iter().find(|r| r.problem.is_some()).unwrap();
+    assert_eq!((round.round.index, round.round.build), (6, Build::Head));
+    assert_eq!(
+        round.problem.as_deref(),
+        Some("1 trial(s) failed: TC-05::dram_hit: stream of f003v1 failed: timed out after 30 s")
+    );
+    // The failed stream is a failed request of that arm: a regression.
+    let failed = c
+        .figures
+        .iter()
+        .find(|f| f.spec.id == "TC-05::dram_hit::failed_requests")
+        .unwrap();
+    assert_eq!(failed.verdict, Verdict::Regression, "{}", failed.reason);
+    assert_eq!(c.gate(), Gate::Regression);
+    let xml = junit_xml(&c).unwrap();
+    assert!(xml.contains("testcase name=\"round::06-head\""), "{xml}");
 }
 
 // ---- error rates of the default rule on simulated rounds ----
