@@ -61,7 +61,9 @@ impl ControlRun {
     pub fn words(&self) -> String {
         match &self.outcome {
             ControlOutcome::Green => {
-                format!("{} green ({} trials)", self.target, self.trials.len())
+                let n = self.trials.len();
+                let plural = if n == 1 { "" } else { "s" };
+                format!("{} green ({n} trial{plural})", self.target)
             }
             ControlOutcome::Red { failed } => format!(
                 "{} RED: {}",
