@@ -111,27 +111,34 @@ commands:
                                target/compare/<timestamp>) holds rounds/ and the outputs.
                                Exit codes as compare-results (docs/benchmarks.md); a
                                round whose run exits non-zero or leaves no run gives 3
-  mutants [--only NAME,...] [--engine cpu|vllm] [--out DIR] [HARNESS FLAGS]
-                               the mutation lane: each curated mutant of
-                               fixtures/kvcr-mutants/ (default: every one whose lanes
-                               include the engine, default cpu) built with --kvcr and run
-                               on a fresh stack of the target its header implies: TC-01
-                               plus its caught-by trials. Per mutant killed (which trial,
-                               its message), survived or broken (no stack: not scored);
-                               writes mutants.json and report.html (its mutants section;
-                               also as mutants.html) into DIR (default
-                               target/mutants/<timestamp>), prints the table and the
-                               score. Exit 0 = every mutant met its header's expect
+  mutants [--only NAME,...] [--engine cpu|vllm] [--out DIR] [--record DIR2] [HARNESS FLAGS]
+                               the mutation lane: first the control (the unmutated
+                               build, every target and trial the mutants need), then
+                               each curated mutant of fixtures/kvcr-mutants/ (default:
+                               every one whose lanes include the engine, default cpu)
+                               built with --kvcr and run on a fresh stack of the target
+                               its header implies: TC-01 plus its caught-by trials. Per
+                               mutant killed (which trial, its message), survived or
+                               broken (no stack: not scored); writes mutants.json,
+                               report.html (also as mutants.html) and the batch's
+                               mutation-score-<UTC stamp>.json (harness commit, KVCR
+                               base build, load, control, outcomes, score) into DIR
+                               (default target/mutants/<timestamp>), with a copy in DIR2
+                               when scored; prints the table and the score. Exit 0 =
+                               every mutant met its header's expect; 3 = the control
+                               was not green: no mutant ran, not scored
                                (docs/kvcr-under-test.md)
   mutants --generated N [--seed S] [--modules M,...] [--draw-only] [--engine cpu|vllm]
-          [--out DIR] [HARNESS FLAGS]
+          [--out DIR] [--record DIR2] [HARNESS FLAGS]
                                generated mutants: cosmic-ray (the `mutgen` env, built on
                                first use) enumerates every operator mutation site of
                                the KVCR modules M (default local_dram, remote_fw_dram,
                                guard, recovery_journal, hint_parser, core); N of them,
                                drawn by seed S (default 1; the same N and S draw the
                                same mutants anywhere), become diffs in DIR/diffs/, each
-                               run like a curated mutant with TC-01..TC-04 and TC-06.
+                               run like a curated mutant with TC-01..TC-04 and TC-06,
+                               after the same control; a kill is run twice and counts
+                               only when both runs fail the same way (else flaky).
                                Same table and files, plus sample.json; no expectation:
                                exit 0 = every mutant reached a verdict. --draw-only
                                writes the diffs and sample.json and runs nothing. A
@@ -243,8 +250,7 @@ fn mutants(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
         }
     };
     let lane = match &parsed.generated {
-        Some(generated) => mutants::generated::run_generated(repo_root, &parsed, generated)
-            .map_err(mutants::driver::LaneError::Failed),
+        Some(generated) => mutants::generated::run_generated(repo_root, &parsed, generated),
         None => mutants::run_lane(repo_root, &parsed),
     };
     let (report, out) = match lane {
@@ -253,6 +259,11 @@ fn mutants(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
         Err(mutants::driver::LaneError::Usage(e)) => {
             eprintln!("error: mutants: {e}\n\n{USAGE}");
             return ExitCode::from(2);
+        }
+        // The unmutated build failed its trials: what ran is written, no score.
+        Err(mutants::driver::LaneError::NotScored(e)) => {
+            eprintln!("error: mutants: {e}");
+            return ExitCode::from(3);
         }
         Err(e) => {
             eprintln!("error: mutants: {e}");

@@ -15,6 +15,9 @@ pub struct MutantsArgs {
     pub engine: Lane,
     /// `--out DIR` (default `target/mutants/<timestamp>/`).
     pub out: Option<PathBuf>,
+    /// `--record DIR`: a copy of the batch's score file there too (only a
+    /// scored batch that ran every selected mutant is recorded).
+    pub record: Option<PathBuf>,
     /// `--generated N [--seed S] [--modules a,b]`: a seeded sample of
     /// generated operator mutants instead of the curated set.
     pub generated: Option<GeneratedArgs>,
@@ -43,6 +46,7 @@ impl MutantsArgs {
             only: None,
             engine: Lane::Cpu,
             out: None,
+            record: None,
             generated: None,
             harness: Vec::new(),
         };
@@ -60,7 +64,13 @@ impl MutantsArgs {
             }
             if !matches!(
                 name,
-                "--only" | "--engine" | "--out" | "--generated" | "--seed" | "--modules"
+                "--only"
+                    | "--engine"
+                    | "--out"
+                    | "--record"
+                    | "--generated"
+                    | "--seed"
+                    | "--modules"
             ) {
                 parsed.harness.push(arg.clone());
                 continue;
@@ -109,6 +119,7 @@ impl MutantsArgs {
                     let names = crate::mutants::generated::parse_modules(&value)?;
                     modules = Some(names);
                 }
+                "--record" => parsed.record = Some(absolute(PathBuf::from(value))),
                 _ => parsed.out = Some(PathBuf::from(value)),
             }
         }
@@ -141,6 +152,15 @@ impl MutantsArgs {
     }
 }
 
+/// `path` from the current directory, so the copy lands where the user
+/// meant whatever directory the lane's children run in.
+fn absolute(path: PathBuf) -> PathBuf {
+    match std::env::current_dir() {
+        Ok(cwd) if path.is_relative() => cwd.join(path),
+        _ => path,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +178,7 @@ mod tests {
                 only: None,
                 engine: Lane::Cpu,
                 out: None,
+                record: None,
                 generated: None,
                 harness: vec![]
             }
@@ -170,6 +191,13 @@ mod tests {
         assert_eq!(a.engine, Lane::Vllm);
         assert_eq!(a.out, Some(PathBuf::from("o")));
         assert_eq!(a.harness, args("--log-level debug --startup-timeout-s 90"));
+        let r = MutantsArgs::parse(&args("--record docs/mutation-scores")).unwrap();
+        let record = r.record.unwrap();
+        assert!(
+            record.is_absolute() && record.ends_with("docs/mutation-scores"),
+            "{}",
+            record.display()
+        );
     }
 
     #[test]

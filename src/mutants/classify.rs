@@ -27,17 +27,63 @@ pub enum MutantResult {
     /// No verdict: the stack or the reference phase did not start, the
     /// child left no results, or a trial did not run. Counted apart.
     Broken { why: String },
+    /// A generated mutant's kill that did not repeat: its second run did not
+    /// fail the same trial with the same claim ([`same_failure`]). Not a
+    /// kill; both runs' outcomes are kept.
+    Flaky {
+        first: Box<MutantResult>,
+        second: Box<MutantResult>,
+    },
 }
 
 impl MutantResult {
-    /// `killed`, `survived` or `broken`.
+    /// `killed`, `survived`, `broken` or `flaky`.
     pub fn word(&self) -> &'static str {
         match self {
             MutantResult::Killed { .. } => "killed",
             MutantResult::Survived => "survived",
             MutantResult::Broken { .. } => "broken",
+            MutantResult::Flaky { .. } => "flaky",
         }
     }
+
+    /// The first run's result and the re-run's, once a kill was run again:
+    /// the kill stands when both failed the same way, else it is flaky.
+    pub fn confirmed_by(self, second: MutantResult) -> MutantResult {
+        match same_failure(&self, &second) {
+            true => self,
+            false => MutantResult::Flaky {
+                first: Box::new(self),
+                second: Box::new(second),
+            },
+        }
+    }
+}
+
+/// Whether two runs failed the same way: both are kills whose first failed
+/// trial is the same and whose messages make the same claim (the text
+/// before the first `:`; the numbers after it may differ between runs).
+pub fn same_failure(a: &MutantResult, b: &MutantResult) -> bool {
+    match (a, b) {
+        (
+            MutantResult::Killed {
+                trial: t1,
+                message: m1,
+                ..
+            },
+            MutantResult::Killed {
+                trial: t2,
+                message: m2,
+                ..
+            },
+        ) => t1 == t2 && claim(m1) == claim(m2),
+        _ => false,
+    }
+}
+
+/// `peer transfer reconciles` of `peer transfer reconciles: target read …`.
+fn claim(message: &str) -> &str {
+    message.split(':').next().unwrap_or(message).trim()
 }
 
 /// Classifies a mutant's run. `run` is `Err` (why) when the child left no
@@ -241,6 +287,67 @@ mod tests {
         assert_eq!(result, MutantResult::Survived);
         assert!(meets_expectation(&header("survives"), &result));
         assert!(!meets_expectation(&header("killed"), &result));
+    }
+
+    fn kill(trial: &str, message: &str) -> MutantResult {
+        MutantResult::Killed {
+            trial: trial.into(),
+            message: message.into(),
+            message_matches: false,
+            failed: vec![trial.into()],
+        }
+    }
+
+    #[test]
+    fn a_kill_that_repeats_the_same_way_stands_and_one_that_does_not_is_flaky() {
+        let first = kill(
+            "TC-03::hinted_peer_transfer",
+            "peer transfer reconciles: target read bytes 0 ≠ source_write bytes 32768",
+        );
+        let same = kill(
+            "TC-03::hinted_peer_transfer",
+            "peer transfer reconciles: target read bytes 0 ≠ source_write bytes 24576",
+        );
+        assert_eq!(
+            first.clone().confirmed_by(same),
+            first,
+            "numbers may differ"
+        );
+
+        // A registration timeout once, a pass the second time: a flake.
+        let flake = kill(
+            "TC-04::guard_takeover_and_replacement",
+            "worker-A.1 gave up waiting for worker-A.1 to register in Dynamo's discovery",
+        );
+        for second in [
+            MutantResult::Survived,
+            MutantResult::Broken {
+                why: "setup failed".into(),
+            },
+            kill(
+                "TC-04::guard_takeover_and_replacement",
+                "takeover through the Guard: none of 6 attempts",
+            ),
+            kill(
+                "TC-01::generation_correctness",
+                "worker-A.1 gave up waiting for worker-A.1 to register",
+            ),
+        ] {
+            let result = flake.clone().confirmed_by(second.clone());
+            assert_eq!(
+                result,
+                MutantResult::Flaky {
+                    first: Box::new(flake.clone()),
+                    second: Box::new(second),
+                }
+            );
+            assert_eq!(result.word(), "flaky");
+            assert!(!meets_expectation(&header("killed"), &result));
+        }
+        assert!(!same_failure(
+            &MutantResult::Survived,
+            &MutantResult::Survived
+        ));
     }
 
     #[test]

@@ -8,9 +8,11 @@ use time::OffsetDateTime;
 
 use super::args::MutantsArgs;
 use super::classify::{classify_run, meets_expectation, MutantResult};
+use super::control::{self, ControlRun};
 use super::curated::{self, Mutant};
 use super::plan::{plan, MutantRun};
 use super::report::{expect_word, LaneReport, MutantRow};
+use super::score::{self, BatchStart, ScoreFile};
 use crate::drive::{self, ChildExit, Phase1Child, ReadRun};
 
 /// Why the lane did not run to its end.
@@ -19,6 +21,9 @@ pub enum LaneError {
     /// The command line asks for what is not there (an unknown `--only`
     /// name, a mutant of another lane): a usage error, exit status 2.
     Usage(String),
+    /// The control (the unmutated build) was not green: the batch wrote
+    /// what it has and is not scored; exit status 3.
+    NotScored(String),
     /// Anything else (a header, a plan, a build, a child): exit status 1.
     Failed(String),
 }
@@ -26,7 +31,7 @@ pub enum LaneError {
 impl std::fmt::Display for LaneError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            LaneError::Usage(e) | LaneError::Failed(e) => f.write_str(e),
+            LaneError::Usage(e) | LaneError::NotScored(e) | LaneError::Failed(e) => f.write_str(e),
         }
     }
 }
@@ -57,7 +62,9 @@ pub fn chosen(repo_root: &Path, args: &MutantsArgs) -> Result<Vec<Mutant>, LaneE
     Ok(chosen)
 }
 
-/// Runs the lane; progress goes to stdout, one line per mutant.
+/// Runs the lane: the control on every target first, then each mutant;
+/// progress goes to stdout, one line per run. Ends by writing the batch's
+/// score file (and its `--record` copy).
 pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, PathBuf), LaneError> {
     let chosen = chosen(repo_root, args)?;
     // Every plan is checked before the first child starts.
@@ -65,7 +72,8 @@ pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, Pat
         .into_iter()
         .map(|m| plan(&m, args.engine, &args.harness).map(|p| (m, p)))
         .collect::<Result<_, _>>()?;
-    let now = OffsetDateTime::now_utc();
+    let start = BatchStart::now(repo_root);
+    let now = start.at;
     let out = match &args.out {
         Some(dir) => absolute(dir),
         None => repo_root.join("target/mutants").join(stamp(now)),
@@ -78,8 +86,38 @@ pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, Pat
             binaries.push((run.target, binary));
         }
     }
-    let total = plans.len();
+    let report = run_plans(repo_root, args, &plans, &binaries, &start, &out)?;
+    Ok((report, out))
+}
+
+/// The batch once its binaries are built: the controls, then each mutant
+/// of `plans` if they are green, then the score file.
+pub(crate) fn run_plans(
+    repo_root: &Path,
+    args: &MutantsArgs,
+    plans: &[(Mutant, MutantRun)],
+    binaries: &[(&str, PathBuf)],
+    start: &BatchStart,
+    out: &Path,
+) -> Result<LaneReport, LaneError> {
+    let (now, start, out) = (start.at, start, out.to_path_buf());
+    let runs: Vec<MutantRun> = plans.iter().map(|(_, r)| r.clone()).collect();
+    let control = control::run_all(repo_root, &control::plans(&runs), binaries, &out)?;
+    let selection = match &args.only {
+        Some(names) => format!("--only {}", names.join(",")),
+        None => format!("every curated mutant of the {} lane", args.engine.as_str()),
+    };
     let mut rows = Vec::new();
+    if report(now, args, &control, &rows).refused.is_some() {
+        return Err(refuse(
+            &report(now, args, &control, &rows),
+            &out,
+            start,
+            selection,
+            args,
+        ));
+    }
+    let total = plans.len();
     for (i, (mutant, run)) in plans.iter().enumerate() {
         let binary = binaries
             .iter()
@@ -111,15 +149,72 @@ pub fn run_lane(repo_root: &Path, args: &MutantsArgs) -> Result<(LaneReport, Pat
         print_finished(i, total, &row, note);
         rows.push(row);
         // Rewritten after each mutant: a lane cut short keeps what it ran.
-        report(now, args, &rows).write(&out)?;
+        report(now, args, &control, &rows).write(&out)?;
     }
-    Ok((report(now, args, &rows), out))
+    let report = report(now, args, &control, &rows);
+    report.write(&out)?;
+    finish(&report, &out, start, "curated", selection, true, args)?;
+    Ok(report)
+}
+
+/// Writes the batch's score file (and its `--record` copy) and says where.
+pub(crate) fn finish(
+    report: &LaneReport,
+    out: &Path,
+    start: &BatchStart,
+    batch: &str,
+    selection: String,
+    complete: bool,
+    args: &MutantsArgs,
+) -> Result<ScoreFile, LaneError> {
+    let file = ScoreFile::new(report, out, batch, selection, start, complete);
+    let written = score::write_batch(&file, &start.file_name(), out, args.record.as_deref())?;
+    for path in &written {
+        println!("score file: {} ({})", path.display(), file.words());
+    }
+    Ok(file)
+}
+
+/// A batch whose control is not green: its table and score file say so,
+/// and the error names the control's failures and where they are.
+pub(crate) fn refuse(
+    report: &LaneReport,
+    out: &Path,
+    start: &BatchStart,
+    selection: String,
+    args: &MutantsArgs,
+) -> LaneError {
+    let written = report.write(out);
+    let batch = match args.generated {
+        Some(_) => "generated",
+        None => "curated",
+    };
+    let file = ScoreFile::new(report, out, batch, selection, start, false);
+    let score = file.write(out, &start.file_name());
+    let why = report.refused.clone().unwrap_or_default();
+    let mut message = format!("not scored: {why}; no mutant ran");
+    for control in &report.control {
+        message.push_str(&format!(
+            "\n  control {}: {} (log {})",
+            control.target,
+            control.command,
+            control.log.display()
+        ));
+    }
+    match (written, score) {
+        (Ok(w), Ok(score)) => {
+            message.push_str(&format!("\n  {}\n  {}", w.json.display(), score.display()))
+        }
+        (Err(e), _) | (_, Err(e)) => message.push_str(&format!("\n  {e}")),
+    }
+    LaneError::NotScored(message)
 }
 
 /// The lane's table as it stands (rewritten after each mutant).
 pub(crate) fn report(
     started: OffsetDateTime,
     args: &MutantsArgs,
+    control: &[ControlRun],
     rows: &[MutantRow],
 ) -> LaneReport {
     let started = started
@@ -129,6 +224,7 @@ pub(crate) fn report(
         started,
         args.engine.as_str(),
         args.harness.clone(),
+        control.to_vec(),
         rows.to_vec(),
     )
 }
@@ -159,6 +255,8 @@ pub(crate) struct RowHead {
     pub phase1_claims_it: bool,
     pub expect: String,
     pub expected_message: Option<String>,
+    /// A survivor its header reads as equivalent.
+    pub equivalent: bool,
 }
 
 impl ChildOutcome {
@@ -194,6 +292,8 @@ impl ChildOutcome {
             exit_code: exit.code,
             wall_s: exit.wall.as_secs_f64(),
             kvcr: read.and_then(|r| r.kvcr),
+            equivalent: head.equivalent,
+            rerun: None,
         }
     }
 }
@@ -234,6 +334,10 @@ fn run_one(mutant: &Mutant, run: &MutantRun, child: &Phase1Child) -> Result<Muta
         phase1_claims_it: header.class.phase1_claims_it(),
         expect: expect_word(header.expect).to_string(),
         expected_message: header.message.clone(),
+        equivalent: header
+            .reading
+            .as_deref()
+            .is_some_and(|r| r.trim_start().starts_with("equivalent")),
     };
     Ok(
         run_child(child, &run.trials, header.message.as_deref())?.into_row(
@@ -384,6 +488,176 @@ mod tests {
         );
         let args = MutantsArgs::parse(&["--only".into(), "lru-evicts-newest".into()]).unwrap();
         assert_eq!(chosen(root, &args).unwrap().len(), 1);
+    }
+
+    /// A stand-in test binary that passes every trial on the base build
+    /// (`--kvcr pypi:0.1.1`) when `control_passes`, and fails TC-03 on a
+    /// mutant's build; it reports the build it was given.
+    fn two_way_binary(dir: &Path, control_passes: bool) -> PathBuf {
+        let control_outcome = match control_passes {
+            true => r#""outcome":"passed""#,
+            false => r#""outcome":"failed","message":"peer transfer reconciles: the base build""#,
+        };
+        let script = format!(
+            r#"#!/bin/sh
+kvcr=""; run=""
+while [ $# -gt 0 ]; do
+  case "$1" in --kvcr) kvcr="$2"; shift;; --run-dir) run="$2"; shift;; esac
+  shift
+done
+dir="$run/phase1/20261201T000000Z-1-abcd"; mkdir -p "$dir"
+case "$kvcr" in
+  *.diff) tc03='"outcome":"failed","message":"peer transfer reconciles: target read bytes 32768 ≠ source_write bytes 65536"'; code=101;;
+  *) tc03='{control_outcome}'; code=0;;
+esac
+cat > "$dir/results.json" <<END
+{{"schema_version":1,"run":{{"cases":[
+ {{"name":"TC-01::generation_correctness","outcome":"passed"}},
+ {{"name":"TC-03::hinted_peer_transfer",$tc03}}],
+ "kvcr":{{"spec":"$kvcr","version":"0.1.1","files_sha256":"5bcf"}}}}}}
+END
+exit $code
+"#
+        );
+        let path = dir.join("phase1-fake");
+        std::fs::write(&path, script).unwrap();
+        let mut perms = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&path, perms).unwrap();
+        path
+    }
+
+    /// The batch of `source-write-bytes-double-counted` against a stand-in.
+    fn batch(
+        control_passes: bool,
+        record: Option<PathBuf>,
+    ) -> (tempfile::TempDir, Result<LaneReport, LaneError>) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let m = curated("source-write-bytes-double-counted");
+        let run = plan(&m, crate::mutants::Lane::Cpu, &[]).unwrap();
+        let binary = two_way_binary(tmp.path(), control_passes);
+        let args = MutantsArgs {
+            record,
+            ..MutantsArgs::parse(&[]).unwrap()
+        };
+        let out = tmp.path().join("out");
+        let result = run_plans(
+            root,
+            &args,
+            &[(m, run)],
+            &[("phase1", binary)],
+            &BatchStart::now(root),
+            &out,
+        );
+        (tmp, result)
+    }
+
+    fn score_file(out: &Path) -> serde_json::Value {
+        let name = std::fs::read_dir(out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .find(|n| n.starts_with("mutation-score-") && n.ends_with(".json"))
+            .expect("a score file");
+        serde_json::from_str(&std::fs::read_to_string(out.join(name)).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_red_control_refuses_to_score_runs_no_mutant_and_writes_what_it_has() {
+        let (tmp, result) = batch(false, None);
+        let Err(LaneError::NotScored(why)) = result else {
+            panic!("a red control must refuse: {result:?}");
+        };
+        assert!(
+            why.contains("not scored") && why.contains("no mutant ran"),
+            "{why}"
+        );
+        assert!(
+            why.contains(
+                "phase1 RED: TC-03::hinted_peer_transfer: peer transfer reconciles: the base build"
+            ),
+            "{why}"
+        );
+        let out = tmp.path().join("out");
+        let table: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("mutants.json")).unwrap())
+                .unwrap();
+        assert_eq!(table["control"][0]["outcome"]["kind"], "red");
+        assert_eq!(
+            table["mutants"].as_array().unwrap().len(),
+            0,
+            "no mutant ran"
+        );
+        assert!(table["refused"].as_str().unwrap().contains("not green"));
+        assert!(!out.join("runs/source-write-bytes-double-counted").exists());
+        let score = score_file(&out);
+        assert!(score["score"].is_null(), "{score}");
+        assert_eq!(score["control_green"], false);
+        assert!(score["refused"].as_str().unwrap().contains("not green"));
+    }
+
+    #[test]
+    fn a_green_control_then_a_kill_is_scored_in_a_stamped_dated_file() {
+        let record = tempfile::tempdir().unwrap();
+        let (tmp, result) = batch(true, Some(record.path().join("scores")));
+        let report = result.unwrap();
+        assert!(report.scored());
+        assert_eq!(report.mutants[0].result.word(), "killed");
+        assert!(report.all_met);
+        let out = tmp.path().join("out");
+        let score = score_file(&out);
+        for field in [
+            "schema_version",
+            "batch",
+            "selection",
+            "engine",
+            "started_at",
+            "ended_at",
+            "harness",
+            "kvcr_base",
+            "load_start",
+            "load_end",
+            "control",
+            "score",
+            "mutants",
+        ] {
+            assert!(!score[field].is_null(), "{field} missing: {score}");
+        }
+        assert_eq!(score["batch"], "curated");
+        assert_eq!(score["control_green"], true);
+        assert_eq!(score["complete"], true);
+        let commit = score["harness"]["commit"]
+            .as_str()
+            .expect("the harness commit");
+        assert_eq!(commit.len(), 40, "{commit}");
+        assert!(score["harness"]["dirty"].is_boolean());
+        assert_eq!(score["kvcr_base"]["spec"], "pypi:0.1.1");
+        assert_eq!(score["kvcr_base"]["files_sha256"], "5bcf");
+        assert_eq!(score["load_start"]["at"].as_array().unwrap().len(), 3);
+        assert_eq!(score["control"][0]["target"], "phase1");
+        assert_eq!(
+            score["control"][0]["log"], "runs/control-phase1/child.log",
+            "paths relative to the batch directory"
+        );
+        assert_eq!(score["score"]["all"]["killed"], 1);
+        assert_eq!(score["score"]["all"]["judged"], 1);
+        assert_eq!(score["score"]["all"]["rate"], 1.0);
+        assert_eq!(
+            score["mutants"][0]["name"],
+            "source-write-bytes-double-counted"
+        );
+        assert_eq!(score["mutants"][0]["outcome"], "killed");
+        assert_eq!(score["mutants"][0]["trial"], "TC-03::hinted_peer_transfer");
+        // The same file, recorded where --record says.
+        let recorded: Vec<_> = std::fs::read_dir(record.path().join("scores"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(recorded.len(), 1, "{recorded:?}");
+        assert!(
+            recorded[0].starts_with("mutation-score-20") && recorded[0].ends_with("Z.json"),
+            "{recorded:?}"
+        );
     }
 
     #[test]

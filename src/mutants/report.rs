@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::classify::MutantResult;
+use super::control::ControlRun;
 use super::header::Expect;
 use crate::drive::KvcrSeen;
 
 /// Version of the mutants.json layout.
-pub const MUTANTS_SCHEMA_VERSION: u32 = 1;
+pub const MUTANTS_SCHEMA_VERSION: u32 = 2;
 
 /// One mutant's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,44 +39,95 @@ pub struct MutantRow {
     pub wall_s: f64,
     /// The KVCR build the run reported (the patched one).
     pub kvcr: Option<KvcrSeen>,
+    /// A survivor its header reads as equivalent (no verdict can see it):
+    /// left out of the score's denominator.
+    #[serde(default)]
+    pub equivalent: bool,
+    /// A generated kill's second run, which must fail the same way for the
+    /// kill to count (else the result is `flaky`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<Rerun>,
 }
 
-/// Counts of one group of mutants.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+/// The evidence of a kill's second run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rerun {
+    pub result: MutantResult,
+    pub command: String,
+    pub run_dir: Option<PathBuf>,
+    pub log: PathBuf,
+    pub exit_code: Option<i32>,
+    pub wall_s: f64,
+}
+
+/// Counts of one group of mutants. The score is killed / judged, where
+/// judged = killed + survived + flaky: a flaky kill is not a kill, broken
+/// mutants (no verdict) and survivors read as equivalent are left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Score {
     pub killed: u32,
+    /// Survivors not read as equivalent.
     pub survived: u32,
+    /// Kills that did not repeat on a second run.
+    pub flaky: u32,
     /// No verdict; not in the score.
     pub broken: u32,
+    /// Survivors whose header reads them as equivalent; not in the score.
+    #[serde(default)]
+    pub equivalent: u32,
 }
 
 impl Score {
-    fn add(&mut self, result: &MutantResult) {
-        match result {
+    /// Counts `row`'s result.
+    pub fn add(&mut self, row: &MutantRow) {
+        match &row.result {
             MutantResult::Killed { .. } => self.killed += 1,
+            MutantResult::Survived if row.equivalent => self.equivalent += 1,
             MutantResult::Survived => self.survived += 1,
+            MutantResult::Flaky { .. } => self.flaky += 1,
             MutantResult::Broken { .. } => self.broken += 1,
         }
     }
 
-    /// killed / (killed + survived); `None` when both are 0.
+    /// The sum of two groups.
+    pub fn plus(self, other: Score) -> Score {
+        Score {
+            killed: self.killed + other.killed,
+            survived: self.survived + other.survived,
+            flaky: self.flaky + other.flaky,
+            broken: self.broken + other.broken,
+            equivalent: self.equivalent + other.equivalent,
+        }
+    }
+
+    /// The denominator: killed + survived + flaky.
+    pub fn judged(&self) -> u32 {
+        self.killed + self.survived + self.flaky
+    }
+
+    /// killed / judged; `None` when nothing was judged.
     pub fn rate(&self) -> Option<f64> {
-        let judged = self.killed + self.survived;
+        let judged = self.judged();
         (judged > 0).then(|| f64::from(self.killed) / f64::from(judged))
     }
 
-    /// `26/30 killed (87 %), 1 broken`.
+    /// `26/30 killed (87 %), 1 flaky (not a kill), 1 broken (not scored)`.
     pub fn words(&self) -> String {
-        let judged = self.killed + self.survived;
         let rate = match self.rate() {
             Some(r) => format!(" ({:.0} %)", r * 100.0),
             None => String::new(),
         };
-        let broken = match self.broken {
-            0 => String::new(),
-            n => format!(", {n} broken (not scored)"),
-        };
-        format!("{}/{judged} killed{rate}{broken}", self.killed)
+        let mut tail = String::new();
+        for (n, what) in [
+            (self.flaky, "flaky (not a kill)"),
+            (self.broken, "broken (not scored)"),
+            (self.equivalent, "equivalent (not scored)"),
+        ] {
+            if n > 0 {
+                tail.push_str(&format!(", {n} {what}"));
+            }
+        }
+        format!("{}/{} killed{rate}{tail}", self.killed, self.judged())
     }
 }
 
@@ -88,6 +140,10 @@ pub struct LaneReport {
     pub engine: String,
     /// The user's harness flags, given to every child.
     pub harness_flags: Vec<String>,
+    /// The unmutated base build on each target, run before any mutant.
+    pub control: Vec<ControlRun>,
+    /// Why the batch is not scored (a control not green), when it is not.
+    pub refused: Option<String>,
     pub mutants: Vec<MutantRow>,
     /// The classes Phase 1 claims to check.
     pub score_phase1_claimed: Score,
@@ -99,26 +155,30 @@ pub struct LaneReport {
 }
 
 impl LaneReport {
-    /// The report over `rows`.
+    /// The report over `rows`, after `control`.
     pub fn new(
         started_at: String,
         engine: &str,
         harness_flags: Vec<String>,
+        control: Vec<ControlRun>,
         rows: Vec<MutantRow>,
     ) -> Self {
         let (mut claimed, mut other) = (Score::default(), Score::default());
         for row in &rows {
             match row.phase1_claims_it {
-                true => claimed.add(&row.result),
-                false => other.add(&row.result),
+                true => claimed.add(row),
+                false => other.add(row),
             }
         }
+        let refused = refusal(&control);
         LaneReport {
             schema_version: MUTANTS_SCHEMA_VERSION,
             started_at,
             engine: engine.to_string(),
             harness_flags,
-            all_met: rows.iter().all(|r| r.met),
+            all_met: refused.is_none() && rows.iter().all(|r| r.met),
+            control,
+            refused,
             mutants: rows,
             score_phase1_claimed: claimed,
             score_not_yet_claimed: other,
@@ -127,12 +187,12 @@ impl LaneReport {
 
     /// Both groups together.
     pub fn score_all(&self) -> Score {
-        let (a, b) = (self.score_phase1_claimed, self.score_not_yet_claimed);
-        Score {
-            killed: a.killed + b.killed,
-            survived: a.survived + b.survived,
-            broken: a.broken + b.broken,
-        }
+        self.score_phase1_claimed.plus(self.score_not_yet_claimed)
+    }
+
+    /// Whether the batch may be scored: a control ran and each was green.
+    pub fn scored(&self) -> bool {
+        self.refused.is_none()
     }
 
     /// The terminal table and the scores.
@@ -151,8 +211,12 @@ impl LaneReport {
                     true => trial.clone(),
                     false => format!("{trial} (message lacks the header's)"),
                 },
+                MutantResult::Survived if row.equivalent => "equivalent (its reading)".into(),
                 MutantResult::Survived => String::new(),
                 MutantResult::Broken { why } => why.chars().take(100).collect(),
+                MutantResult::Flaky { first, second } => {
+                    format!("did not repeat: {}; then {}", short(first), short(second))
+                }
             };
             lines.push(format!(
                 "{:<40} {:<26} {:<9} {:<9} {:<4} {:>6.0}  {}",
@@ -166,6 +230,13 @@ impl LaneReport {
             ));
         }
         lines.push(String::new());
+        for control in &self.control {
+            lines.push(format!("control (unmutated build): {}", control.words()));
+        }
+        if let Some(why) = &self.refused {
+            lines.push(format!("NOT SCORED: {why}"));
+            return lines.join("\n") + "\n";
+        }
         lines.push(format!(
             "score (classes Phase 1 claims to check): {}",
             self.score_phase1_claimed.words()
@@ -201,11 +272,34 @@ impl LaneReport {
         };
         let mut rows = String::new();
         for row in &self.mutants {
+            let flaky;
             let (trial, message) = match &row.result {
                 MutantResult::Killed { trial, message, .. } => (trial.as_str(), message.as_str()),
                 MutantResult::Broken { why } => ("", why.as_str()),
                 MutantResult::Survived => ("", ""),
+                MutantResult::Flaky { first, second } => {
+                    flaky = format!(
+                        "did not repeat: first run {}; second run {}",
+                        short(first),
+                        short(second)
+                    );
+                    ("", flaky.as_str())
+                }
             };
+            let rerun = row
+                .rerun
+                .as_ref()
+                .map(|r| {
+                    let run = r
+                        .run_dir
+                        .as_ref()
+                        .map(|d| {
+                            format!(" <a href=\"{}\">re-run</a>", link(&d.join("report.html")))
+                        })
+                        .unwrap_or_default();
+                    format!("{run} <a href=\"{}\">re-run log</a>", link(&r.log))
+                })
+                .unwrap_or_default();
             let run = row
                 .run_dir
                 .as_ref()
@@ -214,7 +308,7 @@ impl LaneReport {
             rows.push_str(&format!(
                 "<tr class=\"{met}\"><td><code>{name}</code></td><td>{class}</td><td>{expect}</td>\
                  <td>{result}</td><td>{met_word}</td><td><code>{trial}</code></td><td>{message}</td>\
-                 <td>{expected}</td><td class=\"num\">{wall:.0}</td><td>{run} <a href=\"{log}\">log</a></td></tr>\n",
+                 <td>{expected}</td><td class=\"num\">{wall:.0}</td><td>{run} <a href=\"{log}\">log</a>{rerun}</td></tr>\n",
                 met = if row.met { "met" } else { "unmet" },
                 name = esc(&row.name),
                 class = esc(&row.class),
@@ -228,15 +322,36 @@ impl LaneReport {
                 log = link(&row.log),
             ));
         }
+        let mut controls = String::new();
+        for c in &self.control {
+            let run = c
+                .run_dir
+                .as_ref()
+                .map(|d| format!("<a href=\"{}\">run</a> ", link(&d.join("report.html"))))
+                .unwrap_or_default();
+            controls.push_str(&format!(
+                "<li class=\"{class}\">{words} ({wall:.0} s) {run}<a href=\"{log}\">log</a></li>\n",
+                class = if c.is_green() { "met" } else { "unmet" },
+                words = esc(&c.words()),
+                wall = c.wall_s,
+                log = link(&c.log),
+            ));
+        }
+        let score = match &self.refused {
+            Some(why) => format!("<p><b>Not scored</b>: {}</p>\n", esc(why)),
+            None => format!(
+                "<p>Score, classes Phase 1 claims to check: <b>{claimed}</b>. Pool pressure, lifecycle, slowdowns (beyond Phase 1, counted apart): {other}. All mutants: <b>{all}</b>.</p>\n",
+                claimed = esc(&self.score_phase1_claimed.words()),
+                other = esc(&self.score_not_yet_claimed.words()),
+                all = esc(&self.score_all().words()),
+            ),
+        };
         format!(
             "<section id=\"mutants\"><h2>KVCR mutants ({engine} lane)</h2>\n\
-             <p>Score, classes Phase 1 claims to check: <b>{claimed}</b>. Pool pressure, lifecycle, slowdowns (beyond Phase 1, counted apart): {other}. All mutants: <b>{all}</b>.</p>\n\
+             <p>Control, the unmutated build on each target before any mutant:</p><ul>\n{controls}</ul>\n{score}\
              <table><tr><th>mutant</th><th>class</th><th>expected</th><th>outcome</th><th>met</th><th>killing trial</th>\
              <th>message</th><th>header's message</th><th class=\"num\">s</th><th>evidence</th></tr>\n{rows}</table></section>\n",
             engine = esc(&self.engine),
-            claimed = esc(&self.score_phase1_claimed.words()),
-            other = esc(&self.score_not_yet_claimed.words()),
-            all = esc(&self.score_all().words()),
         )
     }
 
@@ -277,6 +392,33 @@ impl LaneReport {
     }
 }
 
+/// Why a batch with `control` may not be scored, or `None` when it may.
+pub fn refusal(control: &[ControlRun]) -> Option<String> {
+    if control.is_empty() {
+        return Some("no control ran: a score needs the unmutated build beside its mutants".into());
+    }
+    let bad: Vec<String> = control
+        .iter()
+        .filter(|c| !c.is_green())
+        .map(ControlRun::words)
+        .collect();
+    (!bad.is_empty()).then(|| {
+        format!(
+            "the control (the unmutated build, same trials) is not green, so no kill can be told from the base build: {}",
+            bad.join("; ")
+        )
+    })
+}
+
+/// A result in a few words, for a flaky row.
+fn short(result: &MutantResult) -> String {
+    let text = match result {
+        MutantResult::Killed { trial, message, .. } => format!("killed by {trial}: {message}"),
+        other => other.word().to_string(),
+    };
+    text.chars().take(100).collect()
+}
+
 /// The `expect` of a generated mutant: it has no header.
 pub const NO_EXPECTATION: &str = "unknown";
 
@@ -308,6 +450,11 @@ fn esc(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mutants::control::{sample, ControlOutcome};
+
+    fn green() -> ControlRun {
+        sample(ControlOutcome::Green)
+    }
 
     fn row(name: &str, claimed: bool, expect: &str, result: MutantResult, met: bool) -> MutantRow {
         MutantRow {
@@ -326,6 +473,8 @@ mod tests {
             exit_code: Some(101),
             wall_s: 12.0,
             kvcr: None,
+            equivalent: false,
+            rerun: None,
         }
     }
 
@@ -343,6 +492,7 @@ mod tests {
             "2026-12-01T16:00:00Z".into(),
             "cpu",
             vec![],
+            vec![green()],
             vec![
                 row("a", true, "killed", killed("bytes <0> & more"), true),
                 row("b", true, "killed", killed("x"), true),
@@ -369,15 +519,15 @@ mod tests {
             Score {
                 killed: 2,
                 survived: 1,
-                broken: 1
+                broken: 1,
+                ..Score::default()
             }
         );
         assert_eq!(
             r.score_not_yet_claimed,
             Score {
-                killed: 0,
                 survived: 1,
-                broken: 0
+                ..Score::default()
             }
         );
         assert_eq!(
@@ -392,6 +542,98 @@ mod tests {
         assert!(r.table().contains("all mutants: 2/4 killed"));
         assert_eq!(Score::default().rate(), None);
         assert!(!r.all_met, "d is broken");
+    }
+
+    #[test]
+    fn the_score_is_killed_over_killed_survived_and_flaky() {
+        let flaky = MutantResult::Flaky {
+            first: Box::new(killed("worker-A.1 gave up waiting to register")),
+            second: Box::new(MutantResult::Survived),
+        };
+        let mut equivalent = row("eq", true, "survives", MutantResult::Survived, true);
+        equivalent.equivalent = true;
+        let r = LaneReport::new(
+            "t".into(),
+            "cpu",
+            vec![],
+            vec![green()],
+            vec![
+                row("k1", true, "killed", killed("a"), true),
+                row("k2", true, "killed", killed("b"), true),
+                row("k3", true, "killed", killed("c"), true),
+                row("s", true, "killed", MutantResult::Survived, false),
+                row("f", true, "unknown", flaky, false),
+                row(
+                    "b",
+                    true,
+                    "killed",
+                    MutantResult::Broken { why: "x".into() },
+                    false,
+                ),
+                equivalent,
+            ],
+        );
+        let s = r.score_phase1_claimed;
+        assert_eq!(
+            s,
+            Score {
+                killed: 3,
+                survived: 1,
+                flaky: 1,
+                broken: 1,
+                equivalent: 1
+            }
+        );
+        assert_eq!(s.judged(), 5, "killed + survived + flaky");
+        assert_eq!(s.rate(), Some(0.6));
+        assert_eq!(
+            s.words(),
+            "3/5 killed (60 %), 1 flaky (not a kill), 1 broken (not scored), 1 equivalent (not scored)"
+        );
+        assert_eq!(r.score_all(), s);
+        assert!(
+            r.table().contains("did not repeat: killed by TC-03"),
+            "{}",
+            r.table()
+        );
+    }
+
+    #[test]
+    fn a_batch_whose_control_is_not_green_or_absent_is_not_scored() {
+        assert!(report().scored());
+        for control in [
+            vec![],
+            vec![sample(ControlOutcome::Red {
+                failed: vec![(
+                    "TC-03::hinted_peer_transfer".into(),
+                    "peer transfer reconciles: x".into(),
+                )],
+            })],
+            vec![
+                green(),
+                sample(ControlOutcome::Broken {
+                    why: "setup failed".into(),
+                }),
+            ],
+        ] {
+            let r = LaneReport::new(
+                "t".into(),
+                "cpu",
+                vec![],
+                control,
+                vec![row("a", true, "killed", killed("x"), true)],
+            );
+            let why = r.refused.clone().expect("refused");
+            assert!(!r.scored() && !r.all_met, "{why}");
+            let table = r.table();
+            assert!(table.contains("NOT SCORED"), "{table}");
+            assert!(
+                !table.contains("score (classes"),
+                "no score is printed: {table}"
+            );
+            let page = r.html(Path::new("/out"));
+            assert!(page.contains("<b>Not scored</b>"), "{page}");
+        }
     }
 
     #[test]
@@ -428,7 +670,10 @@ mod tests {
         let written = report().write(dir.path()).unwrap();
         let doc: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&written.json).unwrap()).unwrap();
-        assert_eq!(doc["schema_version"], 1);
+        assert_eq!(doc["schema_version"], 2);
+        assert_eq!(doc["control"][0]["outcome"]["kind"], "green");
+        assert_eq!(doc["control"][0]["kvcr"]["spec"], "pypi:0.1.1");
+        assert!(doc["refused"].is_null());
         assert_eq!(doc["mutants"][0]["result"]["kind"], "killed");
         assert_eq!(doc["mutants"][0]["result"]["message_matches"], true);
         assert_eq!(doc["mutants"][3]["result"]["why"], "setup failed");

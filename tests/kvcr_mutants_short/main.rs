@@ -11,7 +11,10 @@
 //! ```
 //!
 //! Each mutant is one trial; trials run one at a time (one stack at a
-//! time). Evidence (the driver's `mutants.json`, `mutants.html`, each
+//! time). Like every batch of the driver, a trial first runs its control:
+//! the unmutated build with the same trials on the same target, which must
+//! pass, or the trial fails without running the mutant (a kill is only a
+//! kill beside a green base build). Evidence (the driver's `mutants.json`, `mutants.html`, each
 //! child's run directory and log) goes to
 //! `target/phase1/lanes/kvcr_mutants_short/<pid>-<time>/<lane>/<mutant>/`.
 
@@ -33,7 +36,10 @@ fn main() -> ExitCode {
     let evidence = std::sync::Arc::new(evidence);
     let mut trials = vec![Trial::test("set::well_formed", || {
         let all = mutants::curated::load_all(&lanes::root().join(mutants::MUTANTS_DIR))?;
-        let problems = set::problems(&all);
+        let mut problems = set::problems(&all);
+        let doc = lanes::root().join("docs/kvcr-under-test.md");
+        let doc = std::fs::read_to_string(&doc).map_err(|e| format!("{}: {e}", doc.display()))?;
+        problems.extend(set::doc_problems(&doc));
         if problems.is_empty() {
             Ok(())
         } else {
@@ -65,10 +71,19 @@ fn run_mutant(lane: Lane, mutant: &str, base: &std::path::Path) -> Result<(), Fa
         only: Some(vec![mutant.to_string()]),
         engine: lane,
         out: Some(base.join(lane.as_str()).join(mutant)),
+        record: None,
         generated: None,
         harness: Vec::new(),
     };
+    // A red control is an error of run_lane (nothing is a kill then).
     let (report, out) = mutants::run_lane(lanes::root(), &args)?;
+    if report.control.is_empty() || !report.scored() {
+        return Err(format!(
+            "the batch has no green control: {}",
+            report.refused.as_deref().unwrap_or("none ran")
+        )
+        .into());
+    }
     let [row] = report.mutants.as_slice() else {
         return Err(format!("the driver ran {} mutants, not 1", report.mutants.len()).into());
     };
@@ -111,6 +126,13 @@ fn verdict(row: &MutantRow, caught_by: &[String]) -> Result<(), String> {
         }
         MutantResult::Broken { why } => {
             return Err(format!("{} is BROKEN (no verdict): {why}", row.name))
+        }
+        MutantResult::Flaky { .. } => {
+            return Err(format!(
+                "{} is FLAKY: its kill did not repeat ({})",
+                row.name,
+                row.result.word()
+            ))
         }
     };
     if !failed.iter().any(|t| caught_by.contains(t)) {

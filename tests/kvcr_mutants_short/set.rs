@@ -2,7 +2,8 @@
 //! trial, message and lanes of each are its header's
 //! (`fixtures/kvcr-mutants/<name>.diff`). The trial `set::well_formed` (no
 //! stack) checks that every name exists, applies to its lane and is expected
-//! killed, and that the CPU set covers every class the suite claims to check.
+//! killed, that the CPU set covers every class the suite claims to check,
+//! and that docs/kvcr-under-test.md's table of the set lists each trial.
 
 /// One mutant of the short set.
 pub struct Entry {
@@ -74,6 +75,43 @@ pub fn problems(all: &[kvcr_e2e::mutants::curated::Mutant]) -> Vec<String> {
         if !covered {
             problems.push(format!("the CPU set has no mutant of class {class}"));
         }
+    }
+    problems
+}
+
+/// The short set's table in `doc` (docs/kvcr-under-test.md): a row
+/// ``| `LANE::CLASS::…` … | `MUTANT` | …`` for each entry and no other, so
+/// the page cannot drift from the set.
+pub fn doc_problems(doc: &str) -> Vec<String> {
+    let rows: Vec<&str> = doc
+        .lines()
+        .filter(|l| l.starts_with("| `cpu::") || l.starts_with("| `vllm::"))
+        .collect();
+    let mut problems = Vec::new();
+    let mut listed = 0;
+    for (lane, set) in [("cpu", CPU), ("vllm", VLLM)] {
+        for entry in set {
+            let trial = format!("| `{lane}::{}::…`", entry.class_key);
+            let mutant = format!("| `{}` |", entry.mutant);
+            match rows.iter().find(|r| r.starts_with(&trial)) {
+                Some(row) if row.contains(&mutant) => listed += 1,
+                Some(row) => problems.push(format!(
+                    "the docs' row of {lane}::{} names another mutant than {}: {row}",
+                    entry.class_key, entry.mutant
+                )),
+                None => problems.push(format!(
+                    "the docs' short-set table has no row `{lane}::{}::…` ({})",
+                    entry.class_key, entry.mutant
+                )),
+            }
+        }
+    }
+    if rows.len() != listed {
+        problems.push(format!(
+            "the docs' short-set table has {} rows, the set {} trials",
+            rows.len(),
+            CPU.len() + VLLM.len()
+        ));
     }
     problems
 }

@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use time::OffsetDateTime;
 
 use super::diff;
 use super::resume;
@@ -17,9 +16,13 @@ use crate::config::KvcrSpec;
 use crate::drive::{self, Phase1Child};
 use crate::mutants::args::{GeneratedArgs, MutantsArgs};
 use crate::mutants::classify::MutantResult;
-use crate::mutants::driver::{print_finished, report, run_child, stamp, RowHead};
+use crate::mutants::control::{self, ControlPlan};
+use crate::mutants::driver::{
+    finish, print_finished, refuse, report, run_child, stamp, LaneError, RowHead,
+};
 use crate::mutants::header::Lane;
-use crate::mutants::report::{LaneReport, MutantRow, NO_EXPECTATION};
+use crate::mutants::report::{LaneReport, MutantRow, Rerun, NO_EXPECTATION};
+use crate::mutants::score::BatchStart;
 
 /// A file in the lane's directory that ends the lane after the running
 /// mutant (`touch DIR/stop`): the running stack tears down as usual and
@@ -158,13 +161,16 @@ fn header(name: &str, site: &Site, draw: usize, record: &SampleRecord) -> Vec<St
     ]
 }
 
-/// Runs the lane: draw, then one child per mutant; progress on stdout.
+/// Runs the lane: draw, the control (the unmutated build, same trials),
+/// then one child per mutant, a kill run twice; progress on stdout. Ends by
+/// writing the batch's score file.
 pub fn run_generated(
     repo_root: &Path,
     args: &MutantsArgs,
     generated: &GeneratedArgs,
-) -> Result<(LaneReport, PathBuf), String> {
-    let now = OffsetDateTime::now_utc();
+) -> Result<(LaneReport, PathBuf), LaneError> {
+    let start = BatchStart::now(repo_root);
+    let now = start.at;
     let out = match &args.out {
         Some(dir) if dir.is_relative() => std::env::current_dir()
             .map(|cwd| cwd.join(dir))
@@ -185,11 +191,39 @@ pub fn run_generated(
         out.join("diffs").display()
     );
     if generated.draw_only {
-        return Ok((report(now, args, &[]), out));
+        return Ok((report(now, args, &[], &[]), out));
     }
     let target = target(args.engine);
     let binary = drive::test_binary(repo_root, target).map_err(|e| e.to_string())?;
     let trials: Vec<String> = TRIALS.iter().map(|t| t.to_string()).collect();
+    let selection = format!(
+        "--generated {} --seed {} --modules {} ({} drawn, {COSMIC_RAY}, kvcr {})",
+        generated.count,
+        generated.seed,
+        generated.modules.join(","),
+        record.mutants.len(),
+        record.kvcr_version
+    );
+    let control_plan = ControlPlan {
+        target,
+        trials: trials.clone(),
+        flags: control::without_kvcr(&args.harness),
+    };
+    let control = control::run_all(
+        repo_root,
+        &[control_plan],
+        &[(target, binary.clone())],
+        &out,
+    )?;
+    if report(now, args, &control, &[]).refused.is_some() {
+        return Err(refuse(
+            &report(now, args, &control, &[]),
+            &out,
+            &start,
+            selection,
+            args,
+        ));
+    }
     let total = record.mutants.len();
     let earlier = earlier_lane(&out, args);
     let stop = out.join(STOP_FILE);
@@ -252,13 +286,24 @@ pub fn run_generated(
         rows.push(row);
         ran += 1;
         // Rewritten after each mutant: a lane cut short keeps what it ran.
-        report(now, args, &rows).write(&out)?;
+        report(now, args, &control, &rows).write(&out)?;
     }
     if kept > 0 {
         println!("{kept} of {total} draws kept from the earlier run, {ran} ran now");
     }
-    report(now, args, &rows).write(&out)?;
-    Ok((report(now, args, &rows), out))
+    let report = report(now, args, &control, &rows);
+    report.write(&out)?;
+    let complete = rows.len() == total;
+    finish(
+        &report,
+        &out,
+        &start,
+        "generated",
+        selection,
+        complete,
+        args,
+    )?;
+    Ok((report, out))
 }
 
 /// The earlier run's table in `out` when its rows may be kept (same
@@ -304,13 +349,51 @@ fn run_one(
         phase1_claims_it: true,
         expect: NO_EXPECTATION.into(),
         expected_message: None,
+        equivalent: false,
     };
-    // No expectation: "met" says a verdict was reached.
-    Ok(
-        run_child(child, trials, None)?.into_row(head, target, trials, child, |result| {
-            !matches!(result, MutantResult::Broken { .. })
-        }),
-    )
+    // No expectation: "met" says a verdict was reached (a flaky kill is none).
+    let reached = |result: &MutantResult| {
+        !matches!(
+            result,
+            MutantResult::Broken { .. } | MutantResult::Flaky { .. }
+        )
+    };
+    let mut row = run_child(child, trials, None)?.into_row(head, target, trials, child, reached);
+    if !matches!(row.result, MutantResult::Killed { .. }) {
+        return Ok(row);
+    }
+    // A kill counts only when a second run fails the same trial the same way.
+    println!(
+        "    {}: {}; running it again to confirm the kill",
+        mutant.name,
+        resume::outcome_words(&row.result)
+    );
+    let again = Phase1Child {
+        run_base: rerun_base(&child.run_base),
+        ..child.clone()
+    };
+    let second = run_child(&again, trials, None)?;
+    row.rerun = Some(Rerun {
+        result: second.result.clone(),
+        command: again.command_line(),
+        run_dir: second.read.as_ref().map(|r| r.root.clone()),
+        log: second.log,
+        exit_code: second.exit.code,
+        wall_s: second.exit.wall.as_secs_f64(),
+    });
+    row.result = row.result.confirmed_by(second.result);
+    row.met = reached(&row.result);
+    Ok(row)
+}
+
+/// Where a kill's second run goes: beside the first (`runs/<name>-rerun`).
+fn rerun_base(run_base: &Path) -> PathBuf {
+    let mut name = run_base
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push("-rerun");
+    run_base.with_file_name(name)
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
@@ -411,6 +494,8 @@ mod tests {
         assert_eq!(message, "host-tier (DRAM) hit: 3 blocks");
         assert!(!message_matches, "no header, no expected message");
         assert!(row.met, "a verdict was reached");
+        let rerun = row.rerun.as_ref().expect("a kill is run twice");
+        assert_eq!(rerun.result.word(), "killed", "and repeated");
         assert_eq!(row.expect, NO_EXPECTATION);
         assert_eq!(row.class, "generated:local_dram");
         assert_eq!(
@@ -423,6 +508,59 @@ mod tests {
             log.contains("--exact TC-01::generation_correctness"),
             "{log}"
         );
+    }
+
+    /// A stand-in whose first run writes `first` and every later run
+    /// `then` (it counts its runs in a file beside it).
+    fn flipping_binary(dir: &Path, first: &str, then: &str) -> PathBuf {
+        let script = format!(
+            "#!/bin/sh\nwhile [ \"$1\" != --run-dir ]; do shift; done\n\
+             run=\"$2/phase1/20261201T000000Z-1-abcd\"\nmkdir -p \"$run\"\n\
+             count={count}\nif [ -e \"$count\" ]; then\n\
+             cat > \"$run/results.json\" <<'END'\n{then}\nEND\nelse\ntouch \"$count\"\n\
+             cat > \"$run/results.json\" <<'END'\n{first}\nEND\nfi\nexit 101\n",
+            count = dir.join("ran-once").display()
+        );
+        let path = dir.join("phase1-flip");
+        std::fs::write(&path, script).unwrap();
+        let mut perms = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&path, perms).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_kill_is_run_again_and_counts_only_when_it_repeats() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kill = results(Some((
+            "TC-04::guard_takeover_and_replacement",
+            "worker-A.1 gave up waiting for worker-A.1 to register in Dynamo's discovery",
+        )));
+        let m = mutant(tmp.path());
+        let trials: Vec<String> = TRIALS.iter().map(|t| t.to_string()).collect();
+        let child = Phase1Child {
+            binary: flipping_binary(tmp.path(), &kill, &results(None)),
+            repo_root: tmp.path().to_path_buf(),
+            flags: vec!["--kvcr".into(), format!("pypi:0.1.1+{}", m.diff.display())],
+            filters: trials.clone(),
+            exact: true,
+            run_base: tmp.path().join("runs").join(&m.name),
+        };
+        let row = run_one(&m, "phase1", &trials, &child).unwrap();
+        let MutantResult::Flaky { first, second } = &row.result else {
+            panic!("a kill that did not repeat is flaky: {:?}", row.result)
+        };
+        assert_eq!(first.word(), "killed");
+        assert_eq!(**second, MutantResult::Survived);
+        assert!(!row.met, "flaky is no verdict");
+        // Both runs' evidence: the first in the row, the second in `rerun`.
+        assert!(row.run_dir.as_ref().unwrap().join("results.json").is_file());
+        let rerun = row.rerun.as_ref().expect("the second run's evidence");
+        assert_eq!(rerun.result, MutantResult::Survived);
+        let second_dir = rerun.run_dir.as_ref().unwrap();
+        assert!(second_dir.starts_with(tmp.path().join("runs").join(format!("{}-rerun", m.name))));
+        assert!(second_dir.join("results.json").is_file());
+        assert!(rerun.log.is_file());
     }
 
     #[test]

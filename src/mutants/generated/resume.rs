@@ -56,7 +56,7 @@ impl EarlierLane {
 /// The earlier row of `mutant` to keep, or why it runs. A row is
 /// kept when it is of the same mutant (name, diff, trials) and finished:
 /// its child exited by itself (not by a signal) and left a run directory
-/// with its `results.json`.
+/// with its `results.json`, and a kill was confirmed by a second run.
 pub fn decide(
     earlier: &EarlierLane,
     mutant: &GeneratedMutant,
@@ -83,6 +83,10 @@ pub fn decide(
     if !finished {
         return Err("its earlier run directory holds no results.json");
     }
+    if matches!(row.result, MutantResult::Killed { .. }) && row.rerun.is_none() {
+        // Made before kills were run twice: run it again, twice.
+        return Err("its earlier kill was not run a second time");
+    }
     Ok(row.clone())
 }
 
@@ -98,6 +102,11 @@ pub fn outcome_words(result: &MutantResult) -> String {
                 if short.len() < why.len() { "…" } else { "" }
             )
         }
+        MutantResult::Flaky { first, second } => format!(
+            "flaky: {}, then {}",
+            outcome_words(first),
+            outcome_words(second)
+        ),
     }
 }
 
@@ -145,7 +154,6 @@ mod tests {
             expected_message: None,
             target: "phase1".into(),
             trials: trials(),
-            result,
             met: true,
             command: format!("phase1 --kvcr pypi:0.1.1+{} --exact", m.diff.display()),
             run_dir: Some(run_dir),
@@ -153,6 +161,19 @@ mod tests {
             exit_code: Some(101),
             wall_s: 50.0,
             kvcr: None,
+            equivalent: false,
+            // A kill made now carries its confirming second run.
+            rerun: matches!(result, MutantResult::Killed { .. }).then(|| {
+                crate::mutants::report::Rerun {
+                    result: result.clone(),
+                    command: "phase1".into(),
+                    run_dir: None,
+                    log: PathBuf::from("rerun.log"),
+                    exit_code: Some(101),
+                    wall_s: 50.0,
+                }
+            }),
+            result,
         }
     }
 
@@ -227,6 +248,18 @@ mod tests {
     }
 
     #[test]
+    fn a_kill_that_was_not_run_a_second_time_is_run_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path(), 1);
+        let mut old = row(tmp.path(), &m, killed(), true);
+        old.rerun = None;
+        assert_eq!(
+            decide(&lane(vec![old]), &m, &trials()).unwrap_err(),
+            "its earlier kill was not run a second time"
+        );
+    }
+
+    #[test]
     fn a_row_of_other_trials_or_another_diff_is_not_kept() {
         let tmp = tempfile::tempdir().unwrap();
         let m = mutant(tmp.path(), 1);
@@ -266,6 +299,7 @@ mod tests {
         let report = crate::mutants::report::LaneReport::new(
             "2026-12-01T21:06:08Z".into(),
             "cpu",
+            vec![],
             vec![],
             vec![row(tmp.path(), &m, killed(), true)],
         );
