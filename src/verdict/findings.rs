@@ -179,6 +179,50 @@ mod tests {
         }
     }
 
+    /// Each reviewed KVCR fix (`fixtures/kvcr-fixes/*.diff`) names a
+    /// declared finding and a trial of a case that shows it.
+    #[test]
+    fn each_kvcr_fix_names_a_declared_finding_and_its_case() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kvcr-fixes");
+        let mut fixes = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "diff") {
+                continue;
+            }
+            fixes += 1;
+            let text = std::fs::read_to_string(&path).unwrap();
+            let field = |name: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(&format!("# {name}: ")))
+                    .unwrap_or_else(|| panic!("{} has no `# {name}:`", path.display()))
+                    .to_string()
+            };
+            let fixes_field = field("fixes");
+            let number: u32 = fixes_field
+                .strip_prefix("docs/kvcr-findings.md ")
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{}: `# fixes: {fixes_field}`", path.display()));
+            let known = KNOWN
+                .iter()
+                .find(|k| k.number == number)
+                .unwrap_or_else(|| panic!("finding {number} is not declared"));
+            let trial = field("caught-by");
+            assert!(
+                known.shown_in.iter().any(|s| trial.starts_with(&format!("{}::", s.case))),
+                "{trial} is not a case that shows finding {number}"
+            );
+            assert!(field("message").starts_with(&format!(
+                "unexpected pass: finding {number} no longer shows"
+            )));
+            let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy();
+            assert!(readme.contains(&format!("`{name}`")), "README lacks {name}");
+        }
+        assert!(fixes > 0, "no fix in {}", dir.display());
+    }
+
     #[test]
     fn an_engine_only_finding_is_declared_there_only() {
         assert!(ENGINE_CORE_NEVER_DRAINS.shows_in("TC-09", Kind::Vllm));
