@@ -939,7 +939,6 @@ fn heal_before(stack: &Stack, ctx: &CaseCtx, trial: &str) -> Result<Vec<String>,
 }
 
 /// SIGINT / SIGTERM: tear down the live stack (if any), then exit.
-
 pub(super) fn install_teardown_on_signal() {
     signals::install(|_| {
         if let Some(stack) = LIVE_STACK.lock().ok().and_then(|s| s.clone()) {

@@ -210,7 +210,10 @@ mod tests {
                 .unwrap_or_else(|| panic!("finding {number} is not declared"));
             let trial = field("caught-by");
             assert!(
-                known.shown_in.iter().any(|s| trial.starts_with(&format!("{}::", s.case))),
+                known
+                    .shown_in
+                    .iter()
+                    .any(|s| trial.starts_with(&format!("{}::", s.case))),
                 "{trial} is not a case that shows finding {number}"
             );
             assert!(field("message").starts_with(&format!(
