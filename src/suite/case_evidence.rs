@@ -118,6 +118,11 @@ impl<'a> CaseEvidence<'a> {
         self.append(crate::evidence::expected::KVCR_FINDINGS, entry);
     }
 
+    /// Appends the text `line` to the list measurement `key`, once.
+    pub fn note(&self, key: &str, line: &str) {
+        self.append(key, Value::String(line.to_string()));
+    }
+
     /// Appends `entry` to the list measurement `key`, once.
     fn append(&self, key: &str, entry: Value) {
         let mut measurements = self.measurements.borrow_mut();

@@ -406,6 +406,14 @@ impl Suite {
                 false => restored,
             }
         } else {
+            // No restore names a worker latched during the case: it is named
+            // here (the next case, if any, replaces it).
+            for latched in stack.latched_workers() {
+                ctx.evidence.note(
+                    crate::evidence::LEFT_BROKEN,
+                    &format!("{latched} (latched at the end of the case)"),
+                );
+            }
             result
         };
         Ok(ctx.into_evidence(result))
@@ -429,6 +437,12 @@ impl Suite {
         else {
             return;
         };
+        // Already named there (by its restore): once is enough.
+        let named = last.texts(crate::evidence::LEFT_BROKEN).join("\n");
+        let found: Vec<&String> = found
+            .iter()
+            .filter(|l| !named.contains(l.as_str()))
+            .collect();
         let notes: Vec<String> = found
             .iter()
             .map(|line| format!("{line} (found before {next}, which replaced it)"))
@@ -933,7 +947,8 @@ fn heal_before(stack: &Stack, ctx: &CaseCtx, trial: &str) -> Result<Vec<String>,
     ctx.record("not-whole-before.json", &found);
     ctx.measure(crate::evidence::HEALED_BEFORE, &found);
     let pids: Vec<u32> = stack.workers().iter().map(|w| w.process.pid()).collect();
-    super::restore::restore(stack, ctx, &pids)
+    // What this restore replaces is `found`, named above.
+    super::restore::restore_whole(stack, ctx, &pids)
         .map_err(|e| format!("the stack was not whole before {trial} and was not restored: {e}"))?;
     Ok(found)
 }
