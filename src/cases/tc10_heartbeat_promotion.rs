@@ -12,8 +12,10 @@
 //! plus the slack of a loaded machine. The replacement A' reclaims the pool:
 //! the ledger classifies every block A committed, none lost, and the Guard
 //! recovered the whole pool. KVCR 0.1.1's order of the promotion's stages
-//! is recorded as a finding (docs/kvcr-findings.md 8): the Guard logs
-//! `serving` with no `death_observed` before it (`promotion-stages.json`).
+//! is this case's expected failure (docs/kvcr-findings.md 8,
+//! `verdict::findings`): the Guard logs `serving` with no `death_observed`
+//! before it (`promotion-stages.json`); a KVCR that sees the death first
+//! fails the case as an unexpected pass.
 //!
 //! On vLLM the KVCR tier, and so the Guard lease, lives in the EngineCore
 //! child of the worker's process: the stop is of the whole process group,
@@ -122,15 +124,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         })
         .collect();
     let order = heartbeat_serving_order(&stages);
-    ctx.record(
+    let path = ctx.record(
         "promotion-stages.json",
-        &json!({"stages": stages, "finding_8": order.as_ref().ok()}),
+        &json!({"stages": stages, "finding": order.as_ref().ok()}),
     );
-    let finding = order.map_err(CaseError::from)?;
-    ctx.measure("finding_8_shown", finding.is_some());
-    if let Some(finding) = finding {
-        ctx.finding(8, &finding);
-    }
+    ctx.known_finding(&order.map_err(|v| CaseError::from(v).with_evidence(path))?);
     ctx.measure("stop_to_promotion_ms", stop_to_promotion.map(ms));
     ctx.measure("promotion_ms", promotion.as_ref().map(|p| p.promotion_ms));
     ctx.check(

@@ -16,6 +16,11 @@ pub enum TrialOutcome {
     Failed {
         message: String,
     },
+    /// It showed the known findings declared for it, and nothing else failed.
+    ExpectedFailure {
+        #[serde(default)]
+        findings: Vec<u32>,
+    },
     Ignored {
         #[serde(default)]
         reason: String,
@@ -159,7 +164,8 @@ mod tests {
     const RESULTS: &str = r#"{"schema_version":1,"run":{"run_id":"r","cases":[
       {"id":"TC-01","name":"TC-01::generation_correctness","outcome":"passed","duration_ms":1.0},
       {"id":"TC-02","name":"TC-02::local_dram_flow","outcome":"failed","message":"reference tokens: token 0 differs"},
-      {"id":"TC-05","name":"TC-05::cold","outcome":"ignored","reason":"not selected","because":"not_selected"}],
+      {"id":"TC-05","name":"TC-05::cold","outcome":"ignored","reason":"not selected","because":"not_selected"},
+      {"id":"TC-09","name":"TC-09::clean_restart","outcome":"expected_failure","findings":[17],"message":"expected failure (finding 17: ...)"}],
       "kvcr":{"spec":"pypi:0.1.1+/m.diff","version":"0.1.1","files_sha256":"ab12","source":"patched"}},
       "requests":[],"perf":{}}"#;
 
@@ -173,7 +179,11 @@ mod tests {
         let read = ReadRun::from_base(base.path()).unwrap();
         assert_eq!(read.root, run);
         assert!(read.has_results && read.setup_error.is_none());
-        assert_eq!(read.trials.len(), 3);
+        assert_eq!(read.trials.len(), 4);
+        assert_eq!(
+            read.trial("TC-09::clean_restart").unwrap().outcome,
+            TrialOutcome::ExpectedFailure { findings: vec![17] }
+        );
         assert_eq!(
             read.trial("TC-02::local_dram_flow").unwrap().outcome,
             TrialOutcome::Failed {

@@ -1,6 +1,7 @@
 //! JUnit XML over the case records: one testsuite `phase1`, one testcase per
-//! trial; ignored trials are skipped with their reason; failures carry their
-//! message and evidence paths.
+//! trial; ignored trials are skipped with their reason, expected failures
+//! skipped with their findings (`expected failure (finding 17)`); failures
+//! carry their message and evidence paths.
 
 use std::path::Path;
 
@@ -52,6 +53,14 @@ fn test_case(c: &CaseRecord) -> TestCase {
                 }
             }
             s.set_description(description);
+            s
+        }
+        // Green, but not a pass: skipped, naming the findings that showed.
+        Outcome::ExpectedFailure { message, .. } => {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(c.outcome.words());
+            s.set_type("expected failure");
+            s.set_description(message.as_str());
             s
         }
         Outcome::Ignored { reason, because } => {
@@ -121,4 +130,30 @@ pub fn write_junit_with_gpu(
     let xml = redactor.scrub(&report.to_string()?);
     super::run_dir::write_atomic(path, xml.as_bytes())?;
     Ok(path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An expected failure is skipped with its finding's id; an unexpected
+    /// pass is a failure that says to retire the finding.
+    #[test]
+    fn junit_of_expected_failures_snapshot() {
+        let xml = junit_xml(&super::super::expected::sample_run()).unwrap();
+        assert!(
+            xml.contains(
+                "<skipped message=\"expected failure (finding 17)\" type=\"expected failure\">"
+            ),
+            "{xml}"
+        );
+        assert!(
+            xml.contains(
+                "<failure message=\"unexpected pass: finding 8 no longer shows: retire it"
+            ),
+            "{xml}"
+        );
+        let xml = xml.replace("2025-11-29T17:41", "<DATE>T<HH:MM>");
+        insta::assert_snapshot!(xml);
+    }
 }

@@ -19,6 +19,7 @@
 
 mod charts;
 mod errors;
+pub mod expected;
 mod gpu;
 mod junit;
 mod not_checked;
@@ -47,6 +48,7 @@ pub use provenance::{ComponentImport, GitState, KvcrBuild, KvcrProvenance, Patch
 pub use record::{
     duration_ms, settings_digest, CaseRecord, IgnoredBecause, Neighbourhood, Outcome,
     ReferenceSummary, RetriedAttempt, RunRecord, StackSummary, StartupTiming, UtcTime,
+    HEALED_BEFORE, LEFT_BROKEN,
 };
 pub use report::{render_page, render_report, write_report, LOAD_TIMELINE};
 pub use results::{Results, RESULTS_SCHEMA_VERSION};

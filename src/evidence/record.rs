@@ -45,6 +45,16 @@ pub mod duration_ms {
     }
 }
 
+/// The measurement of a case that left the stack broken: each worker the
+/// next case found latched off or dropped out of discovery before it
+/// began, and replaced.
+pub const LEFT_BROKEN: &str = "left_stack_broken";
+
+/// The measurement of a case whose stack was found broken before it began
+/// and healed first (the same lines; the case that ran before has them as
+/// [`LEFT_BROKEN`]).
+pub const HEALED_BEFORE: &str = "healed_before";
+
 /// Why a case did not run: what `--require-all` tells apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -82,6 +92,14 @@ pub enum Outcome {
         /// The failure message.
         message: String,
     },
+    /// It showed the known findings declared for it (docs/kvcr-findings.md)
+    /// and nothing else failed: green, but not a pass.
+    ExpectedFailure {
+        /// The findings that showed, by number.
+        findings: Vec<u32>,
+        /// Each finding and what showed it.
+        message: String,
+    },
     /// It did not run: not selected, not applicable, or this machine
     /// cannot run it.
     Ignored {
@@ -93,12 +111,25 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// `passed`, `FAILED` or `ignored`.
+    /// `passed`, `FAILED`, `expected failure` or `ignored`.
     pub fn label(&self) -> &'static str {
         match self {
             Outcome::Passed => "passed",
             Outcome::Failed { .. } => "FAILED",
+            Outcome::ExpectedFailure { .. } => "expected failure",
             Outcome::Ignored { .. } => "ignored",
+        }
+    }
+
+    /// The label, with the findings of an expected failure:
+    /// `expected failure (finding 17)`.
+    pub fn words(&self) -> String {
+        match self {
+            Outcome::ExpectedFailure { findings, .. } => format!(
+                "expected failure ({})",
+                super::expected::numbers_words(findings)
+            ),
+            other => other.label().to_string(),
         }
     }
 }
@@ -184,6 +215,32 @@ impl CaseRecord {
     pub fn with_evidence(mut self, path: impl Into<PathBuf>) -> Self {
         self.evidence.push(path.into());
         self
+    }
+
+    /// The texts of the list measurement `key` (none when absent).
+    pub fn texts(&self, key: &str) -> Vec<&str> {
+        self.measurements
+            .get(key)
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .collect()
+    }
+
+    /// What the stack showed around the case beyond its verdict: lines for
+    /// the summary and the report (what it left broken, what was healed
+    /// before it).
+    pub fn stack_notes(&self) -> Vec<String> {
+        let left = self
+            .texts(LEFT_BROKEN)
+            .into_iter()
+            .map(|l| format!("left the stack broken: {l}"));
+        let healed = self
+            .texts(HEALED_BEFORE)
+            .into_iter()
+            .map(|l| format!("stack healed before the case: {l}"));
+        left.chain(healed).collect()
     }
 
     /// Records a measurement.
@@ -299,15 +356,25 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
-    /// Counts of (passed, failed, ignored).
+    /// Counts of (passed, failed, ignored); expected failures are in
+    /// none of them ([`RunRecord::expected_failures`]).
     pub fn counts(&self) -> (usize, usize, usize) {
         self.cases
             .iter()
             .fold((0, 0, 0), |(p, f, i), c| match c.outcome {
                 Outcome::Passed => (p + 1, f, i),
                 Outcome::Failed { .. } => (p, f + 1, i),
+                Outcome::ExpectedFailure { .. } => (p, f, i),
                 Outcome::Ignored { .. } => (p, f, i + 1),
             })
+    }
+
+    /// How many cases ended as an expected failure.
+    pub fn expected_failures(&self) -> usize {
+        self.cases
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::ExpectedFailure { .. }))
+            .count()
     }
 }
 

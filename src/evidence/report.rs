@@ -25,7 +25,7 @@ th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #e5e8eb;vertical-a
 th{color:#5b6b7f;font-weight:600}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .pill{display:inline-block;border-radius:10px;padding:1px 9px;font-size:12px;font-weight:600}
-.passed{background:#d8f3ee;color:#1b6f65}.failed{background:#fbdada;color:#a11d1d}.ignored{background:#eceff2;color:#5b6b7f}
+.passed{background:#d8f3ee;color:#1b6f65}.failed{background:#fbdada;color:#a11d1d}.ignored{background:#eceff2;color:#5b6b7f}.expected{background:#fdf0cf;color:#7a5300}
 .counts span{margin-right:12px}
 pre{white-space:pre-wrap;margin:0;font-size:12px;font-family:ui-monospace,Menlo,Consolas,monospace}
 .notrun{color:#8895a3;font-style:italic}
@@ -76,6 +76,10 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
     let perf = &results.perf;
     let mut o = String::new();
     let (p, f, i) = run.counts();
+    let expected = match run.expected_failures() {
+        0 => String::new(),
+        x => format!("<span class=\"pill expected\">{x} expected failures (known findings)</span>"),
+    };
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -91,7 +95,7 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
     let _ = write!(
         o,
         "<section><h2>Cases</h2><p class=\"counts\"><span class=\"pill passed\">{p} passed</span>\
-         <span class=\"pill failed\">{f} failed</span><span class=\"pill ignored\">{i} ignored</span></p>\n{}</section>\n",
+         <span class=\"pill failed\">{f} failed</span>{expected}<span class=\"pill ignored\">{i} ignored</span></p>\n{}</section>\n",
         cases_table(run)
     );
     o.push_str(&kvcr_section(run));
@@ -145,6 +149,7 @@ fn cases_table(run: &RunRecord) -> String {
         let (class, msg) = match &c.outcome {
             Outcome::Passed => ("passed", String::new()),
             Outcome::Failed { message } => ("failed", message.clone()),
+            Outcome::ExpectedFailure { message, .. } => ("expected", message.clone()),
             Outcome::Ignored { reason, because } => {
                 ("ignored", format!("{reason} ({})", because.words()))
             }
@@ -163,6 +168,29 @@ fn cases_table(run: &RunRecord) -> String {
             Some(line) if !matches!(c.outcome, Outcome::Ignored { .. }) => format!("{msg}\n{line}"),
             _ => msg,
         };
+        let msg = c
+            .stack_notes()
+            .into_iter()
+            .fold(msg, |msg, line| match msg.is_empty() {
+                true => line,
+                false => format!("{msg}\n{line}"),
+            });
+        // Each known finding the case checked, and what was seen.
+        let msg = super::expected::of(c)
+            .iter()
+            .filter(|check| !check.is_expected_failure())
+            .map(|check| match check.shows {
+                true => format!(
+                    "KVCR {} (shows where it is not declared): {}",
+                    check.headline(),
+                    check.seen
+                ),
+                false => format!("KVCR {} (does not show): {}", check.headline(), check.seen),
+            })
+            .fold(msg, |msg, line| match msg.is_empty() {
+                true => line,
+                false => format!("{msg}\n{line}"),
+            });
         let duration = match c.outcome {
             Outcome::Ignored { .. } => String::new(),
             _ => format!("{:.1} s", c.duration.as_secs_f64()),
@@ -185,7 +213,7 @@ fn cases_table(run: &RunRecord) -> String {
              <td class=\"num\">{duration}</td><td><pre>{}</pre></td><td>{}</td></tr>",
             esc(&c.id),
             esc(&c.name),
-            c.outcome.label(),
+            esc(&c.outcome.words()),
             esc(&msg),
             links.join("<br>")
         );

@@ -19,16 +19,6 @@ fn secs(d: std::time::Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
-/// The findings a case recorded (`kvcr_findings`: texts `N: what`).
-fn findings(case: &super::record::CaseRecord) -> impl Iterator<Item = &str> {
-    case.measurements
-        .get("kvcr_findings")
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(serde_json::Value::as_str)
-}
-
 /// The summary text (no colours; fits 100 columns).
 pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
     let mut o = String::new();
@@ -114,7 +104,7 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
             Outcome::Ignored { .. } => String::new(),
             _ => secs(c.duration),
         };
-        let _ = writeln!(o, "  {:<40} {:<8} {:>8}", c.name, c.outcome.label(), dur);
+        let _ = writeln!(o, "  {:<40} {:<8} {:>8}", c.name, c.outcome.words(), dur);
         match &c.outcome {
             Outcome::Failed { message } => {
                 for line in message.lines().take(3) {
@@ -127,13 +117,23 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
             Outcome::Ignored { reason, because } => {
                 let _ = writeln!(o, "      {reason} ({})", because.words());
             }
-            Outcome::Passed => {}
+            Outcome::Passed | Outcome::ExpectedFailure { .. } => {}
         }
         for attempt in &c.retried {
             let _ = writeln!(o, "      ran again: {}", attempt.why());
         }
-        for finding in findings(c) {
-            let _ = writeln!(o, "      KVCR finding {finding}");
+        for check in super::expected::of(c) {
+            let what = match (check.shows, check.expected) {
+                (true, true) => "shows, as expected",
+                (false, true) => "NO LONGER SHOWS: retire it",
+                (true, false) => "shows where it is not declared",
+                (false, false) => "does not show",
+            };
+            let _ = writeln!(o, "      KVCR {} ({what})", check.headline());
+            let _ = writeln!(o, "        seen: {}", check.seen);
+        }
+        for note in c.stack_notes() {
+            let _ = writeln!(o, "      {note}");
         }
         if !matches!(c.outcome, Outcome::Ignored { .. }) {
             if let Some(line) = super::not_checked::short_line(c) {
@@ -142,9 +142,14 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
         }
     }
     let (p, f, i) = run.counts();
+    let expected = match run.expected_failures() {
+        0 => String::new(),
+        1 => ", 1 expected failure (a known finding)".to_string(),
+        x => format!(", {x} expected failures (known findings)"),
+    };
     let _ = writeln!(
         o,
-        "  {} cases: {p} passed, {f} failed, {i} ignored",
+        "  {} cases: {p} passed, {f} failed, {i} ignored{expected}",
         run.cases.len()
     );
 
@@ -374,16 +379,63 @@ mod tests {
                 "no per-block events"
             )]),
         );
-        passed.measurements.insert(
-            "kvcr_findings".into(),
-            serde_json::json!(["8: served first"]),
+        passed.measure(
+            crate::evidence::expected::KVCR_FINDINGS,
+            vec![crate::evidence::expected::FindingCheck {
+                finding: 8,
+                title: "served first".into(),
+                shows: true,
+                expected: false,
+                seen: "stages serving".into(),
+            }],
         );
         let s = render_summary(&run, &PerfSummary::default());
         assert!(
             s.contains("      not checked: the recovery ledger (no per-block events)"),
             "{s}"
         );
-        assert!(s.contains("      KVCR finding 8: served first"), "{s}");
+        assert!(
+            s.contains(
+                "      KVCR finding 8: served first (shows where it is not declared)\n        seen: stages serving"
+            ),
+            "{s}"
+        );
+    }
+
+    /// A worker found latched before a case is named in the record of the
+    /// case that ran before it and in its own.
+    #[test]
+    fn a_latch_between_cases_is_named_in_both_cases() {
+        let mut run = sample::run_record();
+        let line = "worker B (pid 9) has its KVCR source writes latched off until it restarts: `KVCR source progress stalled`";
+        run.cases[0].measure(
+            crate::evidence::LEFT_BROKEN,
+            vec![format!(
+                "{line} (found before TC-02::local_dram_flow, which replaced it)"
+            )],
+        );
+        run.cases[1].measure(crate::evidence::HEALED_BEFORE, vec![line]);
+        let s = render_summary(&run, &PerfSummary::default());
+        assert!(
+            s.contains(&format!(
+                "      left the stack broken: {line} (found before TC-02::local_dram_flow, which replaced it)"
+            )),
+            "{s}"
+        );
+        assert!(
+            s.contains(&format!("      stack healed before the case: {line}")),
+            "{s}"
+        );
+    }
+
+    /// A run with an expected failure and an unexpected pass: what a KVCR
+    /// developer reads at the end of a run.
+    #[test]
+    fn summary_of_expected_failures_snapshot() {
+        insta::assert_snapshot!(render_summary(
+            &crate::evidence::expected::sample_run(),
+            &PerfSummary::default()
+        ));
     }
 
     #[test]

@@ -141,7 +141,12 @@ pub fn classify_run(
     for trial in trials {
         match run.trial(trial).map(|t| &t.outcome) {
             // A failure was a kill above.
-            Some(TrialOutcome::Passed | TrialOutcome::Failed { .. }) => {}
+            // An expected failure is green: the mutant survived it.
+            Some(
+                TrialOutcome::Passed
+                | TrialOutcome::ExpectedFailure { .. }
+                | TrialOutcome::Failed { .. },
+            ) => {}
             Some(TrialOutcome::Ignored { reason }) => {
                 return MutantResult::Broken {
                     why: format!("{trial} did not run: {reason}"),

@@ -312,8 +312,10 @@ impl Stack {
     /// Restarts a dead frontend, replaces every worker whose process is
     /// gone, that the router no longer lists ([`Dropout`]) or whose KVCR
     /// source is latched off ([`Latched`]), and waits until the router lists
-    /// no dead instance, so the next case finds the stack whole.
-    pub fn ensure_whole(&self) -> Result<(), StackError> {
+    /// no dead instance, so the next case finds the stack whole. Returns
+    /// each live worker it replaced for being dropped out or latched, in
+    /// words (a dead one is the case's own to report).
+    pub fn ensure_whole(&self) -> Result<Vec<String>, StackError> {
         let killed = self.frontend_killed.swap(false, Ordering::SeqCst);
         if killed || !self.frontend().is_running() {
             tracing::debug!("restarting the frontend after a destructive case");
@@ -341,18 +343,21 @@ impl Stack {
                 "could not tell whether every live worker is still listed by the router: {e}"
             ))
         })?;
+        let mut replaced = Vec::new();
         for dropout in dropouts {
             eprintln!("[kvcr-e2e] {dropout}; replacing it");
             self.kill_worker(&dropout.worker)?;
             self.replace_worker(&dropout.worker)?;
+            replaced.push(dropout.to_string());
         }
         // So is one whose KVCR latched its source writes off for its life.
         for latched in self.latched_workers() {
             eprintln!("[kvcr-e2e] {latched}; replacing it");
             self.kill_worker(&latched.worker)?;
             self.replace_worker(&latched.worker)?;
+            replaced.push(latched.to_string());
         }
-        Ok(())
+        Ok(replaced)
     }
 
     /// Stops every component: frontend first (no new requests), then

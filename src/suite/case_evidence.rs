@@ -17,9 +17,6 @@ use crate::verdict::Violation;
 
 use super::{CaseError, CaseResult};
 
-/// The measurement that lists the KVCR findings a case showed (`kvcr_findings`).
-pub const KVCR_FINDINGS: &str = "kvcr_findings";
-
 /// What a case wrote and measured, and what it could not write.
 pub struct CaseEvidence<'a> {
     run: &'a RunDir,
@@ -112,11 +109,18 @@ impl<'a> CaseEvidence<'a> {
         self.append(crate::evidence::NOT_CHECKED, entry);
     }
 
-    /// Records a behaviour of KVCR a user would not expect, numbered as in
-    /// docs/kvcr-findings.md: the measurement `kvcr_findings` (a list),
-    /// shown under the case in the summary, pass or fail.
-    pub fn finding(&self, number: u32, text: &str) {
-        self.append(KVCR_FINDINGS, Value::String(format!("{number}: {text}")));
+    /// Records the check of a known finding (docs/kvcr-findings.md): the
+    /// measurement `kvcr_findings` (a list), from which the case's outcome
+    /// follows (an expected failure, or an unexpected pass) and which the
+    /// summary shows under the case.
+    pub fn known_finding(&self, check: &crate::evidence::expected::FindingCheck) {
+        let entry = serde_json::to_value(check).unwrap_or(Value::Null);
+        self.append(crate::evidence::expected::KVCR_FINDINGS, entry);
+    }
+
+    /// Appends the text `line` to the list measurement `key`, once.
+    pub fn note(&self, key: &str, line: &str) {
+        self.append(key, Value::String(line.to_string()));
     }
 
     /// Appends `entry` to the list measurement `key`, once.

@@ -329,11 +329,28 @@ impl<'a> CaseCtx<'a> {
         self.evidence.not_checked(check, why)
     }
 
-    /// A behaviour of KVCR a user would not expect, shown by this case
-    /// (numbered as in docs/kvcr-findings.md): recorded, and shown under the
-    /// case in the summary; the case's verdict is its own.
-    pub fn finding(&self, number: u32, text: &str) {
-        self.evidence.finding(number, text)
+    /// What the check of a known finding (docs/kvcr-findings.md,
+    /// `verdict::findings`) saw in this case. Where the finding is declared
+    /// to show (this case, this engine) it is recorded: while it shows, the
+    /// case ends as an expected failure; when it does not, the case fails
+    /// as an unexpected pass. Elsewhere it is recorded only if it shows (and
+    /// fails the case: it is not declared there). Returns whether it shows
+    /// where it is declared: the case then checks what the finding leaves
+    /// to check.
+    pub fn known_finding(&self, observed: &crate::verdict::findings::Observed) -> bool {
+        let known = observed.finding;
+        let expected = known.shows_in(self.id, self.settings.engine);
+        if expected || observed.shows {
+            self.evidence
+                .known_finding(&crate::evidence::expected::FindingCheck {
+                    finding: known.number,
+                    title: known.title.to_string(),
+                    shows: observed.shows,
+                    expected,
+                    seen: observed.seen.clone(),
+                });
+        }
+        expected && observed.shows
     }
 
     /// Checks a verdict after recording `observed` as evidence file `name`.

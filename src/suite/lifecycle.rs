@@ -283,34 +283,22 @@ impl Suite {
             );
             retried.push(attempt);
         };
-        match result {
-            Ok(()) => {
-                self.record(
-                    case,
-                    started,
-                    Outcome::Passed,
-                    evidence,
-                    measurements,
-                    retried,
-                );
-                Ok(Completion::Completed)
+        // Failure messages quote what the stack said; no secret leaves.
+        let result = result.map_err(|message| self.redactor.scrub(&message));
+        let outcome = match (case, result) {
+            // A case's known findings decide between a pass, an expected
+            // failure and an unexpected pass.
+            (Trial::Case(_), result) => {
+                use crate::evidence::expected::{from_measurement, KVCR_FINDINGS};
+                let checks = from_measurement(measurements.get(KVCR_FINDINGS));
+                super::expected::outcome(result, &checks)
             }
-            Err(message) => {
-                // Failure messages quote what the stack said; no secret leaves.
-                let message = self.redactor.scrub(&message);
-                self.record(
-                    case,
-                    started,
-                    Outcome::Failed {
-                        message: message.clone(),
-                    },
-                    evidence,
-                    measurements,
-                    retried,
-                );
-                Err(Failed::from(message))
-            }
-        }
+            (Trial::Row(_), Ok(())) => Outcome::Passed,
+            (Trial::Row(_), Err(message)) => Outcome::Failed { message },
+        };
+        let completion = super::expected::completion(&outcome);
+        self.record(case, started, outcome, evidence, measurements, retried);
+        completion
     }
 
     /// The message a trial fails with when the shared setup failed: the
@@ -370,7 +358,10 @@ impl Suite {
             run_dir,
         )
         .map_err(|e| e.to_string())?;
-        heal_before(&stack, &ctx, &case.trial_name())?;
+        let found = heal_before(&stack, &ctx, &case.trial_name())?;
+        if !found.is_empty() {
+            self.note_left_broken(&found, &case.trial_name());
+        }
         let pids_before: Vec<u32> = stack.workers().iter().map(|w| w.process.pid()).collect();
         let activity = ctx.activity.clone();
         let ((result, ctx), timed_out) = super::deadline::run_bounded(
@@ -415,9 +406,56 @@ impl Suite {
                 false => restored,
             }
         } else {
+            // No restore names a worker latched during the case: it is named
+            // here (the next case, if any, replaces it).
+            for latched in stack.latched_workers() {
+                ctx.evidence.note(
+                    crate::evidence::LEFT_BROKEN,
+                    &format!("{latched} (latched at the end of the case)"),
+                );
+            }
             result
         };
         Ok(ctx.into_evidence(result))
+    }
+
+    /// Names, in the record of the last case that ran on the stack, what
+    /// the next case (`next`) found broken before it began (a worker whose
+    /// KVCR source latched off, one that dropped out of discovery) and had
+    /// replaced: it happened during that case or its restore, or after it.
+    /// That case's verdict stands on its own evidence (the latch cannot
+    /// make a failing check pass), so its outcome is kept; its record, the
+    /// summary and results.json say what it left.
+    fn note_left_broken(&self, found: &[String], next: &str) {
+        let Ok(mut records) = self.records.lock() else {
+            return;
+        };
+        let Some(last) = records
+            .iter_mut()
+            .rev()
+            .find(|r| !matches!(r.outcome, Outcome::Ignored { .. }))
+        else {
+            return;
+        };
+        // Already named there (by its restore): once is enough.
+        let named = last.texts(crate::evidence::LEFT_BROKEN).join("\n");
+        let found: Vec<&String> = found
+            .iter()
+            .filter(|l| !named.contains(l.as_str()))
+            .collect();
+        let notes: Vec<String> = found
+            .iter()
+            .map(|line| format!("{line} (found before {next}, which replaced it)"))
+            .collect();
+        let list = last
+            .measurements
+            .entry(crate::evidence::LEFT_BROKEN.to_string())
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if let serde_json::Value::Array(list) = list {
+            list.extend(notes.into_iter().map(serde_json::Value::String));
+        }
+        drop(records);
+        self.write_progress();
     }
 
     fn record(
@@ -886,16 +924,17 @@ impl Suite {
     }
 }
 
-/// SIGINT / SIGTERM: tear down the live stack (if any), then exit.
 /// Replaces the workers that dropped out of the router's discovery, or
-/// whose KVCR source latched off, since the last look (between cases, or
-/// during the last restore), so that `trial` starts on a whole stack;
-/// recorded as `not-whole-before.json`.
-fn heal_before(stack: &Stack, ctx: &CaseCtx, trial: &str) -> Result<(), String> {
+/// whose KVCR source latched off, since the last look (during the last
+/// case or its restore, or between cases), so that `trial` starts on a
+/// whole stack; recorded as `not-whole-before.json` and the measurement
+/// `healed_before` of `trial`. Returns what it found, for the record of
+/// the case that ran before.
+fn heal_before(stack: &Stack, ctx: &CaseCtx, trial: &str) -> Result<Vec<String>, String> {
     let dropouts = stack.dropped_out_workers().unwrap_or_default();
     let latched = stack.latched_workers();
     if dropouts.is_empty() && latched.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let found: Vec<String> = dropouts
         .iter()
@@ -906,11 +945,15 @@ fn heal_before(stack: &Stack, ctx: &CaseCtx, trial: &str) -> Result<(), String> 
         eprintln!("[kvcr-e2e] before {trial}: {line}");
     }
     ctx.record("not-whole-before.json", &found);
+    ctx.measure(crate::evidence::HEALED_BEFORE, &found);
     let pids: Vec<u32> = stack.workers().iter().map(|w| w.process.pid()).collect();
-    super::restore::restore(stack, ctx, &pids)
-        .map_err(|e| format!("the stack was not whole before {trial} and was not restored: {e}"))
+    // What this restore replaces is `found`, named above.
+    super::restore::restore_whole(stack, ctx, &pids)
+        .map_err(|e| format!("the stack was not whole before {trial} and was not restored: {e}"))?;
+    Ok(found)
 }
 
+/// SIGINT / SIGTERM: tear down the live stack (if any), then exit.
 pub(super) fn install_teardown_on_signal() {
     signals::install(|_| {
         if let Some(stack) = LIVE_STACK.lock().ok().and_then(|s| s.clone()) {

@@ -24,6 +24,7 @@ mod deadline;
 mod disagg;
 mod discovery_faults;
 mod engine_fault;
+mod expected;
 mod fault_row;
 mod faults;
 mod guard;

@@ -12,9 +12,29 @@ use crate::stack::{Stack, Worker};
 use super::{readings, CaseCtx, CaseError, CaseResult};
 
 /// Every dead worker replaced (and a dead frontend restarted), and every
-/// replacement proven reachable by its peers.
+/// replacement proven reachable by its peers. A live worker replaced
+/// because it dropped out of discovery or its KVCR source latched off is
+/// named in this case's record ([`crate::evidence::LEFT_BROKEN`]): it broke
+/// during the case or its restore.
 pub(super) fn restore(stack: &Stack, ctx: &CaseCtx, pids_before: &[u32]) -> Result<(), String> {
-    stack
+    let replaced = restore_whole(stack, ctx, pids_before)?;
+    for line in replaced {
+        ctx.evidence.note(
+            crate::evidence::LEFT_BROKEN,
+            &format!("{line} (the restore after the case replaced it)"),
+        );
+    }
+    Ok(())
+}
+
+/// [`restore`], returning the live workers it replaced (dropped out,
+/// latched) instead of naming them in the case's record.
+pub(super) fn restore_whole(
+    stack: &Stack,
+    ctx: &CaseCtx,
+    pids_before: &[u32],
+) -> Result<Vec<String>, String> {
+    let replaced = stack
         .ensure_whole()
         .map_err(|e| format!("the stack could not be restored after the case: {e}"))?;
     for worker in stack.workers() {
@@ -22,7 +42,7 @@ pub(super) fn restore(stack: &Stack, ctx: &CaseCtx, pids_before: &[u32]) -> Resu
             relink(ctx, &worker).map_err(|e| e.to_string())?;
         }
     }
-    Ok(())
+    Ok(replaced)
 }
 
 /// Proves peers can pull from a replacement: KVCR 0.1.1 peers remember

@@ -7,6 +7,7 @@
 
 pub mod disagg;
 pub mod disk;
+pub mod findings;
 pub mod guard;
 pub mod interval;
 pub mod ledger;

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::findings::{Observed, ENGINE_CORE_NEVER_DRAINS, SERVES_BEFORE_DEATH_SEEN};
 use super::{Checks, Violation};
 
 /// What a clean stop of a worker showed.
@@ -53,6 +54,52 @@ pub fn expect_clean_stop(stop: &CleanStop) -> Result<(), Violation> {
     })
     .check(stop.snapshot_written, || {
         "the Guard wrote no handback region (`snapshot_written`)".to_string()
+    });
+    c.verdict()
+}
+
+/// Finding 17: vLLM's process manager force-killed the engine core that
+/// holds KVCR, so KVCR never closed. Shows when the stopped worker's log has
+/// the force-kill line.
+pub fn forced_engine_stop(stop: &CleanStop) -> Observed {
+    match &stop.forced_engine_stop {
+        Some(line) => Observed::shows(
+            &ENGINE_CORE_NEVER_DRAINS,
+            format!(
+                "the engine's process manager force-killed the engine core that holds KVCR \
+                 before KVCR closed (its shutdown drain never ends: vLLM's KVCR tier always \
+                 reports pending work): `{}`; then {} promotions, handback region written: {}",
+                line.trim(),
+                stop.promotions,
+                stop.snapshot_written
+            ),
+        ),
+        None => Observed::absent(
+            &ENGINE_CORE_NEVER_DRAINS,
+            format!(
+                "no force-kill of the engine core: the worker exited with {:?}, {} promotions, \
+                 handback region written: {}",
+                stop.exit, stop.promotions, stop.snapshot_written
+            ),
+        ),
+    }
+}
+
+/// A stop while finding 17 shows: KVCR cannot close, so the Guard must
+/// treat it as the death it is. The worker's own process still exits 0
+/// without needing SIGKILL, and its Guard takes the group over (a
+/// promotion), so the replacement claims it.
+pub fn expect_forced_stop_taken_over(stop: &CleanStop) -> Result<(), Violation> {
+    let mut c = Checks::new("a force-killed engine core's pool is taken over by its Guard");
+    c.check(
+        stop.exit.as_deref().is_some_and(|e| e.ends_with(" 0")),
+        || format!("the worker exited with {:?}, not 0", stop.exit),
+    )
+    .check(!stop.needed_sigkill, || {
+        "the worker needed SIGKILL after SIGTERM".to_string()
+    })
+    .check(stop.promotions > 0, || {
+        "the Guard did not promote the group whose holder was force-killed".to_string()
     });
     c.verdict()
 }
@@ -108,10 +155,10 @@ pub fn expect_heartbeat_promotion(
 /// (docs/kvcr-findings.md 8). A user expects the Guard to serve a stalled
 /// holder's pool once the holder is gone; KVCR 0.1.1 queues a SIGKILL and
 /// serves at once: `serving` is logged with no `death_observed` before it.
-/// `Ok(Some(finding))` when it served first, `Ok(None)` when it observed the
-/// death first, a violation when it logged no `serving` stage (its stages
-/// are unknown, not in order).
-pub fn heartbeat_serving_order(stages: &[String]) -> Result<Option<String>, Violation> {
+/// Finding 8 shows when it served first, not when it observed the death
+/// first; a violation when it logged no `serving` stage (its stages are
+/// unknown, not in order).
+pub fn heartbeat_serving_order(stages: &[String]) -> Result<Observed, Violation> {
     let Some(serving) = stages.iter().position(|s| s == "serving") else {
         return Err(Violation {
             claim: "the Guard logs its heartbeat promotion's stages",
@@ -121,14 +168,20 @@ pub fn heartbeat_serving_order(stages: &[String]) -> Result<Option<String>, Viol
         });
     };
     if stages[..serving].iter().any(|s| s == "death_observed") {
-        return Ok(None);
+        return Ok(Observed::absent(
+            &SERVES_BEFORE_DEATH_SEEN,
+            format!(
+                "the Guard saw the stalled worker die before it served: stages {}",
+                stages.join(" → ")
+            ),
+        ));
     }
     let after = if stages[serving..].iter().any(|s| s == "death_observed") {
         "`death_observed` comes after it"
     } else {
         "no `death_observed` at all"
     };
-    Ok(Some(format!(
+    Ok(Observed::shows(&SERVES_BEFORE_DEATH_SEEN, format!(
         "the Guard served the stalled worker's pool before it saw the worker die: stages {} ({after}); \
          its SIGKILL was queued, not seen to take effect",
         stages.join(" → ")
@@ -144,16 +197,25 @@ mod tests {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         let finding =
             heartbeat_serving_order(&s(&["records_recovered", "records_adopted", "serving"]))
-                .unwrap()
                 .unwrap();
-        assert!(finding.contains("no `death_observed` at all"), "{finding}");
-        let later = heartbeat_serving_order(&s(&["serving", "death_observed"]))
-            .unwrap()
-            .unwrap();
-        assert!(later.contains("comes after it"));
-        assert_eq!(
-            heartbeat_serving_order(&s(&["death_observed", "records_recovered", "serving"])),
-            Ok(None)
+        assert!(finding.shows && finding.finding.number == 8);
+        assert!(
+            finding.seen.contains("no `death_observed` at all"),
+            "{}",
+            finding.seen
+        );
+        let later = heartbeat_serving_order(&s(&["serving", "death_observed"])).unwrap();
+        assert!(later.shows && later.seen.contains("comes after it"));
+        let fixed =
+            heartbeat_serving_order(&s(&["death_observed", "records_recovered", "serving"]))
+                .unwrap();
+        assert!(!fixed.shows);
+        assert!(
+            fixed
+                .seen
+                .contains("death_observed → records_recovered → serving"),
+            "{}",
+            fixed.seen
         );
         assert!(heartbeat_serving_order(&s(&["records_recovered"]))
             .unwrap_err()
@@ -220,6 +282,28 @@ mod tests {
                 && v.detail.contains("findings.md 17"),
             "{v}"
         );
+        // Finding 17 shows on that stop, and its Guard took the group over;
+        // not on a clean one.
+        let shown = forced_engine_stop(&forced);
+        assert!(shown.shows && shown.finding.number == 17);
+        assert!(shown.seen.contains("force killing remaining processes"));
+        assert!(expect_forced_stop_taken_over(&forced).is_ok());
+        let clean_stop = forced_engine_stop(&clean());
+        assert!(!clean_stop.shows);
+        assert!(
+            clean_stop.seen.contains("no force-kill of the engine core"),
+            "{}",
+            clean_stop.seen
+        );
+        // A forced stop nothing took over: the pool is left unguarded.
+        let untaken = CleanStop {
+            promotions: 0,
+            ..forced
+        };
+        assert!(expect_forced_stop_taken_over(&untaken)
+            .unwrap_err()
+            .detail
+            .contains("did not promote"));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::findings::{Observed, LIVE_HOLDER_UNKNOWN, UNGUARDED_READ_NEVER_COMPLETES};
 use super::{Checks, Violation};
 
 /// What a claim got (the claim probe's answer).
@@ -114,14 +115,14 @@ pub fn expect_claims_refused(refusals: &[Refusal]) -> Result<(), Violation> {
 /// unavailable`); with a free port it would have granted the group (the
 /// probe `service_crash.py` shows it; the case does not make that claim: a
 /// granted claim keeps its port as the group's for the service's life).
-/// `Ok(Some(finding))` when KVCR did as 0.1.1 does, `Ok(None)` when it
-/// refused as a user expects, and a violation when it granted the claim
-/// (two holders of one group) or refused without saying why.
+/// Finding 2 shows when KVCR did as 0.1.1 does, not when it refused as a
+/// user expects; a violation when it granted the claim (two holders of one
+/// group) or refused without saying why.
 pub fn live_holder_claim(
     probe: &ClaimProbe,
     held: &str,
     port_taken: &str,
-) -> Result<Option<String>, Violation> {
+) -> Result<Observed, Violation> {
     let claim = "a restarted Guard service never grants a live holder's group";
     if probe.outcome != "refused" {
         return Err(Violation {
@@ -133,15 +134,24 @@ pub fn live_holder_claim(
         });
     }
     if probe.message.contains(held) {
-        return Ok(None);
+        return Ok(Observed::absent(
+            &LIVE_HOLDER_UNKNOWN,
+            format!(
+                "the claim of the live holder's group was refused with `{held}`: {}",
+                probe.message
+            ),
+        ));
     }
     if probe.message.contains(port_taken) {
-        return Ok(Some(format!(
+        return Ok(Observed::shows(
+            &LIVE_HOLDER_UNKNOWN,
+            format!(
             "the restarted service does not know the live holder: a claim of its group is refused \
              only because the holder still has its control port (`{}`), not with `{held}`; \
              a claim on another port gets the group",
             probe.message
-        )));
+        ),
+        ));
     }
     Err(Violation {
         claim,
@@ -176,12 +186,12 @@ pub struct UnguardedRead {
 /// peer computes the prefix: `Ok(None)` when the peer answered (its tokens
 /// the case's to check). KVCR 0.1.1 keeps a pull from a silent source open,
 /// uncertain, with no deadline, and an engine that awaits it hangs the
-/// request: `Ok(Some(finding))` when the read was not answered and nothing
+/// request: finding 3 shows when the read was not answered and nothing
 /// promoted the dead worker's pool. A violation when a promoted Guard was
 /// serving the pool and the read still got no answer, or when the peer
 /// answered without a remote delivery (the read was never hinted: nothing
 /// was shown).
-pub fn unguarded_read(r: &UnguardedRead) -> Result<Option<String>, Violation> {
+pub fn unguarded_read(r: &UnguardedRead) -> Result<Observed, Violation> {
     if let Some(answered_ms) = r.answered_ms {
         if r.remote_deliveries == 0 {
             return Err(Violation {
@@ -191,7 +201,14 @@ pub fn unguarded_read(r: &UnguardedRead) -> Result<Option<String>, Violation> {
                 ),
             });
         }
-        return Ok(None);
+        return Ok(Observed::absent(
+            &UNGUARDED_READ_NEVER_COMPLETES,
+            format!(
+                "the peer answered the read hinted at the dead worker in {answered_ms:.0} ms, \
+                 with {} remote deliveries",
+                r.remote_deliveries
+            ),
+        ));
     }
     if r.promotions > 0 {
         return Err(Violation {
@@ -202,13 +219,16 @@ pub fn unguarded_read(r: &UnguardedRead) -> Result<Option<String>, Violation> {
             ),
         });
     }
-    Ok(Some(format!(
+    Ok(Observed::shows(
+        &UNGUARDED_READ_NEVER_COMPLETES,
+        format!(
         "a read hinted at a worker that died unguarded never completes: the peer's read of its \
          prefix got no answer within {:.0} ms (nothing promoted the dead worker's pool: its \
          restarted Guard service never knew it); KVCR keeps a pull from a silent source open, \
          uncertain, with no deadline, and the engine waits for it",
         r.deadline_ms
-    )))
+    ),
+    ))
 }
 
 #[cfg(test)]
@@ -224,13 +244,24 @@ mod tests {
                 remote_deliveries,
                 promotions,
             };
-        let finding = unguarded_read(&read(None, 0, 0)).unwrap().unwrap();
+        let finding = unguarded_read(&read(None, 0, 0)).unwrap();
+        assert!(finding.shows && finding.finding.number == 3);
         assert!(
-            finding.contains("got no answer within 12000 ms"),
-            "{finding}"
+            finding.seen.contains("got no answer within 12000 ms"),
+            "{}",
+            finding.seen
         );
-        assert_eq!(unguarded_read(&read(Some(350.0), 1, 0)), Ok(None));
-        assert_eq!(unguarded_read(&read(Some(350.0), 1, 1)), Ok(None));
+        for promotions in [0, 1] {
+            let answered = unguarded_read(&read(Some(350.0), 1, promotions)).unwrap();
+            assert!(!answered.shows, "{answered:?}");
+            assert!(
+                answered
+                    .seen
+                    .contains("in 350 ms, with 1 remote deliveries"),
+                "{}",
+                answered.seen
+            );
+        }
         let unhinted = unguarded_read(&read(Some(350.0), 0, 0)).unwrap_err();
         assert!(
             unhinted.detail.contains("without a remote delivery"),
@@ -267,17 +298,21 @@ mod tests {
             held,
             port,
         )
-        .unwrap()
         .unwrap();
-        assert!(finding.contains("refused only because the holder still has its control port"));
-        assert_eq!(
-            live_holder_claim(
-                &probe("refused", "guard 0 is held by another worker"),
-                held,
-                port
-            ),
-            Ok(None)
-        );
+        assert!(finding.shows && finding.finding.number == 2);
+        assert!(finding
+            .seen
+            .contains("refused only because the holder still has its control port"));
+        let refused_as_held = live_holder_claim(
+            &probe("refused", "guard 0 is held by another worker"),
+            held,
+            port,
+        )
+        .unwrap();
+        assert!(!refused_as_held.shows);
+        assert!(refused_as_held
+            .seen
+            .contains("refused with `is held by another worker`"));
         assert!(
             live_holder_claim(&probe("granted", "handed back unserved"), held, port)
                 .unwrap_err()
