@@ -13,7 +13,7 @@
 //!
 //! The production-conditions cases (TC-07..TC-12, `cargo test --test phase2`
 //! and `phase2_g3`) run on the CPU engine on agg ([`production_on`]). On
-//! vLLM (agg, `cargo test --test phase2_vllm -- --ignored`) TC-08, TC-09,
+//! vLLM (agg, `cargo test --test phase2_vllm`) TC-08, TC-09,
 //! TC-10 and TC-11 run too, with the checks that need per-block reports
 //! recorded as not checked; TC-07 and TC-12 are reported ignored, each with
 //! its reason ([`production_on_vllm`]). SGLang runs none of them
