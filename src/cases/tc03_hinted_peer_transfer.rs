@@ -77,7 +77,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
                     .required_count(&Counter::KvcrReadPages(kind.clone()))?;
                 Ok((kind, n))
             })
-            .collect::<Result<_, crate::telemetry::NotReported>>()?;
+            .collect::<Result<_, crate::telemetry::Unreadable>>()?;
         ctx.check(
             "pages.json",
             &serde_json::json!({"geometry": geometry, "blocks": family.shared_blocks(), "read_pages": read}),

@@ -334,6 +334,8 @@ label_enum! {
         Timeout => "timeout",
         /// Cancelled (`framework_pin_wait`).
         Cancelled => "cancelled",
+        /// Waiting for a framework pin (`source_acquire`).
+        Pending => "pending",
     }
 }
 

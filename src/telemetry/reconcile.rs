@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::names::{Counter, OpResult, Scope, Tier};
-use super::snapshot::{Delta, NotReported};
+use super::snapshot::{Delta, Unreadable};
 
 /// The figures of a peer transfer and what did not reconcile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,7 +40,7 @@ impl PeerTransferCheck {
         target: &Delta,
         expected_blocks: Option<u64>,
         bytes_per_block: Option<u64>,
-    ) -> Result<Self, NotReported> {
+    ) -> Result<Self, Unreadable> {
         let s = |c: Counter| source.required_count(&c);
         let t = |c: Counter| target.required_count(&c);
         let mut c = PeerTransferCheck {
