@@ -176,6 +176,9 @@ mod tests {
         let profile: VllmProfile = toml::from_str(&text).expect("a valid profile");
         let vllm = VllmEngine::new(profile, Topology::Agg).expect("agg");
         let why = membership_not_checked(&vllm).expect("vLLM queries opportunistically");
-        assert!(why.starts_with("this engine's KVCR tier queries opportunistically"), "{why}");
+        assert!(
+            why.starts_with("this engine's KVCR tier queries opportunistically"),
+            "{why}"
+        );
     }
 }

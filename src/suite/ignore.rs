@@ -192,7 +192,11 @@ mod tests {
             assert_eq!(conclusion.num_failed, 1);
         } else {
             assert_eq!(
-                (conclusion.num_passed, conclusion.num_ignored, conclusion.num_failed),
+                (
+                    conclusion.num_passed,
+                    conclusion.num_ignored,
+                    conclusion.num_failed
+                ),
                 (1, 1, 0)
             );
         }

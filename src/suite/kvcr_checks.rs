@@ -189,7 +189,10 @@ mod tests {
     #[test]
     fn references_without_a_log_fail_the_check() {
         let engine = kvcr_off_engine();
-        assert!(!engine.reference_imports_kvcr(), "the CPU engine's references run without KVCR");
+        assert!(
+            !engine.reference_imports_kvcr(),
+            "the CPU engine's references run without KVCR"
+        );
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("worker-A.log"), "").expect("write");
         let err = check_references(engine.as_ref(), dir.path()).unwrap_err();

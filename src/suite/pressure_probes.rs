@@ -345,7 +345,10 @@ mod tests {
         let err = scan_since(dir.path(), &marks).unwrap_err();
         assert!(err.contains("no component log (*.log) in"), "{err}");
         std::fs::write(dir.path().join("notes.txt"), "not a log\n").unwrap();
-        assert!(scan_since(dir.path(), &marks).is_err(), "only *.log files count");
+        assert!(
+            scan_since(dir.path(), &marks).is_err(),
+            "only *.log files count"
+        );
         let err = scan_since(&dir.path().join("missing"), &marks).unwrap_err();
         assert!(err.contains("cannot read the logs directory"), "{err}");
     }
@@ -357,6 +360,9 @@ mod tests {
         // A directory named like a log: listed, but not readable as a file.
         std::fs::create_dir(dir.path().join("worker-B.log")).unwrap();
         let err = scan_since(dir.path(), &LogMarks(Default::default())).unwrap_err();
-        assert!(err.contains("cannot read") && err.contains("worker-B.log"), "{err}");
+        assert!(
+            err.contains("cannot read") && err.contains("worker-B.log"),
+            "{err}"
+        );
     }
 }

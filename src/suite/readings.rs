@@ -276,8 +276,8 @@ vllm:kv_offload_tiering_read_bytes_total{{{DYN},tier="1:kvcr"}} 32768.0
     }
 
     fn verdict(source: &str, target: &str) -> Result<(), String> {
-        let t = peer_transfer(&window("A", source), &window("B", target))
-            .map_err(|e| e.to_string())?;
+        let t =
+            peer_transfer(&window("A", source), &window("B", target)).map_err(|e| e.to_string())?;
         expect_peer_transfer(&t, BLOCKS, BLOCK_BYTES).map_err(|v| v.to_string())
     }
 
@@ -345,7 +345,9 @@ vllm:kv_offload_tiering_read_bytes_total{{{DYN},tier="1:kvcr"}} 32768.0
         assert_ne!(target, target_scrape(), "the NaN was planted");
         let err = verdict(&source_scrape(), &target).unwrap_err();
         assert!(
-            err.contains("line 8: series vllm:kvcr_transfer_blocks_total has the non-finite value NaN"),
+            err.contains(
+                "line 8: series vllm:kvcr_transfer_blocks_total has the non-finite value NaN"
+            ),
             "{err}"
         );
         // +Inf is as untrustworthy as NaN (a bucket's `le="+Inf"` bound is a label, not a value).
@@ -363,9 +365,15 @@ vllm:kv_offload_tiering_read_bytes_total{{{DYN},tier="1:kvcr"}} 32768.0
     /// A line the parser cannot read fails the window too, with its line.
     #[test]
     fn a_malformed_line_names_its_line() {
-        let target = format!("{}vllm:kvcr_transfer_blocks_total{{operation=\"x}} 1\n", target_scrape());
+        let target = format!(
+            "{}vllm:kvcr_transfer_blocks_total{{operation=\"x}} 1\n",
+            target_scrape()
+        );
         let err = verdict(&source_scrape(), &target).unwrap_err();
-        assert!(err.contains("line 12: value of label `operation` is not closed"), "{err}");
+        assert!(
+            err.contains("line 12: value of label `operation` is not closed"),
+            "{err}"
+        );
     }
 }
 

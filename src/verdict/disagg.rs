@@ -286,7 +286,9 @@ mod tests {
             source_write_unsuccessful: Unsuccessful::of(&[("timeout", 1)]),
             ..pulled(4, 8192)
         };
-        let v = expect_prefill_to_decode(&t, 4, 8192).unwrap_err().to_string();
+        let v = expect_prefill_to_decode(&t, 4, 8192)
+            .unwrap_err()
+            .to_string();
         assert!(v.contains("prefill source_write timeout 1"), "{v}");
     }
 }

@@ -161,12 +161,15 @@ pub fn expect_hint_membership(
                 t.source_write_blocks
             )
         })
-        .check(t.source_write_bytes == hinted_blocks * bytes_per_block, || {
-            format!(
-                "source_write bytes {} ≠ {hinted_blocks} blocks × {bytes_per_block} bytes",
-                t.source_write_bytes
-            )
-        })
+        .check(
+            t.source_write_bytes == hinted_blocks * bytes_per_block,
+            || {
+                format!(
+                    "source_write bytes {} ≠ {hinted_blocks} blocks × {bytes_per_block} bytes",
+                    t.source_write_bytes
+                )
+            },
+        )
         .check(t.source_write_unsuccessful.is_none(), || {
             t.source_write_unsuccessful.failure("source_write")
         });
