@@ -137,12 +137,16 @@ fn available() -> Result<(), String> {
     Ok(())
 }
 
-#[test]
+fn main() -> std::process::ExitCode {
+    let trials = vec![kvcr_e2e::suite::machine_trial(
+        "tc01_and_tc04_pass_attached_through_urls_from_outside_the_stacks_pid_namespace",
+        available,
+        tc01_and_tc04_pass_attached_through_urls_from_outside_the_stacks_pid_namespace,
+    )];
+    libtest_mimic::run(&libtest_mimic::Arguments::from_args(), trials).exit_code()
+}
+
 fn tc01_and_tc04_pass_attached_through_urls_from_outside_the_stacks_pid_namespace() {
-    if let Err(reason) = available() {
-        kvcr_e2e::suite::machine_cannot_run(reason);
-        return;
-    }
     // Kept after the test: its evidence (stack logs, runs) is read on failure.
     let dir = lanes::evidence_dir("attach_by_urls");
     let stack = NamespacedStack::up(&dir);

@@ -3,8 +3,9 @@
 //! run's choosing reachable from this host, and nothing left behind when
 //! its owner is SIGKILLed: no process, no namespace, no link.
 //!
-//! Needs root (or CAP_SYS_ADMIN + CAP_NET_ADMIN); without it each test says
-//! so and passes as not applicable, naming the missing capability.
+//! Needs root (or CAP_SYS_ADMIN + CAP_NET_ADMIN); without it each trial is
+//! reported ignored, naming the missing capability (failed under
+//! `PHASE1_REQUIRE_ALL=1`).
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
@@ -20,14 +21,34 @@ use lanes::{link_exists, poll};
 const CHILD_ENV: &str = "KVCR_E2E_NODE_OWNER_CHILD";
 const BUDGET: Duration = Duration::from_secs(20);
 
-fn permitted() -> bool {
-    match netns::precondition() {
-        Ok(()) => true,
-        Err(e) => {
-            kvcr_e2e::suite::machine_cannot_run(e);
-            false
-        }
+fn main() -> std::process::ExitCode {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        child_that_owns_a_node();
     }
+    let trials = vec![
+        trial(
+            "a_node_has_its_own_pids_shm_and_address",
+            a_node_has_its_own_pids_shm_and_address,
+        ),
+        trial(
+            "a_sigkilled_owner_leaves_no_process_namespace_or_link",
+            a_sigkilled_owner_leaves_no_process_namespace_or_link,
+        ),
+        trial(
+            "a_read_from_node_1_crosses_the_veth_and_a_same_host_read_does_not",
+            a_read_from_node_1_crosses_the_veth_and_a_same_host_read_does_not,
+        ),
+        trial(
+            "a_wrapped_process_starts_in_its_own_working_directory",
+            a_wrapped_process_starts_in_its_own_working_directory,
+        ),
+    ];
+    libtest_mimic::run(&libtest_mimic::Arguments::from_args(), trials).exit_code()
+}
+
+/// A trial that runs where this process may create a namespace node.
+fn trial(name: &str, body: fn()) -> libtest_mimic::Trial {
+    kvcr_e2e::suite::machine_trial(name, netns::precondition, body)
 }
 
 fn pid_namespace(pid: u32) -> Option<std::path::PathBuf> {
@@ -46,11 +67,7 @@ fn members(ns: &std::path::Path) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-#[test]
 fn a_node_has_its_own_pids_shm_and_address() {
-    if !permitted() {
-        return;
-    }
     let logs = tempfile::tempdir().unwrap();
     let node = NamespaceNode::create("test-pids", logs.path(), BUDGET).expect("a namespace node");
     let marker = format!("/dev/shm/kvcr-e2e-node-test-{}", std::process::id());
@@ -134,13 +151,9 @@ fn a_node_has_its_own_pids_shm_and_address() {
     assert!(!link_exists(&interface), "the host end {interface} is gone");
 }
 
-/// Runs only as the child of the test below: creates a node, reports it,
-/// waits to be SIGKILLed.
-#[test]
-fn child_that_owns_a_node() {
-    if std::env::var_os(CHILD_ENV).is_none() {
-        return;
-    }
+/// Runs instead of the trials in the child of the test below (`CHILD_ENV`
+/// set): creates a node, reports it, waits to be SIGKILLed.
+fn child_that_owns_a_node() -> ! {
     let logs = tempfile::tempdir().unwrap();
     let node = NamespaceNode::create("test-kill", logs.path(), BUDGET).expect("a namespace node");
     println!(
@@ -154,18 +167,8 @@ fn child_that_owns_a_node() {
     }
 }
 
-#[test]
 fn a_sigkilled_owner_leaves_no_process_namespace_or_link() {
-    if !permitted() {
-        return;
-    }
     let mut owner = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_that_owns_a_node",
-            "--nocapture",
-            "--test-threads=1",
-        ])
         .env(CHILD_ENV, "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -177,7 +180,6 @@ fn a_sigkilled_owner_leaves_no_process_namespace_or_link() {
         .map_while(Result::ok)
         .find_map(|l| l.split_once("NODE ").map(|(_, facts)| facts.to_string()))
         .expect("the owner reports its node");
-    // libtest prints `test child_that_owns_a_node ... ` before it, on the same line.
     let fields: Vec<&str> = std::iter::once("NODE")
         .chain(line.split_whitespace())
         .collect();
@@ -240,11 +242,7 @@ fn nixl_read(python: &std::path::Path, launcher: &[String]) -> String {
     out
 }
 
-#[test]
 fn a_read_from_node_1_crosses_the_veth_and_a_same_host_read_does_not() {
-    if !permitted() {
-        return;
-    }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = std::env::var_os("PHASE1_PYTHON").map(std::path::PathBuf::from);
     let env = kvcr_e2e::pyenv::ensure(root, python.as_deref()).expect("the pinned Python env");
@@ -266,11 +264,7 @@ fn a_read_from_node_1_crosses_the_veth_and_a_same_host_read_does_not() {
 /// A process placed on the node starts in its own working directory (the
 /// vLLM workers' relative `--model` path depends on it), not at the root
 /// where entering the node's mount namespace leaves it.
-#[test]
 fn a_wrapped_process_starts_in_its_own_working_directory() {
-    if !permitted() {
-        return;
-    }
     let logs = tempfile::tempdir().unwrap();
     let node = NamespaceNode::create("test-cwd", logs.path(), BUDGET).expect("a namespace node");
     let dir = tempfile::tempdir().unwrap();

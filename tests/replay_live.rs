@@ -87,7 +87,29 @@ fn replay(case: &Path, id: &str, target: &[&str]) -> Output {
         .expect("kvcr-e2e replay runs")
 }
 
-#[test]
+fn main() -> std::process::ExitCode {
+    let trials = vec![kvcr_e2e::suite::machine_trial(
+        "a_recorded_request_replayed_on_a_live_stack_gives_the_reference_tokens",
+        curl_found,
+        a_recorded_request_replayed_on_a_live_stack_gives_the_reference_tokens,
+    )];
+    libtest_mimic::run(&libtest_mimic::Arguments::from_args(), trials).exit_code()
+}
+
+/// The recorded `curl` line needs curl on this machine.
+fn curl_found() -> Result<(), &'static str> {
+    let found = Command::new("sh")
+        .args(["-c", "command -v curl"])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        Ok(())
+    } else {
+        Err("no curl to run the recorded curl line")
+    }
+}
+
 fn a_recorded_request_replayed_on_a_live_stack_gives_the_reference_tokens() {
     let phase1 = phase1_binary();
     // Kept after the test: its evidence (stack logs, runs) is read on failure.
@@ -138,13 +160,9 @@ fn a_recorded_request_replayed_on_a_live_stack_gives_the_reference_tokens() {
     let out = replay(&case, id, &["--frontend", url]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("recorded instance"), "{}", text(&out));
-    // The recorded curl line, as a user would paste it.
-    let curl_found = Command::new("sh")
-        .args(["-c", "command -v curl"])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if curl_found {
+    // The recorded curl line, as a user would paste it (curl is the
+    // trial's precondition).
+    {
         let line = b["curl"].as_str().expect("a curl line");
         let out = Command::new("sh")
             .args(["-c", line])
@@ -158,8 +176,6 @@ fn a_recorded_request_replayed_on_a_live_stack_gives_the_reference_tokens() {
             .token_ids;
         let reference: Vec<u32> = serde_json::from_value(b["reference_tokens"].clone()).unwrap();
         assert_eq!(got, Some(reference), "the curl line's tokens");
-    } else {
-        kvcr_e2e::suite::machine_cannot_run("no curl to run the recorded curl line");
     }
     // Other reference tokens: the replay says where it differs, and fails.
     let altered = dir.join("altered/cases/TC-03");

@@ -26,6 +26,47 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+fn main() -> std::process::ExitCode {
+    use kvcr_e2e::suite::machine_trial;
+    let trials = vec![
+        plain(
+            "a_sigkilled_stack_owner_leaves_nothing_behind",
+            a_sigkilled_stack_owner_leaves_nothing_behind,
+        ),
+        plain(
+            "a_phase1_run_sigkilled_mid_case_leaves_nothing_behind",
+            a_phase1_run_sigkilled_mid_case_leaves_nothing_behind,
+        ),
+        plain(
+            "two_stacks_on_one_machine_do_not_collide",
+            two_stacks_on_one_machine_do_not_collide,
+        ),
+        plain(
+            "attached_runs_use_a_warm_stack_and_destructive_cases_restore_it",
+            attached_runs_use_a_warm_stack_and_destructive_cases_restore_it,
+        ),
+        machine_trial(
+            "a_two_node_run_sigkilled_leaves_no_process_namespace_or_link",
+            kvcr_e2e::proc::netns::precondition,
+            a_two_node_run_sigkilled_leaves_no_process_namespace_or_link,
+        ),
+        machine_trial(
+            "a_case_broken_by_a_wall_clock_step_passes_on_its_second_attempt",
+            || kvcr_e2e::suite::cannot_step_the_clock().map_or(Ok(()), Err),
+            a_case_broken_by_a_wall_clock_step_passes_on_its_second_attempt,
+        ),
+    ];
+    libtest_mimic::run(&libtest_mimic::Arguments::from_args(), trials).exit_code()
+}
+
+/// A trial this machine can always run; it fails by panicking.
+fn plain(name: &str, body: fn()) -> libtest_mimic::Trial {
+    libtest_mimic::Trial::test(name, move || {
+        body();
+        Ok(())
+    })
+}
+
 const STARTUP: Duration = Duration::from_secs(240);
 const CLEANUP: Duration = Duration::from_secs(20);
 
@@ -144,7 +185,6 @@ fn assert_nothing_left(pids: &[u32], scratch: &Path) {
     });
 }
 
-#[test]
 fn a_sigkilled_stack_owner_leaves_nothing_behind() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -177,7 +217,6 @@ fn phase1_binary() -> PathBuf {
         .expect("cargo builds the phase1 test binary before running tests")
 }
 
-#[test]
 fn a_phase1_run_sigkilled_mid_case_leaves_nothing_behind() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -214,7 +253,6 @@ fn a_phase1_run_sigkilled_mid_case_leaves_nothing_behind() {
     );
 }
 
-#[test]
 fn two_stacks_on_one_machine_do_not_collide() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -260,7 +298,6 @@ fn two_stacks_on_one_machine_do_not_collide() {
     assert_nothing_left(&component_pids(&b), &scratch_dir(&b));
 }
 
-#[test]
 fn attached_runs_use_a_warm_stack_and_destructive_cases_restore_it() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -323,12 +360,7 @@ fn net_namespace(pid: u32) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/ns/net")).ok()
 }
 
-#[test]
 fn a_two_node_run_sigkilled_leaves_no_process_namespace_or_link() {
-    if let Err(e) = kvcr_e2e::proc::netns::precondition() {
-        kvcr_e2e::suite::machine_cannot_run(e);
-        return;
-    }
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");
@@ -409,12 +441,7 @@ fn step_wall_clock(seconds: i64) {
 /// drops the workers, the case fails. The suite sees the step, replaces
 /// the workers that dropped out and runs the case again, which passes;
 /// both attempts are in results.json and JUnit.
-#[test]
 fn a_case_broken_by_a_wall_clock_step_passes_on_its_second_attempt() {
-    if let Some(e) = kvcr_e2e::suite::cannot_step_the_clock() {
-        kvcr_e2e::suite::machine_cannot_run(e);
-        return;
-    }
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");

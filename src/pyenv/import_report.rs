@@ -304,9 +304,14 @@ pub fn check(build: &KvcrBuild, components: &[Component]) -> Result<Vec<Componen
 pub fn check_none(components: &[Component]) -> Result<(), String> {
     let mut seen = Vec::new();
     for component in components {
-        let Ok(text) = std::fs::read_to_string(&component.log) else {
-            continue;
-        };
+        // A log that cannot be read could hide an import: it fails.
+        let text = std::fs::read_to_string(&component.log).map_err(|e| {
+            format!(
+                "cannot read {}'s log {} to check that it imported no kvcr: {e}",
+                component.name,
+                component.log.display()
+            )
+        })?;
         if let Some((line, _)) = parse(&text).into_iter().next() {
             seen.push(format!(
                 "{} ({}:{line})",

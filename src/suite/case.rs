@@ -62,8 +62,8 @@ impl From<Violation> for CaseError {
     }
 }
 
-impl From<crate::telemetry::NotReported> for CaseError {
-    fn from(e: crate::telemetry::NotReported) -> Self {
+impl From<crate::telemetry::Unreadable> for CaseError {
+    fn from(e: crate::telemetry::Unreadable) -> Self {
         CaseError::new(e.to_string())
     }
 }

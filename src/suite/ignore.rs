@@ -8,12 +8,14 @@
 //! failure under `--require-all` (`PHASE1_REQUIRE_ALL`): a green run then
 //! means every case of its lane ran.
 //!
-//! Test targets outside the suite (plain `#[test]`s, the runner lanes) use
-//! [`machine_cannot_run`] and [`machine_cannot_run_trial`] for the same rule.
+//! Test targets outside the suite (libtest-mimic programs of their own, the
+//! runner lanes) use [`machine_trial`] and [`machine_cannot_run_trial`] for
+//! the same rule: a test this machine cannot run is reported ignored with
+//! its reason, never `ok`.
 
 use std::fmt::Display;
 
-use libtest_mimic::{Completion, Failed};
+use libtest_mimic::{Completion, Failed, Trial};
 
 use crate::evidence::{IgnoredBecause, Outcome};
 
@@ -98,23 +100,34 @@ pub fn require_all_from_env() -> bool {
     crate::config::resolve(&args, &env).is_ok_and(|r| r.settings.require_all)
 }
 
-/// For a plain `#[test]` that cannot run on this machine: prints the
-/// reason (the test then returns and passes), or, under `--require-all`,
-/// panics with it.
+/// A trial of a test target outside the suite that needs something of this
+/// machine (root, a tool, a cluster): when `precondition` says what is
+/// missing, the trial is ignored with that reason (failed with it under
+/// `--require-all`); otherwise `body` runs, and fails by panicking as a
+/// `#[test]` does.
 ///
 /// ```no_run
 /// # fn precondition() -> Result<(), String> { Ok(()) }
-/// if let Err(e) = precondition() {
-///     kvcr_e2e::suite::machine_cannot_run(e);
-///     return;
-/// }
+/// # fn a_node_has_its_own_pids() {}
+/// let trials = vec![kvcr_e2e::suite::machine_trial(
+///     "a_node_has_its_own_pids",
+///     precondition,
+///     a_node_has_its_own_pids,
+/// )];
+/// let conclusion = libtest_mimic::run(&libtest_mimic::Arguments::from_args(), trials);
 /// ```
-pub fn machine_cannot_run(reason: impl Display) {
-    let reason = reason.to_string();
-    if require_all_from_env() {
-        panic!("{}", required_message(&reason));
-    }
-    eprintln!("skipped, this machine cannot run it: {reason} (PHASE1_REQUIRE_ALL=1 fails it)");
+pub fn machine_trial<E: Display>(
+    name: &str,
+    precondition: impl FnOnce() -> Result<(), E> + Send + 'static,
+    body: impl FnOnce() + Send + 'static,
+) -> Trial {
+    Trial::ignorable_test(name, move || {
+        if let Err(reason) = precondition() {
+            return machine_cannot_run_trial(reason.to_string());
+        }
+        body();
+        Ok(Completion::Completed)
+    })
 }
 
 /// For a libtest-mimic trial that cannot run on this machine: ignored with
@@ -160,6 +173,32 @@ mod tests {
         for skip in [&lane, &unselected] {
             assert!(matches!(skip.outcome(true), Outcome::Ignored { .. }));
             assert!(skip.completion(true).is_ok(), "{skip:?}");
+        }
+    }
+
+    #[test]
+    fn a_machine_trial_that_cannot_run_is_ignored_with_its_reason() {
+        let trials = vec![
+            machine_trial("needs_root", || Err("not root"), || panic!("ran")),
+            machine_trial("runs", || Ok::<(), String>(()), || {}),
+        ];
+        let args = libtest_mimic::Arguments {
+            test_threads: Some(1),
+            quiet: true,
+            ..Default::default()
+        };
+        let conclusion = libtest_mimic::run(&args, trials);
+        if require_all_from_env() {
+            assert_eq!(conclusion.num_failed, 1);
+        } else {
+            assert_eq!(
+                (
+                    conclusion.num_passed,
+                    conclusion.num_ignored,
+                    conclusion.num_failed
+                ),
+                (1, 1, 0)
+            );
         }
     }
 }

@@ -78,10 +78,13 @@ pub(super) fn check_imports(
 
 /// The reference engines' logs in `logs_dir` (`reference*.log`, the bare
 /// engine's `bare-*.log`).
-fn reference_components(logs_dir: &Path) -> Vec<import_report::Component> {
-    let Ok(entries) = std::fs::read_dir(logs_dir) else {
-        return Vec::new();
-    };
+fn reference_components(logs_dir: &Path) -> Result<Vec<import_report::Component>, String> {
+    let entries = std::fs::read_dir(logs_dir).map_err(|e| {
+        format!(
+            "cannot read the logs directory {} to check the KVCR-off references: {e}",
+            logs_dir.display()
+        )
+    })?;
     let mut logs: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
@@ -91,7 +94,8 @@ fn reference_components(logs_dir: &Path) -> Vec<import_report::Component> {
         })
         .collect();
     logs.sort();
-    logs.into_iter()
+    Ok(logs
+        .into_iter()
         .map(|log| import_report::Component {
             name: log
                 .file_stem()
@@ -99,16 +103,25 @@ fn reference_components(logs_dir: &Path) -> Vec<import_report::Component> {
                 .unwrap_or_default(),
             log,
         })
-        .collect()
+        .collect())
 }
 
 /// After a reference phase that ran: KVCR-off references left the build
-/// out of the cache key, so they must not have imported KVCR.
+/// out of the cache key, so they must not have imported KVCR. A phase that
+/// left no reference log, or one that cannot be read, fails: no log read is
+/// no evidence that nothing imported KVCR.
 pub(super) fn check_references(engine: &dyn Engine, logs_dir: &Path) -> Result<(), String> {
     if engine.reference_imports_kvcr() {
         return Ok(());
     }
-    import_report::check_none(&reference_components(logs_dir))
+    let components = reference_components(logs_dir)?;
+    if components.is_empty() {
+        return Err(format!(
+            "no reference log (reference*.log, bare-*.log) in {}: cannot show that the KVCR-off references imported no KVCR",
+            logs_dir.display()
+        ));
+    }
+    import_report::check_none(&components)
 }
 
 #[cfg(test)]
@@ -153,9 +166,44 @@ mod tests {
             std::fs::write(dir.path().join(name), "").expect("write");
         }
         let names: Vec<String> = reference_components(dir.path())
+            .expect("listed")
             .into_iter()
             .map(|c| c.name)
             .collect();
         assert_eq!(names, ["bare-vllm", "reference-nocache", "reference"]);
+    }
+
+    fn kvcr_off_engine() -> std::sync::Arc<dyn Engine> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let settings = crate::config::resolve(
+            &crate::config::split_args(["phase1".to_string()])
+                .expect("no flags")
+                .0,
+            &crate::config::Env::from_pairs(std::iter::empty::<(String, String)>()),
+        )
+        .expect("defaults")
+        .settings;
+        settings.build_engine(root).expect("cpu engine")
+    }
+
+    #[test]
+    fn references_without_a_log_fail_the_check() {
+        let engine = kvcr_off_engine();
+        assert!(
+            !engine.reference_imports_kvcr(),
+            "the CPU engine's references run without KVCR"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("worker-A.log"), "").expect("write");
+        let err = check_references(engine.as_ref(), dir.path()).unwrap_err();
+        assert!(err.starts_with("no reference log"), "{err}");
+        let err = check_references(engine.as_ref(), &dir.path().join("gone")).unwrap_err();
+        assert!(err.contains("cannot read the logs directory"), "{err}");
+        std::fs::write(dir.path().join("reference.log"), "engine ready\n").expect("write");
+        assert_eq!(check_references(engine.as_ref(), dir.path()), Ok(()));
+        // A reference log that cannot be read (a directory by that name).
+        std::fs::create_dir(dir.path().join("reference-nocache.log")).expect("mkdir");
+        let err = check_references(engine.as_ref(), dir.path()).unwrap_err();
+        assert!(err.contains("reference-nocache"), "{err}");
     }
 }

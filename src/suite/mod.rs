@@ -56,7 +56,7 @@ pub use engine_fault::EngineFault;
 pub use fault_row::{caught, expect_red, Fault, FaultRow, Workers};
 pub use faults::{EngineFaults, Faults, LinkCut, Stopped};
 pub use guard::{GuardAttempt, GuardFollower, GuardView, Guards};
-pub use ignore::{machine_cannot_run, machine_cannot_run_trial, require_all_from_env, Skip};
+pub use ignore::{machine_cannot_run_trial, machine_trial, require_all_from_env, Skip};
 pub use lifecycle::Suite;
 pub use load::{Load, LoadRequest, LoadRun};
 pub use observe::{Observe, PeerTransferDeltas};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::telemetry::{self, Counter, Delta, IntervalLogReader, NotReported, Snapshot};
+use crate::telemetry::{self, Counter, Delta, IntervalLogReader, Snapshot, Unreadable};
 use crate::verdict::local::HostTierHit;
 use crate::verdict::transfer::PeerTransfer;
 use crate::verdict::Violation;
@@ -85,7 +85,7 @@ impl<'c> Observe<'c> {
     pub fn expect_fill_bytes(&self, worker: &Worker, before: &Snapshot) -> CaseResult {
         let ctx = self.ctx;
         let bytes_per_block = ctx.geometry().bytes_per_block();
-        let judge = |delta: &Delta| -> Result<Result<(), Violation>, NotReported> {
+        let judge = |delta: &Delta| -> Result<Result<(), Violation>, Unreadable> {
             let blocks =
                 delta.required_count(&Counter::TransferBlocks(telemetry::Scope::LocalFill))?;
             let bytes =
@@ -198,13 +198,13 @@ impl<'c> Observe<'c> {
     pub fn computed_reading(
         &self,
         delta: &Delta,
-    ) -> Result<crate::verdict::transfer::ComputedReading, NotReported> {
+    ) -> Result<crate::verdict::transfer::ComputedReading, Unreadable> {
         readings::computed_reading(delta, self.prefill_accounting())
     }
 
     /// The prompt blocks computed in `delta`'s window: the engine's count,
     /// or (vLLM) derived from its prefix-cache counters; absent fails.
-    pub fn computed_blocks(&self, delta: &Delta) -> Result<u64, NotReported> {
+    pub fn computed_blocks(&self, delta: &Delta) -> Result<u64, Unreadable> {
         readings::computed_blocks(delta, self.prefill_accounting())
     }
 
@@ -213,7 +213,7 @@ impl<'c> Observe<'c> {
         &self,
         delta: &Delta,
         cached_tokens: Option<u64>,
-    ) -> Result<HostTierHit, NotReported> {
+    ) -> Result<HostTierHit, Unreadable> {
         readings::host_tier_hit(delta, cached_tokens, self.prefill_accounting())
     }
 

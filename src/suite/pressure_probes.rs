@@ -19,6 +19,7 @@ impl Pressure<'_> {
     pub fn log_marks(&self) -> LogMarks {
         LogMarks(
             log_files(&self.ctx.stack.layout.logs_dir)
+                .unwrap_or_default()
                 .into_iter()
                 .map(|p| {
                     let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
@@ -31,9 +32,10 @@ impl Pressure<'_> {
     /// Scans every component log from `marks` on (files created since, from
     /// their start) for KVCR's bad lines; fails on the first one of a kind
     /// the case did not expect, naming its file and line. The lines found go
-    /// to `bad-lines.json`.
+    /// to `bad-lines.json`. A scan that read no log, or could not read one,
+    /// fails: it saw nothing, which is no evidence of no bad line.
     pub fn expect_no_bad_lines_since(&self, marks: &LogMarks, expected: &[BadLine]) -> CaseResult {
-        let found = scan_since(&self.ctx.stack.layout.logs_dir, marks);
+        let found = scan_since(&self.ctx.stack.layout.logs_dir, marks).map_err(CaseError::new)?;
         self.ctx.check(
             "bad-lines.json",
             &json!({"expected": expected, "found": found}),
@@ -42,27 +44,46 @@ impl Pressure<'_> {
     }
 }
 
-fn log_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "log"))
-                .collect()
-        })
-        .unwrap_or_default();
+/// The component logs (`*.log`) in `dir`, sorted.
+fn log_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        format!(
+            "bad-line scan: cannot read the logs directory {}: {e}",
+            dir.display()
+        )
+    })?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| format!("bad-line scan: cannot list {}: {e}", dir.display()))?
+            .path();
+        if path.extension().is_some_and(|x| x == "log") {
+            files.push(path);
+        }
+    }
     files.sort();
-    files
+    Ok(files)
 }
 
-/// The bad lines of every log in `dir` past its mark.
-pub fn scan_since(dir: &Path, marks: &LogMarks) -> Vec<Found> {
+/// The bad lines of every log in `dir` past its mark. Fails when `dir`
+/// holds no log or a log cannot be read: a scan that read nothing proves
+/// nothing.
+pub fn scan_since(dir: &Path, marks: &LogMarks) -> Result<Vec<Found>, String> {
+    let logs = log_files(dir)?;
+    if logs.is_empty() {
+        return Err(format!(
+            "bad-line scan: no component log (*.log) in {}, so no line was scanned",
+            dir.display()
+        ));
+    }
     let mut found = Vec::new();
-    for path in log_files(dir) {
-        let Ok(bytes) = std::fs::read(&path) else {
-            continue;
-        };
+    for path in logs {
+        let bytes = std::fs::read(&path).map_err(|e| {
+            format!(
+                "bad-line scan: cannot read {}: {e}; its bad lines would go unseen",
+                path.display()
+            )
+        })?;
         let from = marks.0.get(&path).copied().unwrap_or(0);
         let start = usize::try_from(from).unwrap_or(usize::MAX).min(bytes.len());
         let first_line = bytes[..start].iter().filter(|b| **b == b'\n').count() + 1;
@@ -76,7 +97,7 @@ pub fn scan_since(dir: &Path, marks: &LogMarks) -> Vec<Found> {
             first_line,
         ));
     }
-    found
+    Ok(found)
 }
 
 impl Pressure<'_> {
@@ -298,14 +319,14 @@ mod tests {
                 .into_iter()
                 .collect(),
         );
-        assert!(scan_since(dir.path(), &marks).is_empty());
+        assert!(scan_since(dir.path(), &marks).unwrap().is_empty());
         std::fs::write(
             &a,
             "Traceback (most recent call last):\nKVCR pool recovery disabled; x\n",
         )
         .unwrap();
         std::fs::write(dir.path().join("guard.2.log"), "KVCR Guard 0 failed\n").unwrap();
-        let found = scan_since(dir.path(), &marks);
+        let found = scan_since(dir.path(), &marks).unwrap();
         assert_eq!(found.len(), 2);
         assert_eq!(
             (found[0].log.as_str(), found[0].line_no),
@@ -314,6 +335,34 @@ mod tests {
         assert_eq!(
             (found[1].log.as_str(), found[1].line_no),
             ("worker-A.log", 2)
+        );
+    }
+
+    #[test]
+    fn a_scan_that_read_no_log_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let marks = LogMarks(Default::default());
+        let err = scan_since(dir.path(), &marks).unwrap_err();
+        assert!(err.contains("no component log (*.log) in"), "{err}");
+        std::fs::write(dir.path().join("notes.txt"), "not a log\n").unwrap();
+        assert!(
+            scan_since(dir.path(), &marks).is_err(),
+            "only *.log files count"
+        );
+        let err = scan_since(&dir.path().join("missing"), &marks).unwrap_err();
+        assert!(err.contains("cannot read the logs directory"), "{err}");
+    }
+
+    #[test]
+    fn a_log_that_cannot_be_read_fails_the_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("worker-A.log"), "fine\n").unwrap();
+        // A directory named like a log: listed, but not readable as a file.
+        std::fs::create_dir(dir.path().join("worker-B.log")).unwrap();
+        let err = scan_since(dir.path(), &LogMarks(Default::default())).unwrap_err();
+        assert!(
+            err.contains("cannot read") && err.contains("worker-B.log"),
+            "{err}"
         );
     }
 }

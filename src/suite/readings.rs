@@ -1,22 +1,31 @@
 //! Readings: telemetry deltas and Guard events turned into the plain
 //! numbers that verdicts judge. Every counter read here is required: one the
-//! worker does not report is a [`NotReported`] error, never a 0.
+//! worker does not report, or reports in a scrape that cannot be trusted, is
+//! an [`Unreadable`] error, never a 0.
 
 use crate::telemetry::guard_log::{GuardEvent, GuardLogEntry};
-use crate::telemetry::{Counter, Delta, NotReported, OpResult, Scope, Tier};
+use crate::telemetry::{Counter, Delta, OpResult, Scope, Tier, Unreadable};
 use crate::verdict::disagg::NixlPull;
 use crate::verdict::local::HostTierHit;
-use crate::verdict::transfer::{ComputedReading, PeerTransfer};
+use crate::verdict::transfer::{ComputedReading, PeerTransfer, Unsuccessful};
 
-fn ops(delta: &Delta, scope: Scope, result: OpResult) -> Result<u64, NotReported> {
+fn ops(delta: &Delta, scope: Scope, result: OpResult) -> Result<u64, Unreadable> {
     delta.required_count(&Counter::OpCount(scope, result))
 }
 
+/// Successes of `scope`, and every other result that moved.
+fn outcomes(delta: &Delta, scope: Scope) -> Result<(u64, Unsuccessful), Unreadable> {
+    let ops = delta.ops_by_result(&scope)?;
+    Ok((ops.success, Unsuccessful(ops.unsuccessful)))
+}
+
 /// A peer transfer seen from the source's and the target's telemetry.
-pub fn peer_transfer(source: &Delta, target: &Delta) -> Result<PeerTransfer, NotReported> {
+pub fn peer_transfer(source: &Delta, target: &Delta) -> Result<PeerTransfer, Unreadable> {
+    let (source_write_success_ops, source_write_unsuccessful) =
+        outcomes(source, Scope::SourceWrite)?;
     Ok(PeerTransfer {
-        source_write_success_ops: ops(source, Scope::SourceWrite, OpResult::Success)?,
-        source_write_failed_ops: ops(source, Scope::SourceWrite, OpResult::Failed)?,
+        source_write_success_ops,
+        source_write_unsuccessful,
         source_write_blocks: source.required_count(&Counter::TransferBlocks(Scope::SourceWrite))?,
         source_write_bytes: source.required_count(&Counter::TransferBytes(Scope::SourceWrite))?,
         ..target_side(target)?
@@ -28,7 +37,7 @@ pub fn peer_transfer(source: &Delta, target: &Delta) -> Result<PeerTransfer, Not
 pub fn guard_transfer(
     guard_events: &[GuardLogEntry],
     target: &Delta,
-) -> Result<PeerTransfer, NotReported> {
+) -> Result<PeerTransfer, Unreadable> {
     let (served, failed): (Vec<_>, Vec<_>) = guard_events
         .iter()
         .filter_map(|e| match &e.event {
@@ -36,20 +45,26 @@ pub fn guard_transfer(
             _ => None,
         })
         .partition(|t| t.result.as_deref() == Some("success"));
+    let mut unsuccessful = Unsuccessful::default();
+    for t in &failed {
+        let result = t.result.as_deref().unwrap_or("no result").to_string();
+        *unsuccessful.0.entry(result).or_insert(0) += 1;
+    }
     Ok(PeerTransfer {
         source_write_success_ops: served.len() as u64,
-        source_write_failed_ops: failed.len() as u64,
+        source_write_unsuccessful: unsuccessful,
         source_write_blocks: served.iter().map(|t| t.blocks).sum(),
         source_write_bytes: served.iter().map(|t| t.bytes).sum(),
         ..target_side(target)?
     })
 }
 
-fn target_side(target: &Delta) -> Result<PeerTransfer, NotReported> {
+fn target_side(target: &Delta) -> Result<PeerTransfer, Unreadable> {
+    let (remote_deliver_success_ops, remote_deliver_unsuccessful) =
+        outcomes(target, Scope::RemoteDeliver)?;
     Ok(PeerTransfer {
-        remote_deliver_success_ops: ops(target, Scope::RemoteDeliver, OpResult::Success)?,
-        remote_deliver_partial_ops: ops(target, Scope::RemoteDeliver, OpResult::Partial)?,
-        remote_deliver_failed_ops: ops(target, Scope::RemoteDeliver, OpResult::Failed)?,
+        remote_deliver_success_ops,
+        remote_deliver_unsuccessful,
         remote_deliver_blocks: target
             .required_count(&Counter::TransferBlocks(Scope::RemoteDeliver))?,
         target_read_bytes: target.required_count(&Counter::TieringReadBytes(Tier::Kvcr))?,
@@ -59,7 +74,7 @@ fn target_side(target: &Delta) -> Result<PeerTransfer, NotReported> {
 
 /// A NixlConnector pull seen from the decode's telemetry, with the prompt
 /// tokens the prefill scheduled when its telemetry can be read.
-pub fn nixl_pull(prefill: Option<&Delta>, decode: &Delta) -> Result<NixlPull, NotReported> {
+pub fn nixl_pull(prefill: Option<&Delta>, decode: &Delta) -> Result<NixlPull, Unreadable> {
     Ok(NixlPull {
         prefill_prompt_tokens: prefill
             .map(|p| p.required_count(&Counter::PrefixCacheQueries))
@@ -82,7 +97,7 @@ pub enum PrefillAccounting {
 }
 
 /// Prompt blocks the engine computed in `delta`'s window.
-pub fn computed_blocks(delta: &Delta, how: PrefillAccounting) -> Result<u64, NotReported> {
+pub fn computed_blocks(delta: &Delta, how: PrefillAccounting) -> Result<u64, Unreadable> {
     match how {
         PrefillAccounting::Counted => delta.required_count(&Counter::ComputedBlocks),
         PrefillAccounting::FromPrefixCache { block_size } => {
@@ -101,7 +116,7 @@ pub fn computed_blocks(delta: &Delta, how: PrefillAccounting) -> Result<u64, Not
 pub fn computed_reading(
     delta: &Delta,
     how: PrefillAccounting,
-) -> Result<ComputedReading, NotReported> {
+) -> Result<ComputedReading, Unreadable> {
     match how {
         PrefillAccounting::Counted => computed_blocks(delta, how).map(ComputedReading::Read),
         PrefillAccounting::FromPrefixCache { .. } => Ok(match computed_blocks(delta, how) {
@@ -122,7 +137,7 @@ pub fn evicted_past_capacity(
     delta: &Delta,
     block_size: u64,
     capacity: u64,
-) -> Result<u64, NotReported> {
+) -> Result<u64, Unreadable> {
     let admitted_tokens = delta
         .required_count(&Counter::PrefixCacheQueries)?
         .saturating_sub(delta.required_count(&Counter::PrefixCacheHits)?);
@@ -134,11 +149,9 @@ pub fn host_tier_hit(
     delta: &Delta,
     cached_tokens: Option<u64>,
     prefill: PrefillAccounting,
-) -> Result<HostTierHit, NotReported> {
-    let mut remote_deliver_ops = 0;
-    for result in [OpResult::Success, OpResult::Partial, OpResult::Failed] {
-        remote_deliver_ops += ops(delta, Scope::RemoteDeliver, result)?;
-    }
+) -> Result<HostTierHit, Unreadable> {
+    let remote = delta.ops_by_result(&Scope::RemoteDeliver)?;
+    let remote_deliver_ops = remote.success + remote.unsuccessful_total();
     Ok(HostTierHit {
         local_deliver_success_ops: ops(delta, Scope::LocalDeliver, OpResult::Success)?,
         local_deliver_blocks: delta
@@ -195,6 +208,172 @@ mod tests {
         };
         assert!(why.starts_with("computed blocks not checked"), "{why}");
         assert!(computed_reading(&d, PrefillAccounting::Counted).is_err());
+    }
+}
+
+#[cfg(test)]
+mod scrape_tests {
+    //! A hinted peer transfer read from two workers' scrapes in the form a
+    //! vLLM 0.32 worker behind Dynamo 1.6.1 exports KVCR 0.1.1's telemetry
+    //! (`operation` on the block and byte counters, Dynamo's labels around
+    //! them), then the same scrapes with one line changed the way a KVCR
+    //! build that fails differently would change it.
+    use super::*;
+    use crate::telemetry::{Snapshot, SnapshotSource};
+    use crate::verdict::transfer::expect_peer_transfer;
+
+    const DYN: &str = r#"dynamo_component="backend",dynamo_endpoint="generate",dynamo_namespace="dynamo",engine="0",model_name="tiny-llama""#;
+    const BLOCKS: u64 = 4;
+    const BLOCK_BYTES: u64 = 8192;
+
+    fn source_scrape() -> String {
+        format!(
+            r#"# HELP vllm:kvcr_duration_seconds KVCR operation duration
+# TYPE vllm:kvcr_duration_seconds histogram
+vllm:kvcr_duration_seconds_bucket{{{DYN},le="0.005",result="success",scope="source_write"}} 1.0
+vllm:kvcr_duration_seconds_bucket{{{DYN},le="+Inf",result="success",scope="source_write"}} 1.0
+vllm:kvcr_duration_seconds_count{{{DYN},result="success",scope="source_write"}} 1.0
+vllm:kvcr_duration_seconds_sum{{{DYN},result="success",scope="source_write"}} 0.0021
+vllm:kvcr_duration_seconds_count{{{DYN},result="success",scope="transfer"}} 1.0
+vllm:kvcr_duration_seconds_count{{{DYN},result="success",scope="local_fill"}} 2.0
+# TYPE vllm:kvcr_transfer_blocks counter
+vllm:kvcr_transfer_blocks_total{{{DYN},operation="source_write"}} 4.0
+vllm:kvcr_transfer_blocks_total{{{DYN},operation="local_fill"}} 8.0
+# TYPE vllm:kvcr_transfer_bytes counter
+vllm:kvcr_transfer_bytes_total{{{DYN},operation="source_write"}} 32768.0
+vllm:kvcr_transfer_bytes_total{{{DYN},operation="local_fill"}} 65536.0
+# TYPE vllm:kvcr_state gauge
+vllm:kvcr_state{{{DYN},resource="block_records"}} 8.0
+"#
+        )
+    }
+
+    fn target_scrape() -> String {
+        format!(
+            r#"# TYPE vllm:kvcr_duration_seconds histogram
+vllm:kvcr_duration_seconds_bucket{{{DYN},le="+Inf",result="success",scope="remote_deliver"}} 1.0
+vllm:kvcr_duration_seconds_count{{{DYN},result="success",scope="remote_deliver"}} 1.0
+vllm:kvcr_duration_seconds_sum{{{DYN},result="success",scope="remote_deliver"}} 0.0034
+vllm:kvcr_duration_seconds_count{{{DYN},result="complete",scope="hint_wait"}} 1.0
+vllm:kvcr_duration_seconds_count{{{DYN},result="connected",scope="peer_setup"}} 1.0
+# TYPE vllm:kvcr_transfer_blocks counter
+vllm:kvcr_transfer_blocks_total{{{DYN},operation="remote_deliver"}} 4.0
+# TYPE vllm:kvcr_transfer_bytes counter
+# TYPE vllm:kv_offload_tiering_read_bytes counter
+vllm:kv_offload_tiering_read_bytes_total{{{DYN},tier="1:kvcr"}} 32768.0
+"#
+        )
+    }
+
+    /// The window from an empty start to `text` (every family declared).
+    fn window(worker: &str, text: &str) -> Delta {
+        let source = || SnapshotSource::Text {
+            label: format!("scrape of worker {worker}"),
+        };
+        let before = Snapshot::new(Some(worker.into()), source());
+        let after = Snapshot::from_prometheus_text(text, Some(worker.into()), source());
+        after.since(&before).unwrap()
+    }
+
+    fn verdict(source: &str, target: &str) -> Result<(), String> {
+        let t =
+            peer_transfer(&window("A", source), &window("B", target)).map_err(|e| e.to_string())?;
+        expect_peer_transfer(&t, BLOCKS, BLOCK_BYTES).map_err(|v| v.to_string())
+    }
+
+    #[test]
+    fn the_real_scrapes_reconcile() {
+        assert_eq!(verdict(&source_scrape(), &target_scrape()), Ok(()));
+    }
+
+    /// A remote_deliver counted with `result="timeout"` (a result the
+    /// quick start's "no partial or failed" does not name) fails the
+    /// transfer, naming the result.
+    #[test]
+    fn a_timeout_result_turns_the_transfer_red() {
+        let target = format!(
+            "{}vllm:kvcr_duration_seconds_count{{{DYN},result=\"timeout\",scope=\"remote_deliver\"}} 1.0\n",
+            target_scrape()
+        );
+        let err = verdict(&source_scrape(), &target).unwrap_err();
+        assert_eq!(
+            err,
+            "peer transfer reconciles: remote_deliver timeout 1 (every result other than success must be 0)"
+        );
+    }
+
+    /// The source side is read too: a `source_write` that timed out fails.
+    #[test]
+    fn a_source_write_that_did_not_succeed_turns_the_transfer_red() {
+        let source = format!(
+            "{}vllm:kvcr_duration_seconds_count{{{DYN},result=\"timeout\",scope=\"source_write\"}} 1.0\n",
+            source_scrape()
+        );
+        let err = verdict(&source, &target_scrape()).unwrap_err();
+        assert!(err.contains("source_write timeout 1"), "{err}");
+    }
+
+    /// `failed` renamed `error`: a result label the harness does not map
+    /// makes the scrape untrustworthy, naming the series and its line.
+    #[test]
+    fn an_unmapped_result_label_names_the_series_and_line() {
+        let renamed = target_scrape().replace(
+            &format!("_count{{{DYN},result=\"success\",scope=\"remote_deliver\"}}"),
+            &format!("_count{{{DYN},result=\"error\",scope=\"remote_deliver\"}}"),
+        );
+        assert_ne!(renamed, target_scrape(), "the label was renamed");
+        let target = renamed;
+        let err = verdict(&source_scrape(), &target).unwrap_err();
+        assert!(
+            err.starts_with("op_count{scope=remote_deliver,result=success} of worker B not read: "),
+            "{err}"
+        );
+        assert!(
+            err.contains("line 3: series vllm:kvcr_duration_seconds_count (op_count{scope=remote_deliver,result=error}) has the result label \"error\", which the harness does not map"),
+            "{err}"
+        );
+    }
+
+    /// A NaN sample of a KVCR family is never dropped silently: the
+    /// transfer cannot be read, and the message names the series and line.
+    #[test]
+    fn a_nan_sample_names_the_series_and_line() {
+        let target = target_scrape().replace(
+            r#"operation="remote_deliver"} 4.0"#,
+            r#"operation="remote_deliver"} NaN"#,
+        );
+        assert_ne!(target, target_scrape(), "the NaN was planted");
+        let err = verdict(&source_scrape(), &target).unwrap_err();
+        assert!(
+            err.contains(
+                "line 8: series vllm:kvcr_transfer_blocks_total has the non-finite value NaN"
+            ),
+            "{err}"
+        );
+        // +Inf is as untrustworthy as NaN (a bucket's `le="+Inf"` bound is a label, not a value).
+        let source = source_scrape().replace(
+            r#"operation="source_write"} 32768.0"#,
+            r#"operation="source_write"} +Inf"#,
+        );
+        let err = verdict(&source, &target_scrape()).unwrap_err();
+        assert!(
+            err.contains("series vllm:kvcr_transfer_bytes_total has the non-finite value inf"),
+            "{err}"
+        );
+    }
+
+    /// A line the parser cannot read fails the window too, with its line.
+    #[test]
+    fn a_malformed_line_names_its_line() {
+        let target = format!(
+            "{}vllm:kvcr_transfer_blocks_total{{operation=\"x}} 1\n",
+            target_scrape()
+        );
+        let err = verdict(&source_scrape(), &target).unwrap_err();
+        assert!(
+            err.contains("line 12: value of label `operation` is not closed"),
+            "{err}"
+        );
     }
 }
 

@@ -49,7 +49,7 @@ pub use names::{Counter, Gauge, Meaning, OpResult, Resource, Scope, Tier, WhenAb
 pub use problem::ParseProblem;
 pub use reconcile::PeerTransferCheck;
 pub use snapshot::{
-    scrape, scrape_with, Delta, DeltaError, GaugeChange, NotReported, ScrapeError, Snapshot,
-    SnapshotSource,
+    scrape, scrape_with, Delta, DeltaError, GaugeChange, NotReported, OpsByResult, ScrapeError,
+    ScrapeProblems, Snapshot, SnapshotSource, Unreadable,
 };
 pub use tail::{LogTail, TailError};

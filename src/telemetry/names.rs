@@ -334,6 +334,8 @@ label_enum! {
         Timeout => "timeout",
         /// Cancelled (`framework_pin_wait`).
         Cancelled => "cancelled",
+        /// Waiting for a framework pin (`source_acquire`).
+        Pending => "pending",
     }
 }
 
@@ -1164,6 +1166,34 @@ mod tests {
                 .prometheus()
                 .to_string(),
             r#"vllm:kvcr_state{resource="block_records"}"#
+        );
+    }
+
+    /// Every `result` KVCR 0.1.1 writes (`_record_duration` and
+    /// `_record_progress_duration` in core.py and remote_fw_dram.py) has a
+    /// name here: a scrape showing any other is a problem that fails the
+    /// reading (`Snapshot::from_exposition`).
+    #[test]
+    fn every_result_kvcr_writes_is_mapped() {
+        for r in [
+            "success",
+            "partial",
+            "failed",
+            "complete",
+            "connected",
+            "reused",
+            "handled",
+            "timeout",
+            "cancelled",
+            "pending",
+        ] {
+            let mapped = OpResult::from_label(r);
+            assert!(!matches!(mapped, OpResult::Other(_)), "{r}");
+            assert_eq!(mapped.label(), r);
+        }
+        assert_eq!(
+            OpResult::from_label("error"),
+            OpResult::Other("error".into())
         );
     }
 

@@ -17,6 +17,10 @@ pub struct Sample {
     pub value: f64,
     /// Optional timestamp in milliseconds.
     pub timestamp_ms: Option<i64>,
+    /// The line it was read from (1-based), and its text.
+    pub line: usize,
+    /// The sample as written (cut to a problem excerpt when reported).
+    pub text: String,
 }
 
 impl Sample {
@@ -55,7 +59,11 @@ pub fn parse(text: &str) -> Exposition {
             continue;
         }
         match parse_sample(line) {
-            Ok(s) => out.samples.push(s),
+            Ok(mut s) => {
+                s.line = i + 1;
+                s.text = line.to_string();
+                out.samples.push(s)
+            }
             Err(reason) => {
                 out.problems
                     .push(ParseProblem::new(format!("line {}", i + 1), reason, raw))
@@ -169,6 +177,8 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
         labels,
         value,
         timestamp_ms,
+        line: 0,
+        text: String::new(),
     })
 }
 
@@ -277,6 +287,8 @@ nolabelvalue{scope=} 1
         assert_eq!(e.samples[5].value, f64::INFINITY);
         assert_eq!(e.samples[6].value, f64::NEG_INFINITY);
         assert_eq!(e.problems[0].at, "line 11");
+        assert_eq!(e.samples[4].line, 7);
+        assert_eq!(e.samples[4].text, r#"weird{path="a\"b\\c\nd"} NaN"#);
         insta::assert_snapshot!(e
             .problems
             .iter()

@@ -1,18 +1,22 @@
 //! Reconciliation of a hinted peer transfer (kvcr quick-start §5, TC-03):
 //! the source's and the target's deltas over the same window must agree.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::names::{Counter, OpResult, Scope, Tier};
-use super::snapshot::{Delta, NotReported};
+use super::names::{Counter, Scope, Tier};
+use super::snapshot::{Delta, Unreadable};
 
 /// The figures of a peer transfer and what did not reconcile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerTransferCheck {
     /// Source: `source_write` success operations.
     pub source_successes: u64,
+    /// Source: `source_write` operations with any other result, by result.
+    #[serde(default)]
+    pub source_unsuccessful: BTreeMap<String, u64>,
     /// Source: `source_write` blocks.
     pub source_write_blocks: u64,
     /// Source: `source_write` bytes.
@@ -23,10 +27,10 @@ pub struct PeerTransferCheck {
     pub remote_deliver_blocks: u64,
     /// Target: bytes read into the device cache from the KVCR tier.
     pub target_read_bytes: u64,
-    /// Target: `remote_deliver` partial operations.
-    pub target_partial: u64,
-    /// Target: `remote_deliver` failed operations.
-    pub target_failed: u64,
+    /// Target: `remote_deliver` operations with any result other than
+    /// `success` (`partial`, `failed`, `timeout`, ...), by result.
+    #[serde(default)]
+    pub target_unsuccessful: BTreeMap<String, u64>,
     /// Each criterion that failed, in words (empty: reconciled).
     pub findings: Vec<String>,
 }
@@ -40,18 +44,20 @@ impl PeerTransferCheck {
         target: &Delta,
         expected_blocks: Option<u64>,
         bytes_per_block: Option<u64>,
-    ) -> Result<Self, NotReported> {
+    ) -> Result<Self, Unreadable> {
         let s = |c: Counter| source.required_count(&c);
         let t = |c: Counter| target.required_count(&c);
+        let source_ops = source.ops_by_result(&Scope::SourceWrite)?;
+        let target_ops = target.ops_by_result(&Scope::RemoteDeliver)?;
         let mut c = PeerTransferCheck {
-            source_successes: s(Counter::OpCount(Scope::SourceWrite, OpResult::Success))?,
+            source_successes: source_ops.success,
+            source_unsuccessful: source_ops.unsuccessful.clone(),
             source_write_blocks: s(Counter::TransferBlocks(Scope::SourceWrite))?,
             source_write_bytes: s(Counter::TransferBytes(Scope::SourceWrite))?,
-            target_successes: t(Counter::OpCount(Scope::RemoteDeliver, OpResult::Success))?,
+            target_successes: target_ops.success,
             remote_deliver_blocks: t(Counter::TransferBlocks(Scope::RemoteDeliver))?,
             target_read_bytes: t(Counter::TieringReadBytes(Tier::Kvcr))?,
-            target_partial: t(Counter::OpCount(Scope::RemoteDeliver, OpResult::Partial))?,
-            target_failed: t(Counter::OpCount(Scope::RemoteDeliver, OpResult::Failed))?,
+            target_unsuccessful: target_ops.unsuccessful.clone(),
             findings: Vec::new(),
         };
         let mut f = Vec::new();
@@ -73,10 +79,16 @@ impl PeerTransferCheck {
                 c.target_read_bytes, c.source_write_bytes
             ));
         }
-        if c.target_partial > 0 || c.target_failed > 0 {
+        if target_ops.unsuccessful_total() > 0 {
             f.push(format!(
-                "remote_deliver partial {} / failed {} on the target (expected 0 / 0)",
-                c.target_partial, c.target_failed
+                "remote_deliver {} on the target (every result other than success must be 0)",
+                target_ops.unsuccessful_text()
+            ));
+        }
+        if source_ops.unsuccessful_total() > 0 {
+            f.push(format!(
+                "source_write {} on the source (every result other than success must be 0)",
+                source_ops.unsuccessful_text()
             ));
         }
         if let Some(want) = expected_blocks {
@@ -106,19 +118,31 @@ impl PeerTransferCheck {
     }
 }
 
+/// `partial 1, timeout 2`, or `none`.
+fn not_ok(by_result: &BTreeMap<String, u64>) -> String {
+    if by_result.is_empty() {
+        return "none".into();
+    }
+    by_result
+        .iter()
+        .map(|(r, n)| format!("{r} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl fmt::Display for PeerTransferCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "peer transfer: source {} blocks / {} bytes ({} ok); target {} blocks / {} bytes read ({} ok, {} partial, {} failed)",
+            "peer transfer: source {} blocks / {} bytes ({} ok, not ok: {}); target {} blocks / {} bytes read ({} ok, not ok: {})",
             self.source_write_blocks,
             self.source_write_bytes,
             self.source_successes,
+            not_ok(&self.source_unsuccessful),
             self.remote_deliver_blocks,
             self.target_read_bytes,
             self.target_successes,
-            self.target_partial,
-            self.target_failed
+            not_ok(&self.target_unsuccessful)
         )?;
         if self.findings.is_empty() {
             writeln!(f, "  reconciled")?;
@@ -152,6 +176,13 @@ mod tests {
         let bad_dst = delta("KV Transfer metrics: vllm:kvcr_duration_seconds:('remote_deliver', 'partial')_count=1, vllm:kvcr_transfer_blocks:('remote_deliver',)=40, vllm:kv_offload_tiering_read_bytes:('1:kvcr',)=300941311");
         let bad = PeerTransferCheck::check(&src, &bad_dst, Some(41), None).unwrap();
         insta::assert_snapshot!(bad.to_string());
+        // A source write with a result the quick start does not name fails too.
+        let late_src = delta("KV Transfer metrics: vllm:kvcr_duration_seconds:('source_write', 'success')_count=1, vllm:kvcr_duration_seconds:('source_write', 'timeout')_count=1, vllm:kvcr_transfer_blocks:('source_write',)=41, vllm:kvcr_transfer_bytes:('source_write',)=300941312");
+        let late = PeerTransferCheck::check(&late_src, &dst, Some(41), None).unwrap();
+        assert_eq!(
+            late.findings,
+            ["source_write timeout 1 on the source (every result other than success must be 0)"]
+        );
         // A target that reports no tiering reads at all cannot reconcile.
         let silent_dst = delta("KV Transfer metrics: vllm:kvcr_duration_seconds:('remote_deliver', 'success')_count=1, vllm:kvcr_transfer_blocks:('remote_deliver',)=41");
         let err = PeerTransferCheck::check(&src, &silent_dst, Some(41), None).unwrap_err();

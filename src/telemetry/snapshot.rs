@@ -9,7 +9,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::fields::excerpt;
-use super::names::{families_named, meaning_of_sample, Counter, Gauge, Meaning, WhenAbsent};
+use super::names::{
+    families_named, meaning_of_sample, Counter, Gauge, Meaning, OpResult, Scope, WhenAbsent,
+};
 use super::problem::ParseProblem;
 use super::prometheus::{self, Exposition};
 
@@ -91,6 +93,15 @@ pub struct Snapshot {
     pub reported_families: BTreeSet<String>,
 }
 
+/// The `result` label of an operation counter that the harness has no name for.
+fn unmapped_result(meaning: &Meaning) -> Option<&str> {
+    match meaning {
+        Meaning::Counter(Counter::OpCount(_, OpResult::Other(r)))
+        | Meaning::Counter(Counter::OpSeconds(_, OpResult::Other(r))) => Some(r),
+        _ => None,
+    }
+}
+
 fn unix_ms_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -120,8 +131,12 @@ impl Snapshot {
             .extend(families_named(name).map(str::to_string));
     }
 
-    /// Maps parsed Prometheus samples to meanings. Non-finite values are
-    /// recorded as problems (a counter is never `NaN` or infinite).
+    /// Maps parsed Prometheus samples to meanings. A sample of a known
+    /// family that cannot be trusted is recorded as a problem, naming its
+    /// series and line: a non-finite value (a KVCR count is never `NaN` or
+    /// infinite; the value is dropped), or a `result` label the harness does
+    /// not map (a result KVCR added or renamed; the value is kept, so a
+    /// verdict summing every result other than `success` still sees it).
     pub fn from_exposition(
         exp: &Exposition,
         worker: Option<String>,
@@ -134,17 +149,37 @@ impl Snapshot {
         }
         for sample in &exp.samples {
             s.note_reported(&sample.name);
-            let Some(meaning) = meaning_of_sample(&sample.name, &sample.labels) else {
+            let known_family = families_named(&sample.name).next().is_some();
+            let meaning = meaning_of_sample(&sample.name, &sample.labels);
+            let at = format!("line {}", sample.line);
+            if !sample.value.is_finite() {
+                if known_family || meaning.is_some() {
+                    s.problems.push(ParseProblem::new(
+                        at,
+                        format!(
+                            "series {} has the non-finite value {}: a KVCR or engine count is never NaN or infinite",
+                            sample.name, sample.value
+                        ),
+                        &sample.text,
+                    ));
+                } else {
+                    s.unmapped_samples += 1;
+                }
+                continue;
+            }
+            let Some(meaning) = meaning else {
                 s.unmapped_samples += 1;
                 continue;
             };
-            if !sample.value.is_finite() {
+            if let Some(result) = unmapped_result(&meaning) {
                 s.problems.push(ParseProblem::new(
-                    sample.name.clone(),
-                    format!("{meaning} has non-finite value {}", sample.value),
-                    &sample.name,
+                    at,
+                    format!(
+                        "series {} ({meaning}) has the result label {result:?}, which the harness does not map: KVCR added or renamed a result; name it in telemetry/names.rs (OpResult) and in the verdicts that read it",
+                        sample.name
+                    ),
+                    &sample.text,
                 ));
-                continue;
             }
             match meaning {
                 Meaning::Counter(c) => *s.counters.entry(c).or_insert(0.0) += sample.value,
@@ -288,6 +323,10 @@ pub struct Delta {
     /// Families the later snapshot reported (see [`Snapshot::reported_families`]).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub reported_families: BTreeSet<String>,
+    /// Lines of either snapshot that could not be read or trusted: while
+    /// any is here, no counter of the window is read ([`Delta::required`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<ParseProblem>,
 }
 
 /// A counter a verdict reads that the source did not report.
@@ -302,6 +341,60 @@ pub struct NotReported {
     pub expected: String,
     /// Where the values came from.
     pub origin: String,
+}
+
+/// A counter a verdict reads from a window whose scrapes cannot be trusted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{series} of {component} not read: {origin} carry {} line(s) the harness cannot trust: {}; a verdict never reads a scrape with a malformed line, a non-finite value or a result label it does not know", problems.len(), problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
+pub struct ScrapeProblems {
+    /// The counter asked for, by meaning.
+    pub series: String,
+    /// `worker A`, or `<unnamed worker>`.
+    pub component: String,
+    /// Where the values came from (both snapshots).
+    pub origin: String,
+    /// Every problem of the window's snapshots.
+    pub problems: Vec<ParseProblem>,
+}
+
+/// Why a verdict cannot read a counter.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Unreadable {
+    /// The source does not report it.
+    #[error(transparent)]
+    NotReported(#[from] NotReported),
+    /// The source's scrapes carry lines that cannot be trusted.
+    #[error(transparent)]
+    Problems(#[from] ScrapeProblems),
+}
+
+/// Operations of one scope in a window: successes, and every other result
+/// by its label (`partial`, `failed`, `timeout`, or one KVCR adds).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpsByResult {
+    /// `result=success` operations.
+    pub success: u64,
+    /// Every other result that moved, by label (zeros left out).
+    pub unsuccessful: std::collections::BTreeMap<String, u64>,
+}
+
+impl OpsByResult {
+    /// Operations whose result is anything but `success`.
+    pub fn unsuccessful_total(&self) -> u64 {
+        self.unsuccessful.values().sum()
+    }
+
+    /// `partial 1, timeout 2`, or `none`.
+    pub fn unsuccessful_text(&self) -> String {
+        if self.unsuccessful.is_empty() {
+            return "none".into();
+        }
+        self.unsuccessful
+            .iter()
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 impl Delta {
@@ -370,13 +463,29 @@ impl Delta {
             counters,
             gauges,
             reported_families: after.reported_families.clone(),
+            problems: before
+                .problems
+                .iter()
+                .chain(&after.problems)
+                .cloned()
+                .collect(),
         })
     }
 
     /// The increase of `c`, for a verdict: absent is 0 only where
     /// [`Counter::when_absent`] says so and the family is reported;
-    /// otherwise [`NotReported`].
-    pub fn required(&self, c: &Counter) -> Result<f64, NotReported> {
+    /// otherwise [`Unreadable::NotReported`]. A window whose snapshots
+    /// carry problems (a line not read, a non-finite value, an unmapped
+    /// result) is [`Unreadable::Problems`] for every counter.
+    pub fn required(&self, c: &Counter) -> Result<f64, Unreadable> {
+        if !self.problems.is_empty() {
+            return Err(Unreadable::Problems(ScrapeProblems {
+                series: c.to_string(),
+                component: self.component(),
+                origin: format!("{} and {}", self.before, self.after),
+                problems: self.problems.clone(),
+            }));
+        }
         if let Some(v) = self.counters.get(c) {
             return Ok(*v);
         }
@@ -384,20 +493,44 @@ impl Delta {
         if lazy && self.reported_families.contains(c.family_name()) {
             return Ok(0.0);
         }
-        Err(NotReported {
+        Err(Unreadable::NotReported(NotReported {
             series: c.to_string(),
-            component: match &self.worker {
-                Some(w) => format!("worker {w}"),
-                None => "<unnamed worker>".into(),
-            },
+            component: self.component(),
             expected: c.prometheus().to_string(),
             origin: self.after.to_string(),
-        })
+        }))
+    }
+
+    fn component(&self) -> String {
+        match &self.worker {
+            Some(w) => format!("worker {w}"),
+            None => "<unnamed worker>".into(),
+        }
     }
 
     /// [`Delta::required`] as a whole count (rounded, never below 0).
-    pub fn required_count(&self, c: &Counter) -> Result<u64, NotReported> {
+    pub fn required_count(&self, c: &Counter) -> Result<u64, Unreadable> {
         self.required(c).map(whole)
+    }
+
+    /// Operations of `scope` by result, for a verdict: the `success` series
+    /// is required (so a scope the source does not report fails), and every
+    /// other result that moved is listed, whatever its label, so "nothing
+    /// failed" can mean every result other than `success` is 0.
+    pub fn ops_by_result(&self, scope: &Scope) -> Result<OpsByResult, Unreadable> {
+        let success = self.required_count(&Counter::OpCount(scope.clone(), OpResult::Success))?;
+        let mut unsuccessful = std::collections::BTreeMap::new();
+        for (c, v) in &self.counters {
+            if let Counter::OpCount(s, r) = c {
+                if s == scope && *r != OpResult::Success && whole(*v) > 0 {
+                    unsuccessful.insert(r.label().to_string(), whole(*v));
+                }
+            }
+        }
+        Ok(OpsByResult {
+            success,
+            unsuccessful,
+        })
     }
 
     /// The increase of `c`; 0 when neither snapshot reported it. Never feed

@@ -59,17 +59,12 @@ pub fn expect_prefill_to_decode(
                 t.target_read_bytes, t.source_write_bytes
             )
         })
-        .check(
-            t.remote_deliver_partial_ops == 0
-                && t.remote_deliver_failed_ops == 0
-                && t.source_write_failed_ops == 0,
-            || {
-                format!(
-                    "decode remote_deliver partial {} / failed {}, prefill source_write failed {} (all must be 0)",
-                    t.remote_deliver_partial_ops, t.remote_deliver_failed_ops, t.source_write_failed_ops
-                )
-            },
-        )
+        .check(t.remote_deliver_unsuccessful.is_none(), || {
+            t.remote_deliver_unsuccessful.failure("decode remote_deliver")
+        })
+        .check(t.source_write_unsuccessful.is_none(), || {
+            t.source_write_unsuccessful.failure("prefill source_write")
+        })
         .verdict()
 }
 
@@ -131,6 +126,7 @@ pub fn expect_nixl_prefill_to_decode(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verdict::transfer::Unsuccessful;
 
     /// The vLLM CPU lane: 144-token prompts in blocks of 64 tokens of
     /// 131072 bytes: 3 blocks hold one.
@@ -282,9 +278,17 @@ mod tests {
     #[test]
     fn a_failed_pull_fails() {
         let t = PeerTransfer {
-            remote_deliver_failed_ops: 1,
+            remote_deliver_unsuccessful: Unsuccessful::of(&[("failed", 1)]),
             ..pulled(4, 8192)
         };
         assert!(expect_prefill_to_decode(&t, 4, 8192).is_err());
+        let t = PeerTransfer {
+            source_write_unsuccessful: Unsuccessful::of(&[("timeout", 1)]),
+            ..pulled(4, 8192)
+        };
+        let v = expect_prefill_to_decode(&t, 4, 8192)
+            .unwrap_err()
+            .to_string();
+        assert!(v.contains("prefill source_write timeout 1"), "{v}");
     }
 }

@@ -4,6 +4,8 @@
 //! `remote_deliver` success, block counts equal, destination read bytes equal
 //! the source's `source_write` bytes, no `remote_deliver` partial or failed.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use super::{Checks, Violation};
@@ -12,15 +14,60 @@ use super::{Checks, Violation};
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PeerTransfer {
     pub source_write_success_ops: u64,
-    pub source_write_failed_ops: u64,
+    /// `source_write` operations with any result other than `success`.
+    pub source_write_unsuccessful: Unsuccessful,
     pub source_write_blocks: u64,
     pub source_write_bytes: u64,
     pub remote_deliver_success_ops: u64,
-    pub remote_deliver_partial_ops: u64,
-    pub remote_deliver_failed_ops: u64,
+    /// `remote_deliver` operations with any result other than `success`.
+    pub remote_deliver_unsuccessful: Unsuccessful,
     pub remote_deliver_blocks: u64,
     /// Target's tiering read bytes from the KVCR tier.
     pub target_read_bytes: u64,
+}
+
+/// Operations of one scope whose result is not `success`, by result label
+/// (`partial`, `failed`, `timeout`, or any label KVCR adds): "nothing
+/// failed" means this is empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Unsuccessful(pub BTreeMap<String, u64>);
+
+impl Unsuccessful {
+    /// `count` operations with `result`.
+    pub fn of(pairs: &[(&str, u64)]) -> Self {
+        Unsuccessful(
+            pairs
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(r, n)| (r.to_string(), *n))
+                .collect(),
+        )
+    }
+
+    /// Whether no operation ended other than in `success`.
+    pub fn is_none(&self) -> bool {
+        self.0.values().all(|n| *n == 0)
+    }
+
+    /// `partial 1, timeout 2`.
+    fn text(&self) -> String {
+        self.0
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The clause's failure text: `remote_deliver partial 1 (every result
+    /// other than success must be 0)`.
+    pub fn failure(&self, side: &str) -> String {
+        format!(
+            "{side} {} (every result other than success must be 0)",
+            self.text()
+        )
+    }
 }
 
 /// The transfer moved exactly `expected_blocks` blocks of `bytes_per_block`
@@ -58,14 +105,11 @@ pub fn expect_peer_transfer(
                 t.source_write_bytes
             )
         })
-        .check(t.remote_deliver_partial_ops == 0 && t.remote_deliver_failed_ops == 0, || {
-            format!(
-                "remote_deliver partial {} / failed {} (must be 0)",
-                t.remote_deliver_partial_ops, t.remote_deliver_failed_ops
-            )
+        .check(t.remote_deliver_unsuccessful.is_none(), || {
+            t.remote_deliver_unsuccessful.failure("remote_deliver")
         })
-        .check(t.source_write_failed_ops == 0, || {
-            format!("source_write failed {} (must be 0)", t.source_write_failed_ops)
+        .check(t.source_write_unsuccessful.is_none(), || {
+            t.source_write_unsuccessful.failure("source_write")
         })
         .verdict()
 }
@@ -99,10 +143,10 @@ pub fn expect_hint_membership(
         .check(t.remote_deliver_success_ops > 0, || {
             "target shows no remote_deliver success for the hinted prefix".into()
         })
-        .check(t.remote_deliver_partial_ops == 0 && t.remote_deliver_failed_ops == 0, || {
+        .check(t.remote_deliver_unsuccessful.is_none(), || {
             format!(
-                "remote_deliver partial {} / failed {} (must be 0: the target asked the source for a block the hint does not name)",
-                t.remote_deliver_partial_ops, t.remote_deliver_failed_ops
+                "{}: the target asked the source for a block the hint does not name",
+                t.remote_deliver_unsuccessful.failure("remote_deliver")
             )
         })
         .check(t.remote_deliver_blocks == hinted_blocks, || {
@@ -117,14 +161,17 @@ pub fn expect_hint_membership(
                 t.source_write_blocks
             )
         })
-        .check(t.source_write_bytes == hinted_blocks * bytes_per_block, || {
-            format!(
-                "source_write bytes {} ≠ {hinted_blocks} blocks × {bytes_per_block} bytes",
-                t.source_write_bytes
-            )
-        })
-        .check(t.source_write_failed_ops == 0, || {
-            format!("source_write failed {} (must be 0)", t.source_write_failed_ops)
+        .check(
+            t.source_write_bytes == hinted_blocks * bytes_per_block,
+            || {
+                format!(
+                    "source_write bytes {} ≠ {hinted_blocks} blocks × {bytes_per_block} bytes",
+                    t.source_write_bytes
+                )
+            },
+        )
+        .check(t.source_write_unsuccessful.is_none(), || {
+            t.source_write_unsuccessful.failure("source_write")
         });
     if let ComputedReading::Read(n) = computed {
         checks.check(*n == past, || {
@@ -292,7 +339,7 @@ mod tests {
     fn a_pull_past_the_hint_fails() {
         let t = PeerTransfer {
             remote_deliver_success_ops: 0,
-            remote_deliver_partial_ops: 1,
+            remote_deliver_unsuccessful: Unsuccessful::of(&[("partial", 1)]),
             ..membership()
         };
         let v = expect_hint_membership(&t, &ComputedReading::Read(1), 4, 5, 8192)
@@ -302,7 +349,10 @@ mod tests {
             v.starts_with("hint membership: target shows no remote_deliver success"),
             "{v}"
         );
-        assert!(v.contains("remote_deliver partial 1 / failed 0"), "{v}");
+        assert!(
+            v.contains("remote_deliver partial 1 (every result other than success must be 0)"),
+            "{v}"
+        );
         let v = expect_hint_membership(&membership(), &ComputedReading::Read(0), 4, 5, 8192)
             .unwrap_err()
             .to_string();
@@ -338,7 +388,7 @@ mod tests {
             Ok(())
         );
         let t = PeerTransfer {
-            remote_deliver_failed_ops: 1,
+            remote_deliver_unsuccessful: Unsuccessful::of(&[("failed", 1)]),
             ..membership()
         };
         assert!(expect_hint_membership(&t, &not_checked, 4, 5, 8192).is_err());
@@ -347,9 +397,36 @@ mod tests {
     #[test]
     fn partial_delivery_fails() {
         let t = PeerTransfer {
-            remote_deliver_partial_ops: 1,
+            remote_deliver_unsuccessful: Unsuccessful::of(&[("partial", 1)]),
             ..good()
         };
         assert!(expect_peer_transfer(&t, 4, 28672).is_err());
+    }
+
+    /// "Nothing failed" is every result other than success, on both sides:
+    /// a result the quick start does not name (`timeout`, or one KVCR adds)
+    /// fails as `failed` does, and so does any on the source.
+    #[test]
+    fn any_result_other_than_success_fails_on_either_side() {
+        let t = PeerTransfer {
+            remote_deliver_unsuccessful: Unsuccessful::of(&[("timeout", 1)]),
+            ..good()
+        };
+        let v = expect_peer_transfer(&t, 4, 28672).unwrap_err().to_string();
+        assert_eq!(
+            v,
+            "peer transfer reconciles: remote_deliver timeout 1 (every result other than success must be 0)"
+        );
+        let t = PeerTransfer {
+            source_write_unsuccessful: Unsuccessful::of(&[("partial", 2), ("error", 1)]),
+            ..membership()
+        };
+        let v = expect_hint_membership(&t, &ComputedReading::Read(1), 4, 5, 8192)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            v,
+            "hint membership: source_write error 1, partial 2 (every result other than success must be 0)"
+        );
     }
 }
