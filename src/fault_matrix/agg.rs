@@ -1,7 +1,7 @@
 //! The fault matrix of the default stack (`cargo test --test fault_matrix`):
 //! one row per fault, in the order they run (a row finds the stack the
-//! rows before it left, restored). docs/fault-matrix.md is the same table
-//! in prose.
+//! rows before it left, restored). docs/fault-matrix.md's table is
+//! generated from it ([`super::doc`]).
 
 use std::time::Duration;
 
