@@ -472,10 +472,7 @@ mod tests {
             .filter(|l| l.ignored)
             .map(|l| l.target)
             .collect();
-        assert_eq!(
-            ignored,
-            ["phase1_vllm_2p1d", "fault_matrix_vllm_2p1d"]
-        );
+        assert_eq!(ignored, ["phase1_vllm_2p1d", "fault_matrix_vllm_2p1d"]);
         let Trials::Cases(cases) = Lane::of("phase2_vllm").unwrap().trials else {
             panic!("phase2_vllm runs cases");
         };

@@ -1,116 +1,100 @@
-//! docs/fault-matrix.md lists every row of every fault matrix (the rows of
-//! the lane table's matrices, `kvcr_e2e::lanes::LANES`), and each row's
-//! claim appears verbatim in the message the table documents; so does every
-//! further string an arranged row's function checks the failure for.
+//! docs/fault-matrix.md's tables of rows are generated from the rows
+//! (`kvcr_e2e::fault_matrix::doc`): the page must be what the generator
+//! makes of it, every row of the lane table's matrices
+//! (`kvcr_e2e::lanes::LANES`) is in one of its tables, and the rows its
+//! hand-written prose names exist. Run with `UPDATE_DOCS=1` to rewrite the
+//! page.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
+use kvcr_e2e::fault_matrix::doc::{self, PAGE, REGENERATE, UPDATE_VAR};
 use kvcr_e2e::lanes::LANES;
-use kvcr_e2e::suite::{Fault, FaultRow, Trial};
+use kvcr_e2e::suite::Trial;
 
-fn root() -> &'static std::path::Path {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+fn page_path() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(PAGE)
 }
 
-/// Every row of every lane, once, by trial name.
-fn rows() -> BTreeMap<String, &'static FaultRow> {
-    let mut rows = BTreeMap::new();
-    for lane in LANES {
-        for trial in lane.trials.trials() {
-            if let Trial::Row(row) = trial {
-                rows.insert(trial.trial_name(), row);
-            }
-        }
-    }
-    rows
+/// The trial names of every row the lanes run.
+fn lane_rows() -> BTreeSet<String> {
+    LANES
+        .iter()
+        .flat_map(|lane| lane.trials.trials())
+        .filter(|trial| matches!(trial, Trial::Row(_)))
+        .map(|trial| trial.trial_name())
+        .collect()
 }
 
-/// The message column of `name`'s line in the doc.
-fn documented<'d>(doc: &'d str, name: &str) -> Option<&'d str> {
-    let line = doc
-        .lines()
-        .find(|l| l.starts_with(&format!("| `{name}` |")))?;
-    line.trim_end_matches('|').rsplit('|').next()
-}
-
-/// The source of the function an arranged row names (`Fault::Arranged(f)`
-/// in the entry whose `name` is `row`), from the matrices' source files.
-fn arranged_body<'s>(sources: &'s str, row: &str) -> Option<&'s str> {
-    let entry = sources.split("FaultRow {").find(|entry| {
-        entry
-            .split('}')
-            .next()
-            .is_some_and(|e| e.contains(&format!("name: \"{row}\",")))
-    })?;
-    let function = entry.split("Fault::Arranged(").nth(1)?.split(')').next()?;
-    let body = sources.split(&format!("\nfn {function}(")).nth(1)?;
-    body.split("\n}\n").next()
-}
-
-/// The strings a function checks a failure message for: `.contains("…")`.
-fn contained(body: &str) -> Vec<String> {
-    // Join lines so a call spread by rustfmt reads as one.
-    let compact: String = body.lines().map(str::trim).collect::<Vec<_>>().join("");
-    compact
-        .split(".contains(\"")
-        .skip(1)
-        .filter_map(|call| call.split_once('"').map(|(s, _)| s.to_string()))
+/// The trial names of every row the generator knows.
+fn generated_rows() -> BTreeSet<String> {
+    doc::matrices()
+        .into_iter()
+        .flat_map(|(_, rows)| rows.iter())
+        .map(|row| format!("{}::{}", row.case.id, row.name))
         .collect()
 }
 
 #[test]
-fn every_fault_matrix_row_is_documented_with_its_exact_message() {
-    let doc = std::fs::read_to_string(root().join("docs/fault-matrix.md")).unwrap();
-    // Markdown escapes a backtick inside a code span; the message has none.
-    let doc = doc.replace("\\`", "`");
-    let sources: String = [
-        "agg.rs",
-        "p2d.rs",
-        "p2d_vllm.rs",
-        "two_node.rs",
-        "phase2.rs",
-    ]
-    .map(|f| std::fs::read_to_string(root().join("src/fault_matrix").join(f)).unwrap())
-    .concat();
-    let rows = rows();
-    assert!(
-        rows.len() >= 30,
-        "expected at least 30 rows, found {rows:?}",
-        rows = rows.keys()
+fn the_page_is_what_the_rows_generate() {
+    let page = std::fs::read_to_string(page_path()).unwrap();
+    let rendered = doc::render(&page).unwrap_or_else(|e| panic!("{e}"));
+    if rendered == page {
+        return;
+    }
+    if std::env::var_os(UPDATE_VAR).is_some() {
+        std::fs::write(page_path(), &rendered).unwrap();
+        eprintln!("{PAGE} regenerated from the rows");
+        return;
+    }
+    let (line, (was, is)) = page
+        .lines()
+        .zip(rendered.lines())
+        .enumerate()
+        .find(|(_, (a, b))| a != b)
+        .map(|(i, pair)| (i + 1, pair))
+        .unwrap_or((
+            page.lines().count().min(rendered.lines().count()) + 1,
+            ("", ""),
+        ));
+    panic!(
+        "{PAGE} is out of step with the fault rows (first difference at line {line}):\n  page: {was}\n  rows: {is}\nRegenerate it with `{REGENERATE}` and commit the result."
     );
-    for (name, row) in &rows {
-        let message = documented(&doc, name)
-            .unwrap_or_else(|| panic!("docs/fault-matrix.md does not list {name}"));
-        assert!(
-            message.contains(row.claim.trim()),
-            "row {name} expects `{}`, but docs/fault-matrix.md documents {message}",
-            row.claim
-        );
-        if let Fault::Arranged(_) = row.fault {
-            let body = arranged_body(&sources, row.name)
-                .unwrap_or_else(|| panic!("no arranged function found for row {name}"));
-            for part in contained(body) {
-                assert!(
-                    message.contains(part.trim()),
-                    "row {name} checks for `{part}`, but docs/fault-matrix.md documents {message}"
-                );
-            }
-        }
-    }
-    // And the doc lists no row that is gone.
-    for line in doc.lines().filter(|l| l.starts_with("| `TC-")) {
-        let name = line.split('`').nth(1).unwrap_or_default();
-        assert!(
-            rows.contains_key(name),
-            "docs/fault-matrix.md lists {name}, which no matrix has"
-        );
-    }
 }
 
 #[test]
-fn an_arranged_rows_checks_are_read_from_its_function() {
-    let sources = "FaultRow {\n    case: tc02::CASE,\n    name: \"never_evicts\",\n    fault: Fault::Arranged(never_evicts),\n    claim: \"eviction not proven\",\n},\n\nfn never_evicts(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {\n    if !failure\n        .message\n        .contains(\"(counted) after 32\")\n    {}\n}\n";
-    let body = arranged_body(sources, "never_evicts").unwrap();
-    assert_eq!(contained(body), ["(counted) after 32"]);
-    assert!(arranged_body(sources, "other_row").is_none());
+fn every_lane_row_is_in_a_generated_table_of_the_page() {
+    let page = std::fs::read_to_string(page_path()).unwrap();
+    let tables = doc::tables_in(&page);
+    for (matrix, _) in doc::matrices() {
+        assert!(
+            tables.iter().any(|t| t == matrix),
+            "{PAGE} has no generated table of {matrix}"
+        );
+    }
+    let generated = generated_rows();
+    let lanes = lane_rows();
+    assert!(
+        lanes.len() >= 50,
+        "expected at least 50 rows, found {lanes:?}"
+    );
+    let missing: Vec<&String> = lanes.difference(&generated).collect();
+    assert!(
+        missing.is_empty(),
+        "rows no table of {PAGE} lists: {missing:?}"
+    );
+    let unrun: Vec<&String> = generated.difference(&lanes).collect();
+    assert!(unrun.is_empty(), "rows of a table no lane runs: {unrun:?}");
+}
+
+#[test]
+fn the_rows_the_prose_names_exist() {
+    let page = std::fs::read_to_string(page_path()).unwrap();
+    let rows = lane_rows();
+    for line in page.lines().filter(|l| l.starts_with("| `TC-")) {
+        let name = line.split('`').nth(1).unwrap_or_default();
+        assert!(
+            rows.contains(name),
+            "{PAGE} names {name}, which no matrix has"
+        );
+    }
 }

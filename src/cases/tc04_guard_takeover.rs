@@ -22,7 +22,7 @@
 
 use std::time::Duration;
 
-use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
+use crate::suite::{clause, Case, CaseCtx, CaseError, CaseResult};
 use crate::verdict::guard::{expect_promoted, expect_recovered_covers, AttemptOutcome};
 use crate::verdict::local::expect_host_tier_hit;
 use crate::verdict::transfer::expect_peer_transfer;
@@ -169,8 +169,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         &serde_json::json!({"attempts": attempts, "oldest_committed": oldest}),
     );
     let Some(served) = served_at.map(|i| &attempts[i]) else {
-        return Err(CaseError::new(format!(
-            "takeover through the Guard: none of {} attempts pinned to B was served from A's endpoint \
+        return Err(CaseError::clause(clause::TAKEOVER, format!(
+            "none of {} attempts pinned to B was served from A's endpoint \
              (the last sent {:.1} s after the kill; the router hints A's blocks for 6.7-10 s): {:?}{}",
             attempts.len(),
             timeline

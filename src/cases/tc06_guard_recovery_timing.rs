@@ -19,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use crate::evidence::{RecoveryAttempt, RecoveryTimeline};
-use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
+use crate::suite::{clause, Case, CaseCtx, CaseError, CaseResult, Claim};
 use crate::telemetry::guard_log::GuardEvent;
 use crate::verdict::guard::{expect_recovered_covers, AttemptOutcome};
 use crate::verdict::local::expect_host_tier_hit;
@@ -91,11 +91,13 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             }
             AttemptOutcome::WrongTokens(mismatch) => {
                 let path = ctx.record("timeline.json", &timeline);
-                return Err(CaseError::new(format!(
+                // The mismatch is the reference-tokens verdict's own text.
+                let message = format!(
                     "attempt {i} at {:.0} ms returned wrong tokens: {mismatch}",
                     ms(sent)
-                ))
-                .with_evidence(path));
+                );
+                let claim = Claim::Clause(crate::verdict::tokens::CLAIM);
+                return Err(CaseError::claimed(claim, mismatch, message).with_evidence(path));
             }
             _ => {}
         }
@@ -117,7 +119,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         timeline.no_t1_reason = Some(reason.clone());
         let path = ctx.record("timeline.json", &timeline);
         ctx.perf().report_recovery(&timeline);
-        return Err(CaseError::new(format!("no t1: {reason}")).with_evidence(path));
+        return Err(CaseError::clause(clause::NO_T1, reason).with_evidence(path));
     }
 
     // The Guard that served t1 promoted A's group: it recovered at least

@@ -1,14 +1,20 @@
 //! The fault matrix of the default stack (`cargo test --test fault_matrix`):
 //! one row per fault, in the order they run (a row finds the stack the
-//! rows before it left, restored). docs/fault-matrix.md is the same table
-//! in prose.
+//! rows before it left, restored). docs/fault-matrix.md's table is
+//! generated from it ([`super::doc`]).
 
 use std::time::Duration;
 
 use serde_json::json;
 
 use crate::client::{ClientError, Completion};
-use crate::suite::{caught, CaseCtx, CaseError, CaseResult, EngineFault, Fault, FaultRow, Workers};
+use crate::stack::RefusalKind;
+use crate::suite::claim::{Request, Startup};
+use crate::suite::{
+    caught, clause, CaseCtx, CaseError, CaseResult, Claim, EngineFault, Expect, Fault, FaultRow,
+    RowDoc, Workers,
+};
+use crate::verdict::{guard, load, local, tokens, transfer};
 
 use crate::cases::{
     tc01_generation_correctness as tc01, tc02_local_dram_flow as tc02,
@@ -35,13 +41,23 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "wrong_token_is_caught",
         fault: Fault::Arranged(wrong_token),
-        claim: "token 2 of 16 differs",
+        expect: Expect::clause(tokens::CLAIM, "token 2 of 16 differs"),
+        doc: RowDoc {
+            fault: "CPU engine `wrong_token_after=2` on A and B",
+            caught_by: "TC-01",
+            message: "`token 2 of 16 differs: expected …, got … (x-request-id …)`; the id leads (`log-lines.txt`, via Dynamo's id for it) to the worker's `request …: N full blocks` log line",
+        },
     },
     FaultRow {
         case: tc01::CASE,
         name: "dead_router_is_caught",
         fault: Fault::KillFrontend,
-        claim: "no response",
+        expect: Expect::claim(Claim::Request(Request::NoResponse)),
+        doc: RowDoc {
+            fault: "SIGKILL of the Dynamo frontend (verified gone)",
+            caught_by: "TC-01",
+            message: "`request f… failed: … no response (…); is the frontend up? see its log`",
+        },
     },
     // Worker B's KVCR progress loop dies (KVCR then re-raises its failure
     // on every poll): B exits with its tier, the suite's crash check names
@@ -51,7 +67,12 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "worker_whose_kvcr_fails_is_reported_and_replaced",
         fault: Fault::Engine(B, EngineFault::KvcrProgressFails),
-        claim: "worker-B exited on its own (exit status: 5): RuntimeError: fault kvcr_progress_fails: KVCR progress loop failed",
+        expect: Expect::with(Claim::Crashed, "worker-B exited on its own (exit status: 5): RuntimeError: fault kvcr_progress_fails: KVCR progress loop failed"),
+        doc: RowDoc {
+            fault: "`kvcr_progress_fails` on B: KVCR's poll raises as it does once its progress loop died, and B exits 5 with its tier",
+            caught_by: "any case (the suite checks every component after each case and inside each row)",
+            message: "`crashed during the case: worker-B exited on its own (exit status: 5): RuntimeError: fault kvcr_progress_fails: KVCR progress loop failed; the case then failed: …`; the suite then replaces B",
+        },
     },
     // Both workers answer a repeat with `cached_tokens` of one block though
     // they reused the whole prompt: `> 0` passed it; the prompt's full
@@ -60,31 +81,56 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "repeat_that_reports_a_short_cached_prefix_is_caught",
         fault: Fault::Engine(A_AND_B, EngineFault::CachedTokensFirstBlock),
-        claim: "repeated: cached_tokens Some(16), expected 64 (4 full blocks × 16, what the engine caches of the prompt)",
+        expect: Expect::clause(local::CACHED_PASS, "repeated: cached_tokens Some(16), expected 64 (4 full blocks × 16, what the engine caches of the prompt)"),
+        doc: RowDoc {
+            fault: "`cached_tokens_first_block` on A and B: a repeat of a prompt says `cached_tokens` = one block, though the whole prompt was reused",
+            caught_by: "TC-01 (cached pass)",
+            message: "`cached pass reused the cache: f…v… repeated: cached_tokens Some(16), expected 64 (4 full blocks × 16, what the engine caches of the prompt)` (the old `> 0` check passed it)",
+        },
     },
     FaultRow {
         case: tc01::CASE,
         name: "worker_that_never_registers_fails_startup",
         fault: Fault::Arranged(never_registers),
-        claim: "to register",
+        expect: Expect::with(Claim::Startup(Startup::TimedOut), "to register"),
+        doc: RowDoc {
+            fault: "launch switch `never_register` on a second stack, 8 s startup deadline",
+            caught_by: "stack readiness (TC-01's precondition)",
+            message: "`timed out … waiting for worker-A to register …`, with its log tail",
+        },
     },
     FaultRow {
         case: tc01::CASE,
         name: "worker_that_dies_during_startup_fails_fast",
         fault: Fault::Arranged(dies_during_startup),
-        claim: "exited during startup",
+        expect: Expect::with(Claim::Startup(Startup::GaveUp), "exited during startup"),
+        doc: RowDoc {
+            fault: "launch switch `die_during_startup` on a second stack",
+            caught_by: "stack readiness",
+            message: "`gave up waiting … worker-A exited during startup (exit status: 3)`, quoting `fault die_during_startup` from its log, seconds after launch",
+        },
     },
     FaultRow {
         case: tc02::CASE,
         name: "corrupted_local_delivery_is_caught",
         fault: Fault::Engine(A, EngineFault::CorruptDeliveredPages),
-        claim: "reference tokens: token ",
+        expect: Expect::clause(tokens::CLAIM, "of 16 differs"),
+        doc: RowDoc {
+            fault: "`corrupt_delivered_pages` on A",
+            caught_by: "TC-02",
+            message: "`reference tokens: token N of 16 differs`",
+        },
     },
     FaultRow {
         case: tc02::CASE,
         name: "underreported_local_blocks_are_caught",
         fault: Fault::Engine(A, EngineFault::UnderreportBlocks),
-        claim: "host-tier (DRAM) hit: 3 blocks loaded from host memory",
+        expect: Expect::clause(local::HOST_TIER_HIT, "3 blocks loaded from host memory"),
+        doc: RowDoc {
+            fault: "`underreport_blocks` on A",
+            caught_by: "TC-02",
+            message: "`host-tier (DRAM) hit: 3 blocks loaded from host memory … < 4 shared full blocks`",
+        },
     },
     // The right blocks move and KVCR counts them right, but the answer's
     // `cached_tokens` says one block: the hit's own clause must catch it.
@@ -92,7 +138,12 @@ pub static ROWS: &[FaultRow] = &[
         case: tc02::CASE,
         name: "dram_hit_reporting_short_cached_tokens_is_caught",
         fault: Fault::Engine(A, EngineFault::CachedTokensFirstBlock),
-        claim: "host-tier (DRAM) hit: cached_tokens Some(16) is not a block-aligned count ≥ 64 (4 blocks × 16)",
+        expect: Expect::clause(local::HOST_TIER_HIT, "cached_tokens Some(16) is not a block-aligned count ≥ 64 (4 blocks × 16)"),
+        doc: RowDoc {
+            fault: "`cached_tokens_first_block` on A: the right blocks come from KVCR's pool and are counted right, but the answer's `cached_tokens` says one block",
+            caught_by: "TC-02",
+            message: "`host-tier (DRAM) hit: cached_tokens Some(16) is not a block-aligned count ≥ 64 (4 blocks × 16)`",
+        },
     },
     // The right blocks move, but A's tiering read bytes of the KVCR tier
     // say one page more than KVCR delivered.
@@ -100,7 +151,12 @@ pub static ROWS: &[FaultRow] = &[
         case: tc02::CASE,
         name: "dram_hit_misreporting_read_bytes_is_caught",
         fault: Fault::Engine(A, EngineFault::WrongTransferBytes),
-        claim: "host-tier (DRAM) hit: KVCR read bytes",
+        expect: Expect::clause(local::HOST_TIER_HIT, "KVCR read bytes"),
+        doc: RowDoc {
+            fault: "`wrong_transfer_bytes` on A: its tiering read bytes of the KVCR tier say one page more than KVCR delivered into the local hit",
+            caught_by: "TC-02",
+            message: "`host-tier (DRAM) hit: KVCR read bytes 36864 ≠ local_deliver blocks 4 × 8192`",
+        },
     },
     // An engine that does not export `cpu_engine_computed_blocks`: TC-02's
     // "0 blocks recomputed" must not pass on silence.
@@ -108,7 +164,12 @@ pub static ROWS: &[FaultRow] = &[
         case: tc02::CASE,
         name: "unexported_computed_blocks_are_not_zero",
         fault: Fault::Engine(A, EngineFault::DropSeries("cpu_engine_computed_blocks")),
-        claim: "computed_blocks not reported by worker A",
+        expect: Expect::with(Claim::NotReported, "computed_blocks not reported by worker A"),
+        doc: RowDoc {
+            fault: "`drop_series=cpu_engine_computed_blocks` on A: the engine stops exporting one unlabelled counter",
+            caught_by: "TC-02",
+            message: "`computed_blocks not reported by worker A: expected the series cpu_engine_computed_blocks_total in the scrape of …`",
+        },
     },
     // No KVCR operation histogram at all: "no remote transfer" must not pass
     // on silence (the whole family is gone, so even the series created on
@@ -117,31 +178,56 @@ pub static ROWS: &[FaultRow] = &[
         case: tc02::CASE,
         name: "unexported_kvcr_operations_are_not_zero",
         fault: Fault::Engine(A, EngineFault::DropSeries("vllm:kvcr_duration_seconds")),
-        claim: "op_count{scope=remote_deliver,result=success} not reported by worker A",
+        expect: Expect::with(Claim::NotReported, "op_count{scope=remote_deliver,result=success} not reported by worker A"),
+        doc: RowDoc {
+            fault: "`drop_series=vllm:kvcr_duration_seconds` on A: the whole KVCR operation family is gone",
+            caught_by: "TC-02",
+            message: "`op_count{scope=remote_deliver,result=success} not reported by worker A: …`",
+        },
     },
     FaultRow {
         case: tc02::CASE,
         name: "device_cache_that_never_evicts_is_caught",
         fault: Fault::Arranged(never_evicts),
-        claim: "eviction not proven: worker A evicted",
+        expect: Expect::clause(clause::EVICTION_NOT_PROVEN, "worker A evicted"),
+        doc: RowDoc {
+            fault: "`no_device_eviction` on A: newly computed blocks do not stay in its device cache, so the fillers push nothing out",
+            caught_by: "TC-02 (arrange: evict the device cache)",
+            message: "`eviction not proven: worker A evicted N blocks (counted) after 32 filler prompts, fewer than its device cache holds (64)` (N is small, not 0: blocks earlier rows left fill the cache first)",
+        },
     },
     FaultRow {
         case: tc03::CASE,
         name: "corrupted_transfer_is_caught",
         fault: Fault::Engine(B, EngineFault::CorruptDeliveredPages),
-        claim: "reference tokens: token ",
+        expect: Expect::clause(tokens::CLAIM, "of 16 differs"),
+        doc: RowDoc {
+            fault: "`corrupt_delivered_pages` on B (the target)",
+            caught_by: "TC-03",
+            message: "`reference tokens: token N of 16 differs`",
+        },
     },
     FaultRow {
         case: tc03::CASE,
         name: "underreported_blocks_are_caught",
         fault: Fault::Engine(B, EngineFault::UnderreportBlocks),
-        claim: "remote_deliver blocks 3 ≠ source_write blocks 4",
+        expect: Expect::clause(transfer::PEER_TRANSFER, "remote_deliver blocks 3 ≠ source_write blocks 4"),
+        doc: RowDoc {
+            fault: "`underreport_blocks` on B",
+            caught_by: "TC-03",
+            message: "`peer transfer reconciles: remote_deliver blocks 3 ≠ source_write blocks 4`",
+        },
     },
     FaultRow {
         case: tc03::CASE,
         name: "wrong_transfer_bytes_are_caught",
         fault: Fault::Engine(B, EngineFault::WrongTransferBytes),
-        claim: "peer transfer reconciles: target read bytes",
+        expect: Expect::clause(transfer::PEER_TRANSFER, "target read bytes"),
+        doc: RowDoc {
+            fault: "`wrong_transfer_bytes` on B",
+            caught_by: "TC-03",
+            message: "`peer transfer reconciles: target read bytes … ≠ source_write bytes …`",
+        },
     },
     // B's `KV Transfer metrics` line reports one block more than its
     // `/metrics`: the two telemetry sources must agree.
@@ -149,7 +235,12 @@ pub static ROWS: &[FaultRow] = &[
         case: tc03::CASE,
         name: "interval_log_disagreeing_with_metrics_is_caught",
         fault: Fault::Engine(B, EngineFault::SkewIntervalLog),
-        claim: "interval log agrees with /metrics: worker B logged",
+        expect: Expect::clause(clause::INTERVAL_LOG, "worker B logged"),
+        doc: RowDoc {
+            fault: "`skew_interval_log` on B: its `KV Transfer metrics` line reports one block more than its `/metrics`",
+            caught_by: "TC-03",
+            message: "`interval log agrees with /metrics: worker B logged transfer_blocks{…} = N+1, its /metrics says N (the comparison here is a consistency check of one source (the cpu engine writes the log line and /metrics from the same stats))`",
+        },
     },
     // Worker B alive but no longer listed by the router: stopped until its
     // discovery entry was deleted as stale, then continued. The case must
@@ -158,7 +249,12 @@ pub static ROWS: &[FaultRow] = &[
         case: tc03::CASE,
         name: "worker_dropped_out_of_discovery_is_named",
         fault: Fault::DropOutOfDiscovery("B"),
-        claim: "dropped out of the router's discovery during the case: worker B (pid",
+        expect: Expect::with(Claim::DroppedOut, "worker B (pid"),
+        doc: RowDoc {
+            fault: "worker B SIGSTOPped (state `T` verified) until the frontend's `/health` no longer lists it (Dynamo's file discovery deletes an entry not refreshed for 10 s), then continued: alive, but unlisted for good",
+            caught_by: "any case (the suite checks after each case and inside each row that every running worker is listed); the restore replaces B",
+            message: "`dropped out of the router's discovery during the case: worker B (pid …) is running, but the router no longer lists its instance …: Dynamo's file discovery deleted its entry as not refreshed for 10 s of wall time (…/logs/frontend.1.log: \\`… INFO dynamo_runtime::storage::kv::file: Expired path=\"…/discovery/v1/instances/kvcr%2De2e%2Fcpu%2Fgenerate%2F<B's id in hex>\" …\\`), and a worker never writes a deleted entry again; during the case no clock event of the machine was seen (the worker's own runtime stopped refreshing it); the case then failed: request f… failed: … pinned to worker …: expected HTTP 200, got 400; body starts: {\"message\":\"Invalid request\",\"type\":\"Bad Request\",\"code\":400}`",
+        },
     },
     // The machine's wall clock stepped 15 s forward (what a time sync after a
     // paused VM does): every process of the stack then deletes the others'
@@ -168,7 +264,12 @@ pub static ROWS: &[FaultRow] = &[
         case: tc03::CASE,
         name: "wall_clock_step_is_named",
         fault: Fault::WallClockStep(15),
-        claim: "during the case the machine's wall clock stepped +15.0 s",
+        expect: Expect::with(Claim::DroppedOut, "the machine's wall clock stepped +15.0 s"),
+        doc: RowDoc {
+            fault: "the machine's wall clock stepped 15 s forward (`clock_settime`, root) until a worker dropped out of discovery, then 15 s back before the case, each step held until the harness's clock watcher saw it (F28); runs only with CAP_SYS_TIME (else ignored, failed under `--require-all`)",
+            caught_by: "any case; the restore replaces every worker that dropped out",
+            message: "`dropped out of the router's discovery during the case: worker A (pid …) is running, but the router no longer lists its instance …: Dynamo's file discovery deleted its entry as not refreshed for 10 s of wall time (…/logs/frontend.1.log: \\`… Expired path=\"…\"\\`), and a worker never writes a deleted entry again; worker B (pid …) is running, …; during the case the machine's wall clock stepped +15.0 s (seen at …); the case then failed: request f… failed: … pinned to worker …: expected HTTP 200, got 400; body starts: {\"message\":\"Invalid request\",…}` (measured 2026-12-03: the frontend's sweep deleted both workers' entries within a second of the step)",
+        },
     },
     // The interval-log check asked about a counter no transfer moved (B's
     // failed remote delivers): 0 = 0, or absent on both sides, used to pass.
@@ -176,14 +277,23 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04::CASE,
         name: "missing_guard_deposit_is_caught",
         fault: Fault::Engine(A, EngineFault::NoGuardDeposit),
-        claim: "waiting for worker A to deposit the 4 blocks of",
+        expect: Expect::with(Claim::TimedOut, "waiting for worker A to deposit the 4 blocks of"),
+        doc: RowDoc {
+            fault: "`no_guard_deposit` on A: the Guard would have nothing to serve",
+            caught_by: "TC-04 (arrange: commit into the Guard pool)",
+            message: "`timed out … waiting for worker A to deposit the 4 blocks of … into its KVCR pool`",
+        },
     },
     FaultRow {
         case: tc04::CASE,
         name: "guard_that_never_promotes_is_caught",
         fault: Fault::StopGuard,
-        claim:
-            "Guard promotion after SIGKILL: no `guard_promoted` event for guard 0 in the Guard log",
+        expect: Expect::clause(guard::PROMOTION, "no `guard_promoted` event for guard 0 in the Guard log"),
+        doc: RowDoc {
+            fault: "SIGSTOP of the Guard service (state `T` verified)",
+            caught_by: "TC-04",
+            message: "`Guard promotion after SIGKILL: no \\`guard_promoted\\` event for guard 0 in the Guard log`",
+        },
     },
     // B drops the router's hints: the Guard promotes, but no takeover
     // attempt is ever read from A's endpoint (each is computed on B).
@@ -191,13 +301,23 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04::CASE,
         name: "target_that_ignores_the_hint_gets_no_takeover",
         fault: Fault::Engine(B, EngineFault::IgnoreKvHints),
-        claim: "takeover through the Guard: none of ",
+        expect: Expect::clause(clause::TAKEOVER, "attempts pinned to B was served from A's endpoint"),
+        doc: RowDoc {
+            fault: "`ignore_kv_hints` on B: it drops the router's hints, so the promoted Guard is never read and every attempt is computed on B",
+            caught_by: "TC-04 (the takeover attempts)",
+            message: "`takeover through the Guard: none of N attempts pinned to B was served from A's endpoint (the last sent … s after the kill; the router hints A's blocks for 6.7-10 s): [CorrectNotGuard(NoRemoteDeliver), …]`",
+        },
     },
     FaultRow {
         case: tc04::CASE,
         name: "replacement_that_does_not_reclaim_is_caught",
         fault: Fault::Replacement(EngineFault::NoReclaim),
-        claim: "replacement A' did not reclaim the pool: host-tier (DRAM) hit: 0 blocks loaded",
+        expect: Expect::clause(local::HOST_TIER_HIT, "0 blocks loaded"),
+        doc: RowDoc {
+            fault: "launch switch `no_reclaim` on the replacement A'",
+            caught_by: "TC-04",
+            message: "`replacement A' did not reclaim the pool: host-tier (DRAM) hit: 0 blocks loaded …`",
+        },
     },
     // The survivor B answers wrongly while A is killed under load: the
     // budget never allows a wrong token, whatever the failure allowance.
@@ -205,7 +325,12 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04_load::CASE,
         name: "wrong_token_under_load_is_caught",
         fault: Fault::Engine(B, EngineFault::WrongTokenAfter(3)),
-        claim: "load within its budget: ",
+        expect: Expect::clause(load::CLAIM, "requests returned wrong tokens (never allowed)"),
+        doc: RowDoc {
+            fault: "`wrong_token_after=3` on B while A is SIGKILLed under a 4-client streaming load",
+            caught_by: "TC-04 under load",
+            message: "`load within its budget: N requests returned wrong tokens (never allowed)`",
+        },
     },
     // The whole load pinned to B (the stand-in for a router that sends A
     // nothing): A is killed idle, which proves nothing about a kill under
@@ -214,7 +339,12 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04_load::CASE,
         name: "kill_of_a_worker_that_carried_no_load_is_caught",
         fault: Fault::Arranged(load_all_on_b),
-        claim: "load within its budget: worker A served no request before the fault and none was in flight on it",
+        expect: Expect::clause(load::CLAIM, "worker A served no request before the fault and none was in flight on it"),
+        doc: RowDoc {
+            fault: "the same load with every request pinned to B (a router that sends A nothing), A SIGKILLed after the first wave",
+            caught_by: "TC-04 under load",
+            message: "`load within its budget: worker A served no request before the fault and none was in flight on it: the router sent it nothing, so the fault hit an idle worker`",
+        },
     },
     // The survivor B cuts every stream after 3 tokens while A is killed
     // under load: after the kill nothing answers correctly, and the failures
@@ -223,13 +353,23 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04_load::CASE,
         name: "survivor_that_fails_every_request_is_caught",
         fault: Fault::Arranged(survivor_fails_every_request),
-        claim: "no request answered correctly after the fault: the stack stopped serving",
+        expect: Expect::clause(load::CLAIM, "no request answered correctly after the fault: the stack stopped serving"),
+        doc: RowDoc {
+            fault: "`cut_stream_after=3` on B while A is SIGKILLed under the load: every stream B serves ends with an error",
+            caught_by: "TC-04 under load",
+            message: "`load within its budget: N requests failed, more than the budget of M (load_max_failed_requests); no request answered correctly after the fault: the stack stopped serving`",
+        },
     },
     FaultRow {
         case: tc05::COLD,
         name: "wrong_token_mid_stream_is_caught",
         fault: Fault::Engine(A, EngineFault::WrongTokenAfter(5)),
-        claim: "token 5 of 16 differs",
+        expect: Expect::clause(tokens::CLAIM, "token 5 of 16 differs"),
+        doc: RowDoc {
+            fault: "`wrong_token_after=5` on A",
+            caught_by: "TC-05 cold arm",
+            message: "`token 5 of 16 differs`",
+        },
     },
     // A's counters say the first block of every fresh prompt came from the
     // device cache, though it was computed: the cold arm must see reuse.
@@ -237,7 +377,12 @@ pub static ROWS: &[FaultRow] = &[
         case: tc05::COLD,
         name: "cold_prompt_reported_as_reused_is_caught",
         fault: Fault::Engine(A, EngineFault::PhantomDeviceHit),
-        claim: "cold prefill: 3 blocks computed, expected all 4 full blocks of the prompt; a fresh prompt reused cached blocks: device hit tokens 16",
+        expect: Expect::clause(local::COLD_PREFILL, "3 blocks computed, expected all 4 full blocks of the prompt; a fresh prompt reused cached blocks: device hit tokens 16"),
+        doc: RowDoc {
+            fault: "`phantom_device_hit` on A: its counters report the first computed block of each prompt as a device-cache hit (it was computed; the tokens are right)",
+            caught_by: "TC-05 cold arm",
+            message: "`cold prefill: 3 blocks computed, expected all 4 full blocks of the prompt; a fresh prompt reused cached blocks: device hit tokens 16, local_deliver blocks 0, host-tier bytes 0, remote_deliver ops 0`",
+        },
     },
     // A logs no first-token stamp: TTFT accuracy has nothing to compare the
     // client's first chunk with, which must fail, not read as 0.
@@ -245,13 +390,23 @@ pub static ROWS: &[FaultRow] = &[
         case: tc05::COLD,
         name: "missing_first_token_stamp_is_caught",
         fault: Fault::Engine(A, EngineFault::NoFirstTokenStamp),
-        claim: "the engine's log has no first-token stamp for it",
+        expect: Expect::clause(clause::TTFT_ACCURACY, "the engine's log has no first-token stamp for it"),
+        doc: RowDoc {
+            fault: "`no_first_token_stamp` on A: it logs no `first token sent monotonic_ns=` line",
+            caught_by: "TC-05 cold arm (TTFT accuracy)",
+            message: "`TTFT accuracy: request …: the engine's log has no first-token stamp for it (the cpu engine stamps every first token it sends; see the case's log-lines.txt)`",
+        },
     },
     FaultRow {
         case: tc05::COLD,
         name: "stalled_stream_is_caught",
         fault: Fault::Engine(A, EngineFault::StallStreamAfter(2)),
-        claim: "(streaming): no chunk for",
+        expect: Expect::with(Claim::Request(Request::StreamIdle), "after 2 tokens"),
+        doc: RowDoc {
+            fault: "`stall_stream_after=2` on A",
+            caught_by: "TC-05 cold arm",
+            message: "`stream of f… failed: completion of … (streaming): no chunk for 5s after 2 tokens from worker …`",
+        },
     },
     // A's device prefix cache finds nothing: the local-hit arm's prefix
     // comes from a lower tier, which is not a device-cache hit.
@@ -259,37 +414,67 @@ pub static ROWS: &[FaultRow] = &[
         case: tc05::LOCAL_HIT,
         name: "local_hit_without_device_hits_is_caught",
         fault: Fault::Engine(A, EngineFault::NoDeviceHits),
-        claim: "device-cache (local) hit: 0 prompt tokens from the device cache < 64 shared",
+        expect: Expect::clause(local::DEVICE_HIT, "0 prompt tokens from the device cache < 64 shared"),
+        doc: RowDoc {
+            fault: "`no_device_hits` on A: its device prefix cache finds nothing, so the prefix comes from a lower tier",
+            caught_by: "TC-05 local-hit arm",
+            message: "`device-cache (local) hit: 0 prompt tokens from the device cache < 64 shared`",
+        },
     },
     FaultRow {
         case: tc05::DRAM_HIT,
         name: "underreported_dram_hit_is_caught",
         fault: Fault::Engine(A, EngineFault::UnderreportBlocks),
-        claim: "host-tier (DRAM) hit: 3 blocks loaded from host memory",
+        expect: Expect::clause(local::HOST_TIER_HIT, "3 blocks loaded from host memory"),
+        doc: RowDoc {
+            fault: "`underreport_blocks` on A",
+            caught_by: "TC-05 DRAM-hit arm",
+            message: "`host-tier (DRAM) hit: 3 blocks loaded from host memory … < 4 shared full blocks`",
+        },
     },
     FaultRow {
         case: tc05::REMOTE_HIT,
         name: "underreported_remote_hit_is_caught",
         fault: Fault::Engine(B, EngineFault::UnderreportBlocks),
-        claim: "peer transfer reconciles: remote_deliver blocks 3 ≠ source_write blocks 4",
+        expect: Expect::clause(transfer::PEER_TRANSFER, "remote_deliver blocks 3 ≠ source_write blocks 4"),
+        doc: RowDoc {
+            fault: "`underreport_blocks` on B",
+            caught_by: "TC-05 remote-hit arm",
+            message: "`peer transfer reconciles: remote_deliver blocks 3 ≠ source_write blocks 4`",
+        },
     },
     FaultRow {
         case: tc05::SWEEP,
         name: "wrong_token_under_concurrency_is_caught",
         fault: Fault::Engine(A_AND_B, EngineFault::WrongTokenAfter(4)),
-        claim: "token 4 of 16 differs",
+        expect: Expect::clause(tokens::CLAIM, "token 4 of 16 differs"),
+        doc: RowDoc {
+            fault: "`wrong_token_after=4` on A and B",
+            caught_by: "TC-05 concurrency sweep",
+            message: "`reference tokens: token 4 of 16 differs: expected …, got …`",
+        },
     },
     FaultRow {
         case: tc05::COLD,
         name: "stream_cut_in_the_middle_is_caught",
         fault: Fault::Engine(A, EngineFault::CutStreamAfter(3)),
-        claim: "sent an error in the stream after 3 tokens",
+        expect: Expect::with(Claim::Request(Request::StreamError), "after 3 tokens"),
+        doc: RowDoc {
+            fault: "`cut_stream_after=3` on A (the stream ends with an error, no finish)",
+            caught_by: "TC-05 cold arm",
+            message: "`stream of f… failed: … the server sent an error in the stream after 3 tokens: …`",
+        },
     },
     FaultRow {
         case: tc06::CASE,
         name: "guard_that_never_serves_gives_no_t1",
         fault: Fault::StopGuard,
-        claim: "no t1: ",
+        expect: Expect::clause(clause::NO_T1, "none served by the Guard"),
+        doc: RowDoc {
+            fault: "SIGSTOP of the Guard service",
+            caught_by: "TC-06",
+            message: "`no t1: N attempts in … s, none served by the Guard (…); Guard promotion_ms None`",
+        },
     },
     // B corrupts the pages it is delivered, and after A's kill only the
     // Guard delivers to it: the recovery serves wrong tokens, which TC-06
@@ -298,19 +483,34 @@ pub static ROWS: &[FaultRow] = &[
         case: tc06::CASE,
         name: "wrong_tokens_during_recovery_are_caught",
         fault: Fault::Engine(B, EngineFault::CorruptDeliveredPages),
-        claim: "returned wrong tokens: reference tokens: token ",
+        expect: Expect::clause(tokens::CLAIM, "of 16 differs"),
+        doc: RowDoc {
+            fault: "`corrupt_delivered_pages` on B: after A's kill the only source that delivers to B is the Guard, so the recovery serves wrong tokens (an attempt B answers without a delivery is right)",
+            caught_by: "TC-06 (the takeover attempts)",
+            message: "`attempt N at M ms returned wrong tokens: reference tokens: token K of 16 differs: expected …, got …`",
+        },
     },
     FaultRow {
         case: tc06::CASE,
         name: "replacement_that_does_not_reclaim_gives_no_t2_hit",
         fault: Fault::Replacement(EngineFault::NoReclaim),
-        claim: "t2: replacement A' did not reclaim the pool: host-tier (DRAM) hit: 0 blocks loaded",
+        expect: Expect::clause(local::HOST_TIER_HIT, "0 blocks loaded"),
+        doc: RowDoc {
+            fault: "launch switch `no_reclaim` on the replacement A'",
+            caught_by: "TC-06 (t2)",
+            message: "`t2: replacement A' did not reclaim the pool: host-tier (DRAM) hit: 0 blocks loaded from host memory (local_deliver blocks 0 + host-tier read bytes 0 / 8192) < 4 shared full blocks; 4 prompt blocks were recomputed; cached_tokens Some(0) is not a block-aligned count ≥ 64 (4 blocks × 16)`",
+        },
     },
     FaultRow {
         case: tc01::CASE,
         name: "bad_requests_get_clear_errors_and_workers_stay_up",
         fault: Fault::Arranged(bad_requests),
-        claim: "HTTP 4xx for the prompt, 404 for the model",
+        expect: Expect::claim(Claim::Request(Request::Status)),
+        doc: RowDoc {
+            fault: "an over-long prompt pinned to A, and an unknown model, through the router",
+            caught_by: "the router and the CPU engine",
+            message: "HTTP 4xx for the prompt, 404 for the model; then A and B still serve reference tokens",
+        },
     },
     // A' presents a KVCR compatibility digest that A's Guard was not started
     // with: the Guard must refuse the handback, so A' cannot reclaim the pool.
@@ -318,7 +518,12 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04::CASE,
         name: "replacement_with_another_compatibility_digest_is_caught",
         fault: Fault::ReplacementDigest,
-        claim: "KVCRServiceError: KVCR compatibility digest does not match the service",
+        expect: Expect::with(Claim::Startup(Startup::Refused(RefusalKind::DigestMismatch)), "KVCRServiceError: KVCR compatibility digest does not match the service"),
+        doc: RowDoc {
+            fault: "launch fault `compatibility_digest_mismatch` on the replacement A' (the harness gives it another KVCR compatibility digest than its Guard's; every engine)",
+            caught_by: "TC-04 (the replacement step)",
+            message: "`worker-A.1's KVCR claim was refused by its Guard service … s after it started: \\`kvcr.control_channels.KVCRServiceError: KVCR compatibility digest does not match the service\\` (DigestMismatch: the worker presents another KVCR compatibility digest than the Guard service was started with (another engine build or config)); its log: …`",
+        },
     },
 ];
 
@@ -329,7 +534,7 @@ fn wrong_token(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     let _fault = ctx
         .faults()
         .engine(&["A", "B"], EngineFault::WrongTokenAfter(2))?;
-    let failure = caught(ctx, row.case.run, row.claim)?;
+    let failure = caught(ctx, row.case.run, &row.expect)?;
     expect_traced(ctx, &failure)
 }
 
@@ -369,9 +574,10 @@ fn survivor_fails_every_request(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     let _fault = ctx
         .faults()
         .engine(&["B"], EngineFault::CutStreamAfter(3))?;
-    let failure = caught(ctx, row.case.run, row.claim)?;
+    let failure = caught(ctx, row.case.run, &row.expect)?;
+    // Another check of the same clause: the error budget.
     if !failure
-        .message
+        .detail
         .contains("requests failed, more than the budget of")
     {
         return Err(CaseError::new(format!(
@@ -384,7 +590,7 @@ fn survivor_fails_every_request(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
 /// TC-04 under load with every request pinned to B: the kill of A must be
 /// reported as a kill of a worker that carried nothing.
 fn load_all_on_b(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
-    caught(ctx, on_b, row.claim).map(drop)
+    caught(ctx, on_b, &row.expect).map(drop)
 }
 
 fn on_b(ctx: &CaseCtx) -> CaseResult {
@@ -399,11 +605,11 @@ fn never_registers(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
         &[EngineFault::NeverRegister.to_string()],
         Duration::from_secs(8),
     );
-    match result {
+    match result.map_err(|e| CaseError::startup(&e)) {
         Ok(()) => Err(CaseError::new(
             "a stack whose workers never register came up",
         )),
-        Err(e) if e.to_string().contains(row.claim) => {
+        Err(e) if row.expect.is_met_by(&e) => {
             ctx.record(
                 "caught.json",
                 &json!({"message": e.to_string(), "seconds": took.as_secs_f64()}),
@@ -411,7 +617,8 @@ fn never_registers(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
             Ok(())
         }
         Err(e) => Err(CaseError::new(format!(
-            "provisioning failed, but not waiting for registration: {e}"
+            "provisioning failed, but not waiting for registration (expected a failure of {}): {e}",
+            row.expect
         ))),
     }
 }
@@ -428,15 +635,12 @@ fn dies_during_startup(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
         timeout,
     );
     ctx.measure("failed_after_s", took.as_secs_f64());
-    match result {
+    match result.map_err(|e| CaseError::startup(&e)) {
         Ok(()) => Err(CaseError::new(
             "a stack whose workers die during startup came up",
         )),
         // An abort, not the deadline: the harness saw the exit and quoted the log.
-        Err(e)
-            if e.to_string().contains(row.claim)
-                && e.to_string().contains("fault die_during_startup") =>
-        {
+        Err(e) if row.expect.is_met_by(&e) && e.detail.contains("fault die_during_startup") => {
             ctx.record(
                 "caught.json",
                 &json!({"message": e.to_string(), "seconds": took.as_secs_f64()}),
@@ -444,7 +648,8 @@ fn dies_during_startup(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
             Ok(())
         }
         Err(e) => Err(CaseError::new(format!(
-            "provisioning failed, but not by noticing the dead worker: {e}"
+            "provisioning failed, but not by noticing the dead worker (expected a failure of {}): {e}",
+            row.expect
         ))),
     }
 }
@@ -455,9 +660,9 @@ fn dies_during_startup(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
 /// rows fill the cache, so the count is not matched, only that it is short.)
 fn never_evicts(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     let _fault = ctx.faults().engine(&["A"], EngineFault::NoDeviceEviction)?;
-    let failure = caught(ctx, row.case.run, row.claim)?;
+    let failure = caught(ctx, row.case.run, &row.expect)?;
     if !failure
-        .message
+        .detail
         .contains("(counted) after 32 filler prompts, fewer than its device cache holds (64)")
     {
         return Err(CaseError::new(format!(
@@ -471,10 +676,23 @@ fn never_evicts(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
 /// worker keeps serving correct tokens afterwards.
 fn bad_requests(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     let a = ctx.worker("A")?;
+    // Each must fail as the row expects (an error status), nothing else.
     let status_of = |request: Completion| match crate::rt::block_on(ctx.client.complete(&request)) {
-        Err(ClientError::Status { status, body, .. }) => Ok((status, body)),
+        Err(e)
+            if row
+                .expect
+                .is_met_by(&CaseError::request(&e, "the bad request")) =>
+        {
+            match e {
+                ClientError::Status { status, body, .. } => Ok((status, body)),
+                other => Err(CaseError::new(format!(
+                    "expected an error status, got {other:?}"
+                ))),
+            }
+        }
         other => Err(CaseError::new(format!(
-            "expected an error status, got {other:?}"
+            "expected a failure of {}, got {other:?}",
+            row.expect
         ))),
     };
     let too_long: Vec<u32> = (0..4096).map(|i| 3 + i % 400).collect();
@@ -487,8 +705,7 @@ fn bad_requests(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     );
     if !(400..500).contains(&long_status) || model_status != 404 {
         return Err(CaseError::new(format!(
-            "expected {}: over-long prompt got HTTP {long_status}, unknown model got HTTP {model_status}",
-            row.claim
+            "expected HTTP 4xx for the prompt, 404 for the model: over-long prompt got HTTP {long_status}, unknown model got HTTP {model_status}"
         )));
     }
     // The workers are still up and correct.

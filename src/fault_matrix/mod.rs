@@ -3,10 +3,10 @@
 //! passes only when that case fails with the claim the row names
 //! ([`crate::suite::FaultRow`]). Each matrix is a table of rows in the
 //! order they run; the lane table ([`crate::lanes`]) says on which stack.
-//! docs/fault-matrix.md is the same tables in prose, and
-//! `tests/fault_matrix_doc.rs` keeps them in step.
+//! docs/fault-matrix.md's tables are generated from them ([`doc`]).
 
 pub mod agg;
+pub mod doc;
 pub mod p2d;
 pub mod p2d_vllm;
 pub mod phase2;

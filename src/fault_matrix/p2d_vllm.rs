@@ -14,9 +14,11 @@ use super::worker_log;
 use crate::cases::tc01_generation_correctness as tc01;
 use crate::stack::{KillReport, Stack, Worker};
 use crate::suite::{
-    expect_red, stop_worker_process, CaseCtx, CaseError, CaseResult, Fault, FaultRow,
+    expect_red, stop_worker_process, CaseCtx, CaseError, CaseResult, Expect, Fault, FaultRow,
+    RowDoc,
 };
 use crate::telemetry::{self, Counter, Snapshot};
+use crate::verdict::disagg;
 use crate::wait::{self, Poll};
 
 pub static ROWS: &[FaultRow] = &[
@@ -30,7 +32,12 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "prefill_killed_before_the_nixl_pull_is_caught",
         fault: Fault::Arranged(prefill_killed_before_the_pull),
-        claim: "did not pull the prefill's pages",
+        expect: Expect::clause(disagg::CLAIM, "did not pull the prefill's pages"),
+        doc: RowDoc {
+            fault: "when TC-01's first P→D request reaches prefill A (Dynamo's `request received` in A's log), decode C's process group is SIGSTOPped (state `T` verified) before A answered (verified: A had generated no token yet); once A answered (its `vllm:generation_tokens` rose), A is SIGKILLed (gone verified) and C continued. C's NIXL read of the dead A fails and C recomputes the prompt (the plan's `kv_load_failure_policy=recompute`), so the tokens stay right; the timeline is in `fault-timeline.json`",
+            caught_by: "TC-01 (P→D check)",
+            message: "`P→D transfer reconciles: through prefill A: the decode shows no NIXL read (vllm:nixl_bytes_transferred_count): it did not pull the prefill's pages; decode NIXL failed transfers 1 (vllm:nixl_num_failed_transfers; must be 0); prefill A's side cannot be read: telemetry of worker A: scraping http://…/metrics failed within 5s: …`",
+        },
     },
 ];
 
@@ -181,7 +188,7 @@ fn prefill_killed_before_the_pull(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     };
     std::thread::scope(|scope| {
         let fault = scope.spawn(|| arrange.run());
-        let verdict = expect_red(ctx, row.case.run, row.claim);
+        let verdict = expect_red(ctx, row.case.run, &row.expect);
         case_over.store(true, Ordering::SeqCst);
         let timeline = fault
             .join()

@@ -10,7 +10,11 @@ use serde_json::json;
 
 use super::worker_log;
 use crate::stack::NODE_WITHOUT_PID_NAMESPACE;
-use crate::suite::{expect_red, CaseCtx, CaseError, CaseResult, Fault, FaultRow, LinkCut};
+use crate::suite::claim::Request;
+use crate::suite::{
+    clause, expect_red, CaseCtx, CaseError, CaseResult, Claim, Expect, Fault, FaultRow, LinkCut,
+    RowDoc,
+};
 use crate::wait::{self, Poll};
 
 use crate::cases::tc03_hinted_peer_transfer as tc03;
@@ -20,13 +24,23 @@ pub static ROWS: &[FaultRow] = &[
         case: tc03::CASE,
         name: "node_cut_off_the_network_during_a_transfer_is_caught",
         fault: Fault::Arranged(node_cut_off),
-        claim: "which is cut off the network",
+        expect: Expect::with(Claim::Request(Request::NoResponse), "which is cut off the network"),
+        doc: RowDoc {
+            fault: "node 1's veth taken down (`ip link set <host end> down`, both ends verified `down`) the moment worker B's log shows TC-03's request arriving, i.e. while B pulls A's pages and answers; brought up again (verified `up`, route back) when the row ends, and the suite restores the stack",
+            caught_by: "TC-03",
+            message: "`request f… failed: … no response (…); … worker B runs on node 1, which is cut off the network: kvh… (this host) is down, kvn… (node 1) is down` (the request ends at the client's deadline; requests and scrapes towards a worker on a cut-off node always name the cut)",
+        },
     },
     FaultRow {
         case: tc03::CASE,
         name: "transfer_over_shared_memory_is_caught",
         fault: Fault::Arranged(shared_memory_transfer),
-        claim: "the transfer went over shared memory, not the network",
+        expect: Expect::clause(clause::CROSSED_THE_NETWORK, "the transfer went over shared memory, not the network"),
+        doc: RowDoc {
+            fault: "launch fault `node_without_pid_namespace` on a second two-node stack: node 1 gets its own network and mount namespaces but this host's PID namespace, so UCX takes A and B for same-host peers; TC-03 runs on that stack (a real transfer: tokens and byte counts pass first)",
+            caught_by: "TC-03 (the network check)",
+            message: "`a peer transfer between nodes crossed the network: A (…) -> B (…): at A: expected a remote memory read or write to an inter-node peer over tcp/kvh…, UCX saw only same-node peers: [\"… intra-node cfg#1 cma/memory\" …]: the transfer went over shared memory, not the network; …`",
+        },
     },
 ];
 
@@ -68,7 +82,7 @@ fn node_cut_off(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
             .map_err(|e| e.to_string())?;
             LinkCut::now(stack).map_err(|e| e.message)
         });
-        let verdict = expect_red(ctx, row.case.run, row.claim);
+        let verdict = expect_red(ctx, row.case.run, &row.expect);
         case_over.store(true, Ordering::SeqCst);
         let cut = cutter
             .join()
@@ -103,6 +117,6 @@ fn shared_memory_transfer(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     ctx.faults().on_faulty_stack(
         "shm-stack",
         &[NODE_WITHOUT_PID_NAMESPACE.to_string()],
-        |nested| expect_red(nested, row.case.run, row.claim),
+        |nested| expect_red(nested, row.case.run, &row.expect),
     )?
 }

@@ -48,11 +48,11 @@ pub(super) fn complete(
     let started = Instant::now();
     let request = ctx.requests.request(prompt, pin);
     let outcome = block_on(ctx, ctx.client.complete(&request))?.map_err(|e| {
-        CaseError::new(format!(
-            "request {} failed: {e}{}",
-            prompt.key(),
-            unreachable_node(ctx.stack, pin)
-        ))
+        CaseError::request_with(
+            &e,
+            format_args!("request {} failed", prompt.key()),
+            &unreachable_node(ctx.stack, pin),
+        )
     })?;
     answer(prompt, request.request_id, outcome, started)
 }
@@ -79,11 +79,11 @@ pub(super) fn complete_within(
         return Ok(None);
     };
     let outcome = outcome.map_err(|e| {
-        CaseError::new(format!(
-            "request {} failed: {e}{}",
-            prompt.key(),
-            unreachable_node(ctx.stack, Some(pin))
-        ))
+        CaseError::request_with(
+            &e,
+            format_args!("request {} failed", prompt.key()),
+            &unreachable_node(ctx.stack, Some(pin)),
+        )
     })?;
     answer(prompt, request.request_id, outcome, started).map(Some)
 }

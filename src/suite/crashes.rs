@@ -13,6 +13,7 @@ use crate::proc::clock_watch::{self, ClockEvent};
 use crate::stack::{Crash, Dropout, Stack};
 
 use super::case_evidence::CaseEvidence;
+use super::claim::Claim;
 use super::{CaseError, CaseResult};
 
 /// What one case has seen break, and which exits its own fault makes.
@@ -106,10 +107,11 @@ fn breakage_failure(
     clock: &[ClockEvent],
     result: CaseResult,
 ) -> CaseError {
-    let mut parts = Vec::new();
+    // The first breakage is the claim; the case's own failure follows it.
+    let mut parts: Vec<(Claim, String, &str)> = Vec::new();
     if !new.is_empty() {
         let list: Vec<String> = new.iter().map(ToString::to_string).collect();
-        parts.push(format!("crashed during the case: {}", list.join("; ")));
+        parts.push((Claim::Crashed, list.join("; "), "crashed during the case"));
     }
     if !dropouts.is_empty() {
         let list: Vec<String> = dropouts.iter().map(ToString::to_string).collect();
@@ -121,16 +123,27 @@ fn breakage_failure(
                 .collect::<Vec<_>>()
                 .join("; "),
         };
-        parts.push(format!(
-            "dropped out of the router's discovery during the case: {}; during the case {during}",
-            list.join("; ")
+        parts.push((
+            Claim::DroppedOut,
+            format!("{}; during the case {during}", list.join("; ")),
+            "dropped out of the router's discovery during the case",
         ));
     }
     let then = match result {
         Ok(()) => String::new(),
         Err(case_failure) => format!("; the case then failed: {case_failure}"),
     };
-    CaseError::new(format!("{}{then}", parts.join("; ")))
+    let message = parts
+        .iter()
+        .map(|(_, detail, what)| format!("{what}: {detail}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let (claim, detail) = parts
+        .into_iter()
+        .next()
+        .map(|(claim, detail, _)| (claim, detail))
+        .unwrap_or((Claim::Unnamed, String::new()));
+    CaseError::claimed(claim, detail, format!("{message}{then}"))
 }
 
 #[cfg(test)]
@@ -155,6 +168,34 @@ mod tests {
         );
         let names: Vec<&str> = new.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["worker-B"]);
+    }
+
+    #[test]
+    fn a_crash_is_the_claim_whatever_the_case_said() {
+        let failed = breakage_failure(
+            &[crash("worker-B")],
+            &[dropout("A", 3)],
+            &[],
+            Err(CaseError::from(crate::verdict::Violation {
+                claim: "reference tokens",
+                detail: "token 2 of 16 differs".into(),
+            })),
+        );
+        assert_eq!(failed.claim, Claim::Crashed);
+        assert!(
+            failed
+                .detail
+                .starts_with("worker-B exited on its own (exit status: 5): RuntimeError: boom"),
+            "{}",
+            failed.detail
+        );
+        let dropped = breakage_failure(&[], &[dropout("A", 3)], &[], Ok(()));
+        assert_eq!(dropped.claim, Claim::DroppedOut);
+        assert!(
+            dropped.detail.starts_with("worker A (pid 3)"),
+            "{}",
+            dropped.detail
+        );
     }
 
     #[test]

@@ -33,6 +33,7 @@ use crate::verdict::Violation;
 use super::activity::Activity;
 use super::ask::{self, Answer};
 use super::case_evidence::{CaseEvidence, Closed};
+use super::claim::{clause, Claim};
 use super::crashes::Crashes;
 use super::request_log::RequestLog;
 use super::{CaseError, CaseResult};
@@ -99,7 +100,9 @@ impl<'a> CaseCtx<'a> {
     /// Names what the case does from now on (the timeout message quotes
     /// it); fails once the case was cancelled.
     pub fn doing(&self, what: impl Into<String>) -> CaseResult {
-        self.activity.doing(what).map_err(CaseError::new)
+        self.activity
+            .doing(what)
+            .map_err(|e| CaseError::claimed(Claim::CaseDeadline, e, e))
     }
 
     // ----- the stack and the prompts --------------------------------------
@@ -182,7 +185,7 @@ impl<'a> CaseCtx<'a> {
                     let started = Instant::now();
                     let request = self.requests.request(prompt, None);
                     let outcome = self.client.complete(&request).await.map_err(|e| {
-                        CaseError::new(format!("request {} failed: {e}", prompt.key()))
+                        CaseError::request(&e, format_args!("request {} failed", prompt.key()))
                     })?;
                     answers.push(ask::answer(prompt, request.request_id, outcome, started)?);
                 }
@@ -275,8 +278,10 @@ impl<'a> CaseCtx<'a> {
                 "eviction.json",
                 &serde_json::json!({"eviction": eviction, "delta": delta}),
             );
-            return Err(CaseError::new(format!(
-                "eviction not proven: worker {} evicted {} blocks ({}) after {} filler prompts, fewer than its device cache holds ({}); raise --perf-evict-filler",
+            return Err(CaseError::clause(
+                clause::EVICTION_NOT_PROVEN,
+                format!(
+                "worker {} evicted {} blocks ({}) after {} filler prompts, fewer than its device cache holds ({}); raise --perf-evict-filler",
                 worker.name(),
                 eviction.evicted_blocks,
                 eviction.basis,

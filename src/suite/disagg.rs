@@ -209,11 +209,14 @@ impl<'c> Disagg<'c> {
                     "decode_remote_deliver_success": pulled.as_ref().ok(),
                     "prefill_unreadable": unreadable.message}),
         );
-        CaseError::new(format!(
-            "P→D transfer reconciles: {decode_side}; prefill {}'s side cannot be read: {}",
-            prefill.name(),
-            unreadable.message
-        ))
+        CaseError::clause(
+            crate::verdict::disagg::CLAIM,
+            format!(
+                "{decode_side}; prefill {}'s side cannot be read: {}",
+                prefill.name(),
+                unreadable.message
+            ),
+        )
         .with_evidence(path)
     }
 }

@@ -47,13 +47,13 @@ impl WallClockStep {
     pub fn until_a_dropout(ctx: &CaseCtx, by: Duration) -> Result<Self, CaseError> {
         clock_watch::start();
         let stepped_at = Instant::now();
-        step(by, true).map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+        step(by, true).map_err(|e| CaseError::fault_not_applied(e.to_string()))?;
         let stepped = WallClockStep {
             by,
             settle: ctx.settings.request_timeout,
         };
         await_step_seen(stepped_at, true, stepped.settle)
-            .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+            .map_err(|e| CaseError::fault_not_applied(e.to_string()))?;
         await_dropouts(ctx, |d| !d.is_empty())?;
         Ok(stepped)
     }
@@ -127,5 +127,5 @@ fn await_dropouts(
             Err(e) => Poll::Pending(e),
         },
     )
-    .map_err(|e| CaseError::new(format!("fault not applied: {e}")))
+    .map_err(|e| CaseError::fault_not_applied(e.to_string()))
 }

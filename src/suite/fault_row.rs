@@ -1,12 +1,14 @@
 //! Fault-matrix rows as data: a case run with one fault on, which passes
-//! only when the case fails with the claim the row names. A row whose fault
-//! needs its own arrangement (a second stack, a check after the failure)
-//! names a function instead ([`Fault::Arranged`]).
+//! only when the case fails with the claim the row expects ([`Expect`]: the
+//! typed clause, and what its detail must name). A row whose fault needs
+//! its own arrangement (a second stack, a check after the failure) names a
+//! function instead ([`Fault::Arranged`]).
 
 use std::time::Duration;
 
 use serde_json::json;
 
+use super::claim::Expect;
 use super::engine_fault::EngineFault;
 use super::{Case, CaseCtx, CaseError, CaseResult};
 
@@ -73,9 +75,9 @@ impl Fault {
     }
 }
 
-/// One row of a fault matrix: `case` run with `fault` on must fail with a
-/// message containing `claim`. docs/fault-matrix.md quotes each whole
-/// message (`tests/fault_matrix_doc.rs` keeps the two in step).
+/// One row of a fault matrix: `case` run with `fault` on must fail with
+/// the claim `expect` names. docs/fault-matrix.md's tables are generated
+/// from the rows ([`crate::fault_matrix::doc`]).
 #[derive(Clone, Copy)]
 pub struct FaultRow {
     /// The case that must catch the fault; the row's trial is
@@ -83,8 +85,21 @@ pub struct FaultRow {
     pub case: Case,
     pub name: &'static str,
     pub fault: Fault,
-    /// Verbatim part of the message the case must fail with.
-    pub claim: &'static str,
+    /// The failure the case must end with.
+    pub expect: Expect,
+    /// The row's line in docs/fault-matrix.md.
+    pub doc: RowDoc,
+}
+
+/// How a row reads in docs/fault-matrix.md (markdown).
+#[derive(Debug, Clone, Copy)]
+pub struct RowDoc {
+    /// How the fault is injected, and what it does.
+    pub fault: &'static str,
+    /// What must catch it: the case, or the step of it.
+    pub caught_by: &'static str,
+    /// The whole message a run gave, `…` for what varies from run to run.
+    pub message: &'static str,
 }
 
 impl FaultRow {
@@ -98,30 +113,30 @@ impl FaultRow {
                 let names = worker_names(ctx, on)?;
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 let _on = faults.engine(&names, switch)?;
-                expect_red(ctx, self.case.run, self.claim)
+                expect_red(ctx, self.case.run, &self.expect)
             }
             Fault::KillFrontend => {
                 faults.kill_frontend()?;
-                expect_red(ctx, self.case.run, self.claim)
+                expect_red(ctx, self.case.run, &self.expect)
             }
             Fault::StopGuard => {
                 let _stopped = faults.stop_guard(&*ctx.worker("A")?)?;
-                expect_red(ctx, self.case.run, self.claim)
+                expect_red(ctx, self.case.run, &self.expect)
             }
             Fault::Replacement(switch) => {
                 faults.on_next_replacement(&[switch.to_string()]);
-                let result = expect_red(ctx, self.case.run, self.claim);
+                let result = expect_red(ctx, self.case.run, &self.expect);
                 // The replacement carries the switch from its launch.
                 faults.clear_engine(&["A"]);
                 result
             }
             Fault::ReplacementDigest => {
                 faults.on_next_replacement(&[crate::stack::DIGEST_MISMATCH.to_string()]);
-                expect_red(ctx, self.case.run, self.claim)
+                expect_red(ctx, self.case.run, &self.expect)
             }
             Fault::DropOutOfDiscovery(slot) => {
                 super::drop_out_of_discovery(ctx, slot)?;
-                expect_red(ctx, self.case.run, self.claim)
+                expect_red(ctx, self.case.run, &self.expect)
             }
             Fault::WallClockStep(seconds) => {
                 // Stepped back once the dropout is verified: the case runs
@@ -130,7 +145,7 @@ impl FaultRow {
                     ctx,
                     Duration::from_secs(seconds),
                 )?);
-                expect_red(ctx, self.case.run, self.claim)
+                expect_red(ctx, self.case.run, &self.expect)
             }
             Fault::Arranged(arrange) => arrange(ctx, self),
         }
@@ -165,27 +180,132 @@ fn worker_names(ctx: &CaseCtx, workers: Workers) -> Result<Vec<String>, CaseErro
     Ok(names)
 }
 
-/// Runs `case` and passes only if it fails with a message containing `claim`.
-pub fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, claim: &str) -> CaseResult {
-    caught(ctx, case, claim).map(drop)
+/// Runs `case` and passes only if it fails as `expect` says.
+pub fn expect_red(ctx: &CaseCtx, case: fn(&CaseCtx) -> CaseResult, expect: &Expect) -> CaseResult {
+    caught(ctx, case, expect).map(drop)
 }
 
-/// The failure of `case`, when it names `claim` (recorded in `caught.json`).
+/// The failure of `case`, when it is the one `expect` names (recorded in
+/// `caught.json`).
 pub fn caught(
     ctx: &CaseCtx,
     case: fn(&CaseCtx) -> CaseResult,
-    claim: &str,
+    expect: &Expect,
 ) -> Result<CaseError, CaseError> {
-    match ctx.crashes.judge(ctx.stack, &ctx.evidence, case(ctx)) {
+    judge_caught(
+        ctx.crashes.judge(ctx.stack, &ctx.evidence, case(ctx)),
+        expect,
+    )
+    .inspect(|e| {
+        ctx.record(
+            "caught.json",
+            &json!({
+                "expected": expect.to_string(),
+                "claim": e.claim.to_string(),
+                "detail": e.detail,
+                "message": e.to_string(),
+            }),
+        );
+    })
+}
+
+/// `result`'s failure when it is the one `expect` names; otherwise why not.
+pub fn judge_caught(result: CaseResult, expect: &Expect) -> Result<CaseError, CaseError> {
+    match result {
         Ok(()) => Err(CaseError::new(format!(
-            "the case PASSED with the fault on: its verdict cannot catch this fault (expected a failure naming `{claim}`)"
+            "the case PASSED with the fault on: its verdict cannot catch this fault (expected a failure of {expect})"
         ))),
-        Err(e) if e.message.contains(claim) => {
-            ctx.record("caught.json", &json!({"expected_claim": claim, "message": e.to_string()}));
-            Ok(e)
-        }
+        Err(e) if expect.is_met_by(&e) => Ok(e),
         Err(e) => Err(CaseError::new(format!(
-            "the case failed, but not with the expected claim `{claim}`: {e}"
+            "the case failed, but not as expected (a failure of {expect}): it failed with {} on: {e}",
+            e.claim
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suite::claim::Request;
+    use crate::suite::Claim;
+    use crate::verdict::Violation;
+
+    const P2D_BYTES: Expect = Expect::clause("P→D transfer reconciles", "decode read bytes");
+
+    fn failed(claim: &'static str, detail: &str) -> CaseResult {
+        Err(Violation {
+            claim,
+            detail: detail.into(),
+        }
+        .into())
+    }
+
+    #[test]
+    fn a_row_passes_on_its_clause() {
+        let caught = judge_caught(
+            failed(
+                "P→D transfer reconciles",
+                "decode read bytes 36864 ≠ prefill source_write bytes 32768",
+            ),
+            &P2D_BYTES,
+        )
+        .unwrap();
+        assert_eq!(caught.claim, Claim::Clause("P→D transfer reconciles"));
+    }
+
+    #[test]
+    fn a_row_fails_on_another_sub_check_of_its_clause() {
+        let other = judge_caught(
+            failed(
+                "P→D transfer reconciles",
+                "the decode shows no remote_deliver success: it did not pull the prefill's pages",
+            ),
+            &P2D_BYTES,
+        )
+        .unwrap_err();
+        assert!(other.message.contains("not as expected"), "{other}");
+    }
+
+    #[test]
+    fn a_row_fails_on_another_clause_with_the_same_words() {
+        // The message holds every word the row expects, but another clause
+        // failed: a substring match would have passed it.
+        let result = failed(
+            "reference tokens",
+            "P→D transfer reconciles: decode read bytes were never compared",
+        );
+        let message = result.as_ref().unwrap_err().message.clone();
+        assert!(
+            message.contains("P→D transfer reconciles") && message.contains("decode read bytes")
+        );
+        let wrong = judge_caught(result, &P2D_BYTES).unwrap_err();
+        assert!(
+            wrong.message.contains("it failed with `reference tokens`"),
+            "{wrong}"
+        );
+        // So does a failure named in prose only.
+        let prose = Err(CaseError::new(
+            "P→D transfer reconciles: decode read bytes 1 ≠ 2",
+        ));
+        assert!(judge_caught(prose, &P2D_BYTES).is_err());
+    }
+
+    #[test]
+    fn a_no_response_row_fails_on_an_error_status() {
+        let status = crate::client::ClientError::Status {
+            request: "completion of f1".into(),
+            url: "http://127.0.0.1:1/v1/completions".into(),
+            status: 503,
+            body: "no response from the worker".into(),
+        };
+        let dead_router = Expect::claim(Claim::Request(Request::NoResponse));
+        let result = Err(CaseError::request(&status, "request f1 failed"));
+        assert!(judge_caught(result, &dead_router).is_err());
+    }
+
+    #[test]
+    fn a_row_fails_when_the_case_passes() {
+        let passed = judge_caught(Ok(()), &P2D_BYTES).unwrap_err();
+        assert!(passed.message.contains("the case PASSED"), "{passed}");
     }
 }

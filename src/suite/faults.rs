@@ -13,6 +13,7 @@ use crate::proc::{procfs, Supervised};
 use crate::stack::{KillReport, ProvisionError, Stack, StackOptions, Worker};
 use crate::wait::{self, Poll};
 
+use super::claim::Claim;
 use super::engine_fault::EngineFault;
 use super::{CaseCtx, CaseError, CaseResult};
 
@@ -102,7 +103,7 @@ impl<'c> Faults<'c> {
             let answer = http().get(&url).send().await.map_err(|e| e.to_string())?;
             answer.json::<Value>().await.map_err(|e| e.to_string())
         })
-        .map_err(|e| CaseError::new(format!("fault not applied: GET {url}: {e}")))?;
+        .map_err(|e| CaseError::fault_not_applied(format!("GET {url}: {e}")))?;
         if let (Some(active), Some(more)) = (switches.as_object_mut(), fault.switches().as_object())
         {
             active.extend(more.clone());
@@ -254,7 +255,7 @@ impl<'a> LinkCut<'a> {
             CaseError::new("this fault needs a two-node stack (--topology two-node)")
         })?;
         node.set_link(false, Duration::from_secs(5))
-            .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+            .map_err(|e| CaseError::fault_not_applied(e.to_string()))?;
         Ok(Self {
             stack,
             state: node.link_state(),
@@ -275,7 +276,7 @@ impl Drop for LinkCut<'_> {
 fn stop(process: Arc<Supervised>) -> Result<Stopped, CaseError> {
     process
         .signal(Signal::SIGSTOP)
-        .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+        .map_err(|e| CaseError::fault_not_applied(e.to_string()))?;
     let pid = process.pid();
     let stopped = Stopped { process };
     wait::until(
@@ -287,24 +288,23 @@ fn stop(process: Arc<Supervised>) -> Result<Stopped, CaseError> {
             other => Poll::Pending(format!("state {other:?}")),
         },
     )
-    .map_err(|e| CaseError::new(format!("fault not applied: {e}")))?;
+    .map_err(|e| CaseError::fault_not_applied(e.to_string()))?;
     Ok(stopped)
 }
 
 /// Puts `switches` on `worker` and checks it reports each of them active.
 fn put_verified(worker: &Worker, switches: &Value) -> CaseResult {
     let active = crate::rt::block_on(put_faults(worker, switches)).map_err(|e| {
-        CaseError::new(format!(
-            "fault not applied on worker {}: {e}",
-            worker.name()
-        ))
+        let detail = format!("on worker {}: {e}", worker.name());
+        let message = format!("fault not applied {detail}");
+        CaseError::claimed(Claim::FaultNotApplied, detail, message)
     })?;
     let applied = switches
         .as_object()
         .is_some_and(|want| want.iter().all(|(k, v)| active.get(k) == Some(v)));
     if !applied {
-        return Err(CaseError::new(format!(
-            "fault not applied: worker {} reports {active} after asking for {switches}",
+        return Err(CaseError::fault_not_applied(format!(
+            "worker {} reports {active} after asking for {switches}",
             worker.name()
         )));
     }

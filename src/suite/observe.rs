@@ -16,6 +16,7 @@ use crate::verdict::transfer::PeerTransfer;
 use crate::verdict::Violation;
 use crate::wait::{self, Poll};
 
+use super::claim::clause;
 use super::readings::{self, PrefillAccounting};
 use super::{CaseCtx, CaseError, CaseResult};
 use crate::stack::Worker;
@@ -258,7 +259,7 @@ impl<'c> Observe<'c> {
                 Ok(())
             }
             (Err(s), Err(r)) => Err(Violation {
-                claim: "a peer transfer between nodes crossed the network",
+                claim: clause::CROSSED_THE_NETWORK,
                 detail: format!(
                     "{} ({}) -> {} ({}): at {}: {s}; at {}: {r} (UCX reports: {}, {})",
                     crossing.source.worker,
@@ -355,9 +356,10 @@ impl<'c> Observe<'c> {
             } else {
                 e.to_string()
             };
-            CaseError::new(format!(
-                "interval log agrees with /metrics: {why} (the comparison here is {meaning})"
-            ))
+            CaseError::clause(
+                clause::INTERVAL_LOG,
+                format!("{why} (the comparison here is {meaning})"),
+            )
             .with_evidence(path)
         })
     }

@@ -20,6 +20,7 @@ use crate::prompts::Prompt;
 use crate::stack::Worker;
 
 use super::ask;
+use super::claim::clause;
 use super::records::{ARM, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
 use super::{CaseCtx, CaseError};
 
@@ -52,8 +53,9 @@ impl<'c> Perf<'c> {
             ask::on_worker(worker)
         ))?;
         let request = ctx.requests.request(prompt, worker);
-        let outcome = ask::block_on(ctx, ctx.client.stream(&request))?
-            .map_err(|e| CaseError::new(format!("stream of {} failed: {e}", prompt.key())))?;
+        let outcome = ask::block_on(ctx, ctx.client.stream(&request))?.map_err(|e| {
+            CaseError::request(&e, format_args!("stream of {} failed", prompt.key()))
+        })?;
         if let Some(w) = worker {
             ask::expect_served_by(w, outcome.generated.worker.as_ref(), &prompt.key())?;
         }
@@ -183,10 +185,13 @@ impl<'c> Perf<'c> {
                     Err(why) => {
                         figure.unavailable = Some(format!("failed: {why}"));
                         ctx.measure(TTFT_ACCURACY, &figure);
-                        Err(CaseError::new(format!(
-                            "TTFT accuracy: {why} (the {} engine stamps every first token it sends; see the case's log-lines.txt)",
-                            figure.engine
-                        )))
+                        Err(CaseError::clause(
+                            clause::TTFT_ACCURACY,
+                            format!(
+                                "{why} (the {} engine stamps every first token it sends; see the case's log-lines.txt)",
+                                figure.engine
+                            ),
+                        ))
                     }
                 }
             }
@@ -274,7 +279,10 @@ impl<'c> Perf<'c> {
         let mut records = Vec::with_capacity(sent.len());
         for s in sent {
             let outcome = s.outcome.map_err(|e| {
-                CaseError::new(format!("{level}: stream of {} failed: {e}", s.prompt.key()))
+                CaseError::request(
+                    &e,
+                    format_args!("{level}: stream of {} failed", s.prompt.key()),
+                )
             })?;
             self.ctx.expect_reference(
                 s.prompt,

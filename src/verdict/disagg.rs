@@ -20,6 +20,9 @@ use serde::Serialize;
 use super::transfer::PeerTransfer;
 use super::{Checks, Violation};
 
+/// The clause: the decode pulled exactly the prompt's blocks from its prefill.
+pub const CLAIM: &str = "P→D transfer reconciles";
+
 /// The decode received exactly the prompt's `full_blocks` blocks of
 /// `bytes_per_block` bytes from the prefill, and both sides agree.
 pub fn expect_prefill_to_decode(
@@ -28,7 +31,7 @@ pub fn expect_prefill_to_decode(
     bytes_per_block: u64,
 ) -> Result<(), Violation> {
     let expected_bytes = full_blocks * bytes_per_block;
-    Checks::new("P→D transfer reconciles")
+    Checks::new(CLAIM)
         .check(t.remote_deliver_success_ops > 0, || {
             "the decode shows no remote_deliver success: it did not pull the prefill's pages".into()
         })
@@ -95,7 +98,7 @@ pub fn expect_nixl_prefill_to_decode(
     bytes_per_block: u64,
 ) -> Result<(), Violation> {
     let expected_bytes = prompt_blocks * bytes_per_block;
-    Checks::new("P→D transfer reconciles")
+    Checks::new(CLAIM)
         .check(p.decode_transfers > 0, || {
             "the decode shows no NIXL read (vllm:nixl_bytes_transferred_count): it did not pull the prefill's pages".into()
         })

@@ -7,6 +7,9 @@ use super::{Checks, Violation};
 
 pub use crate::telemetry::guard_log::Promotion;
 
+/// The clause: the Guard promotes a killed worker's group.
+pub const PROMOTION: &str = "Guard promotion after SIGKILL";
+
 /// The fault took effect: the pid is gone, the Guard promoted the dead
 /// worker's group, and its control port still listens (the Guard owns it
 /// now).
@@ -19,7 +22,7 @@ pub fn expect_promoted(
     pid_gone: bool,
     control_port_listening: bool,
 ) -> Result<(), Violation> {
-    let mut checks = Checks::new("Guard promotion after SIGKILL");
+    let mut checks = Checks::new(PROMOTION);
     checks.check(pid_gone, || "the killed worker's pid is still alive".into());
     match promotion {
         None => {

@@ -8,6 +8,9 @@ use serde::Serialize;
 
 use super::{Checks, Violation};
 
+/// The clause: a load through a fault stays within its budget.
+pub const CLAIM: &str = "load within its budget";
+
 /// How one request of the load ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -88,7 +91,7 @@ pub fn expect_within_budget(
     max_failed: usize,
     faulted: &FaultedWorkerLoad,
 ) -> Result<(), Violation> {
-    Checks::new("load within its budget")
+    Checks::new(CLAIM)
         .check(faulted.served_before + faulted.in_flight_at_fault > 0, || {
             format!(
                 "worker {} served no request before the fault and none was in flight on it: the router sent it nothing, so the fault hit an idle worker",

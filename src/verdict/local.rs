@@ -5,6 +5,15 @@ use serde::Serialize;
 
 use super::{Checks, Violation};
 
+/// The clause: a DRAM hit loaded the shared blocks from KVCR's host tier.
+pub const HOST_TIER_HIT: &str = "host-tier (DRAM) hit";
+/// The clause: a fresh prompt computes every full block.
+pub const COLD_PREFILL: &str = "cold prefill";
+/// The clause: a local hit comes from the device cache.
+pub const DEVICE_HIT: &str = "device-cache (local) hit";
+/// The clause: a repeat reports the prompt's cached blocks.
+pub const CACHED_PASS: &str = "cached pass reused the cache";
+
 /// Counter deltas of one request on one worker, plus what the response said.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct HostTierHit {
@@ -60,7 +69,7 @@ pub fn expect_host_tier_hit(
     let served = h.served_by(bytes_per_block);
     let loaded_blocks = served.kvcr_local_blocks + served.engine_host_tier_blocks;
     let shared_tokens = shared_blocks * block_size;
-    Checks::new("host-tier (DRAM) hit")
+    Checks::new(HOST_TIER_HIT)
         .check(loaded_blocks >= shared_blocks, || {
             format!(
                 "{loaded_blocks} blocks loaded from host memory (local_deliver blocks {} + host-tier read bytes {} / {bytes_per_block}) < {shared_blocks} shared full blocks",
@@ -264,7 +273,7 @@ mod fill_tests {
 
 /// A cold request: every full block of the prompt was computed, none loaded.
 pub fn expect_computed(h: &HostTierHit, prompt_blocks: u64) -> Result<(), Violation> {
-    Checks::new("cold prefill")
+    Checks::new(COLD_PREFILL)
         .check(h.computed_blocks == prompt_blocks, || {
             format!("{} blocks computed, expected all {prompt_blocks} full blocks of the prompt", h.computed_blocks)
         })
@@ -284,7 +293,7 @@ pub fn expect_device_hit(
     block_size: u64,
 ) -> Result<(), Violation> {
     let shared_tokens = shared_blocks * block_size;
-    Checks::new("device-cache (local) hit")
+    Checks::new(DEVICE_HIT)
         .check(h.device_cache_hit_tokens >= shared_tokens, || {
             format!(
                 "{} prompt tokens from the device cache < {shared_tokens} shared",
@@ -349,7 +358,7 @@ pub fn expect_cached_repeat(
     block_size: u64,
 ) -> Result<(), Violation> {
     let block = block_size.max(1);
-    Checks::new("cached pass reused the cache")
+    Checks::new(CACHED_PASS)
         .check(expected > 0, || {
             format!("{prompt} has no full block to cache (block size {block_size}): the repeat proves nothing")
         })

@@ -8,6 +8,11 @@ use serde::Serialize;
 
 use super::{Checks, Violation};
 
+/// The clause of TC-07's full pool.
+pub const FULL_POOL: &str = "a deposit into a full pool is reported failed, not lost";
+/// The clause of TC-07's evicted prefix.
+pub const EVICTED_NOT_HINTED: &str = "an evicted prefix is no longer hinted";
+
 /// The Guard pools hold the blocks the profile asked for.
 pub fn expect_pool_blocks(want: u64, pool_blocks: &[u64]) -> Result<(), Violation> {
     if !pool_blocks.is_empty() && pool_blocks.iter().all(|b| *b == want) {
@@ -82,7 +87,7 @@ pub fn expect_failed_reported(
     failed: u64,
     dropped: u64,
 ) -> Result<(), Violation> {
-    let mut checks = Checks::new("a deposit into a full pool is reported failed, not lost");
+    let mut checks = Checks::new(FULL_POOL);
     let must_fail = deposited_blocks.saturating_sub(room);
     if failed < must_fail {
         checks.check(false, || format!(
@@ -104,7 +109,7 @@ pub fn expect_not_hinted(
     computed_blocks: u64,
     prefix_blocks: u64,
 ) -> Result<(), Violation> {
-    let mut checks = Checks::new("an evicted prefix is no longer hinted");
+    let mut checks = Checks::new(EVICTED_NOT_HINTED);
     if remote_attempts > 0 {
         checks.check(false, || format!(
             "the peer attempted {remote_attempts} remote deliveries of blocks its source had evicted: the router still hinted them"

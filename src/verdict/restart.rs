@@ -6,6 +6,9 @@ use serde::Serialize;
 use super::findings::{Observed, ENGINE_CORE_NEVER_DRAINS, SERVES_BEFORE_DEATH_SEEN};
 use super::{Checks, Violation};
 
+/// The clause of TC-09's clean stop.
+pub const CLEAN_STOP: &str = "a clean stop hands the pool back without a promotion";
+
 /// What a clean stop of a worker showed.
 #[derive(Debug, Clone, Serialize)]
 pub struct CleanStop {
@@ -27,7 +30,7 @@ pub struct CleanStop {
 
 /// SIGTERM → KVCR.close() → the Guard writes the handback; no promotion.
 pub fn expect_clean_stop(stop: &CleanStop) -> Result<(), Violation> {
-    let mut c = Checks::new("a clean stop hands the pool back without a promotion");
+    let mut c = Checks::new(CLEAN_STOP);
     c.check(
         stop.exit.as_deref().is_some_and(|e| e.ends_with(" 0")),
         || format!("the worker exited with {:?}, not 0", stop.exit),

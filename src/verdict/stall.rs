@@ -7,6 +7,9 @@ use serde::Serialize;
 
 use super::{Checks, Violation};
 
+/// The clause of TC-11's long stop.
+pub const LATCH_REPORTED: &str = "the source-stall latch is reported as a fact";
+
 /// The source-stall latch, as a fact: which component, when, KVCR's words.
 #[derive(Debug, Clone, Serialize)]
 pub struct Latch {
@@ -62,7 +65,7 @@ pub fn expect_no_latch(
 /// A stop longer than the timeout: the latch is reported by `component`,
 /// as a log line and in the engine's state.
 pub fn expect_latch(latch: Option<&Latch>, component: &str) -> Result<(), Violation> {
-    let mut c = Checks::new("the source-stall latch is reported as a fact");
+    let mut c = Checks::new(LATCH_REPORTED);
     match latch {
         None => {
             c.check(false, || {

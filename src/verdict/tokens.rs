@@ -2,11 +2,14 @@
 
 use super::Violation;
 
+/// The clause: the tokens equal the reference engine's.
+pub const CLAIM: &str = "reference tokens";
+
 /// Tokens equal the reference, position by position and in length.
 pub fn expect_reference_tokens(reference: &[u32], got: &[u32]) -> Result<(), Violation> {
     if let Some(pos) = reference.iter().zip(got).position(|(r, g)| r != g) {
         return Err(Violation {
-            claim: "reference tokens",
+            claim: CLAIM,
             detail: format!(
                 "token {pos} of {} differs: expected {}, got {} (expected {:?}, got {:?})",
                 reference.len(),
@@ -19,7 +22,7 @@ pub fn expect_reference_tokens(reference: &[u32], got: &[u32]) -> Result<(), Vio
     }
     if reference.len() != got.len() {
         return Err(Violation {
-            claim: "reference tokens",
+            claim: CLAIM,
             detail: format!(
                 "expected {} tokens, got {} (expected {reference:?}, got {got:?})",
                 reference.len(),

@@ -10,6 +10,9 @@ use serde::Serialize;
 
 use super::{Checks, Violation};
 
+/// The clause: source and target of a peer transfer agree.
+pub const PEER_TRANSFER: &str = "peer transfer reconciles";
+
 /// Counter deltas of one transfer window, source and target side.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PeerTransfer {
@@ -78,7 +81,7 @@ pub fn expect_peer_transfer(
     bytes_per_block: u64,
 ) -> Result<(), Violation> {
     let expected_bytes = expected_blocks * bytes_per_block;
-    Checks::new("peer transfer reconciles")
+    Checks::new(PEER_TRANSFER)
         .check(t.remote_deliver_success_ops > 0, || "target shows no remote_deliver success".into())
         .check(t.source_write_success_ops > 0, || "source shows no source_write success".into())
         .check(t.remote_deliver_blocks == t.source_write_blocks, || {
