@@ -199,6 +199,7 @@ impl ScoreFile {
                 .map(|c| ControlRun {
                     run_dir: c.run_dir.as_ref().map(|d| relative(d, dir)),
                     log: relative(&c.log, dir),
+                    command: without_local_paths(&c.command, dir),
                     ..c.clone()
                 })
                 .collect(),
@@ -264,6 +265,17 @@ fn relative(path: &Path, dir: &Path) -> PathBuf {
     path.strip_prefix(dir).unwrap_or(path).to_path_buf()
 }
 
+/// A command line with the batch directory and the working directory (the
+/// checkout) left out of its paths, so that a recorded score file names no
+/// path of the machine it ran on.
+fn without_local_paths(command: &str, dir: &Path) -> String {
+    let mut command = command.replace(&format!("{}/", dir.display()), "");
+    if let Ok(cwd) = std::env::current_dir() {
+        command = command.replace(&format!("{}/", cwd.display()), "");
+    }
+    command
+}
+
 /// Writes the batch's score file into `dir` and, when `record` names a
 /// directory, a copy there (a batch that is not scored, or did not run
 /// every selected mutant, is not recorded: the docs quote scored, whole
@@ -309,6 +321,20 @@ mod tests {
             vec![sample(control)],
             vec![],
         )
+    }
+
+    #[test]
+    fn a_recorded_command_names_no_path_of_this_machine() {
+        let cwd = std::env::current_dir().unwrap();
+        let dir = Path::new("/scratch/batch");
+        let command = format!(
+            "{}/target/debug/deps/phase1-1 --run-dir /scratch/batch/runs/control-phase1 --exact TC-01",
+            cwd.display()
+        );
+        assert_eq!(
+            without_local_paths(&command, dir),
+            "target/debug/deps/phase1-1 --run-dir runs/control-phase1 --exact TC-01"
+        );
     }
 
     #[test]
