@@ -194,15 +194,16 @@ fn unguarded_death(ctx: &CaseCtx, family: &Family) -> Result<StopReport, CaseErr
         .iter()
         .filter(|e| matches!(&e.event, GuardEvent::Promoted(p) if p.guard == a.slot.guard_index))
         .count();
+    let mark = ctx.pressure().log_mark(&b);
+    let stop = b.process.stop(stop_grace(ctx));
+    let close_refused = ctx.pressure().log_lines_since(&b, mark, CLOSE_UNRESOLVED)?;
     let read = UnguardedRead {
         deadline_ms: ms(deadline),
         answered_ms,
         remote_deliveries,
         promotions,
+        close_refused: !close_refused.is_empty(),
     };
-    let mark = ctx.pressure().log_mark(&b);
-    let stop = b.process.stop(stop_grace(ctx));
-    let close_refused = ctx.pressure().log_lines_since(&b, mark, CLOSE_UNRESOLVED)?;
     ctx.measure("unguarded_death_promotions", promotions);
     ctx.measure("peer_close_refused", !close_refused.is_empty());
     let expectation = unguarded_read(&read);

@@ -76,7 +76,9 @@ pub static UNGUARDED_READ_NEVER_COMPLETES: Known = Known {
         engines: Engines::Every,
     }],
     check: "verdict::service::unguarded_read: the peer's read of a prefix only the unguarded, \
-            dead worker held gets no answer within four operation timeouts, and nothing promoted",
+            dead worker held gets no answer within four operation timeouts, and nothing promoted; \
+            or the peer's engine answers on a deadline of its own and its KVCR then refuses to \
+            close with the pull unresolved",
 };
 
 /// Finding 8.

@@ -179,6 +179,11 @@ pub struct UnguardedRead {
     /// Promotions of the dead worker's group its Guard service logged
     /// meanwhile (finding 2: none, the service does not know the worker).
     pub promotions: usize,
+    /// Whether the peer's KVCR, stopped after the read, refused to close
+    /// with the pull still unresolved (`cannot close NIXL with unresolved
+    /// operations`): an engine with a deadline of its own answers, but
+    /// KVCR never finished the read.
+    pub close_refused: bool,
 }
 
 /// The read after an unguarded death (docs/kvcr-findings.md 3). A user
@@ -201,11 +206,21 @@ pub fn unguarded_read(r: &UnguardedRead) -> Result<Observed, Violation> {
                 ),
             });
         }
+        if r.close_refused {
+            return Ok(Observed::shows(
+                &UNGUARDED_READ_NEVER_COMPLETES,
+                format!(
+                    "the peer's engine answered the read hinted at the dead worker in \
+                     {answered_ms:.0} ms on a deadline of its own, but KVCR never finished the \
+                     pull: the peer's close was refused with unresolved operations"
+                ),
+            ));
+        }
         return Ok(Observed::absent(
             &UNGUARDED_READ_NEVER_COMPLETES,
             format!(
                 "the peer answered the read hinted at the dead worker in {answered_ms:.0} ms, \
-                 with {} remote deliveries",
+                 with {} remote deliveries, and closed with no unresolved operation",
                 r.remote_deliveries
             ),
         ));
@@ -243,6 +258,7 @@ mod tests {
                 answered_ms,
                 remote_deliveries,
                 promotions,
+                close_refused: false,
             };
         let finding = unguarded_read(&read(None, 0, 0)).unwrap();
         assert!(finding.shows && finding.finding.number == 3);
@@ -262,6 +278,15 @@ mod tests {
                 answered.seen
             );
         }
+        let unresolved = UnguardedRead {
+            close_refused: true,
+            ..read(Some(4121.0), 1, 0)
+        };
+        let finding = unguarded_read(&unresolved).unwrap();
+        assert!(finding.shows, "{finding:?}");
+        assert!(finding
+            .seen
+            .contains("close was refused with unresolved operations"));
         let unhinted = unguarded_read(&read(Some(350.0), 0, 0)).unwrap_err();
         assert!(
             unhinted.detail.contains("without a remote delivery"),
