@@ -73,7 +73,10 @@ pub static UNGUARDED_READ_NEVER_COMPLETES: Known = Known {
     title: "a read hinted at a dead, unguarded endpoint never completes",
     shown_in: &[ShownIn {
         case: "TC-08",
-        engines: Engines::Every,
+        // On vLLM the read is answered (its connector gives up on its own)
+        // and KVCR's close never runs: vLLM force-kills the engine core at
+        // the stop (finding 17), so an unresolved pull cannot be seen.
+        engines: Engines::Only(&[Kind::Cpu]),
     }],
     check: "verdict::service::unguarded_read: the peer's read of a prefix only the unguarded, \
             dead worker held gets no answer within four operation timeouts, and nothing promoted; \
