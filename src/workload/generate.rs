@@ -382,7 +382,7 @@ impl Session {
         let output = self
             .rng
             .between(params.output_tokens.min, params.output_tokens.max);
-        if self.tokens + user > params.max_prompt_tokens {
+        if self.tokens.saturating_add(user) > params.max_prompt_tokens {
             return None;
         }
         let (session, turn) = (self.index, self.turn);

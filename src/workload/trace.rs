@@ -19,14 +19,14 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 /// The fields of a request line, in the order they are written.
 pub const FIELDS: [&str; 4] = ["timestamp", "input_length", "output_length", "hash_ids"];
 
 /// One request of a trace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TraceRequest {
     /// Arrival time, milliseconds.
     pub timestamp: u64,
