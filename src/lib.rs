@@ -23,3 +23,4 @@ pub mod telemetry;
 pub mod verdict;
 pub mod wait;
 mod words;
+pub mod workload;

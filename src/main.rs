@@ -13,6 +13,7 @@
 //! kvcr-e2e mutants           the curated KVCR mutants, each on a fresh stack: killed or not
 //! kvcr-e2e live-runs         the machine's live runs; `exclusive -- CMD` holds the machine
 //! kvcr-e2e replay CASE_DIR ID  send a recorded request again, compare with the reference
+//! kvcr-e2e workload generate|stats  write a workload trace; a trace's figures
 //! ```
 
 use std::path::PathBuf;
@@ -156,6 +157,21 @@ commands:
                                again to a running stack (default target/phase1/stack.json),
                                re-pinned to the same worker slot (A, B) of that stack, and
                                compare its tokens with the reference: exit 0 = same
+  workload generate [--sessions N] [--turns MIN..MAX] [--active-sessions N]
+          [--system-prompts N] [--system-prompt-blocks N] [--documents N]
+          [--document-blocks N] [--document-share F] [--zipf S] [--user-tokens MIN..MAX]
+          [--output-tokens MIN..MAX] [--max-prompt-tokens N] [--arrival poisson|fixed]
+          [--rate R] [--block-size N] [--seed S] [--out FILE]
+                               write a workload trace (Mooncake format, JSONL) to FILE
+                               (default standard output): multi-turn sessions over
+                               shared system prompts and Zipf-popular documents, R
+                               requests per second; the same flags and seed write the
+                               same bytes; prints the trace's figures. Defaults and
+                               meanings: docs/workload.md
+  workload stats FILE --block-size N [--lru-blocks C,...]
+                               a trace's requests, duration, mean rate and the prefix-cache
+                               hit rate an ideal cache would reach: unbounded, and LRU of
+                               C whole blocks each
   help                         this text
 
 Attach test runs to a running stack with
@@ -177,6 +193,7 @@ fn main() -> ExitCode {
         Some("mutants") => mutants(&repo_root, &args[1..]),
         Some("replay") => kvcr_e2e::suite::replay::replay(&repo_root, &args[1..]),
         Some("live-runs") => kvcr_e2e::suite::live_commands::live_runs(&repo_root, &args[1..]),
+        Some("workload") => kvcr_e2e::workload::cli::workload(&args[1..], USAGE),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             ExitCode::SUCCESS
