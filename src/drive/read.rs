@@ -72,6 +72,31 @@ pub struct ReadRun {
     pub kvcr: Option<KvcrSeen>,
 }
 
+#[cfg(test)]
+impl ReadRun {
+    /// A run directory at `root` whose results.json held `outcomes` in
+    /// order, with no setup error, that reported `kvcr`.
+    pub(crate) fn with_outcomes(
+        root: &str,
+        outcomes: &[(&str, TrialOutcome)],
+        kvcr: Option<KvcrSeen>,
+    ) -> Self {
+        Self {
+            root: root.into(),
+            trials: outcomes
+                .iter()
+                .map(|(name, outcome)| TrialRecord {
+                    name: name.to_string(),
+                    outcome: outcome.clone(),
+                })
+                .collect(),
+            has_results: true,
+            setup_error: None,
+            kvcr,
+        }
+    }
+}
+
 impl ReadRun {
     /// Reads the one run directory under `base` (see [`find_run_root`]).
     pub fn from_base(base: &Path) -> Result<Self, DriveError> {

@@ -183,7 +183,6 @@ pub fn meets_expectation(header: &MutantHeader, result: &MutantResult) -> bool {
 mod tests {
     use super::super::header;
     use super::*;
-    use crate::drive::TrialRecord;
 
     fn header(expect: &str) -> MutantHeader {
         let (message, reading) = match expect {
@@ -207,19 +206,7 @@ mod tests {
     }
 
     fn run(outcomes: &[(&str, TrialOutcome)]) -> ReadRun {
-        ReadRun {
-            root: "/runs/m/phase1/r".into(),
-            trials: outcomes
-                .iter()
-                .map(|(name, outcome)| TrialRecord {
-                    name: name.to_string(),
-                    outcome: outcome.clone(),
-                })
-                .collect(),
-            has_results: true,
-            setup_error: None,
-            kvcr: None,
-        }
+        ReadRun::with_outcomes("/runs/m/phase1/r", outcomes, None)
     }
 
     fn failed(message: &str) -> TrialOutcome {

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::classify::{classify_run, MutantResult};
 use super::plan::{MutantRun, TC01};
+use super::report::ChildEvidence;
 use crate::config::KvcrSpec;
 use crate::drive::{KvcrSeen, Phase1Child, ReadRun, TrialOutcome};
 
@@ -43,11 +44,8 @@ pub struct ControlRun {
     pub target: String,
     pub trials: Vec<String>,
     pub outcome: ControlOutcome,
-    pub command: String,
-    pub run_dir: Option<PathBuf>,
-    pub log: PathBuf,
-    pub exit_code: Option<i32>,
-    pub wall_s: f64,
+    #[serde(flatten)]
+    pub child: ChildEvidence,
     /// The KVCR build the run reported: the batch's base build.
     pub kvcr: Option<KvcrSeen>,
 }
@@ -141,11 +139,7 @@ pub fn run(plan: &ControlPlan, child: &Phase1Child) -> Result<ControlRun, String
         target: plan.target.to_string(),
         trials: plan.trials.clone(),
         outcome,
-        command: child.command_line(),
-        run_dir: read.as_ref().map(|r| r.root.clone()),
-        log,
-        exit_code: exit.code,
-        wall_s: exit.wall.as_secs_f64(),
+        child: ChildEvidence::new(child.command_line(), read.as_ref(), log, &exit),
         kvcr: read.and_then(|r| r.kvcr),
     })
 }
@@ -219,7 +213,7 @@ pub fn run_all(
             plan.trials.join(" ")
         );
         let run = run(plan, &child)?;
-        println!("[control] {} in {:.0} s", run.words(), run.wall_s);
+        println!("[control] {} in {:.0} s", run.words(), run.child.wall_s);
         runs.push(run);
     }
     Ok(runs)
@@ -232,11 +226,13 @@ pub(crate) fn sample(outcome: ControlOutcome) -> ControlRun {
         target: "phase1".into(),
         trials: vec![TC01.into(), "TC-03::hinted_peer_transfer".into()],
         outcome,
-        command: "phase1 --kvcr pypi:0.1.1 --exact TC-01::generation_correctness".into(),
-        run_dir: Some("/out/runs/control-phase1/phase1/r".into()),
-        log: "/out/runs/control-phase1/child.log".into(),
-        exit_code: Some(0),
-        wall_s: 20.0,
+        child: ChildEvidence {
+            command: "phase1 --kvcr pypi:0.1.1 --exact TC-01::generation_correctness".into(),
+            run_dir: Some("/out/runs/control-phase1/phase1/r".into()),
+            log: "/out/runs/control-phase1/child.log".into(),
+            exit_code: Some(0),
+            wall_s: 20.0,
+        },
         kvcr: Some(KvcrSeen {
             spec: "pypi:0.1.1".into(),
             version: "0.1.1".into(),
@@ -248,7 +244,6 @@ pub(crate) fn sample(outcome: ControlOutcome) -> ControlRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::drive::TrialRecord;
 
     fn run(target: &'static str, trials: &[&str], flags: &[&str]) -> MutantRun {
         MutantRun {
@@ -305,23 +300,12 @@ mod tests {
     }
 
     fn read(outcomes: &[(&str, TrialOutcome)], spec: Option<&str>) -> ReadRun {
-        ReadRun {
-            root: "/out/runs/control-phase1/phase1/r".into(),
-            trials: outcomes
-                .iter()
-                .map(|(name, outcome)| TrialRecord {
-                    name: name.to_string(),
-                    outcome: outcome.clone(),
-                })
-                .collect(),
-            has_results: true,
-            setup_error: None,
-            kvcr: spec.map(|spec| KvcrSeen {
-                spec: spec.into(),
-                version: "0.1.1".into(),
-                files_sha256: "5bcf".into(),
-            }),
-        }
+        let kvcr = spec.map(|spec| KvcrSeen {
+            spec: spec.into(),
+            version: "0.1.1".into(),
+            files_sha256: "5bcf".into(),
+        });
+        ReadRun::with_outcomes("/out/runs/control-phase1/phase1/r", outcomes, kvcr)
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::classify::{classify_run, meets_expectation, MutantResult};
 use super::control::{self, ControlRun};
 use super::curated::{self, Mutant};
 use super::plan::{plan, MutantRun};
-use super::report::{expect_word, LaneReport, MutantRow};
+use super::report::{expect_word, ChildEvidence, LaneReport, MutantRow};
 use super::score::{self, BatchStart, ScoreFile};
 use crate::drive::{self, ChildExit, Phase1Child, ReadRun};
 
@@ -197,8 +197,8 @@ pub(crate) fn refuse(
         message.push_str(&format!(
             "\n  control {}: {} (log {})",
             control.target,
-            control.command,
-            control.log.display()
+            control.child.command,
+            control.child.log.display()
         ));
     }
     match (written, score) {
@@ -244,7 +244,7 @@ pub(crate) fn print_finished(i: usize, total: usize, row: &MutantRow, note: &str
         i + 1,
         row.name,
         row.result.word(),
-        row.wall_s,
+        row.child.wall_s,
     );
 }
 
@@ -286,11 +286,7 @@ impl ChildOutcome {
             trials: trials.to_vec(),
             met: met(&result),
             result,
-            command: child.command_line(),
-            run_dir: read.as_ref().map(|r| r.root.clone()),
-            log,
-            exit_code: exit.code,
-            wall_s: exit.wall.as_secs_f64(),
+            child: ChildEvidence::new(child.command_line(), read.as_ref(), log, &exit),
             kvcr: read.and_then(|r| r.kvcr),
             equivalent: head.equivalent,
             rerun: None,
@@ -365,6 +361,16 @@ fn absolute(path: &Path) -> PathBuf {
     }
 }
 
+/// Writes `script` to `path` and makes it executable: a stand-in child for
+/// the tests of the lanes.
+#[cfg(test)]
+pub(crate) fn write_executable(path: &Path, script: &str) {
+    std::fs::write(path, script).unwrap();
+    let mut perms = std::fs::metadata(path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(path, perms).unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,10 +388,7 @@ mod tests {
         }
         script.push_str(&format!("exit {exit}\n"));
         let path = dir.join("phase1-fake");
-        std::fs::write(&path, script).unwrap();
-        let mut perms = std::fs::metadata(&path).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-        std::fs::set_permissions(&path, perms).unwrap();
+        write_executable(&path, &script);
         path
     }
 
@@ -422,13 +425,14 @@ mod tests {
         let row = run_one(&m, &run, &child(binary, &run, tmp.path())).unwrap();
         assert_eq!(row.result.word(), "killed");
         assert!(row.met, "{:?}", row.result);
-        assert_eq!(row.exit_code, Some(101));
+        assert_eq!(row.child.exit_code, Some(101));
         assert_eq!(row.kvcr.unwrap().files_sha256, "f00d");
         assert!(row
+            .child
             .run_dir
             .unwrap()
             .ends_with("phase1/20261201T000000Z-1-abcd"));
-        let log = std::fs::read_to_string(&row.log).unwrap();
+        let log = std::fs::read_to_string(&row.child.log).unwrap();
         assert!(
             log.contains("--exact TC-01::generation_correctness TC-03::hinted_peer_transfer"),
             "{log}"
@@ -460,10 +464,7 @@ mod tests {
 
         let tmp = tempfile::tempdir().unwrap();
         let crash = tmp.path().join("crash");
-        std::fs::write(&crash, "#!/bin/sh\nexit 3\n").unwrap();
-        let mut perms = std::fs::metadata(&crash).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-        std::fs::set_permissions(&crash, perms).unwrap();
+        write_executable(&crash, "#!/bin/sh\nexit 3\n");
         let row = run_one(&m, &run, &child(crash, &run, tmp.path())).unwrap();
         let MutantResult::Broken { why } = &row.result else {
             panic!("{:?}", row.result)
@@ -520,10 +521,7 @@ exit $code
 "#
         );
         let path = dir.join("phase1-fake");
-        std::fs::write(&path, script).unwrap();
-        let mut perms = std::fs::metadata(&path).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-        std::fs::set_permissions(&path, perms).unwrap();
+        write_executable(&path, &script);
         path
     }
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::classify::MutantResult;
 use super::control::ControlRun;
 use super::header::Expect;
-use crate::drive::KvcrSeen;
+use crate::drive::{ChildExit, KvcrSeen, ReadRun};
 
 /// Version of the mutants.json layout.
 pub const MUTANTS_SCHEMA_VERSION: u32 = 2;
@@ -29,14 +29,8 @@ pub struct MutantRow {
     pub result: MutantResult,
     /// Whether the result is what the header expects.
     pub met: bool,
-    /// The child's command line.
-    pub command: String,
-    /// The child's run directory, when it made one.
-    pub run_dir: Option<PathBuf>,
-    /// The child's output.
-    pub log: PathBuf,
-    pub exit_code: Option<i32>,
-    pub wall_s: f64,
+    #[serde(flatten)]
+    pub child: ChildEvidence,
     /// The KVCR build the run reported (the patched one).
     pub kvcr: Option<KvcrSeen>,
     /// A survivor its header reads as equivalent (no verdict can see it):
@@ -53,11 +47,36 @@ pub struct MutantRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rerun {
     pub result: MutantResult,
+    #[serde(flatten)]
+    pub child: ChildEvidence,
+}
+
+/// What one child run left behind: a mutant's, its second run's or a
+/// control's. Flattened into each, so the JSON keeps the fields inline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChildEvidence {
+    /// The child's command line.
     pub command: String,
+    /// The child's run directory, when it made one.
     pub run_dir: Option<PathBuf>,
+    /// The child's output.
     pub log: PathBuf,
     pub exit_code: Option<i32>,
     pub wall_s: f64,
+}
+
+impl ChildEvidence {
+    /// The evidence of a child run by `command`, its output in `log`, ended
+    /// as `exit`, whose run directory read as `read` (when it could).
+    pub fn new(command: String, read: Option<&ReadRun>, log: PathBuf, exit: &ChildExit) -> Self {
+        Self {
+            command,
+            run_dir: read.map(|r| r.root.clone()),
+            log,
+            exit_code: exit.code,
+            wall_s: exit.wall.as_secs_f64(),
+        }
+    }
 }
 
 /// Counts of one group of mutants. The score is killed / judged, where
@@ -225,7 +244,7 @@ impl LaneReport {
                 row.expect,
                 row.result.word(),
                 if row.met { "yes" } else { "NO" },
-                row.wall_s,
+                row.child.wall_s,
                 detail
             ));
         }
@@ -291,16 +310,18 @@ impl LaneReport {
                 .as_ref()
                 .map(|r| {
                     let run = r
+                        .child
                         .run_dir
                         .as_ref()
                         .map(|d| {
                             format!(" <a href=\"{}\">re-run</a>", link(&d.join("report.html")))
                         })
                         .unwrap_or_default();
-                    format!("{run} <a href=\"{}\">re-run log</a>", link(&r.log))
+                    format!("{run} <a href=\"{}\">re-run log</a>", link(&r.child.log))
                 })
                 .unwrap_or_default();
             let run = row
+                .child
                 .run_dir
                 .as_ref()
                 .map(|d| format!("<a href=\"{}\">run</a>", link(&d.join("report.html"))))
@@ -318,13 +339,14 @@ impl LaneReport {
                 trial = esc(trial),
                 message = esc(message),
                 expected = esc(row.expected_message.as_deref().unwrap_or("")),
-                wall = row.wall_s,
-                log = link(&row.log),
+                wall = row.child.wall_s,
+                log = link(&row.child.log),
             ));
         }
         let mut controls = String::new();
         for c in &self.control {
             let run = c
+                .child
                 .run_dir
                 .as_ref()
                 .map(|d| format!("<a href=\"{}\">run</a> ", link(&d.join("report.html"))))
@@ -333,8 +355,8 @@ impl LaneReport {
                 "<li class=\"{class}\">{words} ({wall:.0} s) {run}<a href=\"{log}\">log</a></li>\n",
                 class = if c.is_green() { "met" } else { "unmet" },
                 words = esc(&c.words()),
-                wall = c.wall_s,
-                log = link(&c.log),
+                wall = c.child.wall_s,
+                log = link(&c.child.log),
             ));
         }
         let score = match &self.refused {
@@ -467,11 +489,13 @@ mod tests {
             trials: vec!["TC-01::generation_correctness".into()],
             result,
             met,
-            command: "phase1 --kvcr m.diff".into(),
-            run_dir: Some("/out/runs/m/phase1/r".into()),
-            log: "/out/runs/m/child.log".into(),
-            exit_code: Some(101),
-            wall_s: 12.0,
+            child: ChildEvidence {
+                command: "phase1 --kvcr m.diff".into(),
+                run_dir: Some("/out/runs/m/phase1/r".into()),
+                log: "/out/runs/m/child.log".into(),
+                exit_code: Some(101),
+                wall_s: 12.0,
+            },
             kvcr: None,
             equivalent: false,
             rerun: None,
@@ -662,6 +686,41 @@ mod tests {
             table.contains("generated mutants (no expectation): 1 broken, no verdict"),
             "{table}"
         );
+    }
+
+    /// The child's evidence is flattened: its fields stand inline in the
+    /// row and its re-run, in the order they always had, and read back.
+    #[test]
+    fn a_rows_child_evidence_is_inline_and_reads_back() {
+        let mut r = row("m", true, "killed", killed("boom"), true);
+        r.rerun = Some(Rerun {
+            result: killed("boom"),
+            child: r.child.clone(),
+        });
+        let text = serde_json::to_string(&r).unwrap();
+        let keys = [
+            "\"met\":",
+            "\"command\":",
+            "\"run_dir\":",
+            "\"log\":",
+            "\"exit_code\":",
+            "\"wall_s\":",
+            "\"kvcr\":",
+            "\"equivalent\":",
+            "\"rerun\":{\"result\":",
+        ];
+        let at: Vec<usize> = keys
+            .iter()
+            .map(|k| text.find(k).unwrap_or_else(|| panic!("{k} in {text}")))
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
+        assert!(!text.contains("\"child\""), "{text}");
+        let rerun = &text[at[8]..];
+        assert!(
+            rerun.contains("\"command\":") && rerun.contains("\"wall_s\":"),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<MutantRow>(&text).unwrap(), r);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 
 use super::control::ControlRun;
 use super::driver::stamp;
-use super::report::{LaneReport, Score};
+use super::report::{ChildEvidence, LaneReport, Score};
 use crate::drive::KvcrSeen;
 
 /// Version of the score file's layout.
@@ -197,9 +197,12 @@ impl ScoreFile {
                 .control
                 .iter()
                 .map(|c| ControlRun {
-                    run_dir: c.run_dir.as_ref().map(|d| relative(d, dir)),
-                    log: relative(&c.log, dir),
-                    command: without_local_paths(&c.command, dir),
+                    child: ChildEvidence {
+                        run_dir: c.child.run_dir.as_ref().map(|d| relative(d, dir)),
+                        log: relative(&c.child.log, dir),
+                        command: without_local_paths(&c.child.command, dir),
+                        ..c.child.clone()
+                    },
                     ..c.clone()
                 })
                 .collect(),
@@ -224,7 +227,7 @@ impl ScoreFile {
                         _ => None,
                     },
                     rerun: row.rerun.as_ref().map(|r| r.result.word().to_string()),
-                    run_dir: row.run_dir.as_ref().map(|d| relative(d, dir)),
+                    run_dir: row.child.run_dir.as_ref().map(|d| relative(d, dir)),
                 })
                 .collect(),
         }

@@ -281,6 +281,12 @@ vllm:kv_offload_tiering_read_bytes_total{{{DYN},tier="1:kvcr"}} 32768.0
         expect_peer_transfer(&t, BLOCKS, BLOCK_BYTES).map_err(|v| v.to_string())
     }
 
+    /// The verdict's failure when `line` is added to the target's scrape.
+    fn failure_with_target_line(line: &str) -> String {
+        let target = format!("{}{line}\n", target_scrape());
+        verdict(&source_scrape(), &target).unwrap_err()
+    }
+
     #[test]
     fn the_real_scrapes_reconcile() {
         assert_eq!(verdict(&source_scrape(), &target_scrape()), Ok(()));
@@ -291,11 +297,9 @@ vllm:kv_offload_tiering_read_bytes_total{{{DYN},tier="1:kvcr"}} 32768.0
     /// transfer, naming the result.
     #[test]
     fn a_timeout_result_turns_the_transfer_red() {
-        let target = format!(
-            "{}vllm:kvcr_duration_seconds_count{{{DYN},result=\"timeout\",scope=\"remote_deliver\"}} 1.0\n",
-            target_scrape()
-        );
-        let err = verdict(&source_scrape(), &target).unwrap_err();
+        let err = failure_with_target_line(&format!(
+            "vllm:kvcr_duration_seconds_count{{{DYN},result=\"timeout\",scope=\"remote_deliver\"}} 1.0"
+        ));
         assert_eq!(
             err,
             "peer transfer reconciles: remote_deliver timeout 1 (every result other than success must be 0)"
@@ -365,11 +369,7 @@ vllm:kv_offload_tiering_read_bytes_total{{{DYN},tier="1:kvcr"}} 32768.0
     /// A line the parser cannot read fails the window too, with its line.
     #[test]
     fn a_malformed_line_names_its_line() {
-        let target = format!(
-            "{}vllm:kvcr_transfer_blocks_total{{operation=\"x}} 1\n",
-            target_scrape()
-        );
-        let err = verdict(&source_scrape(), &target).unwrap_err();
+        let err = failure_with_target_line("vllm:kvcr_transfer_blocks_total{operation=\"x} 1");
         assert!(
             err.contains("line 12: value of label `operation` is not closed"),
             "{err}"

@@ -92,8 +92,8 @@ fn run_mutant(lane: Lane, mutant: &str, base: &std::path::Path) -> Result<(), Fa
         Failed::from(format!(
             "{why}\n  driver output: {}\n  child log: {}\n  command: {}",
             out.display(),
-            row.log.display(),
-            row.command
+            row.child.log.display(),
+            row.child.command
         ))
     })
 }

@@ -21,7 +21,7 @@ use crate::mutants::driver::{
     finish, print_finished, refuse, report, run_child, stamp, LaneError, RowHead,
 };
 use crate::mutants::header::Lane;
-use crate::mutants::report::{LaneReport, MutantRow, Rerun, NO_EXPECTATION};
+use crate::mutants::report::{ChildEvidence, LaneReport, MutantRow, Rerun, NO_EXPECTATION};
 use crate::mutants::score::BatchStart;
 
 /// A file in the lane's directory that ends the lane after the running
@@ -375,11 +375,12 @@ fn run_one(
     let second = run_child(&again, trials, None)?;
     row.rerun = Some(Rerun {
         result: second.result.clone(),
-        command: again.command_line(),
-        run_dir: second.read.as_ref().map(|r| r.root.clone()),
-        log: second.log,
-        exit_code: second.exit.code,
-        wall_s: second.exit.wall.as_secs_f64(),
+        child: ChildEvidence::new(
+            again.command_line(),
+            second.read.as_ref(),
+            second.log,
+            &second.exit,
+        ),
     });
     row.result = row.result.confirmed_by(second.result);
     row.met = reached(&row.result);
@@ -416,10 +417,7 @@ mod tests {
              cat > \"$run/results.json\" <<'EOF'\n{results}\nEOF\nexit {exit}\n"
         );
         let path = dir.join("phase1-fake");
-        std::fs::write(&path, script).unwrap();
-        let mut perms = std::fs::metadata(&path).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-        std::fs::set_permissions(&path, perms).unwrap();
+        crate::mutants::driver::write_executable(&path, &script);
         path
     }
 
@@ -502,7 +500,7 @@ mod tests {
             row.name,
             "gen-local_dram-ReplaceComparisonOperator_Lt_LtE-3-L412"
         );
-        let log = std::fs::read_to_string(&row.log).unwrap();
+        let log = std::fs::read_to_string(&row.child.log).unwrap();
         assert!(log.contains("--kvcr pypi:0.1.1+"), "{log}");
         assert!(
             log.contains("--exact TC-01::generation_correctness"),
@@ -522,10 +520,7 @@ mod tests {
             count = dir.join("ran-once").display()
         );
         let path = dir.join("phase1-flip");
-        std::fs::write(&path, script).unwrap();
-        let mut perms = std::fs::metadata(&path).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-        std::fs::set_permissions(&path, perms).unwrap();
+        crate::mutants::driver::write_executable(&path, &script);
         path
     }
 
@@ -554,13 +549,19 @@ mod tests {
         assert_eq!(**second, MutantResult::Survived);
         assert!(!row.met, "flaky is no verdict");
         // Both runs' evidence: the first in the row, the second in `rerun`.
-        assert!(row.run_dir.as_ref().unwrap().join("results.json").is_file());
+        assert!(row
+            .child
+            .run_dir
+            .as_ref()
+            .unwrap()
+            .join("results.json")
+            .is_file());
         let rerun = row.rerun.as_ref().expect("the second run's evidence");
         assert_eq!(rerun.result, MutantResult::Survived);
-        let second_dir = rerun.run_dir.as_ref().unwrap();
+        let second_dir = rerun.child.run_dir.as_ref().unwrap();
         assert!(second_dir.starts_with(tmp.path().join("runs").join(format!("{}-rerun", m.name))));
         assert!(second_dir.join("results.json").is_file());
-        assert!(rerun.log.is_file());
+        assert!(rerun.child.log.is_file());
     }
 
     #[test]

@@ -70,13 +70,18 @@ pub fn decide(
     if row.trials != trials {
         return Err("the earlier run asked other trials");
     }
-    if !row.command.contains(&mutant.diff.display().to_string()) {
+    if !row
+        .child
+        .command
+        .contains(&mutant.diff.display().to_string())
+    {
         return Err("the earlier run applied another diff");
     }
-    if row.exit_code.is_none() {
+    if row.child.exit_code.is_none() {
         return Err("its earlier child ended by a signal");
     }
     let finished = row
+        .child
         .run_dir
         .as_ref()
         .is_some_and(|d| d.join("results.json").is_file());
@@ -155,22 +160,26 @@ mod tests {
             target: "phase1".into(),
             trials: trials(),
             met: true,
-            command: format!("phase1 --kvcr pypi:0.1.1+{} --exact", m.diff.display()),
-            run_dir: Some(run_dir),
-            log: PathBuf::from("child.log"),
-            exit_code: Some(101),
-            wall_s: 50.0,
+            child: crate::mutants::report::ChildEvidence {
+                command: format!("phase1 --kvcr pypi:0.1.1+{} --exact", m.diff.display()),
+                run_dir: Some(run_dir),
+                log: PathBuf::from("child.log"),
+                exit_code: Some(101),
+                wall_s: 50.0,
+            },
             kvcr: None,
             equivalent: false,
             // A kill made now carries its confirming second run.
             rerun: matches!(result, MutantResult::Killed { .. }).then(|| {
                 crate::mutants::report::Rerun {
                     result: result.clone(),
-                    command: "phase1".into(),
-                    run_dir: None,
-                    log: PathBuf::from("rerun.log"),
-                    exit_code: Some(101),
-                    wall_s: 50.0,
+                    child: crate::mutants::report::ChildEvidence {
+                        command: "phase1".into(),
+                        run_dir: None,
+                        log: PathBuf::from("rerun.log"),
+                        exit_code: Some(101),
+                        wall_s: 50.0,
+                    },
                 }
             }),
             result,
@@ -226,9 +235,9 @@ mod tests {
         let signalled = mutant(tmp.path(), 3);
         let no_run_dir = mutant(tmp.path(), 4);
         let mut by_signal = row(tmp.path(), &signalled, killed(), true);
-        by_signal.exit_code = None;
+        by_signal.child.exit_code = None;
         let mut without_dir = row(tmp.path(), &no_run_dir, MutantResult::Survived, true);
-        without_dir.run_dir = None;
+        without_dir.child.run_dir = None;
         let earlier = lane(vec![
             row(tmp.path(), &no_results, MutantResult::Survived, false),
             by_signal,
