@@ -354,16 +354,6 @@ impl<'a> CaseCtx<'a> {
                     expected,
                     seen: observed.seen.clone(),
                 });
-        } else {
-            // Declared elsewhere only: this engine cannot show it (the
-            // table says why), so the summary lists it as not checked.
-            self.not_checked(
-                &format!("KVCR finding {} ({})", known.number, known.title),
-                &format!(
-                    "not declared for {} on this engine; seen: {}",
-                    self.id, observed.seen
-                ),
-            );
         }
         expected && observed.shows
     }
