@@ -30,6 +30,7 @@ mod report;
 mod results;
 mod run_dir;
 mod summary;
+pub mod workload;
 
 #[cfg(test)]
 pub(crate) mod sample;
@@ -54,3 +55,4 @@ pub use report::{render_page, render_report, write_report, LOAD_TIMELINE};
 pub use results::{Results, RESULTS_SCHEMA_VERSION};
 pub use run_dir::RunDir;
 pub use summary::render_summary;
+pub use workload::{WorkloadSummary, WORKLOAD_CASE};

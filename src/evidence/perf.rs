@@ -521,6 +521,9 @@ pub struct PerfSummary {
     /// TTFT accuracy per TC-05 case: client against engine first-token instants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ttft_accuracy: Vec<TtftAccuracy>,
+    /// A workload trace replayed, KVCR on and off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<super::workload::WorkloadSummary>,
 }
 
 #[cfg(test)]

@@ -301,6 +301,7 @@ pub(crate) fn perf() -> PerfSummary {
                 unavailable: Some("vLLM reports no per-request first-token instant".into()),
             },
         ],
+        workload: None,
     }
 }
 
