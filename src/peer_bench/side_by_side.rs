@@ -19,6 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::aiperf_trace::{self, scaled_trace, TokenizerCache, TraceRun};
+use super::report::loadavg;
 use super::ttft_agreement::{Accuracy, Agreement};
 use crate::client::Client;
 use crate::wait::{self, Poll};
@@ -183,10 +184,12 @@ fn model_of(
     let tokenizer = match (&args.tokenizer, cpu) {
         (Some(dir), _) => dir.clone(),
         (None, true) => repo_root.join(CPU_MODEL_DIR),
-        (None, false) => return Err(format!(
+        (None, false) => {
+            return Err(format!(
             "the stack runs engine {}: name its model's tokenizer directory with --tokenizer DIR",
             target.engine
-        )),
+        ))
+        }
     };
     let vocab = match (&args.vocab, cpu) {
         (Some(v), _) => v.clone(),
@@ -279,6 +282,9 @@ pub struct Arm {
     position: usize,
     started_utc: String,
     wall_s: f64,
+    /// The machine's load averages (1, 5, 15 min) when it started and ended.
+    loadavg_start: String,
+    loadavg_end: String,
     /// Requests in the trace.
     requests: usize,
     /// Requests with a TTFT.
@@ -301,6 +307,8 @@ impl Arm {
             position,
             started_utc: now_rfc3339(),
             wall_s: 0.0,
+            loadavg_start: loadavg(),
+            loadavg_end: String::new(),
             requests,
             answered: 0,
             failed: 0,
@@ -348,6 +356,7 @@ impl Setup<'_> {
             Peer::Aiperf => self.aiperf(&mut arm),
         }
         arm.wall_s = started.elapsed().as_secs_f64();
+        arm.loadavg_end = loadavg();
         arm.answered = arm.ttft_ms.iter().flatten().count();
         arm
     }
@@ -563,8 +572,8 @@ impl SideBySide {
     pub fn markdown(&self) -> String {
         let mut t = format!(
             "Trace {} ({} requests, {}-token blocks), rate ×{}, order {}.\n\n\
-             | client | ran | requests | answered | failed | prompt lengths checked / off | wall (s) |\n\
-             |---|---|---|---|---|---|---|\n",
+             | client | ran | requests | answered | failed | prompt lengths checked / off | wall (s) | load average (start → end) |\n\
+             |---|---|---|---|---|---|---|---|\n",
             self.trace.path.display(),
             self.trace.requests,
             self.trace.block_size,
@@ -576,7 +585,7 @@ impl SideBySide {
         );
         for a in &self.arms {
             t.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} / {} | {:.1} |\n",
+                "| {} | {} | {} | {} | {} | {} / {} | {:.1} | {} → {} |\n",
                 client_name(a.client),
                 if a.position == 1 { "first" } else { "second" },
                 a.requests,
@@ -584,7 +593,9 @@ impl SideBySide {
                 a.failed,
                 a.lengths.checked,
                 a.lengths.mismatched,
-                a.wall_s
+                a.wall_s,
+                a.loadavg_start,
+                a.loadavg_end
             ));
         }
         t.push('\n');
