@@ -14,6 +14,7 @@
 //! kvcr-e2e live-runs         the machine's live runs; `exclusive -- CMD` holds the machine
 //! kvcr-e2e replay CASE_DIR ID  send a recorded request again, compare with the reference
 //! kvcr-e2e workload generate|stats  write a workload trace; a trace's figures
+//! kvcr-e2e workload side-by-side     a trace replayed by our client and by AIPerf; TTFTs compared
 //! ```
 
 use std::path::PathBuf;
@@ -172,6 +173,18 @@ commands:
                                a trace's requests, duration, mean rate and the prefix-cache
                                hit rate an ideal cache would reach: unbounded, and LRU of
                                C whole blocks each
+  workload side-by-side --trace FILE --block-size N [--rate X] [--manifest PATH]
+          [--out DIR] [--order ours-first|aiperf-first] [--tokenizer DIR] [--vocab LO..HI]
+          [--ours-accuracy-ms MS] [--aiperf-accuracy-ms MS]
+                               replay FILE through the running stack (PATH, default
+                               target/phase1/stack.json) with our client and then with
+                               AIPerf's trace mode (or AIPerf first), arrivals divided
+                               by X (default 1), each on a cold cache; compare the two
+                               TTFT distributions (p10..p99, Kolmogorov-Smirnov) against
+                               the clients' documented accuracy (docs/benchmarks.md).
+                               Writes side-by-side.json and .md into DIR (default
+                               target/workload/side-by-side/<timestamp>); exit 0 = agree,
+                               1 = disagree, 2 = usage or setup, 3 = no verdict
   help                         this text
 
 Attach test runs to a running stack with
@@ -193,6 +206,9 @@ fn main() -> ExitCode {
         Some("mutants") => mutants(&repo_root, &args[1..]),
         Some("replay") => kvcr_e2e::suite::replay::replay(&repo_root, &args[1..]),
         Some("live-runs") => kvcr_e2e::suite::live_commands::live_runs(&repo_root, &args[1..]),
+        Some("workload") if args.get(1).map(String::as_str) == Some("side-by-side") => {
+            kvcr_e2e::peer_bench::side_by_side::command(&repo_root, &args[2..], USAGE)
+        }
         Some("workload") => kvcr_e2e::workload::cli::workload(&args[1..], USAGE),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
