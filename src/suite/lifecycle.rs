@@ -779,9 +779,7 @@ impl Suite {
 
     /// WL-01's trace (`workload_trace`), when a planned trial replays it:
     /// read and checked once, its error naming the line.
-    pub(super) fn workload_trace(
-        &self,
-    ) -> Result<Option<Arc<TraceFile>>, String> {
+    pub(super) fn workload_trace(&self) -> Result<Option<Arc<TraceFile>>, String> {
         self.workload_trace
             .get_or_init(|| {
                 let replays = self
