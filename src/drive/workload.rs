@@ -185,7 +185,7 @@ pub fn table(s: &WorkloadSummary) -> String {
         format!(
             "{label:<28} {:>14} {:>14}\n",
             f(&s.on),
-            off.map_or("-".to_string(), |o| f(o))
+            off.map_or("-".to_string(), f)
         )
     };
     let pct = |x: f64| format!("{:.1} %", 100.0 * x);
