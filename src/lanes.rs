@@ -273,6 +273,18 @@ pub const LANES: &[Lane] = &[
         ignored: false,
         trials: Trials::Cases(cases::WORKLOAD),
     },
+    // WL-01's fault rows, on the workload stack.
+    Lane {
+        target: "fault_matrix_workload",
+        engine: Kind::Cpu,
+        topology: Topology::Agg,
+        geometry: GeometryKind::Dense,
+        profile: Some("workload"),
+        flags: &[],
+        flags_at_start: None,
+        ignored: false,
+        trials: Trials::Rows(fault_matrix::workload::ROWS),
+    },
     // The production cases' fault rows, on the phase2 stack.
     Lane {
         target: "fault_matrix_phase2",
