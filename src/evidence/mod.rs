@@ -31,6 +31,7 @@ mod results;
 mod run_dir;
 mod summary;
 pub mod workload;
+mod workload_report;
 
 #[cfg(test)]
 pub(crate) mod sample;
