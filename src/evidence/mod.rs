@@ -56,4 +56,4 @@ pub use report::{render_page, render_report, write_report, LOAD_TIMELINE};
 pub use results::{Results, RESULTS_SCHEMA_VERSION};
 pub use run_dir::RunDir;
 pub use summary::render_summary;
-pub use workload::{WorkloadSummary, WORKLOAD_CASE};
+pub use workload::{WorkloadSummary, WORKLOAD_CASE, WORKLOAD_MEASUREMENT};
