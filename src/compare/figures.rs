@@ -1,5 +1,5 @@
 //! The figures a comparison looks at, as data, and how each is read from a
-//! phase1 run's `results.json`.
+//! lane run's `results.json` (phase1's perf trials, or a trace replay).
 //!
 //! | figure | samples of one run | statistic | worse when |
 //! |---|---|---|---|

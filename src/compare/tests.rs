@@ -391,6 +391,13 @@ fn workload_round(index: u32, dram: f64) -> RunResults {
     run
 }
 
+/// Few resamples: a round has 400 TTFT samples, and a debug build
+/// resamples slowly.
+const QUICK_BOOTSTRAP: Bootstrap = Bootstrap {
+    resamples: 400,
+    seed: 7,
+};
+
 /// Sixteen workload rounds, ABBA, head's DRAM hit rate times `dram`.
 fn workload_comparison(dram: f64) -> Comparison {
     let mut c = Collector::default();
@@ -401,7 +408,7 @@ fn workload_comparison(dram: f64) -> Comparison {
         };
         c.add_round(*round, &workload_round(round.index, scale), "round");
     }
-    c.compare(&Rule::default(), &Bootstrap::default())
+    c.compare(&Rule::default(), &QUICK_BOOTSTRAP)
 }
 
 fn verdict_of(c: &Comparison, id: &str) -> Verdict {
@@ -438,6 +445,10 @@ fn a_lower_hit_rate_on_a_trace_is_a_regression_and_a_against_a_is_quiet() {
     assert_eq!(lost.gate(), Gate::Regression);
     let summary = render_summary(&lost);
     assert!(summary.contains("WL-01::hit_rate::dram"), "{summary}");
+    // 3,200 TTFTs a build: the page draws a share of them.
+    let page = render_page(&lost).unwrap();
+    assert!(page.contains("base (n=3200, every 4th drawn)"));
+    assert!(page.matches("<circle").count() < 20_000);
 
     let gained = workload_comparison(1.4);
     assert_eq!(
@@ -457,7 +468,7 @@ fn a_failed_replay_request_in_head_is_a_regression() {
         }
         c.add_round(*round, &run, "round");
     }
-    let c = c.compare(&Rule::default(), &Bootstrap::default());
+    let c = c.compare(&Rule::default(), &QUICK_BOOTSTRAP);
     assert_eq!(
         verdict_of(&c, "WL-01::failed_requests"),
         Verdict::Regression
