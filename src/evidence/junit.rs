@@ -121,7 +121,7 @@ fn workload_of(key: &str, value: &serde_json::Value) -> Option<WorkloadSummary> 
 /// counts, hit rate per tier, goodput, latency and reconciliation, and the
 /// sweep's highest sustained rate. The TTFT samples and the timeline stay
 /// in results.json.
-pub(crate) fn workload_properties(w: &WorkloadSummary) -> Vec<(String, String)> {
+pub fn workload_properties(w: &WorkloadSummary) -> Vec<(String, String)> {
     let mut out = vec![
         ("workload.trace".to_string(), w.trace.name.clone()),
         ("workload.trace_sha256".to_string(), w.trace.sha256.clone()),
@@ -193,6 +193,26 @@ pub(crate) fn workload_properties(w: &WorkloadSummary) -> Vec<(String, String)> 
     out
 }
 
+/// Puts `w`'s figures on the suite's trace-replay testcase, or on the
+/// suite when it has none; nothing where they already are.
+fn add_workload(suite: &mut TestSuite, w: &WorkloadSummary) {
+    let prefix = format!("{}::", super::workload::WORKLOAD_CASE);
+    let has = |props: &[Property]| props.iter().any(|p| p.name.as_str() == "workload.trace");
+    let properties = workload_properties(w)
+        .into_iter()
+        .map(|(key, value)| Property::new(key, value));
+    match suite
+        .test_cases
+        .iter_mut()
+        .find(|tc| tc.name.as_str().starts_with(&prefix))
+    {
+        Some(tc) if has(&tc.properties) => {}
+        Some(tc) => tc.properties.extend(properties),
+        None if has(&suite.properties) => {}
+        None => suite.properties.extend(properties),
+    }
+}
+
 /// The JUnit XML text of a run.
 pub fn junit_xml(run: &RunRecord) -> Result<String, EvidenceError> {
     Ok(junit_report(run).to_string()?)
@@ -218,11 +238,29 @@ pub fn write_junit_with_gpu(
     path: &Path,
     redactor: &crate::config::Redactor,
 ) -> Result<std::path::PathBuf, EvidenceError> {
+    write_junit_with(run, gpu, None, path, redactor)
+}
+
+/// [`write_junit_with_gpu`] plus a trace replay's figures
+/// ([`workload_properties`]) on its testcase (`WL-01::...`; the suite's
+/// own properties without one), for a run whose summary moved from the
+/// case's measurements to `perf.workload`. A testcase that already
+/// carries them from its measurement gets them once.
+pub fn write_junit_with(
+    run: &RunRecord,
+    gpu: Option<&crate::gpu::run::GpuRun>,
+    workload: Option<&WorkloadSummary>,
+    path: &Path,
+    redactor: &crate::config::Redactor,
+) -> Result<std::path::PathBuf, EvidenceError> {
     let mut report = junit_report(run);
     if let (Some(gpu), Some(suite)) = (gpu, report.test_suites.first_mut()) {
         for (key, value) in super::gpu::properties(gpu) {
             suite.add_property(Property::new(key, value));
         }
+    }
+    if let (Some(w), Some(suite)) = (workload, report.test_suites.first_mut()) {
+        add_workload(suite, w);
     }
     let xml = redactor.scrub(&report.to_string()?);
     super::run_dir::write_atomic(path, xml.as_bytes())?;
@@ -268,6 +306,42 @@ mod tests {
         run.cases[0].measure(WORKLOAD_MEASUREMENT, "not a summary");
         let xml = junit_xml(&run).unwrap();
         assert!(xml.contains("name=\"measurement.workload\""), "{xml}");
+    }
+
+    #[test]
+    fn the_replay_figures_from_perf_go_on_its_testcase_once() {
+        let w = crate::evidence::sample::workload();
+        let mut run = crate::evidence::sample::run_record();
+        run.cases[1].id = crate::evidence::WORKLOAD_CASE.into();
+        run.cases[1].name = "WL-01::trace_replay".into();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("junit.xml");
+        let redactor = crate::config::Redactor::none();
+        let read = |run: &RunRecord| {
+            write_junit_with(run, None, Some(&w), &path, &redactor).unwrap();
+            std::fs::read_to_string(&path).unwrap()
+        };
+        let xml = read(&run);
+        let case = xml
+            .split("<testcase")
+            .find(|c| c.contains("WL-01::trace_replay"))
+            .unwrap();
+        assert!(
+            case.contains("name=\"workload.on.hit_rate.total_pct\""),
+            "{case}"
+        );
+        assert_eq!(xml.matches("name=\"workload.trace\"").count(), 1);
+        // Also recorded as the case's measurement: still once.
+        run.cases[1].measure(WORKLOAD_MEASUREMENT, &w);
+        assert_eq!(read(&run).matches("name=\"workload.trace\"").count(), 1);
+        // No replay testcase: on the suite.
+        run.cases.remove(1);
+        let xml = read(&run);
+        let suite = xml.split("<testcase").next().unwrap();
+        assert!(
+            suite.contains("name=\"workload.off.goodput_per_s\""),
+            "{suite}"
+        );
     }
 
     /// An expected failure is skipped with its finding's id; an unexpected

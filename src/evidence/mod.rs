@@ -39,7 +39,10 @@ pub(crate) mod sample;
 mod tests;
 
 pub use errors::EvidenceError;
-pub use junit::{junit_report, junit_xml, write_junit, write_junit_with_gpu, SUITE};
+pub use junit::{
+    junit_report, junit_xml, workload_properties, write_junit, write_junit_with,
+    write_junit_with_gpu, SUITE,
+};
 pub use not_checked::{NotChecked, NOT_CHECKED};
 pub use perf::{
     percentiles, ttft_offsets, Arm, ArmSummary, Baseline, DeltaVsBaseline, FirstTokenPair,
