@@ -258,6 +258,21 @@ pub const LANES: &[Lane] = &[
         ignored: false,
         trials: Trials::Cases(cases::PHASE2_G3),
     },
+    // A workload trace replayed through the router, KVCR on, and on the
+    // KVCR-off reference worker (WL-01): a short multi-turn trace at 3×
+    // its rate, Guard pools smaller than its working set
+    // (fixtures/profiles/workload.toml).
+    Lane {
+        target: "workload",
+        engine: Kind::Cpu,
+        topology: Topology::Agg,
+        geometry: GeometryKind::Dense,
+        profile: Some("workload"),
+        flags: &[],
+        flags_at_start: None,
+        ignored: false,
+        trials: Trials::Cases(cases::WORKLOAD),
+    },
     // The production cases' fault rows, on the phase2 stack.
     Lane {
         target: "fault_matrix_phase2",

@@ -13,7 +13,9 @@
 //! kvcr-e2e mutants           the curated KVCR mutants, each on a fresh stack: killed or not
 //! kvcr-e2e live-runs         the machine's live runs; `exclusive -- CMD` holds the machine
 //! kvcr-e2e replay CASE_DIR ID  send a recorded request again, compare with the reference
+//! kvcr-e2e workload --trace FILE     replay a trace through a stack: hit rate per tier, goodput, on vs off
 //! kvcr-e2e workload generate|stats  write a workload trace; a trace's figures
+//! kvcr-e2e workload side-by-side     a trace replayed by our client and by AIPerf; TTFTs compared
 //! ```
 
 use std::path::PathBuf;
@@ -161,6 +163,17 @@ commands:
                                again to a running stack (default target/phase1/stack.json),
                                re-pinned to the same worker slot (A, B) of that stack, and
                                compare its tokens with the reference: exit 0 = same
+  workload --trace FILE [--block-size N] [--rate X] [--slo ttft=MS,tpot=MS]
+          [--sweep [F,F,...]] [--out DIR] [HARNESS FLAGS]
+                               replay FILE through a CPU stack of its own (the `workload`
+                               lane, WL-01): open loop at its arrival times divided by X,
+                               every answer checked against the same trace on the KVCR-off
+                               reference worker; prints hit rate per tier, TTFT, TPOT and
+                               goodput under the targets, KVCR on and off, and with
+                               --sweep (default factors 1,2,4,8) the highest sustained
+                               rate. The run directory (results.json, report.html) is under
+                               DIR (default target/workload/replay/<timestamp>); exit 0 =
+                               every answer right and the tiers reconciled
   workload generate [--sessions N] [--turns MIN..MAX] [--active-sessions N]
           [--system-prompts N] [--system-prompt-blocks N] [--documents N]
           [--document-blocks N] [--document-share F] [--zipf S] [--user-tokens MIN..MAX]
@@ -176,6 +189,18 @@ commands:
                                a trace's requests, duration, mean rate and the prefix-cache
                                hit rate an ideal cache would reach: unbounded, and LRU of
                                C whole blocks each
+  workload side-by-side --trace FILE --block-size N [--rate X] [--manifest PATH]
+          [--out DIR] [--order ours-first|aiperf-first] [--tokenizer DIR] [--vocab LO..HI]
+          [--ours-accuracy-ms MS] [--aiperf-accuracy-ms MS]
+                               replay FILE through the running stack (PATH, default
+                               target/phase1/stack.json) with our client and then with
+                               AIPerf's trace mode (or AIPerf first), arrivals divided
+                               by X (default 1), each on a cold cache; compare the two
+                               TTFT distributions (p10..p99, Kolmogorov-Smirnov) against
+                               the clients' documented accuracy (docs/benchmarks.md).
+                               Writes side-by-side.json and .md into DIR (default
+                               target/workload/side-by-side/<timestamp>); exit 0 = agree,
+                               1 = disagree, 2 = usage or setup, 3 = no verdict
   help                         this text
 
 Attach test runs to a running stack with
@@ -197,6 +222,14 @@ fn main() -> ExitCode {
         Some("mutants") => mutants(&repo_root, &args[1..]),
         Some("replay") => kvcr_e2e::suite::replay::replay(&repo_root, &args[1..]),
         Some("live-runs") => kvcr_e2e::suite::live_commands::live_runs(&repo_root, &args[1..]),
+        Some("workload") if args.get(1).map(String::as_str) == Some("side-by-side") => {
+            kvcr_e2e::peer_bench::side_by_side::command(&repo_root, &args[2..], USAGE)
+        }
+        Some("workload") if args.get(1).is_some_and(|a| a.starts_with("--")) => {
+            let stamp = kvcr_e2e::mutants::driver::stamp(time::OffsetDateTime::now_utc());
+            let out = repo_root.join("target/workload/replay").join(stamp);
+            kvcr_e2e::drive::workload::command(&args[1..], &repo_root, out)
+        }
         Some("workload") => kvcr_e2e::workload::cli::workload(&args[1..], USAGE),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");

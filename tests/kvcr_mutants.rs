@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kvcr_e2e::mutants::{self, Expect, MutantClass};
+use kvcr_e2e::pyenv::kvcr_diff;
 
 /// The kvcr version every curated mutant is written against.
 const KVCR_VERSION: &str = "0.1.1";
@@ -41,23 +42,14 @@ fn read(path: &Path) -> String {
 fn site_packages() -> PathBuf {
     let user = std::env::var_os("PHASE1_PYTHON").map(PathBuf::from);
     let env = kvcr_e2e::pyenv::ensure(root(), user.as_deref()).expect("the pinned Python env");
-    let code = "import importlib.metadata as m, sysconfig; \
-                print(m.version('kvcr')); print(sysconfig.get_path('purelib'))";
-    let out = Command::new(&env.python)
-        .args(["-c", code])
-        .output()
-        .expect("the env's python runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
-    let version = lines.next().unwrap_or_default().trim().to_string();
+    let (version, site) = kvcr_diff::installed_site(&env.python).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         version,
         KVCR_VERSION,
-        "the curated mutants are diffs against kvcr {KVCR_VERSION}; {} has kvcr {version:?} ({})",
-        env.python.display(),
-        String::from_utf8_lossy(&out.stderr).trim()
+        "the curated mutants are diffs against kvcr {KVCR_VERSION}; {} has kvcr {version:?}",
+        env.python.display()
     );
-    PathBuf::from(lines.next().expect("site-packages path").trim())
+    site
 }
 
 #[test]
@@ -94,23 +86,10 @@ fn every_mutant_applies_cleanly_to_the_installed_kvcr() {
     let site = site_packages();
     let mut problems = Vec::new();
     for file in mutant_files() {
-        let out = Command::new("patch")
-            .args(["--dry-run", "--batch", "--forward", "-p1", "-d"])
-            .arg(&site)
-            .arg("-i")
-            .arg(&file)
-            .output()
-            .expect("patch runs (install GNU patch)");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
         // A hunk that only applies with an offset or fuzz was written against
         // another kvcr: the mutant would land somewhere else than reviewed.
-        let inexact = text.contains("offset") || text.contains("fuzz");
-        if !out.status.success() || inexact {
-            problems.push(format!("{}:\n{text}", file.display()));
+        if let Err(e) = kvcr_diff::applies_exactly(&site, &file) {
+            problems.push(e.to_string());
         }
         let modules = mutants::header::patched_modules(&read(&file));
         for module in modules {

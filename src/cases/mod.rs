@@ -22,6 +22,8 @@ pub mod tc10_heartbeat_promotion;
 pub mod tc11_source_stall_latch;
 pub mod tc12_disk_tier;
 
+pub mod wl01_trace_replay;
+
 /// Every phase 1 case (and arm), in the order they run.
 ///
 /// The destructive cases run last, so the performance arms measure a stack
@@ -64,6 +66,10 @@ pub const PHASE2_VLLM: &[Case] = &[
     tc11_source_stall_latch::CASE,
     tc08_guard_service_crash::CASE,
 ];
+
+/// A workload trace replayed, KVCR on and off (WL-01), on the `workload`
+/// stack.
+pub const WORKLOAD: &[Case] = &[wl01_trace_replay::CASE];
 
 /// KVCR's disk tier (TC-12), on the `phase2-g3` stack.
 pub const PHASE2_G3: &[Case] = &[tc12_disk_tier::CASE];

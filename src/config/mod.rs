@@ -51,7 +51,7 @@ pub use origin::Origin;
 pub use profile::{Entry, Profile, BUILTIN as BUILTIN_PROFILES, DEFAULT_PROFILE};
 pub use redact::{redacted_env, Redactor};
 pub use resolve::{resolve, Resolved};
-pub use settings::{PromptProfile, Settings};
+pub use settings::{PromptProfile, Settings, WorkloadSettings};
 pub use sweep_mode::SweepMode;
 
 impl Settings {

@@ -30,6 +30,50 @@ pub struct PromptProfile {
     pub max_tokens: u32,
 }
 
+/// WL-01: the trace replayed, how, and the targets its goodput counts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkloadSettings {
+    /// The Mooncake-format trace; `None`: no replay (`workload_trace`).
+    #[serde(rename = "workload_trace")]
+    pub trace: Option<PathBuf>,
+    /// Tokens per block id (`workload_block_size`).
+    #[serde(rename = "workload_block_size")]
+    pub block_size: u32,
+    /// Arrival times are divided by it (`workload_rate`).
+    #[serde(rename = "workload_rate")]
+    pub rate: f64,
+    /// Salt of the block ids' tokens (`workload_salt`).
+    #[serde(rename = "workload_salt")]
+    pub salt: u64,
+    /// TTFT target, ms (`workload_slo_ttft_ms`).
+    #[serde(rename = "workload_slo_ttft_ms")]
+    pub slo_ttft_ms: f64,
+    /// TPOT target, ms (`workload_slo_tpot_ms`).
+    #[serde(rename = "workload_slo_tpot_ms")]
+    pub slo_tpot_ms: f64,
+    /// Fraction of requests that must meet both for a sustained rate.
+    #[serde(rename = "workload_slo_attainment")]
+    pub slo_attainment: f64,
+    /// Rate factors of the sweep; `None`: no sweep (`workload_sweep`).
+    #[serde(rename = "workload_sweep")]
+    pub sweep: Option<Vec<u32>>,
+}
+
+impl Default for WorkloadSettings {
+    fn default() -> Self {
+        WorkloadSettings {
+            trace: None,
+            block_size: 0,
+            rate: 0.0,
+            salt: 0,
+            slo_ttft_ms: 0.0,
+            slo_tpot_ms: 0.0,
+            slo_attainment: 0.0,
+            sweep: None,
+        }
+    }
+}
+
 /// The resolved run settings. Built by [`super::resolve`]; serialized (redacted)
 /// into the run directory's `config.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -60,6 +104,9 @@ pub struct Settings {
     pub perf_sweep_rates: Vec<u32>,
     /// Open-loop sweep: seed of the arrivals (level i uses seed + i).
     pub perf_arrival_seed: u64,
+    /// WL-01's trace, its replay and its targets.
+    #[serde(flatten)]
+    pub workload: WorkloadSettings,
     /// Fault under load: concurrent streaming clients.
     pub load_clients: u32,
     /// Fault under load: requests per client (bounded load).
@@ -187,6 +234,7 @@ impl Settings {
             perf_sweep_mode: SweepMode::Closed,
             perf_sweep_rates: Vec::new(),
             perf_arrival_seed: 0,
+            workload: WorkloadSettings::default(),
             load_clients: 0,
             load_requests_per_client: 0,
             load_max_failed_requests: 0,
@@ -276,6 +324,23 @@ impl Settings {
             "perf_sweep_mode" => self.perf_sweep_mode = v.word(SweepMode::from_word)?,
             "perf_sweep_rates" => self.perf_sweep_rates = v.uint_list()?,
             "perf_arrival_seed" => self.perf_arrival_seed = v.uint()?,
+            "workload_trace" => self.workload.trace = Some(v.path()?),
+            "workload_block_size" => self.workload.block_size = v.uint()?,
+            "workload_rate" => self.workload.rate = v.float()?,
+            "workload_salt" => self.workload.salt = v.uint()?,
+            "workload_slo_ttft_ms" => self.workload.slo_ttft_ms = v.float()?,
+            "workload_slo_tpot_ms" => self.workload.slo_tpot_ms = v.float()?,
+            "workload_slo_attainment" => {
+                self.workload.slo_attainment = v.float()?;
+                if self.workload.slo_attainment > 1.0 {
+                    return Err(ConfigError::InvalidValue {
+                        origin: v.origin.clone(),
+                        value: v.text.to_string(),
+                        expected: "a fraction of requests above 0 and at most 1".into(),
+                    });
+                }
+            }
+            "workload_sweep" => self.workload.sweep = Some(v.uint_list()?),
             "load_clients" => self.load_clients = v.uint()?,
             "load_requests_per_client" => self.load_requests_per_client = v.uint()?,
             "load_max_failed_requests" => self.load_max_failed_requests = v.uint()?,

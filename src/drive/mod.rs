@@ -28,6 +28,7 @@ mod binary;
 mod child;
 mod errors;
 mod read;
+pub mod workload;
 
 pub use binary::{executable_from_cargo_json, test_binary};
 pub use child::{check_harness_flags, ChildExit, Phase1Child};

@@ -157,6 +157,14 @@ pub struct ReplaySummary {
     pub hit_rate: TierRates,
     /// Sum of every answer's `cached_tokens`.
     pub cached_tokens_reported: u64,
+    /// Tokens KVCR delivered that the engines did not use as hits (the
+    /// blocks of a partial peer delivery after its first missing one).
+    #[serde(default)]
+    pub delivered_unused_tokens: u64,
+    /// KVCR deliveries (host pool and peer) that ended other than
+    /// `success`, by scope and result (`remote_deliver partial`).
+    #[serde(default)]
+    pub unsuccessful_deliveries: std::collections::BTreeMap<String, u64>,
     /// What did not reconcile between the counters and the answers
     /// (empty: reconciled).
     #[serde(default)]
@@ -219,7 +227,7 @@ pub struct WorkloadSummary {
 }
 
 /// One request of a replay as the summaries need it.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReplayedRequest {
     /// Intended send, s after the replay started.
     pub intended_s: f64,
@@ -231,7 +239,7 @@ pub struct ReplayedRequest {
 }
 
 /// What came back for a request that got an answer.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Answer {
     pub ttft_ms: f64,
     pub tpot_ms: Option<f64>,

@@ -9,6 +9,11 @@
 //! ([`cpu_meter`]) and the figures are put side by side as ratios to ours
 //! ([`report`]).
 //!
+//! The same comparison on a real stack: [`side_by_side`] replays a
+//! workload trace with our client and with AIPerf's trace mode
+//! ([`aiperf_trace`]) and compares their TTFT distributions
+//! ([`ttft_agreement`]).
+//!
 //! ```no_run
 //! use kvcr_e2e::peer_bench::{run_all, Plan, Tools};
 //! let tools = Tools::ensure(std::path::Path::new("."), "kvcr-e2e".into()).expect("envs");
@@ -17,6 +22,7 @@
 //! ```
 
 pub mod aiperf;
+pub mod aiperf_trace;
 pub mod clock;
 pub mod cpu_meter;
 pub mod measure;
@@ -24,7 +30,9 @@ pub mod observed;
 pub mod ours;
 pub mod report;
 pub mod run;
+pub mod side_by_side;
 pub mod sse_server;
+pub mod ttft_agreement;
 pub mod vllm_bench;
 
 use std::path::{Path, PathBuf};

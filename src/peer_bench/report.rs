@@ -39,7 +39,8 @@ pub struct Machine {
     pub date: String,
 }
 
-fn loadavg() -> String {
+/// The 1, 5 and 15 minute load averages, as `/proc/loadavg` gives them.
+pub(super) fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()

@@ -16,6 +16,7 @@ pub mod guard_cli;
 pub mod identity;
 pub mod import_report;
 pub mod kvcr;
+pub mod kvcr_diff;
 pub mod kvcr_files;
 pub mod patches;
 pub mod spec;

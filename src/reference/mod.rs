@@ -24,6 +24,9 @@ use crate::stack::Stack;
 use crate::telemetry::names::dynamo::EXTRA_FIELD_COMPLETION_TOKEN_IDS;
 
 mod bare;
+pub mod workload;
+
+pub use workload::WorkloadReference;
 
 /// How many families the determinism probes use.
 const PROBE_FAMILIES: usize = 2;
@@ -74,6 +77,9 @@ pub struct References {
     /// written before the batch probe existed).
     #[serde(default)]
     pub batching: Option<Batching>,
+    /// WL-01's trace replayed on the reference worker, when a trace is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadReference>,
 }
 
 /// How many prompt families the reference phase (and TC-01) keeps in
@@ -109,6 +115,10 @@ impl References {
             "probes": self.probes, "from_cache": self.from_cache, "seconds": self.seconds,
             "computed_unix_s": self.computed_unix_s, "computed_by": self.computed_by,
             "batching": Batching::of(self.batching.as_ref()),
+            "workload": self.workload.as_ref().map(|w| serde_json::json!({
+                "trace": w.trace, "rate_factor": w.rate_factor, "salt": w.salt,
+                "requests": w.requests.len(), "served_by": w.served_by,
+            })),
         })
     }
 }
@@ -139,8 +149,12 @@ pub fn digest(
     engine: &dyn Engine,
     env: &str,
     kvcr: Option<&crate::evidence::KvcrBuild>,
+    trace: Option<&crate::workload::Trace>,
 ) -> String {
     let mut h = Sha256::new();
+    if let Some(trace) = trace {
+        h.update(workload::digest_part(settings, trace));
+    }
     h.update(CACHE_FORMAT);
     h.update(engine.token_identity());
     h.update(format!("env {env}"));
@@ -176,6 +190,7 @@ pub fn cached(
     engine: &dyn Engine,
     dir: &Path,
     python_env: &crate::pyenv::PythonEnv,
+    trace: Option<&crate::workload::Trace>,
 ) -> bool {
     if settings.recompute_reference {
         return false;
@@ -185,7 +200,7 @@ pub fn cached(
     let Ok(env) = crate::pyenv::identity::env_identity(python) else {
         return false;
     };
-    let digest = digest(settings, engine, &env, kvcr);
+    let digest = digest(settings, engine, &env, kvcr, trace);
     read_cache(&cache_path(dir, &digest), &digest).is_some()
 }
 
@@ -201,12 +216,19 @@ pub fn load_or_run(
     settings: &Settings,
     book: &PromptBook,
     dir: &Path,
+    trace: Option<(&crate::workload::Trace, &Path)>,
 ) -> Result<References, ReferenceError> {
     let kvcr = stack.options().kvcr.as_ref();
     let max_prompt = stack.engine.max_prompt_tokens();
     let env = crate::pyenv::identity::env_identity(reference_python(&stack.options().python, kvcr))
         .map_err(ReferenceError::Key)?;
-    let digest = digest(settings, stack.engine.as_ref(), &env, kvcr);
+    let digest = digest(
+        settings,
+        stack.engine.as_ref(),
+        &env,
+        kvcr,
+        trace.map(|t| t.0),
+    );
     let path = cache_path(dir, &digest);
     let cache = match settings.recompute_reference {
         true => None,
@@ -270,6 +292,17 @@ pub fn load_or_run(
         batching.concurrency as usize,
         max_prompt,
     )?;
+    let workload = match trace {
+        Some((trace, trace_path)) => Some(workload::run(
+            &client,
+            &cached_model,
+            &settings.workload,
+            stack.engine.as_ref(),
+            trace,
+            trace_path,
+        )?),
+        None => None,
+    };
     let probes = if variants.contains(&ReferenceVariant::Uncached) {
         let uncached_model = stack.engine.reference_model(ReferenceVariant::Uncached);
         probe_determinism(&client, &cached_model, &uncached_model, book, max_tokens)?
@@ -301,6 +334,7 @@ pub fn load_or_run(
                 .display()
         ),
         batching: Some(batching),
+        workload,
     };
     write_cache(dir, &path, &refs)?;
     Ok(refs)

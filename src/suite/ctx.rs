@@ -411,6 +411,11 @@ impl<'a> CaseCtx<'a> {
         Load::new(self)
     }
 
+    /// A workload trace replayed through the router (WL-01).
+    pub fn workload(&self) -> super::Workload<'_> {
+        super::Workload::new(self)
+    }
+
     /// The prefill and decode workers of a disaggregated stack.
     pub fn disagg(&self) -> Disagg<'_> {
         Disagg::new(self)

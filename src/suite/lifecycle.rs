@@ -28,6 +28,9 @@ const PROMPT_CURSOR: &str = "prompt-cursor";
 /// The stack the signal handler must tear down, once there is one.
 static LIVE_STACK: Lazy<Mutex<Option<Arc<Stack>>>> = Lazy::new(|| Mutex::new(None));
 
+/// A workload trace and the file it was read from.
+type TraceFile = (crate::workload::Trace, PathBuf);
+
 /// Shared state of one run of a suite.
 pub struct Suite {
     target: &'static str,
@@ -56,6 +59,8 @@ pub struct Suite {
     /// known): a destructive trial with no later stack user skips the
     /// restore.
     planned: OnceCell<Vec<Trial>>,
+    /// WL-01's trace, read once when a planned trial replays one.
+    workload_trace: OnceCell<Result<Option<Arc<TraceFile>>, String>>,
 }
 
 impl Suite {
@@ -172,6 +177,7 @@ impl Suite {
             redactor: crate::config::Redactor::from_process_env(),
             live_run: Mutex::new(None),
             planned: OnceCell::new(),
+            workload_trace: OnceCell::new(),
         })
     }
 
@@ -196,6 +202,14 @@ impl Suite {
                 "{} is not selected by --cases",
                 case.id()
             )))
+        } else if case.id() == crate::evidence::WORKLOAD_CASE {
+            // Engine-neutral: it runs wherever a trace is given.
+            self.settings.workload.trace.is_none().then(|| {
+                Skip::not_applicable(format!(
+                    "{} replays the trace of workload_trace, which is unset (the `workload` lane and `kvcr-e2e workload` set one; docs/workload.md)",
+                    case.id()
+                ))
+            })
         } else {
             match self
                 .settings
@@ -595,11 +609,13 @@ impl Suite {
                 self.engine
                     .preflight(&python)
                     .map_err(|e| format!("engine preflight failed: {e}"))?;
+                let trace = self.workload_trace()?;
                 let with_reference = !reference::cached(
                     &self.settings,
                     self.engine.as_ref(),
                     &self.reference_cache_dir(),
                     python_env,
+                    trace.as_deref().map(|t| &t.0),
                 );
                 // GPUs before any process starts: placement, then NVML (off,
                 // with one line, on a machine without a driver).
@@ -761,6 +777,25 @@ impl Suite {
         }
     }
 
+    /// WL-01's trace (`workload_trace`), when a planned trial replays it:
+    /// read and checked once, its error naming the line.
+    pub(super) fn workload_trace(&self) -> Result<Option<Arc<TraceFile>>, String> {
+        self.workload_trace
+            .get_or_init(|| {
+                let replays = self
+                    .planned
+                    .get()
+                    .is_some_and(|p| p.iter().any(|t| t.id() == crate::evidence::WORKLOAD_CASE));
+                if !replays {
+                    return Ok(None);
+                }
+                reference::workload::trace_of(&self.settings.workload, &self.repo_root)
+                    .map(|t| t.map(Arc::new))
+                    .map_err(|e| format!("workload trace: {e}"))
+            })
+            .clone()
+    }
+
     fn reference_cache_dir(&self) -> PathBuf {
         self.repo_root.join(&self.settings.reference_cache)
     }
@@ -777,11 +812,13 @@ impl Suite {
     /// stopped afterwards.
     fn run_reference_phase(&self, stack: &Stack) -> Result<Arc<References>, String> {
         let run = self.run_dir()?;
+        let trace = self.workload_trace()?;
         let refs = reference::load_or_run(
             stack,
             &self.settings,
             &self.prompts,
             &self.reference_cache_dir(),
+            trace.as_deref().map(|t| (&t.0, t.1.as_path())),
         )
         .map_err(|e| format!("reference phase failed: {e}"));
         stack.stop_references();

@@ -47,6 +47,7 @@ pub mod requests;
 mod restore;
 mod signals;
 mod trial;
+mod workload;
 
 pub use ask::Answer;
 pub use case::{Case, CaseError, CaseResult};
@@ -67,3 +68,4 @@ pub use pressure::{Latch, LogMark, LogMarks, Pressure};
 pub use pressure_probes::{stop_worker_process, ClaimProbe, StoppedWorker};
 pub use readings::PrefillAccounting;
 pub use trial::Trial;
+pub use workload::{Replayed, Workload};

@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 
 use crate::evidence::{
     ArmSummary, CaseRecord, PerfSummary, RecoveryTimeline, ReferenceSummary, RequestRecord,
-    StackSummary, StartupTiming, SweepLevel,
+    StackSummary, StartupTiming, SweepLevel, WorkloadSummary,
 };
 use crate::reference::References;
 use crate::stack::Stack;
@@ -18,6 +18,7 @@ pub const ARM: &str = "arm";
 pub const SWEEP: &str = "sweep";
 pub const RECOVERY: &str = "recovery";
 pub const TTFT_ACCURACY: &str = "ttft_accuracy";
+pub const WORKLOAD: &str = "workload";
 
 fn take<T: DeserializeOwned>(case: &mut CaseRecord, key: &str, keep: bool) -> Option<T> {
     let value = if keep {
@@ -48,6 +49,9 @@ pub fn collect_perf(
             .extend(take::<Vec<SweepLevel>>(case, SWEEP, true).unwrap_or_default());
         if let Some(timeline) = take::<RecoveryTimeline>(case, RECOVERY, true) {
             perf.recovery = Some(timeline);
+        }
+        if let Some(workload) = take::<WorkloadSummary>(case, WORKLOAD, false) {
+            perf.workload = Some(workload);
         }
         perf.ttft_accuracy
             .extend(take::<crate::evidence::TtftAccuracy>(

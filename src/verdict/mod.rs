@@ -20,6 +20,7 @@ pub mod service;
 pub mod stall;
 pub mod tokens;
 pub mod transfer;
+pub mod workload;
 
 /// A failed claim.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -177,8 +177,10 @@ pub fn workload(args: &[String], usage: &str) -> ExitCode {
                 }
             }
         }
-        Some(other) => usage_error(&format!("unknown subcommand {other:?} (generate or stats)")),
-        None => usage_error("needs a subcommand (generate or stats)"),
+        Some(other) => usage_error(&format!(
+            "unknown subcommand {other:?} (generate, stats or side-by-side)"
+        )),
+        None => usage_error("needs a subcommand (generate, stats or side-by-side)"),
     }
 }
 

@@ -22,16 +22,18 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Replaying a trace through a stack is not built yet.
+//! [`replay`] sends a trace's requests through a frontend in an open loop.
 
 pub mod cli;
 mod generate;
+mod replay;
 mod rng;
 mod stats;
 mod tokens;
 mod trace;
 
 pub use generate::{generate, Arrival, BadParam, GeneratorParams, Span};
+pub use replay::{plan, replay, Planned, Returned};
 pub use stats::{infinite_hit_rate, lru_hit_rate, HitRate, TraceStats};
 pub use tokens::TokenSpace;
 pub use trace::{LineProblem, Trace, TraceError, TraceRequest, FIELDS};
