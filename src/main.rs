@@ -9,7 +9,7 @@
 //! kvcr-e2e gpu-check         NVML telemetry against a PyTorch allocation
 //! kvcr-e2e bench-client      our streaming client as a benchmark peer
 //! kvcr-e2e compare-results   compare phase1 runs of two builds
-//! kvcr-e2e compare           run phase1's perf trials on two KVCR builds, ABBA, and compare
+//! kvcr-e2e compare           run a lane's perf trials on two KVCR builds, ABBA, and compare
 //! kvcr-e2e mutants           the curated KVCR mutants, each on a fresh stack: killed or not
 //! kvcr-e2e live-runs         the machine's live runs; `exclusive -- CMD` holds the machine
 //! kvcr-e2e replay CASE_DIR ID  send a recorded request again, compare with the reference
@@ -80,7 +80,9 @@ commands:
                                their results.json): BASE_RUN i and HEAD_RUN i form round
                                pair i. Per figure (TC-05 arms' TTFT p50/p90, TPOT and
                                ITL p50, the sweep's throughput and TTFT p50 per level,
-                               TC-06's t1, t2 and Guard promotion) the head - base
+                               TC-06's t1, t2 and Guard promotion; of a trace replay,
+                               WL-01's hit rate per tier, goodput, TTFT p50/p90, TPOT
+                               p50 and the sweep's max sustained rate) the head - base
                                difference, its bootstrap interval (C, default 0.95,
                                family-wise: Bonferroni over the figures judged, or per
                                figure with --scope per-figure; N resamples, default
@@ -90,9 +92,9 @@ commands:
                                at least K round pairs (default 6; fewer: the figure is
                                inconclusive); `no change beyond +-N %` when the
                                interval excludes any change of F, `no change detected,
-                               interval too wide` when it cannot. Per TC-05 arm and
-                               the sweep, failed and wrong-token requests: any
-                               increase in head is a regression. The runs must have
+                               interval too wide` when it cannot. Per TC-05 arm, the
+                               sweep and the trace replay, failed and wrong-token
+                               requests: any increase in head is a regression. The runs must have
                                started in ABBA order (base 0, head 0, head 1, base 1,
                                ...). Writes compare.json, junit.xml and compare.html
                                into DIR (default target/compare) and prints a summary.
@@ -102,13 +104,15 @@ commands:
                                runs, runs out of ABBA order); 3 = no verdict: an
                                inconclusive figure, no figures, or a round whose run
                                failed or left no run directory of its own
-  compare --base SPEC --head SPEC [--rounds N] [--trials|--cases FILTER,...] [--out DIR]
-          [--resamples N] [--seed S] [--confidence C] [--min-change F] [--min-pairs K]
-          [--scope familywise|per-figure] [HARNESS FLAGS]
-                               run phase1's perf trials (default TC-05 and TC-06: every
-                               TC-05 arm and the Guard recovery timing) N rounds (default
+  compare --base SPEC --head SPEC [--target LANE] [--rounds N] [--trials|--cases FILTER,...]
+          [--out DIR] [--resamples N] [--seed S] [--confidence C] [--min-change F]
+          [--min-pairs K] [--scope familywise|per-figure] [HARNESS FLAGS]
+                               run a lane's perf trials (LANE: a cargo test target,
+                               default phase1; trials default TC-05 and TC-06: every
+                               TC-05 arm and the Guard recovery timing; on the workload
+                               lane WL-01, the trace replay) N rounds (default
                                16, even: 8 pairs, two more than a verdict needs) in ABBA
-                               order, each round a fresh phase1 run with --kvcr of its
+                               order, each round a fresh run of LANE with --kvcr of its
                                build (specs as for --kvcr), then compare the runs as
                                compare-results does; DIR (default
                                target/compare/<timestamp>) holds rounds/ and the outputs.
@@ -276,7 +280,8 @@ fn report_comparison<E: std::fmt::Display>(
 
 fn compare(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
     use kvcr_e2e::compare;
-    let parsed = match compare::CompareDriveArgs::parse(args) {
+    let targets: Vec<&str> = kvcr_e2e::lanes::LANES.iter().map(|l| l.target).collect();
+    let parsed = match compare::CompareDriveArgs::parse(args, &targets) {
         Ok(parsed) => parsed,
         Err(e) => {
             eprintln!("error: compare: {e}\n\n{USAGE}");

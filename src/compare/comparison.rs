@@ -493,13 +493,15 @@ impl Collector {
 
     /// Compares every figure under `rule`.
     pub fn compare(&self, rule: &Rule, bootstrap: &Bootstrap) -> Comparison {
-        // Counts are judged without an interval: they take no share of the
-        // family-wise confidence.
+        // Counts are judged without an interval, and a figure of one value
+        // in every round cannot move by chance: neither takes a share of
+        // the family-wise confidence.
         let judged = self
             .figures
             .iter()
             .filter(|(spec, _)| spec.judged == Judged::Interval)
             .filter(|(_, samples)| complete_pairs(samples) >= rule.min_pairs)
+            .filter(|(_, samples)| constant(samples).is_none())
             .count();
         let confidence = rule.figure_confidence(judged);
         let figures = self
@@ -530,6 +532,14 @@ fn complete_pairs(samples: &[(Round, f64)]) -> u32 {
             .collect()
     };
     pairs(Build::Base).intersection(&pairs(Build::Head)).count() as u32
+}
+
+/// The one value of `samples` when every round of both builds has it and
+/// nothing else (a hit rate of a tier KVCR never serves on the stack: 0
+/// everywhere). Its interval is [0, 0] whatever the confidence.
+fn constant(samples: &[(Round, f64)]) -> Option<f64> {
+    let (_, first) = samples.first()?;
+    samples.iter().all(|(_, v)| v == first).then_some(*first)
 }
 
 /// A confidence as a percentage with the digits it needs (95 %, 99.81 %).
@@ -582,12 +592,12 @@ fn compare_figure(
     };
     let diff = difference(&pairs, spec.statistic, confidence, &boot);
     let (base, head) = (side(Build::Base), side(Build::Head));
-    let (verdict, reason) = match &diff {
-        None => (Verdict::Missing, missing_reason(&pairs)),
-        Some(_) if spec.judged == Judged::AnyIncrease => {
+    let (verdict, reason) = match (&diff, constant(samples)) {
+        (None, _) => (Verdict::Missing, missing_reason(&pairs)),
+        (Some(_), _) if spec.judged == Judged::AnyIncrease => {
             count_verdict(spec, &base, &head, complete, rule)
         }
-        Some(d) if complete < rule.min_pairs => (
+        (Some(d), _) if complete < rule.min_pairs => (
             Verdict::Inconclusive,
             format!(
                 "{}, but only {complete} round pair(s) with both builds, fewer than the {} a \
@@ -596,7 +606,14 @@ fn compare_figure(
                 rule.min_pairs
             ),
         ),
-        Some(d) => {
+        (Some(_), Some(value)) => (
+            Verdict::NoChange,
+            format!(
+                "{value} {} in every round of both builds: no change",
+                spec.unit
+            ),
+        ),
+        (Some(d), None) => {
             let v = match verdict(d, spec.better, rule) {
                 Verdict::NoChange if !within_rule(d, rule) => Verdict::NoChangeTooWide,
                 v => v,
@@ -776,8 +793,10 @@ mod tests {
                 Build::Head => base + shift[k],
             };
             c.add_samples(*round, &spec(0), &[moved]);
+            // The same in both builds of a pair, but not from pair to
+            // pair (a figure of one value everywhere is not judged).
             for f in 1..12 {
-                c.add_samples(*round, &spec(f), &[base]);
+                c.add_samples(*round, &spec(f), &[base + f64::from(round.pair())]);
             }
         }
         let verdict_of_the_moved = |familywise| {
@@ -1099,6 +1118,46 @@ mod tests {
         assert!(empty.figures.is_empty());
         assert_eq!(empty.gate(), Gate::NoVerdict);
         assert!(empty.without_verdict()[0].starts_with("no figures"));
+    }
+
+    /// A hit rate of a tier the stack never uses: 0 in every round of both
+    /// builds. No change, said as such, and no share of the family-wise
+    /// confidence; one round's 0.5 % in head is a figure like any other.
+    #[test]
+    fn a_figure_of_one_value_everywhere_is_no_change_and_costs_no_confidence() {
+        let zero = FigureSpec {
+            unit: "%".into(),
+            statistic: Statistic::Mean,
+            better: Better::Higher,
+            ..spec("WL-01::hit_rate::disk")
+        };
+        let plan = crate::compare::RoundPlan::abba(16).unwrap();
+        let mut c = Collector::default();
+        for round in plan.rounds() {
+            c.add_samples(*round, &zero, &[0.0]);
+            let k = f64::from(round.index);
+            c.add_samples(*round, &spec("ttft"), &[100.0 + k, 101.0 + k]);
+        }
+        let cmp = c.compare(&Rule::default(), &Bootstrap::default());
+        let disk = &cmp.figures[0];
+        assert_eq!(disk.verdict, Verdict::NoChange, "{}", disk.reason);
+        assert_eq!(disk.reason, "0 % in every round of both builds: no change");
+        assert_eq!(disk.cannot_exclude, Some(0.0));
+        assert_eq!(cmp.figure_confidence, Some(0.95), "one figure judged");
+        assert_eq!(cmp.gate(), Gate::Pass);
+        // Below the pairs a verdict needs it is still inconclusive.
+        let mut few = Collector::default();
+        for round in crate::compare::RoundPlan::abba(4).unwrap().rounds() {
+            few.add_samples(*round, &zero, &[0.0]);
+        }
+        let few = few.compare(&Rule::default(), &Bootstrap::default());
+        assert_eq!(few.figures[0].verdict, Verdict::Inconclusive);
+        // Not constant: judged by its interval, and it takes its share.
+        c.add_samples(plan.rounds()[1], &zero, &[0.5]);
+        let cmp = c.compare(&Rule::default(), &Bootstrap::default());
+        assert_ne!(cmp.figures[0].reason, disk.reason);
+        assert!(!cmp.figures[0].verdict.fails(), "{}", cmp.figures[0].reason);
+        assert_eq!(cmp.figure_confidence, Some(0.975));
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! `kvcr-e2e compare`: phase1's perf trials on two KVCR builds in ABBA
-//! rounds, each round a child phase1 run with `--kvcr <spec>`, then the run
-//! directories compared as `compare-results` compares them.
+//! `kvcr-e2e compare`: a lane's perf trials (phase1's by default, or a
+//! trace replay on the `workload` lane) on two KVCR builds in ABBA rounds,
+//! each round a child run of the lane's test target with `--kvcr <spec>`,
+//! then the run directories compared as `compare-results` compares them.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +13,7 @@ use super::stats::Bootstrap;
 use super::{write_outputs, Written};
 use crate::config::{kvcr_spec, KvcrSpec};
 use crate::drive::{self, Phase1Child};
+use crate::evidence::WORKLOAD_CASE;
 
 /// Rounds without `--rounds`: two round pairs more than a verdict needs
 /// ([`DEFAULT_MIN_PAIRS`]), 16 rounds = 8 pairs. A round that is lost (its
@@ -27,8 +29,12 @@ pub const DEFAULT_ROUNDS: u32 = 2 * (DEFAULT_MIN_PAIRS + 2);
 /// Trial filters without `--trials`: every TC-05 arm and TC-06.
 pub const DEFAULT_TRIALS: &[&str] = &["TC-05", "TC-06"];
 
-/// The test target the rounds run.
-pub const TARGET: &str = "phase1";
+/// The test target the rounds run without `--target`.
+pub const DEFAULT_TARGET: &str = "phase1";
+
+/// The lane whose trial replays a workload trace; without `--trials` its
+/// rounds run that trial ([`WORKLOAD_CASE`]).
+pub const WORKLOAD_TARGET: &str = "workload";
 
 /// Harness settings each round sets itself (profile keys).
 pub const RESERVED_KEYS: &[&str] = &["kvcr", "run_dir", "junit", "attach", "cases"];
@@ -38,6 +44,8 @@ pub const RESERVED_KEYS: &[&str] = &["kvcr", "run_dir", "junit", "attach", "case
 pub struct CompareDriveArgs {
     pub base: KvcrSpec,
     pub head: KvcrSpec,
+    /// The lane's test target the rounds run (`--target`).
+    pub target: String,
     /// Rounds in all (even, at least 2).
     pub rounds: u32,
     /// Trial filters (substrings of trial names, as libtest's).
@@ -51,9 +59,11 @@ pub struct CompareDriveArgs {
 }
 
 impl CompareDriveArgs {
-    /// Parses the arguments after `compare`.
-    pub fn parse(args: &[String]) -> Result<Self, String> {
+    /// Parses the arguments after `compare`; `targets` are the lanes'
+    /// test targets (`--target` must name one).
+    pub fn parse(args: &[String], targets: &[&str]) -> Result<Self, String> {
         let (mut base, mut head, mut rounds, mut trials, mut out) = (None, None, None, None, None);
+        let mut target = DEFAULT_TARGET.to_string();
         let (mut rule, mut bootstrap) = (Rule::default(), Bootstrap::default());
         let mut harness = Vec::new();
         let mut it = args.iter();
@@ -66,6 +76,7 @@ impl CompareDriveArgs {
                 name,
                 "--base"
                     | "--head"
+                    | "--target"
                     | "--rounds"
                     | "--trials"
                     | "--cases"
@@ -96,6 +107,7 @@ impl CompareDriveArgs {
             match name {
                 "--base" => base = Some(spec(&value)?),
                 "--head" => head = Some(spec(&value)?),
+                "--target" => target = value,
                 "--rounds" => {
                     let n: u32 = value
                         .parse()
@@ -126,18 +138,34 @@ impl CompareDriveArgs {
         let (Some(base), Some(head)) = (base, head) else {
             return Err("give both builds: --base SPEC --head SPEC".into());
         };
+        if !targets.contains(&target.as_str()) {
+            return Err(format!(
+                "--target {target:?}: no lane has that test target; the lanes are {}",
+                targets.join(", ")
+            ));
+        }
         drive::check_harness_flags(&harness, RESERVED_KEYS).map_err(|e| e.to_string())?;
+        let trials = trials.unwrap_or_else(|| default_trials(&target));
         Ok(CompareDriveArgs {
             base,
             head,
+            target,
             rounds: rounds.unwrap_or(DEFAULT_ROUNDS),
-            trials: trials
-                .unwrap_or_else(|| DEFAULT_TRIALS.iter().map(|t| t.to_string()).collect()),
+            trials,
             out,
             rule: rule.checked().map_err(|e| e.to_string())?,
             bootstrap,
             harness,
         })
+    }
+}
+
+/// Trial filters without `--trials`: the trace replay on the workload
+/// lane, TC-05 and TC-06 on any other.
+fn default_trials(target: &str) -> Vec<String> {
+    match target {
+        WORKLOAD_TARGET => vec![WORKLOAD_CASE.to_string()],
+        _ => DEFAULT_TRIALS.iter().map(|t| t.to_string()).collect(),
     }
 }
 
@@ -191,7 +219,7 @@ pub fn run_compare(
     args: &CompareDriveArgs,
     out: &Path,
 ) -> Result<(Comparison, Written), String> {
-    let binary = drive::test_binary(repo_root, TARGET).map_err(|e| e.to_string())?;
+    let binary = drive::test_binary(repo_root, &args.target).map_err(|e| e.to_string())?;
     run_rounds_with(&binary, repo_root, args, out)
 }
 
@@ -219,7 +247,7 @@ fn run_rounds_with(
             run.round.index + 1,
             run.round.build.as_str(),
             run.spec,
-            TARGET,
+            args.target,
             args.trials.join(" ")
         );
         let log = run.run_base.join("child.log");
@@ -283,15 +311,23 @@ mod tests {
         line.split_whitespace().map(String::from).collect()
     }
 
+    /// Lane targets as the caller passes them.
+    const TARGETS: &[&str] = &["phase1", "phase1_hybrid", "workload"];
+
+    fn parse(line: &str) -> Result<CompareDriveArgs, String> {
+        CompareDriveArgs::parse(&args(line), TARGETS)
+    }
+
     #[test]
     fn defaults_are_sixteen_rounds_of_tc05_and_tc06() {
-        let a = CompareDriveArgs::parse(&args("--base pypi:0.1.1 --head pypi:0.1.2")).unwrap();
+        let a = parse("--base pypi:0.1.1 --head pypi:0.1.2").unwrap();
         assert_eq!(a.base.to_string(), "pypi:0.1.1");
         assert_eq!(a.head.to_string(), "pypi:0.1.2");
         assert_eq!(a.rounds, 16);
         // Two spare pairs: a lost round leaves a verdict possible.
         assert!(a.rounds / 2 >= a.rule.min_pairs + 2);
         assert_eq!(a.trials, ["TC-05", "TC-06"]);
+        assert_eq!(a.target, "phase1");
         assert_eq!(
             (a.out, a.rule, a.bootstrap),
             (None, Rule::default(), Bootstrap::default())
@@ -301,10 +337,10 @@ mod tests {
 
     #[test]
     fn every_flag_and_harness_flags_in_order() {
-        let a = CompareDriveArgs::parse(&args(
+        let a = parse(
             "--log-level debug --base=pypi:0.1.1 --head pypi:0.1.2 --rounds 6 --trials TC-06,TC-05::dram_hit \
              --out o --min-change 0.2 --resamples 300 --startup-timeout-s 90",
-        ))
+        )
         .unwrap();
         assert_eq!(a.rounds, 6);
         assert_eq!(a.trials, ["TC-06", "TC-05::dram_hit"]);
@@ -312,14 +348,35 @@ mod tests {
         assert_eq!(a.rule.min_relative_change, 0.2);
         assert_eq!(a.bootstrap.resamples, 300);
         assert_eq!(a.harness, args("--log-level debug --startup-timeout-s 90"));
-        let c = CompareDriveArgs::parse(&args(
-            "--base pypi:0.1.1 --head pypi:0.1.1 --cases TC-05,TC-06::recovery",
-        ))
-        .unwrap();
+        let c = parse("--base pypi:0.1.1 --head pypi:0.1.1 --cases TC-05,TC-06::recovery").unwrap();
         assert_eq!(c.trials, ["TC-05", "TC-06::recovery"]);
         assert!(
             c.harness.is_empty(),
             "--cases is the driver's, not passed on"
+        );
+    }
+
+    #[test]
+    fn the_workload_lane_runs_the_trace_replay_unless_told_otherwise() {
+        let a = parse("--base pypi:0.1.1 --head pypi:0.1.2 --target workload").unwrap();
+        assert_eq!(
+            (a.target.as_str(), a.trials.as_slice()),
+            ("workload", &["WL-01".to_string()][..])
+        );
+        assert!(a.harness.is_empty(), "--target is the driver's");
+        let b = parse(
+            "--base pypi:0.1.1 --head pypi:0.1.2 --target=workload --trials WL-01::trace_replay",
+        )
+        .unwrap();
+        assert_eq!(b.trials, ["WL-01::trace_replay"]);
+        // Another lane keeps TC-05 and TC-06.
+        let c = parse("--base pypi:0.1.1 --head pypi:0.1.2 --target phase1_hybrid").unwrap();
+        assert_eq!((c.target.as_str(), c.trials.len()), ("phase1_hybrid", 2));
+        let err = parse("--base pypi:0.1.1 --head pypi:0.1.2 --target phase9").unwrap_err();
+        assert_eq!(
+            err,
+            "--target \"phase9\": no lane has that test target; the lanes are phase1, \
+             phase1_hybrid, workload"
         );
     }
 
@@ -351,17 +408,14 @@ mod tests {
             ),
             ("--base pypi:0.1.1 --head", "needs a value"),
         ] {
-            let err = CompareDriveArgs::parse(&args(line)).unwrap_err();
+            let err = parse(line).unwrap_err();
             assert!(err.contains(want), "{line}: {err}");
         }
     }
 
     #[test]
     fn rounds_alternate_abba_each_with_its_build_and_own_run_dir() {
-        let a = CompareDriveArgs::parse(&args(
-            "--base pypi:0.1.1 --head pypi:0.1.2 --rounds 6 --log-level debug",
-        ))
-        .unwrap();
+        let a = parse("--base pypi:0.1.1 --head pypi:0.1.2 --rounds 6 --log-level debug").unwrap();
         let runs = round_runs(&a, Path::new("/out")).unwrap();
         let letters: String = runs
             .iter()
@@ -417,10 +471,9 @@ mod tests {
         // A against A, no change.
         let tmp = tempfile::tempdir().unwrap();
         let binary = fake_phase1(tmp.path(), "none", 0, true);
-        let a = CompareDriveArgs::parse(&args(
-            "--base pypi:0.1.1 --head pypi:0.1.2 --rounds 4 --min-pairs 2 --resamples 200",
-        ))
-        .unwrap();
+        let a =
+            parse("--base pypi:0.1.1 --head pypi:0.1.2 --rounds 4 --min-pairs 2 --resamples 200")
+                .unwrap();
         let out = tmp.path().join("out");
         let (comparison, written) = run_rounds_with(&binary, tmp.path(), &a, &out).unwrap();
         let calls = std::fs::read_to_string(tmp.path().join("calls")).unwrap();
@@ -447,10 +500,8 @@ mod tests {
     }
 
     fn four_rounds() -> CompareDriveArgs {
-        CompareDriveArgs::parse(&args(
-            "--base pypi:0.1.1 --head pypi:0.1.2 --rounds 4 --min-pairs 2 --resamples 200",
-        ))
-        .unwrap()
+        parse("--base pypi:0.1.1 --head pypi:0.1.2 --rounds 4 --min-pairs 2 --resamples 200")
+            .unwrap()
     }
 
     #[test]

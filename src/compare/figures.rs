@@ -1,5 +1,5 @@
 //! The figures a comparison looks at, as data, and how each is read from a
-//! phase1 run's `results.json`.
+//! lane run's `results.json` (phase1's perf trials, or a trace replay).
 //!
 //! | figure | samples of one run | statistic | worse when |
 //! |---|---|---|---|
@@ -12,6 +12,18 @@
 //! | `TC-06::guard_recovery_timing::{t1,t2,promotion}` | the run's t1, t2, Guard promotion time | p50 | higher |
 //! | `TC-05::<trial>::failed_requests` | the trial's requests that got no answer, one count per run | mean | any increase |
 //! | `TC-05::<trial>::wrong_tokens` | the trial's requests answered with tokens other than the reference's | mean | any increase |
+//! | `WL-01::hit_rate::{device,dram,peer,disk,total}` | the trace replay's (KVCR on) prompt tokens served from that tier, % of its prompt tokens, one value per run | mean | lower |
+//! | `WL-01::goodput` | the replay's requests/s meeting the TTFT and TPOT targets, one value per run | mean | lower |
+//! | `WL-01::ttft_p50` / `ttft_p90` | each ok replay request's TTFT | p50 / p90 | higher |
+//! | `WL-01::tpot_p50` | each ok replay request's TPOT | p50 | higher |
+//! | `WL-01::max_sustained_rate` | the highest offered rate of the rate sweep that met the targets, one value per run (only with a sweep) | mean | lower |
+//! | `WL-01::failed_requests` / `wrong_tokens` | the replay's requests that got no answer / answered with tokens other than the reference's, one count per run | mean | any increase |
+//!
+//! The `WL-01` figures come from a workload trace replayed (`perf.workload`,
+//! and the replay's requests of case `WL-01`); a tier KVCR never serves
+//! on the stack (a peer on one node, the disk without its tier) stays in,
+//! a 0 in every round of both builds, which the comparison reports as no
+//! change without spending any of its confidence on it.
 //!
 //! Arms are cold, local_hit, dram_hit and remote_hit. The request is the
 //! sampling unit: ITL uses one value per request (its median gap) so that a
@@ -33,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use super::errors::CompareError;
 use super::stats::{quantile, Statistic};
 use crate::drive::{TrialOutcome, TrialRecord};
-use crate::evidence::{Arm, PerfSummary, RequestRecord, RESULTS_SCHEMA_VERSION};
+use crate::evidence::{Arm, PerfSummary, RequestRecord, RESULTS_SCHEMA_VERSION, WORKLOAD_CASE};
 
 /// The TC-05 trial that sends sweep requests (records without an arm).
 const SWEEP_TRIAL: &str = "concurrency_sweep";
@@ -333,6 +345,7 @@ impl RunResults {
                 );
             }
         }
+        self.workload_figures(&mut push);
         for (trial, counts) in self.request_faults() {
             let id = |m: &str| format!("TC-05::{trial}::{m}");
             push(
@@ -345,6 +358,88 @@ impl RunResults {
             );
         }
         out
+    }
+
+    /// The figures of a workload trace replayed (KVCR on), when the run
+    /// has one: hit rate per tier, goodput, TTFT and TPOT of its ok
+    /// requests, the sweep's highest sustained rate, failed and
+    /// wrong-token requests.
+    fn workload_figures(&self, push: &mut impl FnMut(FigureSpec, Vec<f64>)) {
+        let Some(w) = &self.perf.workload else {
+            return;
+        };
+        let on = &w.on;
+        let id = |m: &str| format!("{WORKLOAD_CASE}::{m}");
+        let label = |m: &str| format!("{WORKLOAD_CASE} {m}");
+        let (mean, higher, lower) = (Statistic::Mean, Better::Higher, Better::Lower);
+        for (tier, rate) in on.hit_rate.named() {
+            push(
+                FigureSpec::new(
+                    id(&format!("hit_rate::{tier}")),
+                    label(&format!("hit rate {tier}")),
+                    "%",
+                    mean,
+                    higher,
+                ),
+                vec![rate * 100.0],
+            );
+        }
+        push(
+            FigureSpec::new(id("goodput"), label("goodput"), "req/s", mean, higher),
+            vec![on.goodput_per_s],
+        );
+        let mine: Vec<&RequestRecord> = self
+            .requests
+            .iter()
+            .filter(|r| r.ok && r.case == WORKLOAD_CASE)
+            .collect();
+        // Without request records, the summary's own TTFT samples.
+        let ttft: Vec<f64> = match mine.is_empty() {
+            true => on.ttft_samples_ms.clone(),
+            false => mine.iter().filter_map(|r| r.ttft_ms).collect(),
+        };
+        for (name, shown, statistic) in [
+            ("ttft_p50", "TTFT p50", Statistic::P50),
+            ("ttft_p90", "TTFT p90", Statistic::P90),
+        ] {
+            push(
+                FigureSpec::new(id(name), label(shown), "ms", statistic, lower),
+                ttft.clone(),
+            );
+        }
+        push(
+            FigureSpec::new(
+                id("tpot_p50"),
+                label("TPOT p50"),
+                "ms",
+                Statistic::P50,
+                lower,
+            ),
+            mine.iter().filter_map(|r| r.tpot_ms).collect(),
+        );
+        push(
+            FigureSpec::new(
+                id("max_sustained_rate"),
+                label("max sustained rate"),
+                "req/s",
+                mean,
+                higher,
+            ),
+            // A sweep that sustained no rate sustained 0 /s.
+            match (&w.max_sustained_rate_per_s, w.sweep.is_empty()) {
+                (Some(rate), _) => vec![*rate],
+                (None, false) => vec![0.0],
+                (None, true) => Vec::new(),
+            },
+        );
+        push(
+            FigureSpec::count(id("failed_requests"), label("failed")),
+            vec![f64::from(on.failed)],
+        );
+        push(
+            FigureSpec::count(id("wrong_tokens"), label("wrong tokens")),
+            vec![f64::from(on.wrong_tokens)],
+        );
     }
 
     /// Failed and wrong-token requests of each TC-05 trial that ran
@@ -569,6 +664,121 @@ evidence: a"
             RequestFault::of_trial_failure("concurrency 4: stream of f001v0 failed: HTTP 503"),
             Some(RequestFault::Failed)
         );
+    }
+
+    fn workload_request(ttft: f64, ok: bool) -> RequestRecord {
+        RequestRecord {
+            case: WORKLOAD_CASE.into(),
+            ..request(None, None, ttft, ok)
+        }
+    }
+
+    /// The sample run with a trace replayed: three replay requests, one
+    /// not ok.
+    fn run_with_workload() -> RunResults {
+        let mut run = sample_run();
+        run.perf.workload = Some(crate::evidence::sample::workload());
+        run.requests.extend([
+            workload_request(120.0, true),
+            workload_request(150.0, true),
+            workload_request(900.0, false),
+        ]);
+        run
+    }
+
+    fn values(run: &RunResults, id: &str) -> Option<(FigureSpec, Vec<f64>)> {
+        run.figures()
+            .into_iter()
+            .find(|f| f.spec.id == id)
+            .map(|f| (f.spec, f.values))
+    }
+
+    #[test]
+    fn a_trace_replay_gives_hit_rate_per_tier_goodput_latency_and_counts() {
+        let run = run_with_workload();
+        let ids: Vec<String> = run
+            .figures()
+            .into_iter()
+            .map(|f| f.spec.id)
+            .filter(|id| id.starts_with("WL-01::"))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "WL-01::hit_rate::device",
+                "WL-01::hit_rate::dram",
+                "WL-01::hit_rate::peer",
+                "WL-01::hit_rate::disk",
+                "WL-01::hit_rate::total",
+                "WL-01::goodput",
+                "WL-01::ttft_p50",
+                "WL-01::ttft_p90",
+                "WL-01::tpot_p50",
+                "WL-01::max_sustained_rate",
+                "WL-01::failed_requests",
+                "WL-01::wrong_tokens",
+            ]
+        );
+        let w = run.perf.workload.as_ref().unwrap();
+        let (total, v) = values(&run, "WL-01::hit_rate::total").unwrap();
+        assert_eq!(v, [w.on.hit_rate.total * 100.0]);
+        assert_eq!((total.unit.as_str(), total.better), ("%", Better::Higher));
+        assert_eq!(total.statistic, Statistic::Mean);
+        // A tier never used stays in, as a 0.
+        assert_eq!(values(&run, "WL-01::hit_rate::disk").unwrap().1, [0.0]);
+        let (goodput, v) = values(&run, "WL-01::goodput").unwrap();
+        assert_eq!(v, [w.on.goodput_per_s]);
+        assert_eq!(goodput.better, Better::Higher);
+        // The ok replay requests, not TC-05's and not the failed one.
+        let (p90, v) = values(&run, "WL-01::ttft_p90").unwrap();
+        assert_eq!(v, [120.0, 150.0]);
+        assert_eq!((p90.statistic, p90.better), (Statistic::P90, Better::Lower));
+        assert_eq!(values(&run, "WL-01::tpot_p50").unwrap().1, [12.0, 15.0]);
+        assert_eq!(
+            values(&run, "WL-01::max_sustained_rate").unwrap().1,
+            [w.max_sustained_rate_per_s.unwrap()]
+        );
+        assert_eq!(count(&run, "WL-01::failed_requests"), Some(0.0));
+        assert_eq!(count(&run, "WL-01::wrong_tokens"), Some(0.0));
+        // The replay's requests are no TC-05 figure's samples.
+        assert_eq!(
+            values(&run, "TC-05::cold::ttft_p50").unwrap().1,
+            [40.0, 44.0]
+        );
+    }
+
+    #[test]
+    fn replay_counts_and_the_sweep_follow_the_summary() {
+        let mut run = run_with_workload();
+        let w = run.perf.workload.as_mut().unwrap();
+        w.on.failed = 2;
+        w.on.wrong_tokens = 1;
+        // A sweep that sustained no rate sustained 0 /s.
+        w.max_sustained_rate_per_s = None;
+        assert_eq!(count(&run, "WL-01::failed_requests"), Some(2.0));
+        assert_eq!(count(&run, "WL-01::wrong_tokens"), Some(1.0));
+        assert_eq!(values(&run, "WL-01::max_sustained_rate").unwrap().1, [0.0]);
+        // Without a sweep there is no such figure.
+        run.perf.workload.as_mut().unwrap().sweep.clear();
+        assert!(values(&run, "WL-01::max_sustained_rate").is_none());
+        // Without request records, the summary's TTFT samples.
+        run.requests.retain(|r| r.case != WORKLOAD_CASE);
+        let samples = run
+            .perf
+            .workload
+            .as_ref()
+            .unwrap()
+            .on
+            .ttft_samples_ms
+            .clone();
+        assert_eq!(values(&run, "WL-01::ttft_p50").unwrap().1, samples);
+        assert!(values(&run, "WL-01::tpot_p50").is_none());
+        // No replay, no WL-01 figure.
+        run.perf.workload = None;
+        assert!(run
+            .figures()
+            .iter()
+            .all(|f| !f.spec.id.starts_with("WL-01")));
     }
 
     #[test]

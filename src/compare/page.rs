@@ -190,6 +190,9 @@ fn rounds_table(c: &Comparison) -> String {
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
+/// The most samples of one build a chart draws.
+const MAX_DRAWN: usize = 1000;
+
 /// A deterministic spread of the i-th of n points across a strip.
 fn jitter(i: usize, n: usize) -> f64 {
     if n <= 1 {
@@ -254,9 +257,13 @@ fn samples_panel(area: &Area<'_>, f: &FigureResult) -> DrawResult {
         (1.5, &f.head, HEAD, "head", d.map(|d| d.head)),
     ] {
         let n = samples.len();
+        // A trace replay has thousands of samples a build: every k-th
+        // is drawn (the statistic and the range are of them all).
+        let every = n.div_ceil(MAX_DRAWN).max(1);
         chart.draw_series(
             samples
                 .iter()
+                .step_by(every)
                 .enumerate()
                 .map(|(i, s)| Circle::new((x + jitter(i, n), s.value), 3, color.mix(0.7).filled())),
         )?;
@@ -266,8 +273,12 @@ fn samples_panel(area: &Area<'_>, f: &FigureResult) -> DrawResult {
                 BLACK.stroke_width(2),
             )))?;
         }
+        let drawn = match every {
+            1 => String::new(),
+            k => format!(", every {k}th drawn"),
+        };
         chart.draw_series(std::iter::once(Text::new(
-            format!("{name} (n={n})"),
+            format!("{name} (n={n}{drawn})"),
             (x - 0.2, lo - pad * 0.6),
             (FONT, 12).into_font().color(&color),
         )))?;

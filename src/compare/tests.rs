@@ -370,6 +370,112 @@ fn a_failed_trial_in_a_round_gives_no_verdict() {
     assert!(xml.contains("testcase name=\"round::06-head\""), "{xml}");
 }
 
+/// One round of the workload lane: the testdata run with the sample
+/// trace replay, its DRAM hit rate times `dram` (a KVCR policy bug that
+/// loses host hits: below 1), and a jitter of up to ±2 % from round to
+/// round on the device and DRAM hit rates, goodput and TTFT.
+fn workload_round(index: u32, dram: f64) -> RunResults {
+    let mut run = RunResults::parse(include_str!("testdata/results-tc05-tc06.json")).unwrap();
+    let mut w = crate::evidence::sample::workload();
+    let jitter = 1.0 + 0.01 * (f64::from(index * 7 % 5) - 2.0);
+    let on = &mut w.on;
+    on.hit_rate.dram *= dram * jitter;
+    on.hit_rate.device *= jitter;
+    let r = on.hit_rate;
+    on.hit_rate.total = r.device + r.dram + r.peer + r.disk;
+    on.goodput_per_s *= jitter;
+    for t in &mut on.ttft_samples_ms {
+        *t *= jitter;
+    }
+    run.perf.workload = Some(w);
+    run
+}
+
+/// Few resamples: a round has 400 TTFT samples, and a debug build
+/// resamples slowly.
+const QUICK_BOOTSTRAP: Bootstrap = Bootstrap {
+    resamples: 400,
+    seed: 7,
+};
+
+/// Sixteen workload rounds, ABBA, head's DRAM hit rate times `dram`.
+fn workload_comparison(dram: f64) -> Comparison {
+    let mut c = Collector::default();
+    for round in RoundPlan::abba(16).unwrap().rounds() {
+        let scale = match round.build {
+            Build::Base => 1.0,
+            Build::Head => dram,
+        };
+        c.add_round(*round, &workload_round(round.index, scale), "round");
+    }
+    c.compare(&Rule::default(), &QUICK_BOOTSTRAP)
+}
+
+fn verdict_of(c: &Comparison, id: &str) -> Verdict {
+    let f = c.figures.iter().find(|f| f.spec.id == id).unwrap();
+    f.verdict
+}
+
+#[test]
+fn a_lower_hit_rate_on_a_trace_is_a_regression_and_a_against_a_is_quiet() {
+    let same = workload_comparison(1.0);
+    assert_eq!(same.gate(), Gate::Pass, "{}", render_summary(&same));
+    assert!(
+        same.figures.iter().any(|f| f.spec.id == "WL-01::goodput"),
+        "{}",
+        render_summary(&same)
+    );
+    // The disk tier is 0 everywhere: no change, said as such.
+    let disk = same
+        .figures
+        .iter()
+        .find(|f| f.spec.id == "WL-01::hit_rate::disk")
+        .unwrap();
+    assert_eq!(disk.verdict, Verdict::NoChange, "{}", disk.reason);
+    assert!(disk.reason.contains("in every round of both builds"));
+
+    let lost = workload_comparison(0.6);
+    for id in ["WL-01::hit_rate::dram", "WL-01::hit_rate::total"] {
+        assert_eq!(verdict_of(&lost, id), Verdict::Regression, "{id}");
+    }
+    assert_eq!(
+        verdict_of(&lost, "WL-01::hit_rate::disk"),
+        Verdict::NoChange
+    );
+    assert_eq!(lost.gate(), Gate::Regression);
+    let summary = render_summary(&lost);
+    assert!(summary.contains("WL-01::hit_rate::dram"), "{summary}");
+    // 3,200 TTFTs a build: the page draws a share of them.
+    let page = render_page(&lost).unwrap();
+    assert!(page.contains("base (n=3200, every 4th drawn)"));
+    assert!(page.matches("<circle").count() < 20_000);
+
+    let gained = workload_comparison(1.4);
+    assert_eq!(
+        verdict_of(&gained, "WL-01::hit_rate::total"),
+        Verdict::Improvement
+    );
+    assert_eq!(gained.gate(), Gate::Pass);
+}
+
+#[test]
+fn a_failed_replay_request_in_head_is_a_regression() {
+    let mut c = Collector::default();
+    for round in RoundPlan::abba(16).unwrap().rounds() {
+        let mut run = workload_round(round.index, 1.0);
+        if round.index == 5 {
+            run.perf.workload.as_mut().unwrap().on.failed = 1;
+        }
+        c.add_round(*round, &run, "round");
+    }
+    let c = c.compare(&Rule::default(), &QUICK_BOOTSTRAP);
+    assert_eq!(
+        verdict_of(&c, "WL-01::failed_requests"),
+        Verdict::Regression
+    );
+    assert_eq!(verdict_of(&c, "WL-01::wrong_tokens"), Verdict::NoChange);
+}
+
 // ---- error rates of the default rule on simulated rounds ----
 
 /// A simulated TC-05 arm: per-request TTFT log-normal around `median_ms`

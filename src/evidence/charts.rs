@@ -7,6 +7,7 @@ use plotters::prelude::*;
 
 use super::errors::EvidenceError;
 use super::perf::{ArmSummary, Baseline, RecoveryTimeline, SweepLevel};
+use super::workload::{ReplaySummary, SweepPoint, HIT_WINDOW_S};
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
@@ -384,4 +385,232 @@ pub(crate) fn recovery(t: &RecoveryTimeline) -> Result<Option<String>, EvidenceE
 
 fn fmt(x: Option<f64>) -> String {
     x.map(|v| format!("{v:.0} ms")).unwrap_or_default()
+}
+
+/// KVCR on and off in the workload charts.
+const ON: RGBColor = RGBColor(0x26, 0x6d, 0xd3);
+const OFF: RGBColor = RGBColor(0x88, 0x88, 0x88);
+
+/// The replays to draw: KVCR on, then off when it ran.
+fn on_off<'a>(
+    on: &'a ReplaySummary,
+    off: Option<&'a ReplaySummary>,
+) -> Vec<(&'static str, &'a ReplaySummary, RGBColor)> {
+    std::iter::once(("KVCR on", on, ON))
+        .chain(off.map(|off| ("KVCR off", off, OFF)))
+        .collect()
+}
+
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.3))
+        .label_font((FONT, 12))
+        .draw()?;
+    Ok(())
+}
+
+/// Hit rate (the engines' `cached_tokens`, every tier) per window of the
+/// replay, KVCR on and off.
+pub(crate) fn workload_hit_rate(
+    on: &ReplaySummary,
+    off: Option<&ReplaySummary>,
+) -> Result<Option<String>, EvidenceError> {
+    let series: Vec<_> = on_off(on, off)
+        .into_iter()
+        .map(|(name, r, color)| {
+            let pts: Vec<(f64, f64)> = r
+                .timeline
+                .iter()
+                .filter(|w| w.requests > 0)
+                .map(|w| (w.start_s + HIT_WINDOW_S / 2.0, w.hit_rate() * 100.0))
+                .collect();
+            (name, pts, color)
+        })
+        .filter(|(_, pts, _)| !pts.is_empty())
+        .collect();
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let xmax = top(series.iter().flat_map(|s| s.1.iter().map(|p| p.0)));
+    draw("hit rate over time", |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(
+                format!("Hit rate over time ({HIT_WINDOW_S:.0} s windows)"),
+                (FONT, 18),
+            )
+            .margin(14)
+            .x_label_area_size(36)
+            .y_label_area_size(54)
+            .build_cartesian_2d(0.0..xmax, 0.0..100.0)?;
+        chart
+            .configure_mesh()
+            .light_line_style(WHITE.mix(0.0))
+            .bold_line_style(BLACK.mix(0.08))
+            .x_desc("s after the replay started")
+            .y_desc("% of prompt tokens cached")
+            .label_style((FONT, 13))
+            .draw()?;
+        for (name, pts, color) in &series {
+            let c = *color;
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(*name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                });
+            chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled())))?;
+        }
+        legend(&mut chart, SeriesLabelPosition::LowerRight)
+    })
+    .map(Some)
+}
+
+/// Points of the empirical CDF of `samples`, as (value, % at or below):
+/// (smallest, 0) and then at most `n` steps (nearest rank at each).
+pub(super) fn cdf_points(samples: &[f64], n: usize) -> Vec<(f64, f64)> {
+    let mut sorted: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let len = sorted.len();
+    if len == 0 {
+        return Vec::new();
+    }
+    let steps = n.min(len);
+    (0..=steps)
+        .map(|k| match (k * len).div_ceil(steps) {
+            0 => (sorted[0], 0.0),
+            rank => (sorted[rank - 1], rank as f64 / len as f64 * 100.0),
+        })
+        .collect()
+}
+
+/// TTFT distribution of the ok requests, KVCR on and off, as CDFs; the
+/// x axis ends at 1.25 × the larger p99 so that a few stragglers do not
+/// squash the rest.
+pub(crate) fn workload_ttft_cdf(
+    on: &ReplaySummary,
+    off: Option<&ReplaySummary>,
+) -> Result<Option<String>, EvidenceError> {
+    let series: Vec<_> = on_off(on, off)
+        .into_iter()
+        .map(|(name, r, color)| (name, cdf_points(&r.ttft_samples_ms, 200), r, color))
+        .filter(|s| !s.1.is_empty())
+        .collect();
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let p99 = series
+        .iter()
+        .filter_map(|s| s.2.ttft_ms.p99)
+        .fold(0.0, f64::max);
+    let xmax = match p99 > 0.0 {
+        true => p99 * 1.25,
+        false => top(series.iter().flat_map(|s| s.1.iter().map(|p| p.0))),
+    };
+    draw("TTFT distribution", |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption("TTFT distribution, KVCR on vs off", (FONT, 18))
+            .margin(14)
+            .x_label_area_size(36)
+            .y_label_area_size(54)
+            .build_cartesian_2d(0.0..xmax, 0.0..100.0)?;
+        chart
+            .configure_mesh()
+            .light_line_style(WHITE.mix(0.0))
+            .bold_line_style(BLACK.mix(0.08))
+            .x_desc("TTFT ms")
+            .y_desc("% of requests at or below")
+            .label_style((FONT, 13))
+            .draw()?;
+        for (name, pts, r, color) in &series {
+            let c = *color;
+            let pts: Vec<(f64, f64)> = pts.iter().copied().filter(|p| p.0 <= xmax).collect();
+            chart
+                .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
+                .label(format!("{name}: p50 {}", fmt(r.ttft_ms.p50)))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                });
+        }
+        legend(&mut chart, SeriesLabelPosition::LowerRight)
+    })
+    .map(Some)
+}
+
+/// Goodput against offered rate over the sweep (KVCR on), the offered
+/// rate itself as the ceiling, each sustained point filled, and the
+/// highest sustained rate marked.
+pub(crate) fn workload_goodput(
+    sweep: &[SweepPoint],
+    max_sustained: Option<f64>,
+) -> Result<Option<String>, EvidenceError> {
+    if sweep.is_empty() {
+        return Ok(None);
+    }
+    let xmax = top(sweep.iter().map(|p| p.offered_rate_per_s));
+    let ymax = top(sweep
+        .iter()
+        .flat_map(|p| [p.goodput_per_s, p.offered_rate_per_s]));
+    draw("goodput against rate", |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption("Goodput against offered rate (KVCR on)", (FONT, 18))
+            .margin(14)
+            .x_label_area_size(36)
+            .y_label_area_size(54)
+            .build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
+        chart
+            .configure_mesh()
+            .light_line_style(WHITE.mix(0.0))
+            .bold_line_style(BLACK.mix(0.08))
+            .x_desc("offered requests/s")
+            .y_desc("requests/s meeting the targets")
+            .label_style((FONT, 13))
+            .draw()?;
+        let ceiling = xmax.min(ymax);
+        chart
+            .draw_series(LineSeries::new(
+                vec![(0.0, 0.0), (ceiling, ceiling)],
+                OTHER.mix(0.6).stroke_width(1),
+            ))?
+            .label("every request within the targets")
+            .legend(|(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], OTHER.mix(0.6).stroke_width(1))
+            });
+        let pts: Vec<(f64, f64)> = sweep
+            .iter()
+            .map(|p| (p.offered_rate_per_s, p.goodput_per_s))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(pts, ON.stroke_width(2)))?
+            .label("goodput (filled: sustained)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], ON.stroke_width(2)));
+        chart.draw_series(sweep.iter().map(|p| {
+            let style = match p.sustained {
+                true => ON.filled(),
+                false => ON.stroke_width(2),
+            };
+            Circle::new((p.offered_rate_per_s, p.goodput_per_s), 5, style)
+        }))?;
+        if let Some(rate) = max_sustained {
+            chart.draw_series(LineSeries::new(
+                vec![(rate, 0.0), (rate, ymax * 0.92)],
+                OK.stroke_width(2),
+            ))?;
+            chart.draw_series(std::iter::once(Text::new(
+                format!(" max sustained {rate:.2}/s"),
+                (rate, ymax * 0.96),
+                (FONT, 13).into_font().color(&OK),
+            )))?;
+        }
+        legend(&mut chart, SeriesLabelPosition::LowerRight)
+    })
+    .map(Some)
 }

@@ -31,6 +31,7 @@ mod results;
 mod run_dir;
 mod summary;
 pub mod workload;
+mod workload_report;
 
 #[cfg(test)]
 pub(crate) mod sample;
@@ -38,7 +39,10 @@ pub(crate) mod sample;
 mod tests;
 
 pub use errors::EvidenceError;
-pub use junit::{junit_report, junit_xml, write_junit, write_junit_with_gpu, SUITE};
+pub use junit::{
+    junit_report, junit_xml, workload_properties, write_junit, write_junit_with,
+    write_junit_with_gpu, SUITE,
+};
 pub use not_checked::{NotChecked, NOT_CHECKED};
 pub use perf::{
     percentiles, ttft_offsets, Arm, ArmSummary, Baseline, DeltaVsBaseline, FirstTokenPair,
@@ -55,4 +59,4 @@ pub use report::{render_page, render_report, write_report, LOAD_TIMELINE};
 pub use results::{Results, RESULTS_SCHEMA_VERSION};
 pub use run_dir::RunDir;
 pub use summary::render_summary;
-pub use workload::{WorkloadSummary, WORKLOAD_CASE};
+pub use workload::{WorkloadSummary, WORKLOAD_CASE, WORKLOAD_MEASUREMENT};

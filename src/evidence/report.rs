@@ -1,6 +1,7 @@
 //! `report.html`: one self-contained page (inline CSS and SVG, no network)
-//! with the cases table, the perf arms, the concurrency sweep and the
-//! recovery timeline. A section without data says "not run".
+//! with the cases table, a workload trace replayed (when one was), the
+//! perf arms, the concurrency sweep and the recovery timeline. A section
+//! without data says "not run".
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -34,7 +35,7 @@ pre{white-space:pre-wrap;margin:0;font-size:12px;font-family:ui-monospace,Menlo,
 a{color:#266dd3}
 "#;
 
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -49,7 +50,7 @@ fn esc(s: &str) -> String {
     o
 }
 
-fn ms(x: Option<f64>) -> String {
+pub(super) fn ms(x: Option<f64>) -> String {
     x.map(|v| format!("{v:.1}"))
         .unwrap_or_else(|| "–".to_string())
 }
@@ -101,6 +102,7 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
     o.push_str(&kvcr_section(run));
     o.push_str(&stack_section(run));
     o.push_str(&neighbours_section(run));
+    o.push_str(&super::workload_report::section(perf.workload.as_ref())?);
     o.push_str(&arms_section(perf)?);
     o.push_str(&sweep_section(perf)?);
     o.push_str(&ttft_accuracy_section(perf));

@@ -9,6 +9,7 @@ use time::OffsetDateTime;
 use super::perf::*;
 use super::record::*;
 use super::results::Results;
+use super::workload::*;
 
 pub(crate) fn at(secs: i64) -> UtcTime {
     UtcTime(OffsetDateTime::from_unix_timestamp(1_764_438_060 + secs).unwrap())
@@ -301,7 +302,91 @@ pub(crate) fn perf() -> PerfSummary {
                 unavailable: Some("vLLM reports no per-request first-token instant".into()),
             },
         ],
-        workload: None,
+        workload: Some(workload()),
+    }
+}
+
+/// A workload trace replayed, KVCR on and off, with a rate sweep: 400
+/// requests 0.3 s apart; KVCR on serves more of each prompt from cache,
+/// so more of its requests meet the TTFT target.
+pub(crate) fn workload() -> WorkloadSummary {
+    let slo = Slo {
+        ttft_ms: 180.0,
+        tpot_ms: 15.0,
+        attainment: 0.75,
+    };
+    let replay = |kvcr: bool| {
+        let requests: Vec<ReplayedRequest> = (0..400u32)
+            .map(|i| {
+                let cached: u64 = match (kvcr, i % 4) {
+                    (_, 0) => 0,
+                    (true, k) => [0, 640, 960, 1120][k as usize],
+                    (false, k) => [0, 0, 320, 640][k as usize],
+                };
+                let at = f64::from(i) * 0.3;
+                let ttft = 40.0 + (1200 - cached) as f64 * 0.12 + f64::from(i % 7) * 3.0;
+                let tpot = 12.0 + f64::from(i % 5) * 0.5;
+                let e2el = ttft + 31.0 * tpot;
+                ReplayedRequest {
+                    intended_s: at,
+                    schedule_delay_ms: 0.2 + f64::from(i % 3) * 0.1,
+                    prompt_tokens: 1200,
+                    answer: Some(Answer {
+                        ttft_ms: ttft,
+                        tpot_ms: Some(tpot),
+                        e2el_ms: e2el,
+                        finished_s: at + e2el / 1000.0,
+                        cached_tokens: cached,
+                        reference_tokens: true,
+                    }),
+                }
+            })
+            .collect();
+        let mut s = ReplaySummary::of(kvcr, 1.0, &slo, &requests);
+        let c = s.cached_tokens_reported;
+        s.tiers = match kvcr {
+            true => TierTokens {
+                device: c * 40 / 100,
+                dram: c * 45 / 100,
+                peer: c - c * 40 / 100 - c * 45 / 100,
+                disk: 0,
+            },
+            false => TierTokens {
+                device: c,
+                ..TierTokens::default()
+            },
+        };
+        s.hit_rate = TierRates::of(&s.tiers, s.prompt_tokens);
+        s
+    };
+    let on = replay(true);
+    let point = |factor: f64, attainment: f64, ttft_p50: f64| SweepPoint {
+        rate_factor: factor,
+        offered_rate_per_s: on.offered_rate_per_s * factor,
+        requests: 400,
+        ok: 400,
+        slo_met: (400.0 * attainment) as u32,
+        goodput_per_s: on.offered_rate_per_s * factor * attainment,
+        slo_attainment: attainment,
+        ttft_p50_ms: Some(ttft_p50),
+        ttft_p90_ms: Some(ttft_p50 * 1.6),
+        sustained: attainment >= slo.attainment,
+    };
+    let mut sweep = vec![point(0.5, 0.78, 80.0), on.sweep_point(&slo)];
+    sweep.extend([point(2.0, 0.6, 150.0), point(4.0, 0.3, 480.0)]);
+    WorkloadSummary {
+        trace: TraceInfo {
+            name: "multi-turn-small.jsonl".into(),
+            sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
+            requests: 400,
+            block_size: 16,
+            duration_s: 119.7,
+        },
+        slo,
+        max_sustained_rate_per_s: max_sustained_rate(&sweep),
+        off: Some(replay(false)),
+        on,
+        sweep,
     }
 }
 

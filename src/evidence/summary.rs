@@ -255,7 +255,62 @@ pub fn render_summary(run: &RunRecord, perf: &PerfSummary) -> String {
             let _ = writeln!(o, "  no t1: {why}");
         }
     }
+    if let Some(w) = &perf.workload {
+        workload_lines(&mut o, w);
+    }
     o.lines().map(str::trim_end).collect::<Vec<_>>().join("\n") + "\n"
+}
+
+/// A trace replayed: hit rate per tier, goodput and TTFT p50, KVCR on
+/// against off, and the sweep's highest sustained rate.
+fn workload_lines(o: &mut String, w: &super::workload::WorkloadSummary) {
+    use super::workload::ReplaySummary;
+    let _ = writeln!(
+        o,
+        "\nworkload ({}): {}, {} requests; targets TTFT <= {} ms, TPOT <= {} ms",
+        super::workload::WORKLOAD_CASE,
+        w.trace.name,
+        w.trace.requests,
+        w.slo.ttft_ms,
+        w.slo.tpot_ms
+    );
+    let _ = writeln!(o, "  {:<22}{:>12} {:>12}", "", "KVCR on", "KVCR off");
+    let off = w.off.as_ref();
+    let mut line = |name: &str, cell: &dyn Fn(&ReplaySummary) -> String| {
+        let off = off.map_or_else(|| "not run".to_string(), cell);
+        let _ = writeln!(o, "  {name:<22}{:>12} {off:>12}", cell(&w.on));
+    };
+    let percent = |x: f64| format!("{:.1} %", x * 100.0);
+    // The total first, then each tier.
+    let tiers = w.on.hit_rate.named();
+    for (tier, _) in tiers[4..].iter().chain(&tiers[..4]).copied() {
+        let name = match tier {
+            "total" => "hit rate total".to_string(),
+            tier => format!("  {tier}"),
+        };
+        line(&name, &|r| {
+            let rate = r.hit_rate.named().into_iter().find(|(t, _)| *t == tier);
+            percent(rate.map_or(0.0, |(_, v)| v))
+        });
+    }
+    line("goodput req/s", &|r| format!("{:.2}", r.goodput_per_s));
+    line("TTFT p50 ms", &|r| ms(r.ttft_ms.p50));
+    line("ok / failed / wrong", &|r| {
+        format!("{} / {} / {}", r.ok, r.failed, r.wrong_tokens)
+    });
+    line("counters", &|r| match r.reconciliation.len() {
+        0 => "reconciled".to_string(),
+        n => format!("{n} NOT RECONCILED"),
+    });
+    if !w.sweep.is_empty() {
+        let _ = writeln!(
+            o,
+            "  max sustained rate: {} (sweep of {} rates)",
+            w.max_sustained_rate_per_s
+                .map_or_else(|| "none".to_string(), |r| format!("{r:.2} req/s")),
+            w.sweep.len()
+        );
+    }
 }
 
 /// `machine: load … at start, … at end; …` and one line per other live run.
@@ -352,6 +407,27 @@ mod tests {
     #[test]
     fn summary_snapshot() {
         insta::assert_snapshot!(render_summary(&sample::run_record(), &sample::perf()));
+    }
+
+    #[test]
+    fn a_replay_that_did_not_reconcile_says_so_and_a_missing_off_says_not_run() {
+        let mut perf = sample::perf();
+        let w = perf.workload.as_mut().unwrap();
+        w.on.reconciliation = vec!["dram: counters and answers differ".into()];
+        w.on.failed = 3;
+        w.off = None;
+        w.sweep.clear();
+        let text = render_summary(&sample::run_record(), &perf);
+        let counters = text.lines().find(|l| l.starts_with("  counters")).unwrap();
+        assert!(
+            counters.contains(" 1 NOT RECONCILED ") && counters.ends_with(" not run"),
+            "{counters}"
+        );
+        assert!(text.contains("400 / 3 / 0"), "{text}");
+        assert!(!text.contains("max sustained"), "no sweep, no line");
+        perf.workload = None;
+        let text = render_summary(&sample::run_record(), &perf);
+        assert!(!text.contains("workload"), "{text}");
     }
 
     #[test]

@@ -225,9 +225,10 @@ fn report_contains_charts_and_tables() {
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert_eq!(
         html.matches("<svg").count(),
-        4,
-        "arms, throughput, TTFT sweep, recovery"
+        7,
+        "workload hit rate, TTFT CDF and goodput; arms, throughput, TTFT sweep, recovery"
     );
+    assert!(html.contains("<h2>Workload: a trace replayed (WL-01)</h2>"));
     assert!(html.contains("<rect") && html.contains("<polyline") && html.contains("<circle"));
     assert!(html.contains("href=\"cases/TC-04/guard-log-tail.txt\""));
     assert!(html.contains("TC-04::guard_takeover_replacement"));
@@ -300,8 +301,10 @@ fn report_with_a_single_arm_and_level() {
     results.perf.arms.truncate(1);
     results.perf.sweep.truncate(1);
     results.perf.baseline = None;
+    results.perf.workload = None;
     let html = render_report(&results).unwrap();
     assert_eq!(html.matches("<svg").count(), 4);
+    assert!(!html.contains("Workload"), "no section without a replay");
 }
 
 #[test]

@@ -12,6 +12,11 @@ use super::perf::{percentiles, Percentiles};
 /// The case id of the trace replay's requests.
 pub const WORKLOAD_CASE: &str = "WL-01";
 
+/// The measurement key under which the replay's case records its
+/// [`WorkloadSummary`]; JUnit gives that case its figures as properties
+/// (`workload.on.hit_rate.total_pct`, ...) instead of the whole summary.
+pub const WORKLOAD_MEASUREMENT: &str = "workload";
+
 /// Service-level targets: a request meets them when its TTFT and its TPOT
 /// are both at most the target (a request of one output token has no TPOT
 /// and is judged by its TTFT alone).
