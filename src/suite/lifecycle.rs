@@ -940,9 +940,10 @@ impl Suite {
         results: &crate::evidence::Results,
     ) -> Result<(), crate::evidence::EvidenceError> {
         let junit = self.settings.junit_path(run.root());
-        crate::evidence::write_junit_with_gpu(
+        crate::evidence::write_junit_with(
             &results.run,
             results.gpu.as_ref(),
+            results.perf.workload.as_ref(),
             &junit,
             &self.redactor,
         )?;
