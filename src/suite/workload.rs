@@ -152,7 +152,7 @@ impl<'c> Workload<'c> {
         let records = returned
             .iter()
             .zip(&requests)
-            .map(|(r, q)| record(r, q, rate_factor))
+            .map(|(r, q)| record(r, q))
             .collect();
         Ok(Replayed {
             summary,
@@ -262,7 +262,6 @@ fn add(
 fn record(
     r: &Returned,
     q: &crate::evidence::workload::ReplayedRequest,
-    _rate_factor: f64,
 ) -> RequestRecord {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let outcome = r.outcome.as_ref().ok();
