@@ -190,19 +190,21 @@ fn the_readme_lists_every_policy_bug_and_its_comparison() {
 }
 
 /// What `probe.py` reports of a KVCR build: the blocks a 4-block pool
-/// evicts after a local hit on its oldest block, and how many of a hint's
-/// 14 block hashes KVCR follows.
+/// evicts after a local hit on its oldest block and after one on its newest,
+/// and how many of a hint's 14 block hashes KVCR follows.
 #[derive(Debug, PartialEq)]
 struct Policies {
     evicted_after_local_hit: Vec<u64>,
+    evicted_after_local_hit_on_newest: Vec<u64>,
     hint_of_14_followed: u64,
 }
 
-/// The release: a local hit is an access (the untouched block 2 goes), and
-/// a hint is followed whole.
+/// The release: a local hit is an access (the untouched block 2 goes; after
+/// a hit on the newest, the oldest, block 1), and a hint is followed whole.
 fn release_policies() -> Policies {
     Policies {
         evicted_after_local_hit: vec![2],
+        evicted_after_local_hit_on_newest: vec![1],
         hint_of_14_followed: 14,
     }
 }
@@ -211,8 +213,15 @@ fn release_policies() -> Policies {
 fn bug_policies(name: &str) -> Option<Policies> {
     let release = release_policies();
     match name {
+        // First in, first out for what is read back: the oldest goes either way.
         "local-hit-not-an-access" => Some(Policies {
             evicted_after_local_hit: vec![1],
+            ..release
+        }),
+        // The block just read goes first, even the newest.
+        "local-hit-evicted-first" => Some(Policies {
+            evicted_after_local_hit: vec![1],
+            evicted_after_local_hit_on_newest: vec![4],
             ..release
         }),
         "hint-followed-for-8-blocks" => Some(Policies {
@@ -243,11 +252,15 @@ fn probe(python: &Path, site: Option<&Path>) -> Policies {
         .last()
         .and_then(|l| serde_json::from_str(l).ok())
         .unwrap_or_else(|| panic!("probe.py printed no report: {stdout}"));
-    Policies {
-        evicted_after_local_hit: report["evicted_after_local_hit"]
+    let evicted = |field: &str| -> Vec<u64> {
+        report[field]
             .as_array()
             .map(|a| a.iter().filter_map(serde_json::Value::as_u64).collect())
-            .unwrap_or_else(|| panic!("no evicted_after_local_hit in {report}")),
+            .unwrap_or_else(|| panic!("no {field} in {report}"))
+    };
+    Policies {
+        evicted_after_local_hit: evicted("evicted_after_local_hit"),
+        evicted_after_local_hit_on_newest: evicted("evicted_after_local_hit_on_newest"),
         hint_of_14_followed: report["hint_hashes_followed"]["14"]
             .as_u64()
             .unwrap_or_else(|| panic!("no hint_hashes_followed in {report}")),
