@@ -3,7 +3,7 @@
 //! `patch --dry-run -p1` onto the kvcr installed in the project's pinned
 //! Python env, and is listed in the README's table. Needs no stack.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use kvcr_e2e::mutants::{self, Expect, MutantClass};
@@ -12,44 +12,17 @@ use kvcr_e2e::pyenv::kvcr_diff;
 /// The kvcr version every curated mutant is written against.
 const KVCR_VERSION: &str = "0.1.1";
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+mod diff_files;
+
+use diff_files::{read, root, stem};
 
 fn mutant_files() -> Vec<PathBuf> {
-    let dir = root().join(mutants::MUTANTS_DIR);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .map(|entry| entry.expect("a directory entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "diff"))
-        .collect();
-    files.sort();
-    files
+    diff_files::diff_files(mutants::MUTANTS_DIR)
 }
 
-fn stem(path: &Path) -> String {
-    path.file_stem()
-        .and_then(|s| s.to_str())
-        .expect("a UTF-8 file name")
-        .to_string()
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
-
-/// site-packages of the pinned env, after checking it holds kvcr 0.1.1.
+/// site-packages of the pinned env (kvcr 0.1.1).
 fn site_packages() -> PathBuf {
-    let user = std::env::var_os("PHASE1_PYTHON").map(PathBuf::from);
-    let env = kvcr_e2e::pyenv::ensure(root(), user.as_deref()).expect("the pinned Python env");
-    let (version, site) = kvcr_diff::installed_site(&env.python).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        version,
-        KVCR_VERSION,
-        "the curated mutants are diffs against kvcr {KVCR_VERSION}; {} has kvcr {version:?}",
-        env.python.display()
-    );
-    site
+    diff_files::pinned_kvcr(KVCR_VERSION, "the curated mutants").1
 }
 
 #[test]

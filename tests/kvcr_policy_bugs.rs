@@ -12,6 +12,8 @@ use kvcr_e2e::pyenv::kvcr_diff;
 /// The kvcr version every policy bug is written against.
 const KVCR_VERSION: &str = "0.1.1";
 const DIR: &str = "fixtures/kvcr-policy-bugs";
+/// The trace the comparisons replay (the bugs show on it).
+const TRACE: &str = "fixtures/traces/docs-zipf-small.jsonl";
 /// Every header field, in the order the files write them.
 const FIELDS: [&str; 8] = [
     "policy-bug",
@@ -26,30 +28,12 @@ const FIELDS: [&str; 8] = [
 /// A figure of the replay that `moves` may name besides the hit-rate tiers.
 const GOODPUT: &str = "goodput";
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+mod diff_files;
+
+use diff_files::{read, root, stem};
 
 fn bug_files() -> Vec<PathBuf> {
-    let dir = root().join(DIR);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .map(|entry| entry.expect("a directory entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "diff"))
-        .collect();
-    files.sort();
-    files
-}
-
-fn stem(path: &Path) -> String {
-    path.file_stem()
-        .and_then(|s| s.to_str())
-        .expect("a UTF-8 file name")
-        .to_string()
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+    diff_files::diff_files(DIR)
 }
 
 /// The `# field: value` lines before the diff; `#` and two or more spaces
@@ -128,7 +112,7 @@ fn header_problems(name: &str, text: &str) -> Vec<String> {
 /// How a policy bug is judged: against the release, on the workload lane.
 fn compare_command(name: &str) -> String {
     format!(
-        "kvcr-e2e compare --base pypi:{KVCR_VERSION} --head {DIR}/{name}.diff --target workload"
+        "kvcr-e2e compare --base pypi:{KVCR_VERSION} --head {DIR}/{name}.diff --target workload --workload-trace {TRACE}"
     )
 }
 
@@ -143,19 +127,9 @@ fn every_policy_bug_has_a_complete_header() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// The pinned env's interpreter and its site-packages, after checking it
-/// holds kvcr 0.1.1.
+/// The pinned env's interpreter and its site-packages (kvcr 0.1.1).
 fn pinned_kvcr() -> (PathBuf, PathBuf) {
-    let user = std::env::var_os("PHASE1_PYTHON").map(PathBuf::from);
-    let env = kvcr_e2e::pyenv::ensure(root(), user.as_deref()).expect("the pinned Python env");
-    let (version, site) = kvcr_diff::installed_site(&env.python).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        version,
-        KVCR_VERSION,
-        "the policy bugs are diffs against kvcr {KVCR_VERSION}; {} has kvcr {version:?}",
-        env.python.display()
-    );
-    (env.python, site)
+    diff_files::pinned_kvcr(KVCR_VERSION, "the policy bugs")
 }
 
 #[test]
@@ -316,7 +290,7 @@ const GOOD: &str = "# policy-bug: slow-pool\n\
 # expected: 3 points\n\
 # functional-cases: none looks\n\
 # lanes: cpu\n\
-# compare: kvcr-e2e compare --base pypi:0.1.1 --head fixtures/kvcr-policy-bugs/slow-pool.diff --target workload\n\
+# compare: kvcr-e2e compare --base pypi:0.1.1 --head fixtures/kvcr-policy-bugs/slow-pool.diff --target workload --workload-trace fixtures/traces/docs-zipf-small.jsonl\n\
 --- a/kvcr/m.py\n\
 +++ b/kvcr/m.py\n";
 

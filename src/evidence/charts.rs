@@ -418,6 +418,39 @@ where
     Ok(())
 }
 
+/// A chart of two linear axes from 0, with its caption and axis names.
+type Plane<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+fn plane<'a, 'b>(
+    root: &Area<'b>,
+    caption: &str,
+    (x_desc, xmax): (&str, f64),
+    (y_desc, ymax): (&str, f64),
+) -> Result<Plane<'a, 'b>, Box<dyn std::error::Error>>
+where
+    'b: 'a,
+{
+    let mut chart = ChartBuilder::on(root)
+        .caption(caption, (FONT, 18))
+        .margin(14)
+        .x_label_area_size(36)
+        .y_label_area_size(54)
+        .build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
+    chart
+        .configure_mesh()
+        .light_line_style(WHITE.mix(0.0))
+        .bold_line_style(BLACK.mix(0.08))
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .label_style((FONT, 13))
+        .draw()?;
+    Ok(chart)
+}
+
 /// Hit rate (the engines' `cached_tokens`, every tier) per window of the
 /// replay, KVCR on and off.
 pub(crate) fn workload_hit_rate(
@@ -442,23 +475,12 @@ pub(crate) fn workload_hit_rate(
     }
     let xmax = top(series.iter().flat_map(|s| s.1.iter().map(|p| p.0)));
     draw("hit rate over time", |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(
-                format!("Hit rate over time ({HIT_WINDOW_S:.0} s windows)"),
-                (FONT, 18),
-            )
-            .margin(14)
-            .x_label_area_size(36)
-            .y_label_area_size(54)
-            .build_cartesian_2d(0.0..xmax, 0.0..100.0)?;
-        chart
-            .configure_mesh()
-            .light_line_style(WHITE.mix(0.0))
-            .bold_line_style(BLACK.mix(0.08))
-            .x_desc("s after the replay started")
-            .y_desc("% of prompt tokens cached")
-            .label_style((FONT, 13))
-            .draw()?;
+        let mut chart = plane(
+            root,
+            &format!("Hit rate over time ({HIT_WINDOW_S:.0} s windows)"),
+            ("s after the replay started", xmax),
+            ("% of prompt tokens cached", 100.0),
+        )?;
         for (name, pts, color) in &series {
             let c = *color;
             chart
@@ -516,20 +538,12 @@ pub(crate) fn workload_ttft_cdf(
         false => top(series.iter().flat_map(|s| s.1.iter().map(|p| p.0))),
     };
     draw("TTFT distribution", |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption("TTFT distribution, KVCR on vs off", (FONT, 18))
-            .margin(14)
-            .x_label_area_size(36)
-            .y_label_area_size(54)
-            .build_cartesian_2d(0.0..xmax, 0.0..100.0)?;
-        chart
-            .configure_mesh()
-            .light_line_style(WHITE.mix(0.0))
-            .bold_line_style(BLACK.mix(0.08))
-            .x_desc("TTFT ms")
-            .y_desc("% of requests at or below")
-            .label_style((FONT, 13))
-            .draw()?;
+        let mut chart = plane(
+            root,
+            "TTFT distribution, KVCR on vs off",
+            ("TTFT ms", xmax),
+            ("% of requests at or below", 100.0),
+        )?;
         for (name, pts, r, color) in &series {
             let c = *color;
             let pts: Vec<(f64, f64)> = pts.iter().copied().filter(|p| p.0 <= xmax).collect();
@@ -560,20 +574,12 @@ pub(crate) fn workload_goodput(
         .iter()
         .flat_map(|p| [p.goodput_per_s, p.offered_rate_per_s]));
     draw("goodput against rate", |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption("Goodput against offered rate (KVCR on)", (FONT, 18))
-            .margin(14)
-            .x_label_area_size(36)
-            .y_label_area_size(54)
-            .build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
-        chart
-            .configure_mesh()
-            .light_line_style(WHITE.mix(0.0))
-            .bold_line_style(BLACK.mix(0.08))
-            .x_desc("offered requests/s")
-            .y_desc("requests/s meeting the targets")
-            .label_style((FONT, 13))
-            .draw()?;
+        let mut chart = plane(
+            root,
+            "Goodput against offered rate (KVCR on)",
+            ("offered requests/s", xmax),
+            ("requests/s meeting the targets", ymax),
+        )?;
         let ceiling = xmax.min(ymax);
         chart
             .draw_series(LineSeries::new(

@@ -17,7 +17,7 @@ pub const INTERVAL_CONFIDENCE: f64 = 0.95;
 pub const THROUGHPUT_WINDOWS: usize = 6;
 
 /// One streamed request as the client saw it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
     /// The case that sent it (`TC-05`).
     pub case: String,

@@ -11,5 +11,5 @@ pub mod p2d;
 pub mod p2d_vllm;
 pub mod phase2;
 pub mod two_node;
-pub mod workload;
 mod worker_log;
+pub mod workload;

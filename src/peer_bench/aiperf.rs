@@ -18,6 +18,15 @@ use super::Load;
 /// The per-request file of `--export-level raw`.
 pub const RAW_FILE: &str = "profile_export_raw.jsonl";
 
+/// No terminal UI, no server-metrics scrape, no GPU telemetry: AIPerf
+/// alone with the stack, its records to its artifacts only.
+pub const QUIET: [&str; 4] = [
+    "--ui-type",
+    "none",
+    "--no-server-metrics",
+    "--no-gpu-telemetry",
+];
+
 /// `python -m aiperf profile ...` writing its artifacts into `dir`.
 pub fn command(python: &Path, tokenizer: &Path, url: &str, load: &Load, dir: &Path) -> Command {
     let mut cmd = Command::new(python);
@@ -35,12 +44,7 @@ pub fn command(python: &Path, tokenizer: &Path, url: &str, load: &Load, dir: &Pa
         .args(["--request-count", &load.requests.to_string()])
         .args(["--isl", "8", "--osl", &load.chunks.to_string()])
         .args(["--random-seed", "1", "--export-level", "raw"])
-        .args([
-            "--ui-type",
-            "none",
-            "--no-server-metrics",
-            "--no-gpu-telemetry",
-        ])
+        .args(QUIET)
         .arg("--artifact-dir")
         .arg(dir);
     // Not HF_HUB_OFFLINE: aiperf 0.13 then resolves even a local tokenizer

@@ -169,12 +169,7 @@ impl TraceRun<'_> {
             .args(["--isl-block-size", &self.block_size.to_string()])
             .args(["--random-seed", &self.seed.max(1).to_string()])
             .args(["--export-level", "records"])
-            .args([
-                "--ui-type",
-                "none",
-                "--no-server-metrics",
-                "--no-gpu-telemetry",
-            ])
+            .args(super::aiperf::QUIET)
             .arg("--artifact-dir")
             .arg(self.dir)
             .env("HF_HUB_CACHE", &self.tokenizer.hub_cache)

@@ -343,19 +343,29 @@ pub fn request_record(
     prompt: &Prompt,
     outcome: &StreamOutcome,
 ) -> RequestRecord {
+    RequestRecord {
+        arm,
+        concurrency,
+        ..stream_record(case, prompt.tokens.len() as u32, outcome)
+    }
+}
+
+/// A stream that came back, as an ok record of `case` with its timings
+/// (no arm, level, id or schedule: the caller's to set).
+pub fn stream_record(case: &str, prompt_tokens: u32, outcome: &StreamOutcome) -> RequestRecord {
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     let timings = outcome.timings.as_ref();
     RequestRecord {
         case: case.to_string(),
-        arm,
-        concurrency,
+        arm: None,
+        concurrency: None,
         ttft_ms: timings.map(|t| ms(t.ttft)),
         tpot_ms: timings.and_then(|t| t.tpot).map(ms),
         itl_ms: timings
             .map(|t| t.itl.iter().map(|d| ms(*d)).collect())
             .unwrap_or_default(),
         e2el_ms: timings.map(|t| ms(t.latency)),
-        prompt_tokens: prompt.tokens.len() as u32,
+        prompt_tokens,
         output_tokens: outcome
             .generated
             .token_ids

@@ -259,27 +259,18 @@ fn add(
 }
 
 /// A replayed request as results.json records it.
-fn record(
-    r: &Returned,
-    q: &crate::evidence::workload::ReplayedRequest,
-) -> RequestRecord {
+fn record(r: &Returned, q: &crate::evidence::workload::ReplayedRequest) -> RequestRecord {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let outcome = r.outcome.as_ref().ok();
-    let timings = outcome.and_then(|o| o.timings.as_ref());
     let ok = q.answer.is_some_and(|a| a.reference_tokens);
+    let base = match &r.outcome {
+        Ok(outcome) => super::perf::stream_record(WORKLOAD_CASE, r.prompt_tokens, outcome),
+        Err(_) => RequestRecord {
+            case: WORKLOAD_CASE.to_string(),
+            prompt_tokens: r.prompt_tokens,
+            ..RequestRecord::default()
+        },
+    };
     RequestRecord {
-        case: WORKLOAD_CASE.to_string(),
-        arm: None,
-        concurrency: None,
-        ttft_ms: timings.map(|t| ms(t.ttft)),
-        tpot_ms: timings.and_then(|t| t.tpot).map(ms),
-        itl_ms: timings
-            .map(|t| t.itl.iter().map(|d| ms(*d)).collect())
-            .unwrap_or_default(),
-        e2el_ms: timings.map(|t| ms(t.latency)),
-        prompt_tokens: r.prompt_tokens,
-        output_tokens: r.tokens().map_or(0, |t| t.len() as u32),
-        worker_id: outcome.and_then(|o| o.generated.worker_id),
         ok,
         error: match (&r.outcome, ok) {
             (Err(e), _) => Some(e.to_string()),
@@ -290,13 +281,8 @@ fn record(
             (Ok(_), true) => None,
         },
         request_id: Some(r.request_id.clone()),
-        first_token_monotonic_ns: outcome
-            .and_then(|o| o.sent_monotonic_ns)
-            .zip(timings)
-            .map(|(sent, t)| sent + t.ttft.as_nanos() as u64),
-        first_token_offset_ms: None,
         sent_at_ms: Some(ms(r.sent)),
-        rate_per_s: None,
         schedule: Some(crate::compare::ScheduledSend::new(r.intended, r.sent)),
+        ..base
     }
 }
