@@ -515,7 +515,7 @@ fn python_env(repo_root: &std::path::Path, args: &[String]) -> ExitCode {
                 Err(why) => {
                     eprintln!(
                         "error: invalid value `{text}` for --kvcr: expected {} ({why})",
-                        kvcr_e2e::config::kvcr_spec::ACCEPTED
+                        kvcr_e2e::pyenv::kvcr_spec::ACCEPTED
                     );
                     return ExitCode::from(2);
                 }

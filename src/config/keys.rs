@@ -46,7 +46,7 @@ impl Kind {
             Kind::Path => "a path".to_string(),
             Kind::Bool => "true or false (1/0, yes/no, on/off)".to_string(),
             Kind::Text => "a name or a path".to_string(),
-            Kind::Kvcr => super::kvcr_spec::ACCEPTED.to_string(),
+            Kind::Kvcr => crate::pyenv::kvcr_spec::ACCEPTED.to_string(),
         }
     }
 

@@ -29,7 +29,6 @@ mod args;
 mod env;
 mod errors;
 pub mod keys;
-pub mod kvcr_spec;
 mod log_level;
 mod origin;
 mod profile;
@@ -41,11 +40,11 @@ mod sweep_mode;
 #[cfg(test)]
 mod tests;
 
+pub use crate::pyenv::KvcrSpec;
 pub use args::{split_args, take_filters, Filters, FlagValue, HarnessArgs};
 pub use env::Env;
 pub use errors::ConfigError;
 pub use keys::harness_help;
-pub use kvcr_spec::KvcrSpec;
 pub use log_level::LogLevel;
 pub use origin::Origin;
 pub use profile::{Entry, Profile, BUILTIN as BUILTIN_PROFILES, DEFAULT_PROFILE};

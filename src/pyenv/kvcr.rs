@@ -2,7 +2,7 @@
 //! base env.
 //!
 //! ```no_run
-//! use kvcr_e2e::config::KvcrSpec;
+//! use kvcr_e2e::pyenv::KvcrSpec;
 //! use kvcr_e2e::pyenv::{self, kvcr};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let root = std::path::Path::new(".");
@@ -40,7 +40,7 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
-use crate::config::KvcrSpec;
+use super::KvcrSpec;
 use crate::evidence::{KvcrBuild, PatchState};
 
 use super::derived::{self, EnvDir, ENVS_DIR};

@@ -18,6 +18,7 @@ pub mod import_report;
 pub mod kvcr;
 pub mod kvcr_diff;
 pub mod kvcr_files;
+pub mod kvcr_spec;
 pub mod patches;
 pub mod spec;
 
@@ -30,6 +31,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+pub use kvcr_spec::KvcrSpec;
 pub use patches::{AppliedPatch, Patch, PatchError};
 pub use spec::{EnvSpec, Probe, AIPERF, CPU_STACK, MUTGEN, VLLM_CPU};
 
@@ -108,7 +110,7 @@ pub struct PythonEnv {
 pub fn layer(
     repo_root: &Path,
     env: PythonEnv,
-    spec: &crate::config::KvcrSpec,
+    spec: &KvcrSpec,
 ) -> Result<PythonEnv, kvcr::KvcrError> {
     let layered = kvcr::resolve(repo_root, &env.python, spec)?;
     Ok(PythonEnv {

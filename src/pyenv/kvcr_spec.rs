@@ -13,7 +13,7 @@
 //! Paths are made absolute when parsed (relative to the current directory,
 //! which `cargo test` sets to the repository root), so the spec means the
 //! same thing in `config.json`, runner artifacts and derived-env keys.
-//! Parsing is all this module does; [`crate::pyenv::kvcr`] builds the env.
+//! Parsing is all this module does; [`super::kvcr`] builds the env.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
