@@ -20,6 +20,7 @@ pub mod runner;
 pub mod stack;
 pub mod suite;
 pub mod telemetry;
+pub mod utc;
 pub mod verdict;
 pub mod wait;
 mod words;

@@ -24,7 +24,6 @@ mod gpu;
 mod junit;
 mod not_checked;
 mod perf;
-pub mod provenance;
 mod record;
 mod report;
 mod results;
@@ -38,6 +37,8 @@ pub(crate) mod sample;
 #[cfg(test)]
 mod tests;
 
+pub use crate::pyenv::{ComponentImport, GitState, KvcrBuild, KvcrProvenance, PatchState};
+pub use crate::utc::UtcTime;
 pub use errors::EvidenceError;
 pub use junit::{
     junit_report, junit_xml, workload_properties, write_junit, write_junit_with,
@@ -49,11 +50,10 @@ pub use perf::{
     OffsetStats, OpenLoopLevel, Percentiles, PerfSummary, RecoveryAttempt, RecoveryTimeline,
     RequestRecord, SweepLevel, TtftAccuracy, INTERVAL_CONFIDENCE, THROUGHPUT_WINDOWS,
 };
-pub use provenance::{ComponentImport, GitState, KvcrBuild, KvcrProvenance, PatchState};
 pub use record::{
     duration_ms, settings_digest, CaseRecord, IgnoredBecause, Neighbourhood, Outcome,
-    ReferenceSummary, RetriedAttempt, RunRecord, StackSummary, StartupTiming, UtcTime,
-    HEALED_BEFORE, LEFT_BROKEN,
+    ReferenceSummary, RetriedAttempt, RunRecord, StackSummary, StartupTiming, HEALED_BEFORE,
+    LEFT_BROKEN,
 };
 pub use report::{render_page, render_report, write_report, LOAD_TIMELINE};
 pub use results::{Results, RESULTS_SCHEMA_VERSION};

@@ -5,33 +5,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
-use time::OffsetDateTime;
 
-/// A UTC instant, serialized as RFC 3339 (`2025-11-29T17:41:00.123Z`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct UtcTime(pub OffsetDateTime);
-
-impl UtcTime {
-    /// Now.
-    pub fn now() -> Self {
-        UtcTime(OffsetDateTime::now_utc())
-    }
-
-    /// RFC 3339 text.
-    pub fn rfc3339(&self) -> String {
-        self.0
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_else(|_| self.0.unix_timestamp().to_string())
-    }
-}
-
-impl Serialize for UtcTime {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.rfc3339())
-    }
-}
+use crate::utc::UtcTime;
 
 /// Serializes a [`Duration`] as milliseconds (a float), for fields named `*_ms`.
 pub mod duration_ms {
@@ -348,7 +325,7 @@ pub struct RunRecord {
     pub environment: std::collections::BTreeMap<String, String>,
     /// The KVCR build under test and what each KVCR process imported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kvcr: Option<super::provenance::KvcrProvenance>,
+    pub kvcr: Option<super::KvcrProvenance>,
     /// Every wall-clock step and stall of the machine seen during the run
     /// (`proc::clock_watch`).
     #[serde(default)]

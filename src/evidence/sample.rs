@@ -10,6 +10,7 @@ use super::perf::*;
 use super::record::*;
 use super::results::Results;
 use super::workload::*;
+use super::UtcTime;
 
 pub(crate) fn at(secs: i64) -> UtcTime {
     UtcTime(OffsetDateTime::from_unix_timestamp(1_764_438_060 + secs).unwrap())

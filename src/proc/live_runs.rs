@@ -429,7 +429,7 @@ impl Registry {
             uid,
             target: me.target.clone(),
             run_dir: me.run_dir.clone(),
-            started_at: crate::evidence::UtcTime::now().rfc3339(),
+            started_at: crate::utc::UtcTime::now().rfc3339(),
             kind: me.kind,
             exclusive: me.exclusive,
             host_pid: me.host_pid,
@@ -517,7 +517,7 @@ fn surroundings(
     live: Vec<Entry>,
 ) -> Surroundings {
     Surroundings {
-        at: crate::evidence::UtcTime::now().rfc3339(),
+        at: crate::utc::UtcTime::now().rfc3339(),
         load_average: procfs::load_average(),
         neighbours: live
             .into_iter()

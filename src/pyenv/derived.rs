@@ -6,7 +6,7 @@
 //!     site/kvcr/, site/kvcr-X.dist-info/   the build, installed (pip --target)
 //!     site/sitecustomize.py       the import report hook (import_report.rs)
 //!     bin/python                  the base interpreter with site/ first on PYTHONPATH
-//!     build.json                  the resolved build (evidence::KvcrBuild)
+//!     build.json                  the resolved build (provenance::KvcrBuild)
 //!     READY                       written last: a directory without it is rebuilt
 //!     in-use.lock                 held (shared) by every run using the env
 //!   base-91c0aa1e2f3b4c5d/        the base env as it is, with only the hook

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use crate::evidence::KvcrBuild;
+use super::KvcrBuild;
 use crate::telemetry::names::kvcr_cli::GUARD_MODULE;
 
 /// The `--flags` a `--help` text lists.
@@ -146,14 +146,14 @@ options:
     #[test]
     fn every_flag_0_1_1_takes_passes() {
         let flags = used(&["--socket-path", "--pool-dir", "--log-level"]);
-        let build = crate::evidence::provenance::sample_build();
+        let build = crate::pyenv::provenance::sample_build();
         assert_eq!(missing(&flags, HELP_0_1_1, &build), Ok(()));
     }
 
     #[test]
     fn a_renamed_flag_is_named_with_the_build() {
         let renamed = HELP_0_1_1.replace("--pool-sizes-gb", "--pool-sizes");
-        let build = crate::evidence::provenance::sample_build();
+        let build = crate::pyenv::provenance::sample_build();
         let err = missing(
             &used(&["--socket-path", "--pool-sizes-gb"]),
             &renamed,

@@ -19,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::evidence::{ComponentImport, KvcrBuild};
+use super::{ComponentImport, KvcrBuild};
 
 /// The prefix of every line the hook writes.
 pub const PREFIX: &str = "kvcr-e2e: kvcr ";
@@ -345,7 +345,7 @@ mod tests {
         KvcrBuild {
             files_sha256: D.into(),
             location: location.into(),
-            ..crate::evidence::provenance::sample_build()
+            ..crate::pyenv::provenance::sample_build()
         }
     }
 

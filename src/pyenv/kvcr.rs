@@ -41,7 +41,7 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 
 use super::KvcrSpec;
-use crate::evidence::{KvcrBuild, PatchState};
+use super::{KvcrBuild, PatchState};
 
 use super::derived::{self, EnvDir, ENVS_DIR};
 use super::import_report::{self, Report};
@@ -320,7 +320,7 @@ fn install(
     spec: &KvcrSpec,
     what: &Path,
     artifact_sha256: String,
-    git: Option<crate::evidence::GitState>,
+    git: Option<super::GitState>,
 ) -> Result<(KvcrEnv, bool), KvcrError> {
     let kind = spec.kind();
     let key = digest(&[kind, &artifact_sha256, &base.key]);

