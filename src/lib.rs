@@ -18,6 +18,7 @@ pub mod reference;
 pub mod rt;
 pub mod runner;
 pub mod stack;
+pub mod stats;
 pub mod suite;
 pub mod telemetry;
 pub mod utc;

@@ -16,10 +16,10 @@
 //! No latency thresholds: deltas against the KVCR-disabled baselines of the
 //! reference phase are recorded and plotted.
 
-use crate::compare::OpenLoop;
 use crate::config::SweepMode;
 use crate::evidence::Arm;
 use crate::prompts::Prompt;
+use crate::stats::OpenLoop;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::verdict::local::{expect_computed, expect_device_hit, expect_host_tier_hit};
 use crate::verdict::transfer::expect_peer_transfer;

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::comparison::Rule;
-use super::stats::Bootstrap;
+use crate::stats::Bootstrap;
 
 /// Parsed arguments.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,7 @@ use super::errors::CompareError;
 use super::figures::{Better, FigureSpec, Judged, RunResults};
 use super::gate::Gate;
 use super::rounds::{Build, Round};
-use super::stats::{difference, Bootstrap, Difference, PairSamples};
+use crate::stats::{difference, Bootstrap, Difference, PairSamples};
 
 /// Version of the compare.json layout.
 pub const COMPARE_SCHEMA_VERSION: u32 = 1;
@@ -400,7 +400,8 @@ impl Comparison {
 /// Gathers rounds, then compares.
 ///
 /// ```
-/// use kvcr_e2e::compare::{Bootstrap, Collector, RoundPlan, Rule};
+/// use kvcr_e2e::compare::{Collector, RoundPlan, Rule};
+/// use kvcr_e2e::stats::Bootstrap;
 /// # fn run_phase1(_: kvcr_e2e::compare::Build) -> kvcr_e2e::compare::RunResults { todo!() }
 /// # fn demo() -> Result<(), kvcr_e2e::compare::CompareError> {
 /// let plan = RoundPlan::abba(6)?;
@@ -752,7 +753,7 @@ fn reason(spec: &FigureSpec, d: &Difference, v: Verdict, rule: &Rule, confidence
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::stats::{Interval, Statistic};
+    use crate::stats::{Interval, Statistic};
 
     #[test]
     fn familywise_intervals_are_bonferroni_over_the_figures_judged() {

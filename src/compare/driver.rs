@@ -9,12 +9,12 @@ use super::cli::apply_statistics_flag;
 use super::comparison::{Collector, Comparison, Rule, DEFAULT_MIN_PAIRS};
 use super::figures::RunResults;
 use super::rounds::{Build, Round, RoundPlan};
-use super::stats::Bootstrap;
 use super::{write_outputs, Written};
 use crate::config::KvcrSpec;
 use crate::drive::{self, Phase1Child};
 use crate::evidence::WORKLOAD_CASE;
 use crate::pyenv::kvcr_spec;
+use crate::stats::Bootstrap;
 
 /// Rounds without `--rounds`: two round pairs more than a verdict needs
 /// ([`DEFAULT_MIN_PAIRS`]), 16 rounds = 8 pairs. A round that is lost (its

@@ -8,9 +8,6 @@ pub enum CompareError {
     /// An odd or too short round plan.
     #[error("a comparison needs an even number of rounds, at least 2 (one base and one head round per pair), got {0}")]
     Rounds(u32),
-    /// A bad open-loop rate.
-    #[error("an open-loop rate must be a finite number of requests per second above 0, got {0}")]
-    Rate(f64),
     /// A rule or bootstrap setting out of range.
     #[error("{0}")]
     Setting(String),

@@ -43,9 +43,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::errors::CompareError;
-use super::stats::{quantile, Statistic};
 use crate::drive::{TrialOutcome, TrialRecord};
 use crate::evidence::{Arm, PerfSummary, RequestRecord, RESULTS_SCHEMA_VERSION, WORKLOAD_CASE};
+use crate::stats::{quantile, Statistic};
 
 /// The TC-05 trial that sends sweep requests (records without an arm).
 const SWEEP_TRIAL: &str = "concurrency_sweep";

@@ -1,10 +1,11 @@
 //! Comparing two KVCR builds: interleaved rounds, bootstrap intervals of
 //! head − base per figure, a verdict per figure, and the writers over the
 //! result (`compare.json`, JUnit, `compare.html`, the terminal summary).
-//! Also the open-loop arrival schedule for the sweep ([`OpenLoop`]).
+//! The statistics it judges with are [`crate::stats`].
 //!
 //! ```no_run
-//! use kvcr_e2e::compare::{self, Bootstrap, Collector, RoundPlan, Rule, RunResults};
+//! use kvcr_e2e::compare::{self, Collector, RoundPlan, Rule, RunResults};
+//! use kvcr_e2e::stats::Bootstrap;
 //! # fn run_phase1(_: compare::Build) -> std::path::PathBuf { todo!() }
 //! # fn main() -> Result<(), compare::CompareError> {
 //! let plan = RoundPlan::abba(6)?;                        // A B B A A B
@@ -21,7 +22,6 @@
 //! # }
 //! ```
 
-mod arrivals;
 mod cli;
 mod comparison;
 mod driver;
@@ -29,12 +29,8 @@ mod errors;
 mod figures;
 mod gate;
 mod junit;
-mod order_interval;
 mod page;
-mod rng;
 mod rounds;
-mod stats;
-mod student;
 mod summary;
 
 #[cfg(test)]
@@ -44,7 +40,8 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
-pub use arrivals::{DelaySummary, OpenLoop, ScheduledSend};
+use crate::stats::Bootstrap;
+
 pub use cli::CompareArgs;
 pub use comparison::{
     largest_unexcluded_change, verdict, Collector, Comparison, Counts, FigureResult, RoundRecord,
@@ -57,14 +54,8 @@ pub use errors::CompareError;
 pub use figures::{Better, FigureSpec, FigureValues, Judged, RequestFault, RunInfo, RunResults};
 pub use gate::{Gate, EXIT_NOT_COMPARED};
 pub use junit::{junit_report, junit_xml, SUITE};
-pub use order_interval::{min_sample_for, quantile_interval, QuantileInterval};
 pub use page::render_page;
 pub use rounds::{Build, Round, RoundPlan};
-pub use stats::small_sample_widening;
-pub use stats::{
-    difference, estimate, quantile, windowed_throughput, Bootstrap, Difference, Estimate, Interval,
-    PairSamples, Statistic,
-};
 pub use summary::render_summary;
 
 /// The files [`write_outputs`] wrote.

@@ -5,9 +5,8 @@
 
 use super::comparison::{Collector, Rule, Verdict};
 use super::figures::{Better, FigureSpec};
-use super::rng::SplitMix64;
 use super::rounds::{Build, RoundPlan};
-use super::stats::{small_sample_widening, Bootstrap, Statistic};
+use crate::stats::{small_sample_widening, Bootstrap, SplitMix64, Statistic};
 
 /// A simulated machine: each round's factor is exp(walk + slope·round +
 /// round noise), where walk is a random walk (log-sd `walk` per round: the

@@ -1,8 +1,8 @@
 //! Tests of the comparison as a whole: the writers over a fixed comparison
 //! (snapshots), and the verdict rule's error rates on simulated rounds.
 
-use super::rng::SplitMix64;
 use super::*;
+use crate::stats::{Bootstrap, SplitMix64, Statistic};
 
 fn spec(id: &str, label: &str, unit: &str, statistic: Statistic, better: Better) -> FigureSpec {
     FigureSpec {

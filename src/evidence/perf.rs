@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::compare::{
+use crate::stats::{
     estimate, quantile_interval, small_sample_widening, windowed_throughput, Bootstrap,
     DelaySummary, Interval, QuantileInterval, ScheduledSend, Statistic,
 };

@@ -552,7 +552,7 @@ fn open_loop_table(levels: &[crate::evidence::SweepLevel]) -> String {
 }
 
 /// A quantile's interval as a table cell's text, its coverage in the title.
-fn quantile_cell(i: Option<&crate::compare::QuantileInterval>, q: f64) -> String {
+fn quantile_cell(i: Option<&crate::stats::QuantileInterval>, q: f64) -> String {
     match i {
         Some(i) => format!(
             "<span title=\"ranks {} and {} of {}, coverage {:.1} %\">[{:.1}, {:.1}]</span>",
@@ -565,7 +565,7 @@ fn quantile_cell(i: Option<&crate::compare::QuantileInterval>, q: f64) -> String
         ),
         None => format!(
             "– (n &lt; {})",
-            crate::compare::min_sample_for(q, crate::evidence::INTERVAL_CONFIDENCE)
+            crate::stats::min_sample_for(q, crate::evidence::INTERVAL_CONFIDENCE)
         ),
     }
 }

@@ -348,13 +348,13 @@ fn neighbour_lines(o: &mut String, n: &super::record::Neighbourhood) {
 }
 
 /// A median's interval as `[lo, hi]`, or why there is none.
-fn median_interval(i: Option<&crate::compare::QuantileInterval>, n: usize) -> String {
+fn median_interval(i: Option<&crate::stats::QuantileInterval>, n: usize) -> String {
     match i {
         Some(i) => format!("[{:.1}, {:.1}]", i.lo, i.hi),
-        None if n < crate::compare::min_sample_for(0.5, super::INTERVAL_CONFIDENCE) => {
+        None if n < crate::stats::min_sample_for(0.5, super::INTERVAL_CONFIDENCE) => {
             format!(
                 "- (n < {})",
-                crate::compare::min_sample_for(0.5, super::INTERVAL_CONFIDENCE)
+                crate::stats::min_sample_for(0.5, super::INTERVAL_CONFIDENCE)
             )
         }
         None => "-".into(),

@@ -11,13 +11,13 @@ use std::time::Duration;
 use futures_util::stream::{self, StreamExt};
 
 use crate::client::StreamOutcome;
-use crate::compare::{OpenLoop, ScheduledSend};
 use crate::engine::FirstTokenStamp;
 use crate::evidence::{
     ttft_offsets, Arm, ArmSummary, FirstTokenPair, RequestRecord, SweepLevel, TtftAccuracy,
 };
 use crate::prompts::Prompt;
 use crate::stack::Worker;
+use crate::stats::{OpenLoop, ScheduledSend};
 
 use super::ask;
 use super::claim::clause;

@@ -1,4 +1,4 @@
-//! Statistics of a comparison: a figure's statistic (p50, p90, mean), its
+//! A figure's statistic (p50, p90, mean), its
 //! bootstrap interval for one sample, and the bootstrap interval of the
 //! head − base difference over interleaved rounds.
 //!
@@ -10,7 +10,7 @@
 //! from it by up to one gap between neighbours at small n).
 //!
 //! **Intervals** are percentile bootstraps. For a difference the resampling
-//! follows the rounds ([`super::rounds`]): each resample draws round pairs
+//! follows the rounds ([`crate::compare::RoundPlan`]): each resample draws round pairs
 //! with replacement, then, inside each drawn round, that round's samples with
 //! replacement. A pair carries one base and one head round that ran side by
 //! side, so a slow stretch of the machine lands on both builds of the
@@ -19,7 +19,7 @@
 //! With few pairs the percentile interval is too narrow, so it is expanded
 //! for the number of pairs ([`small_sample_widening`]); and however it is
 //! widened, a handful of pairs cannot carry a verdict (a sign-flip test over
-//! k pairs cannot reach p < 0.05 below k = 6): [`super::Rule::min_pairs`].
+//! k pairs cannot reach p < 0.05 below k = 6): [`crate::compare::Rule::min_pairs`].
 
 use serde::{Deserialize, Serialize};
 
@@ -252,7 +252,7 @@ pub fn difference(
 /// m − 1 degrees of freedom over z; 2.78 / 1.96 at m = 5, 1.31 at m = 6).
 /// With these the interval has about its nominal coverage for a mean of
 /// round-pair differences; it cannot rescue m = 1 (no spread at all: 1,
-/// and the verdict is inconclusive below [`super::Rule::min_pairs`]).
+/// and the verdict is inconclusive below [`crate::compare::Rule::min_pairs`]).
 pub fn small_sample_widening(m: usize, confidence: f64) -> f64 {
     if m < 2 {
         return 1.0;

@@ -11,7 +11,7 @@
 //! would have seen.
 //!
 //! ```
-//! use kvcr_e2e::compare::{OpenLoop, ScheduledSend};
+//! use kvcr_e2e::stats::{OpenLoop, ScheduledSend};
 //! use std::time::Duration;
 //! let plan = OpenLoop::new(20.0, 7).unwrap();        // 20 requests/s, seed 7
 //! let intended = plan.first(100);                     // offsets from the start
@@ -25,9 +25,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::errors::CompareError;
+use super::bootstrap::quantile;
 use super::rng::SplitMix64;
-use super::stats::quantile;
+
+/// A rate an open loop cannot send at.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("an open-loop rate must be a finite number of requests per second above 0, got {0}")]
+pub struct RateError(pub f64);
 
 /// Poisson arrivals at `rate_per_s`, from `seed`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -40,9 +44,9 @@ pub struct OpenLoop {
 
 impl OpenLoop {
     /// A schedule at `rate_per_s` (finite, above 0).
-    pub fn new(rate_per_s: f64, seed: u64) -> Result<Self, CompareError> {
+    pub fn new(rate_per_s: f64, seed: u64) -> Result<Self, RateError> {
         if !(rate_per_s.is_finite() && rate_per_s > 0.0) {
-            return Err(CompareError::Rate(rate_per_s));
+            return Err(RateError(rate_per_s));
         }
         Ok(OpenLoop { rate_per_s, seed })
     }
@@ -104,7 +108,7 @@ impl ScheduledSend {
 pub struct DelaySummary {
     /// Requests.
     pub n: usize,
-    /// Median schedule delay, ms (type-7, as [`super::stats::quantile`]).
+    /// Median schedule delay, ms (type-7, as [`super::quantile`]).
     pub p50_ms: f64,
     /// 99th percentile, ms.
     pub p99_ms: f64,

@@ -16,7 +16,7 @@
 //! observed values and is biased narrow, this interval is exact.
 //!
 //! ```
-//! use kvcr_e2e::compare::quantile_interval;
+//! use kvcr_e2e::stats::quantile_interval;
 //! let ttft: Vec<f64> = (1..=10).map(f64::from).collect();
 //! let i = quantile_interval(&ttft, 0.5, 0.95).unwrap();
 //! assert_eq!((i.lo, i.hi, i.lo_rank, i.hi_rank), (2.0, 9.0, 2, 9));
@@ -169,7 +169,7 @@ mod tests {
     #[test]
     fn coverage_holds_in_simulation() {
         // Log-normal TTFT-like samples of 12: the true median is e^3.
-        let mut rng = super::super::rng::SplitMix64::new(5);
+        let mut rng = crate::stats::SplitMix64::new(5);
         let truth = 3.0f64.exp();
         let trials = 4000;
         let exact = quantile_interval(&[0.0; 12], 0.5, 0.95).unwrap().coverage;
