@@ -1,5 +1,6 @@
 //! kvcr-e2e: an end-to-end test harness for KVCR stacks.
 pub mod cases;
+pub mod cli;
 pub mod client;
 pub mod compare;
 pub mod config;

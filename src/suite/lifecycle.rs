@@ -65,7 +65,7 @@ pub struct Suite {
 
 impl Suite {
     /// The engine the settings chose.
-    pub(super) fn engine(&self) -> Arc<dyn Engine> {
+    pub fn engine(&self) -> Arc<dyn Engine> {
         self.engine.clone()
     }
 
@@ -122,7 +122,7 @@ impl Suite {
     /// Resolves harness flags (after `defaults`) and the environment into a
     /// suite; returns the arguments left for libtest. `Err` carries the exit
     /// code after help or a usage error was printed.
-    pub(super) fn from_argv(
+    pub fn from_argv(
         target: &'static str,
         argv: impl IntoIterator<Item = String>,
         defaults: &[String],
@@ -562,7 +562,7 @@ impl Suite {
 
     /// The shared stack, provisioned on first call; every later call gets
     /// the same stack or the same provisioning error.
-    pub(super) fn stack(&self) -> Result<Arc<Stack>, String> {
+    pub fn stack(&self) -> Result<Arc<Stack>, String> {
         self.stack
             .get_or_init(|| {
                 let run = self.run_dir()?;
@@ -800,7 +800,7 @@ impl Suite {
         self.repo_root.join(&self.settings.reference_cache)
     }
 
-    pub(super) fn references(&self) -> Result<Arc<References>, String> {
+    pub fn references(&self) -> Result<Arc<References>, String> {
         // Provisioning runs the reference phase when the cache cannot serve.
         let stack = self.stack()?;
         self.references
@@ -833,7 +833,7 @@ impl Suite {
 
     /// After the trials: teardown (unless kept), then every evidence writer
     /// over the same records.
-    pub(super) fn finish(&self) {
+    pub fn finish(&self) {
         let Some(Ok(run)) = self.run_dir.get() else {
             return;
         };
@@ -992,7 +992,7 @@ fn heal_before(stack: &Stack, ctx: &CaseCtx, trial: &str) -> Result<Vec<String>,
 }
 
 /// SIGINT / SIGTERM: tear down the live stack (if any), then exit.
-pub(super) fn install_teardown_on_signal() {
+pub fn install_teardown_on_signal() {
     signals::install(|_| {
         if let Some(stack) = LIVE_STACK.lock().ok().and_then(|s| s.clone()) {
             stack.teardown();

@@ -9,10 +9,49 @@ use nix::sys::signal::{self, SigSet, Signal};
 use nix::unistd::Pid;
 
 use crate::proc::procfs;
+use crate::suite::{install_teardown_on_signal, Suite};
 use crate::wait::{self, Poll};
 
-use super::lifecycle::install_teardown_on_signal;
-use super::Suite;
+use super::USAGE;
+
+/// `kvcr-e2e stack …`; `args` follow `stack`.
+pub fn stack(repo_root: &Path, args: &[String]) -> ExitCode {
+    let (manifest, rest) = match args.get(1).map(String::as_str) {
+        Some("--manifest") => match args.get(2) {
+            Some(path) => (PathBuf::from(path), &args[3..]),
+            None => {
+                eprintln!("error: --manifest needs a path\n\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => (default_manifest(repo_root), args.get(1..).unwrap_or(&[])),
+    };
+    match args.first().map(String::as_str) {
+        Some("up") => {
+            let argv = std::iter::once("kvcr-e2e stack up".to_string())
+                .chain(rest.iter().cloned())
+                .collect();
+            stack_up(argv, &manifest)
+        }
+        Some("down") if rest.is_empty() => stack_down(&manifest),
+        Some("replace-worker") => match rest {
+            [flag, worker, flags @ ..] if flag == "--worker" => {
+                let argv = std::iter::once("kvcr-e2e stack replace-worker".to_string())
+                    .chain(flags.iter().cloned())
+                    .collect();
+                stack_replace_worker(argv, &manifest, worker)
+            }
+            _ => {
+                eprintln!("error: expected `stack replace-worker [--manifest PATH] --worker SLOT [FLAGS]`\n\n{USAGE}");
+                ExitCode::from(2)
+            }
+        },
+        _ => {
+            eprintln!("error: expected `stack up [--manifest PATH] [FLAGS]` or `stack down [--manifest PATH]`\n\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
 
 /// Where `stack up` describes its stack, unless `--manifest PATH` says otherwise.
 pub fn default_manifest(repo_root: &Path) -> PathBuf {

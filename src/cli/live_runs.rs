@@ -21,7 +21,7 @@ use std::time::Duration;
 use crate::config::{self, Settings};
 use crate::proc::live_runs::{Registry, RunInfo, RunKind, SESSION_ENV};
 
-use super::neighbours::registry_dir;
+use crate::suite::registry_dir;
 
 /// `kvcr-e2e live-runs …`; `args` follow `live-runs`.
 pub fn live_runs(repo_root: &Path, args: &[String]) -> ExitCode {
