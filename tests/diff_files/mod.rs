@@ -35,8 +35,8 @@ pub fn read(path: &Path) -> String {
 pub fn pinned_kvcr(version: &str, what: &str) -> (PathBuf, PathBuf) {
     let user = std::env::var_os("PHASE1_PYTHON").map(PathBuf::from);
     let env = kvcr_e2e::pyenv::ensure(root(), user.as_deref()).expect("the pinned Python env");
-    let (found, site) = kvcr_e2e::pyenv::kvcr_diff::installed_site(&env.python)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (found, site) =
+        kvcr_e2e::pyenv::kvcr_diff::installed_site(&env.python).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         found,
         version,
