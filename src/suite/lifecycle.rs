@@ -203,13 +203,22 @@ impl Suite {
                 case.id()
             )))
         } else if case.id() == crate::evidence::WORKLOAD_CASE {
-            // Engine-neutral: it runs wherever a trace is given.
-            self.settings.workload.trace.is_none().then(|| {
-                Skip::not_applicable(format!(
+            // Engine-neutral: it runs wherever a trace is given, but its
+            // tier split counts each worker's hits, and a decode worker's
+            // P→D delivery is not a cache hit of the prompt.
+            if self.settings.workload.trace.is_none() {
+                Some(Skip::not_applicable(format!(
                     "{} replays the trace of workload_trace, which is unset (the `workload` lane and `kvcr-e2e workload` set one; docs/workload.md)",
                     case.id()
-                ))
-            })
+                )))
+            } else if self.settings.topology == crate::engine::Topology::TwoP1D {
+                Some(Skip::not_applicable(format!(
+                    "{} on 2p1d: the hit rate per tier sums every worker's hits, and the decode worker's P→D delivery of each prompt would count as hits (docs/workload.md)",
+                    case.id()
+                )))
+            } else {
+                None
+            }
         } else {
             match self
                 .settings
