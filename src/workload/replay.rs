@@ -89,7 +89,8 @@ impl Returned {
     }
 
     /// The request as the summaries need it, its tokens judged by
-    /// `reference` (`None`: no reference to hold them to, so not right).
+    /// `reference`; `None`: not judged (a sweep's replay, whose tokens
+    /// have no reference), so an answer counts as right.
     pub fn replayed(&self, reference: Option<&[u32]>) -> ReplayedRequest {
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let answer = self.outcome.as_ref().ok().map(|o| {
@@ -100,7 +101,7 @@ impl Returned {
                 e2el_ms: t.map_or(f64::NAN, |t| ms(t.latency)),
                 finished_s: self.finished.as_secs_f64(),
                 cached_tokens: o.generated.cached_tokens().unwrap_or(0),
-                reference_tokens: reference.is_some() && reference == self.tokens(),
+                reference_tokens: reference.is_none_or(|r| Some(r) == self.tokens()),
             }
         });
         ReplayedRequest {
@@ -182,6 +183,7 @@ mod tests {
         };
         let r = failed.replayed(Some(&[1, 2]));
         assert!(r.answer.is_none());
+        assert!(failed.replayed(None).answer.is_none());
         assert!((r.schedule_delay_ms - 3.0).abs() < 1e-9);
         assert_eq!(r.prompt_tokens, 20);
     }
