@@ -101,7 +101,7 @@ impl Returned {
                 e2el_ms: t.map_or(f64::NAN, |t| ms(t.latency)),
                 finished_s: self.finished.as_secs_f64(),
                 cached_tokens: o.generated.cached_tokens().unwrap_or(0),
-                reference_tokens: reference.is_none_or(|r| Some(r) == self.tokens()),
+                reference_tokens: reference.map_or(true, |r| Some(r) == self.tokens()),
             }
         });
         ReplayedRequest {
