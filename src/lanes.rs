@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cases;
-use crate::engine::{GeometryKind, Kind, Topology};
+use crate::engine::{GeometryKind, Kind, StackSpec, Topology};
 use crate::fault_matrix;
 use crate::suite::{Case, FaultRow, Suite, Trial};
 
@@ -56,9 +56,8 @@ pub struct Lane {
     /// The test target, which also names the run directory
     /// (`target/phase1/runs/<target>/`).
     pub target: &'static str,
-    pub engine: Kind,
-    pub topology: Topology,
-    pub geometry: GeometryKind,
+    /// The stack its flags make.
+    pub stack: StackSpec,
     /// A profile of `fixtures/profiles/` layered over the default: it
     /// chooses the engine (and its platform) when one is named.
     pub profile: Option<&'static str>,
@@ -80,9 +79,7 @@ pub const LANES: &[Lane] = &[
     // The default stack: two CPU engine workers behind the real router.
     Lane {
         target: "phase1",
-        engine: Kind::Cpu,
-        topology: Topology::Agg,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
         profile: None,
         flags: &[],
         flags_at_start: None,
@@ -93,9 +90,7 @@ pub const LANES: &[Lane] = &[
     // TC-03 then checks exact pages per kind.
     Lane {
         target: "phase1_hybrid",
-        engine: Kind::Cpu,
-        topology: Topology::Agg,
-        geometry: GeometryKind::Hybrid,
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Hybrid),
         profile: None,
         flags: &[],
         flags_at_start: None,
@@ -106,9 +101,7 @@ pub const LANES: &[Lane] = &[
     // router; the P→D transfer is KVCR's REMOTE path (TC-01 checks it).
     Lane {
         target: "phase1_2p1d",
-        engine: Kind::Cpu,
-        topology: Topology::TwoP1D,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Cpu, Topology::TwoP1D, GeometryKind::Dense),
         profile: None,
         flags: &[],
         flags_at_start: None,
@@ -121,9 +114,7 @@ pub const LANES: &[Lane] = &[
     // root (or CAP_SYS_ADMIN and CAP_NET_ADMIN), else every case is ignored.
     Lane {
         target: "phase1_two_node",
-        engine: Kind::Cpu,
-        topology: Topology::TwoNode,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Cpu, Topology::TwoNode, GeometryKind::Dense),
         profile: None,
         flags: &[],
         flags_at_start: None,
@@ -134,9 +125,7 @@ pub const LANES: &[Lane] = &[
     // tier, one Guard per worker; the first run builds `.venv-vllm`.
     Lane {
         target: "phase1_vllm",
-        engine: Kind::Vllm,
-        topology: Topology::Agg,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Vllm, Topology::Agg, GeometryKind::Dense),
         profile: Some("vllm-cpu"),
         flags: &[],
         flags_at_start: None,
@@ -149,9 +138,7 @@ pub const LANES: &[Lane] = &[
     // CAP_SYS_ADMIN and CAP_NET_ADMIN), else every case is ignored.
     Lane {
         target: "phase1_vllm_two_node",
-        engine: Kind::Vllm,
-        topology: Topology::TwoNode,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Vllm, Topology::TwoNode, GeometryKind::Dense),
         profile: Some("vllm-cpu"),
         flags: &[],
         flags_at_start: None,
@@ -167,9 +154,7 @@ pub const LANES: &[Lane] = &[
     // otherwise (docs/kvcr-under-test.md).
     Lane {
         target: "phase1_kvcr_source",
-        engine: Kind::Cpu,
-        topology: Topology::Agg,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
         profile: None,
         flags: &["--cases", "TC-01"],
         flags_at_start: Some(kvcr_sdist_flags),
@@ -181,9 +166,7 @@ pub const LANES: &[Lane] = &[
     // room for the rows (a full run takes about 256).
     Lane {
         target: "fault_matrix",
-        engine: Kind::Cpu,
-        topology: Topology::Agg,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
         profile: None,
         flags: &["--perf-repeats", "2", "--prompt-families", "320"],
         flags_at_start: None,
@@ -192,9 +175,7 @@ pub const LANES: &[Lane] = &[
     },
     Lane {
         target: "fault_matrix_2p1d",
-        engine: Kind::Cpu,
-        topology: Topology::TwoP1D,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Cpu, Topology::TwoP1D, GeometryKind::Dense),
         profile: None,
         flags: &[],
         flags_at_start: None,
@@ -205,9 +186,7 @@ pub const LANES: &[Lane] = &[
     // client's deadline: keep it short here.
     Lane {
         target: "fault_matrix_two_node",
-        engine: Kind::Cpu,
-        topology: Topology::TwoNode,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Cpu, Topology::TwoNode, GeometryKind::Dense),
         profile: None,
         flags: &["--request-timeout-s", "20"],
         flags_at_start: None,
@@ -218,9 +197,7 @@ pub const LANES: &[Lane] = &[
     // shared-memory row needs a second stack: CPU engine only).
     Lane {
         target: "fault_matrix_vllm_two_node",
-        engine: Kind::Vllm,
-        topology: Topology::TwoNode,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Vllm, Topology::TwoNode, GeometryKind::Dense),
         profile: Some("vllm-cpu"),
         flags: &["--request-timeout-s", "20"],
         flags_at_start: None,
@@ -235,9 +212,7 @@ pub const LANES: &[Lane] = &[
     // KVCR operation timeout (fixtures/profiles/phase2.toml).
     Lane {
         target: "phase2",
-        engine: Kind::Cpu,
-        topology: Topology::Agg,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
         profile: Some("phase2"),
         flags: &[],
         flags_at_start: None,
@@ -249,9 +224,7 @@ pub const LANES: &[Lane] = &[
     // (fixtures/profiles/phase2-g3.toml).
     Lane {
         target: "phase2_g3",
-        engine: Kind::Cpu,
-        topology: Topology::Agg,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
         profile: Some("phase2-g3"),
         flags: &[],
         flags_at_start: None,
@@ -264,9 +237,7 @@ pub const LANES: &[Lane] = &[
     // (fixtures/profiles/workload.toml).
     Lane {
         target: "workload",
-        engine: Kind::Cpu,
-        topology: Topology::Agg,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
         profile: Some("workload"),
         flags: &[],
         flags_at_start: None,
@@ -276,9 +247,7 @@ pub const LANES: &[Lane] = &[
     // WL-01's fault rows, on the workload stack.
     Lane {
         target: "fault_matrix_workload",
-        engine: Kind::Cpu,
-        topology: Topology::Agg,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
         profile: Some("workload"),
         flags: &[],
         flags_at_start: None,
@@ -288,9 +257,7 @@ pub const LANES: &[Lane] = &[
     // The production cases' fault rows, on the phase2 stack.
     Lane {
         target: "fault_matrix_phase2",
-        engine: Kind::Cpu,
-        topology: Topology::Agg,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
         profile: Some("phase2"),
         flags: &[],
         flags_at_start: None,
@@ -304,9 +271,7 @@ pub const LANES: &[Lane] = &[
     // failure (docs/kvcr-findings.md).
     Lane {
         target: "phase2_vllm",
-        engine: Kind::Vllm,
-        topology: Topology::Agg,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Vllm, Topology::Agg, GeometryKind::Dense),
         profile: Some("vllm-phase2"),
         flags: &[],
         flags_at_start: None,
@@ -316,9 +281,7 @@ pub const LANES: &[Lane] = &[
     // The rows whose fault needs no engine switch, on real vLLM.
     Lane {
         target: "fault_matrix_vllm",
-        engine: Kind::Vllm,
-        topology: Topology::Agg,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Vllm, Topology::Agg, GeometryKind::Dense),
         profile: Some("vllm-cpu"),
         flags: &[],
         flags_at_start: None,
@@ -332,9 +295,7 @@ pub const LANES: &[Lane] = &[
     // workers and their replacements took 24 minutes on 2 cores.
     Lane {
         target: "phase1_vllm_2p1d",
-        engine: Kind::Vllm,
-        topology: Topology::TwoP1D,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Vllm, Topology::TwoP1D, GeometryKind::Dense),
         profile: Some("vllm-cpu"),
         flags: &[],
         flags_at_start: None,
@@ -345,9 +306,7 @@ pub const LANES: &[Lane] = &[
     // pull. Ignored unless asked for, like its stack.
     Lane {
         target: "fault_matrix_vllm_2p1d",
-        engine: Kind::Vllm,
-        topology: Topology::TwoP1D,
-        geometry: GeometryKind::Dense,
+        stack: StackSpec::new(Kind::Vllm, Topology::TwoP1D, GeometryKind::Dense),
         profile: Some("vllm-cpu"),
         flags: &[],
         flags_at_start: None,
@@ -362,6 +321,50 @@ impl Lane {
         LANES.iter().find(|lane| lane.target == target)
     }
 
+    /// The cases the lane runs, when it runs cases (not fault rows).
+    pub fn cases(&self) -> Option<&'static [Case]> {
+        match self.trials {
+            Trials::Cases(cases) => Some(cases),
+            Trials::Rows(_) | Trials::RowsNamed(..) => None,
+        }
+    }
+
+    /// The lane that runs `cases` on `stack` and adds no flags of its own
+    /// (as `phase1_kvcr_source`'s `--cases TC-01` would): where a trial of
+    /// those cases runs on that stack, e.g. a KVCR mutant's
+    /// (`Lane::running(stack, cases::PHASE1)`). `Err` names the lanes that
+    /// run `cases`, each with its stack.
+    pub fn running(stack: StackSpec, cases: &[Case]) -> Result<&'static Lane, String> {
+        let runs_them = |lane: &Lane| lane.cases().is_some_and(|own| same_cases(own, cases));
+        LANES
+            .iter()
+            .find(|lane| {
+                lane.stack == stack
+                    && runs_them(lane)
+                    && lane.flags.is_empty()
+                    && lane.flags_at_start.is_none()
+            })
+            .ok_or_else(|| {
+                let mut ids: Vec<&str> = cases.iter().map(|c| c.id).collect();
+                ids.sort();
+                ids.dedup();
+                let lanes: Vec<String> = LANES
+                    .iter()
+                    .filter(|lane| runs_them(lane))
+                    .map(|lane| format!("{} ({})", lane.target, lane.stack))
+                    .collect();
+                format!(
+                    "no lane runs {} on {stack}; the lanes that run them: {}",
+                    ids.join(", "),
+                    if lanes.is_empty() {
+                        "none".to_string()
+                    } else {
+                        lanes.join(", ")
+                    }
+                )
+            })
+    }
+
     /// The harness flags that make the lane's stack, before the command
     /// line's own: its profile, then whatever differs from the default
     /// stack (an engine its profile does not choose, the topology, the
@@ -374,14 +377,14 @@ impl Lane {
         };
         match self.profile {
             Some(profile) => add("--profile", profile),
-            None if self.engine != Kind::Cpu => add("--engine", self.engine.as_str()),
+            None if self.stack.engine != Kind::Cpu => add("--engine", self.stack.engine.as_str()),
             None => {}
         }
-        if self.topology != Topology::Agg {
-            add("--topology", self.topology.as_str());
+        if self.stack.topology != Topology::Agg {
+            add("--topology", self.stack.topology.as_str());
         }
-        if self.geometry != GeometryKind::Dense {
-            add("--geometry", self.geometry.as_str());
+        if self.stack.geometry != GeometryKind::Dense {
+            add("--geometry", self.stack.geometry.as_str());
         }
         flags.extend(self.flags.iter().map(|f| f.to_string()));
         flags
@@ -402,6 +405,14 @@ impl Lane {
         }
         Suite::main_marked(self.target, self.trials.trials(), &flags, self.ignored)
     }
+}
+
+/// Whether two case lists are the same trials in the same order.
+pub fn same_cases(a: &[Case], b: &[Case]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x.id, x.name) == (y.id, y.name))
 }
 
 /// `--kvcr <kvcr 0.1.1's sdist, unpacked>` (the CPU stack's Python env
@@ -521,12 +532,7 @@ mod tests {
             let (harness, _) = config::split_args(argv).unwrap();
             let env = Env::from_pairs(Vec::<(String, String)>::new());
             let settings = config::resolve(&harness, &env).unwrap().settings;
-            assert_eq!(
-                (settings.engine, settings.topology, settings.geometry),
-                (lane.engine, lane.topology, lane.geometry),
-                "lane {}",
-                lane.target
-            );
+            assert_eq!(settings.stack(), lane.stack, "lane {}", lane.target);
         }
     }
 
@@ -647,25 +653,87 @@ mod tests {
         }
     }
 
-    /// `kvcr-e2e mutants` runs a mutant's trial on the target its header's
-    /// topology and geometry pick (`mutants::Header::target`): each is a
-    /// lane of that stack on the default engine.
+    /// A lane's stack is written and read back in the words of its flags
+    /// (`vllm/two-node/dense`).
     #[test]
-    fn the_mutation_lanes_targets_are_lanes_of_their_stack() {
-        for (target, topology, geometry) in [
-            ("phase1", Topology::Agg, GeometryKind::Dense),
-            ("phase1_hybrid", Topology::Agg, GeometryKind::Hybrid),
-            ("phase1_2p1d", Topology::TwoP1D, GeometryKind::Dense),
-            ("phase1_two_node", Topology::TwoNode, GeometryKind::Dense),
-        ] {
-            let lane = Lane::of(target).unwrap_or_else(|| panic!("no lane {target}"));
+    fn every_lanes_stack_round_trips_through_its_words() {
+        for lane in LANES {
+            let words = lane.stack.to_string();
             assert_eq!(
-                (lane.engine, lane.topology, lane.geometry),
-                (Kind::Cpu, topology, geometry),
-                "lane {target}"
+                words.parse::<StackSpec>(),
+                Ok(lane.stack),
+                "{}",
+                lane.target
             );
-            assert!(matches!(lane.trials, Trials::Cases(_)), "lane {target}");
         }
+        let lane = Lane::of("phase1_vllm_two_node").unwrap();
+        assert_eq!(lane.stack.to_string(), "vllm/two-node/dense");
+    }
+
+    /// Every lane that runs cases with no flags of its own is the one
+    /// [`Lane::running`] finds for its stack and cases: no two such lanes
+    /// share both, so a stack names its lane.
+    #[test]
+    fn each_case_lane_is_found_by_its_stack_and_cases() {
+        let plain = LANES
+            .iter()
+            .filter(|l| l.cases().is_some() && l.flags.is_empty() && l.flags_at_start.is_none());
+        let mut found = 0;
+        for lane in plain {
+            let cases = lane.cases().unwrap();
+            let hit = Lane::running(lane.stack, cases).unwrap();
+            assert_eq!(hit.target, lane.target, "{}", lane.stack);
+            found += 1;
+        }
+        assert!(found >= 10, "{found} case lanes");
+        let on = |engine, topology, geometry| {
+            Lane::running(StackSpec::new(engine, topology, geometry), cases::PHASE1)
+                .map(|l| l.target)
+        };
+        assert_eq!(
+            on(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
+            Ok("phase1")
+        );
+        assert_eq!(
+            on(Kind::Vllm, Topology::TwoNode, GeometryKind::Dense),
+            Ok("phase1_vllm_two_node")
+        );
+        assert_eq!(
+            on(Kind::Vllm, Topology::TwoP1D, GeometryKind::Dense),
+            Ok("phase1_vllm_2p1d")
+        );
+    }
+
+    /// A stack no lane makes is an error naming the lanes that run the
+    /// cases, with their stacks.
+    #[test]
+    fn a_stack_without_a_lane_is_an_error_listing_the_lanes() {
+        let stack = StackSpec::new(Kind::Vllm, Topology::Agg, GeometryKind::Hybrid);
+        let err = Lane::running(stack, cases::PHASE1)
+            .map(|l| l.target)
+            .unwrap_err();
+        assert!(
+            err.starts_with(
+                "no lane runs TC-01, TC-02, TC-03, TC-04, TC-05, TC-06 on vllm/agg/hybrid;"
+            ),
+            "{err}"
+        );
+        for lane in [
+            "phase1 (cpu/agg/dense)",
+            "phase1_hybrid (cpu/agg/hybrid)",
+            "phase1_vllm (vllm/agg/dense)",
+            "phase1_vllm_two_node (vllm/two-node/dense)",
+            "phase1_vllm_2p1d (vllm/2p1d/dense)",
+        ] {
+            assert!(err.contains(lane), "{lane}: {err}");
+        }
+        let err = Lane::running(Lane::of("phase2").unwrap().stack, cases::PHASE2_VLLM)
+            .map(|l| l.target)
+            .unwrap_err();
+        assert!(
+            err.ends_with("the lanes that run them: phase2_vllm (vllm/agg/dense)"),
+            "{err}"
+        );
     }
 
     #[test]

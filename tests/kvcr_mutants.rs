@@ -38,6 +38,15 @@ fn every_mutant_has_a_complete_header() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // Each runs on a lane of its stack on every engine it names.
+    for h in &headers {
+        for engine in &h.engines {
+            if let Err(e) = mutants::plan::lane(h, *engine) {
+                problems.push(e);
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
     // Every class the suite claims to check has a mutant, and so do the
     // behaviours it does not check yet.
     for class in MutantClass::ALL {

@@ -13,11 +13,12 @@ use std::path::{Path, PathBuf};
 /// The layers, top first; each line's rooms import only those below it.
 const LAYERS: &[&[&str]] = &[
     &["cli"],
+    &["mutants"],
     &["lanes"],
     &["fault_matrix"],
     &["cases", "compare"],
     &["suite"],
-    &["mutants", "reference", "peer_bench"],
+    &["reference", "peer_bench"],
     &["stack", "workload", "drive"],
     &["evidence", "runner", "verdict"],
     &["config"],
@@ -243,7 +244,7 @@ fn an_import_back_up_is_reported() {
     );
     assert_eq!(wrong.len(), 1, "{wrong:?}");
     assert!(
-        wrong[0].ends_with("wait.rs:2: wait (layer 12) imports suite (layer 4)"),
+        wrong[0].ends_with("wait.rs:2: wait (layer 13) imports suite (layer 5)"),
         "{wrong:?}"
     );
 }
@@ -260,7 +261,7 @@ fn an_import_within_a_layer_or_to_an_unknown_room_is_reported() {
     );
     assert_eq!(wrong.len(), 2, "{wrong:?}");
     assert!(
-        wrong[0].ends_with("tc01.rs:1: cases (layer 3) imports compare (layer 3)"),
+        wrong[0].ends_with("tc01.rs:1: cases (layer 4) imports compare (layer 4)"),
         "{wrong:?}"
     );
     assert!(

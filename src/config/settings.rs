@@ -178,6 +178,11 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The stack these settings make: engine, topology and geometry.
+    pub fn stack(&self) -> engine::StackSpec {
+        engine::StackSpec::new(self.engine, self.topology, self.geometry)
+    }
+
     /// Where the JUnit XML goes for a run directory `run_root`.
     pub fn junit_path(&self, run_root: &Path) -> PathBuf {
         self.junit

@@ -33,12 +33,14 @@ pub mod placement;
 pub mod pool_size;
 pub mod sglang;
 pub mod slots;
+pub mod stack_spec;
 pub mod topology;
 pub mod vllm;
 
 pub use applicability::{Applicability, Case};
 pub use geometry::{Geometry, GeometryKind};
 pub use slots::WorkerSlot;
+pub use stack_spec::StackSpec;
 pub use topology::Topology;
 
 /// The nice value of the stack's workers and Guard services once each is

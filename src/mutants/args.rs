@@ -2,17 +2,18 @@
 
 use std::path::PathBuf;
 
-use super::header::Lane;
 use super::plan::RESERVED_KEYS;
 use crate::drive;
+use crate::engine::Kind;
 
 /// Parsed arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MutantsArgs {
     /// `--only NAME,...`: these mutants, in this order.
     pub only: Option<Vec<String>>,
-    /// `--engine cpu|vllm` (default cpu).
-    pub engine: Lane,
+    /// `--engine cpu|vllm` (default cpu): the engine whose mutants run, on
+    /// the lanes of that engine.
+    pub engine: Kind,
     /// `--out DIR` (default `target/mutants/<timestamp>/`).
     pub out: Option<PathBuf>,
     /// `--record DIR`: a copy of the batch's score file there too (only a
@@ -44,7 +45,7 @@ impl MutantsArgs {
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let mut parsed = MutantsArgs {
             only: None,
-            engine: Lane::Cpu,
+            engine: Kind::Cpu,
             out: None,
             record: None,
             generated: None,
@@ -96,11 +97,7 @@ impl MutantsArgs {
                     parsed.only = Some(names);
                 }
                 "--engine" => {
-                    parsed.engine = match value.as_str() {
-                        "cpu" => Lane::Cpu,
-                        "vllm" => Lane::Vllm,
-                        other => return Err(format!("--engine {other:?}: expected cpu or vllm")),
-                    }
+                    parsed.engine = value.parse().map_err(|e| format!("--engine: {e}"))?;
                 }
                 "--generated" => {
                     count = match value.parse::<u32>() {
@@ -176,7 +173,7 @@ mod tests {
             d,
             MutantsArgs {
                 only: None,
-                engine: Lane::Cpu,
+                engine: Kind::Cpu,
                 out: None,
                 record: None,
                 generated: None,
@@ -188,7 +185,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(a.only, Some(vec!["a".to_string(), "b".to_string()]));
-        assert_eq!(a.engine, Lane::Vllm);
+        assert_eq!(a.engine, Kind::Vllm);
         assert_eq!(a.out, Some(PathBuf::from("o")));
         assert_eq!(a.harness, args("--log-level debug --startup-timeout-s 90"));
         let r = MutantsArgs::parse(&args("--record docs/mutation-scores")).unwrap();
@@ -229,7 +226,10 @@ mod tests {
         for (line, want) in [
             ("--only", "needs a value"),
             ("--only ,", "at least one mutant"),
-            ("--engine gpu", "expected cpu or vllm"),
+            (
+                "--engine gpu",
+                "unknown engine `gpu`: expected one of cpu, vllm",
+            ),
             ("--kvcr pypi:0.1.2", "set by the driver"),
             ("--topology 2p1d", "set by the driver"),
             ("TC-01", "not a harness flag"),

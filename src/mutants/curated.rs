@@ -2,7 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::header::{self, Lane, MutantHeader};
+use super::header::{self, MutantHeader};
+use crate::engine::Kind;
 
 /// One curated mutant: its header and its diff file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,18 +38,18 @@ pub fn load_all(dir: &Path) -> Result<Vec<Mutant>, String> {
     Ok(mutants)
 }
 
-/// The mutants a lane on `lane` runs: those named by `only` (each must
-/// exist and apply to the lane), or by default every one whose `lanes`
+/// The mutants a batch on `engine` runs: those named by `only` (each must
+/// exist and apply to the engine), or by default every one whose `lanes`
 /// include it.
 pub fn select(
     all: Vec<Mutant>,
     only: Option<&[String]>,
-    lane: Lane,
+    engine: Kind,
 ) -> Result<Vec<Mutant>, String> {
     let Some(names) = only else {
         return Ok(all
             .into_iter()
-            .filter(|m| m.header.lanes.contains(&lane))
+            .filter(|m| m.header.engines.contains(&engine))
             .collect());
     };
     let mut chosen = Vec::new();
@@ -60,12 +61,11 @@ pub fn select(
                 known.join(", ")
             ));
         };
-        if !found.header.lanes.contains(&lane) {
-            let lanes: Vec<&str> = found.header.lanes.iter().map(|l| l.as_str()).collect();
+        if !found.header.engines.contains(&engine) {
+            let engines: Vec<&str> = found.header.engines.iter().map(|e| e.as_str()).collect();
             return Err(format!(
-                "`{name}` does not apply to the {} lane (its lanes: {})",
-                lane.as_str(),
-                lanes.join(",")
+                "`{name}` does not apply to the {engine} lane (its lanes: {})",
+                engines.join(",")
             ));
         }
         if !chosen.contains(found) {
@@ -100,16 +100,16 @@ mod tests {
     #[test]
     fn by_default_a_lane_runs_every_mutant_that_applies_to_it() {
         let all = repo_set();
-        let cpu = select(all.clone(), None, Lane::Cpu).unwrap();
-        let vllm = select(all.clone(), None, Lane::Vllm).unwrap();
+        let cpu = select(all.clone(), None, Kind::Cpu).unwrap();
+        let vllm = select(all.clone(), None, Kind::Vllm).unwrap();
         assert_eq!(
             cpu.len(),
             all.iter()
-                .filter(|m| m.header.lanes.contains(&Lane::Cpu))
+                .filter(|m| m.header.engines.contains(&Kind::Cpu))
                 .count()
         );
         assert!(vllm.len() < cpu.len());
-        assert!(vllm.iter().all(|m| m.header.lanes.contains(&Lane::Vllm)));
+        assert!(vllm.iter().all(|m| m.header.engines.contains(&Kind::Vllm)));
     }
 
     #[test]
@@ -119,7 +119,7 @@ mod tests {
             "source-write-bytes-double-counted".to_string(),
             "local-deliver-pages-reversed".to_string(),
         ];
-        let chosen = select(all.clone(), Some(&only), Lane::Cpu).unwrap();
+        let chosen = select(all.clone(), Some(&only), Kind::Cpu).unwrap();
         let names: Vec<&str> = chosen.iter().map(|m| m.header.name.as_str()).collect();
         assert_eq!(
             names,
@@ -129,13 +129,13 @@ mod tests {
             ]
         );
 
-        let err = select(all.clone(), Some(&["no-such".to_string()]), Lane::Cpu).unwrap_err();
+        let err = select(all.clone(), Some(&["no-such".to_string()]), Kind::Cpu).unwrap_err();
         assert!(err.contains("no curated mutant `no-such`"), "{err}");
         // A multi-page mutant is CPU-lane only.
         let err = select(
             all,
             Some(&["local-deliver-pages-reversed".to_string()]),
-            Lane::Vllm,
+            Kind::Vllm,
         )
         .unwrap_err();
         assert!(err.contains("does not apply to the vllm lane"), "{err}");

@@ -49,7 +49,7 @@ pub fn chosen(repo_root: &Path, args: &MutantsArgs) -> Result<Vec<Mutant>, LaneE
         .map_err(LaneError::Usage)?
         .into_iter()
         .map(|m| Mutant {
-            header: m.header.for_lane(args.engine),
+            header: m.header.for_engine(args.engine),
             diff: m.diff,
         })
         .collect();
@@ -416,7 +416,7 @@ mod tests {
     fn a_child_that_fails_the_named_trial_is_a_kill_with_its_evidence() {
         let tmp = tempfile::tempdir().unwrap();
         let m = curated("source-write-bytes-double-counted");
-        let run = plan(&m, crate::mutants::Lane::Cpu, &[]).unwrap();
+        let run = plan(&m, crate::engine::Kind::Cpu, &[]).unwrap();
         let results = r#"{"schema_version":1,"run":{"cases":[
           {"name":"TC-01::generation_correctness","outcome":"passed"},
           {"name":"TC-03::hinted_peer_transfer","outcome":"failed","message":"peer transfer reconciles: target read bytes 32768 ≠ source_write bytes 65536"}],
@@ -447,7 +447,7 @@ mod tests {
     fn a_child_whose_stack_did_not_start_is_broken_and_one_without_a_run_dir_too() {
         let tmp = tempfile::tempdir().unwrap();
         let m = curated("lru-evicts-newest");
-        let run = plan(&m, crate::mutants::Lane::Cpu, &[]).unwrap();
+        let run = plan(&m, crate::engine::Kind::Cpu, &[]).unwrap();
         let binary = fake_binary(
             tmp.path(),
             &[("setup-error.txt", "worker A exited 1 before ready")],
@@ -533,7 +533,7 @@ exit $code
         let tmp = tempfile::tempdir().unwrap();
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let m = curated("source-write-bytes-double-counted");
-        let run = plan(&m, crate::mutants::Lane::Cpu, &[]).unwrap();
+        let run = plan(&m, crate::engine::Kind::Cpu, &[]).unwrap();
         let binary = two_way_binary(tmp.path(), control_passes);
         let args = MutantsArgs {
             record,

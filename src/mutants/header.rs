@@ -19,9 +19,14 @@
 //! ```
 //!
 //! A line `#` followed by two or more spaces continues the field above it.
-//! `fixtures/kvcr-mutants/README.md` documents every field.
+//! `fixtures/kvcr-mutants/README.md` documents every field. The stack is
+//! named in the engine room's words: `lanes` are engines (`--engine`),
+//! `topology` and `geometry` those of `--topology` and `--geometry`.
 
 use std::fmt;
+
+use crate::engine::{GeometryKind, Kind, StackSpec, Topology};
+use crate::lanes::{same_cases, Lane, LANES};
 
 /// What kind of KVCR behaviour a mutant breaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -92,58 +97,6 @@ impl fmt::Display for MutantClass {
     }
 }
 
-/// An engine lane the mutant applies to (the same kvcr package either way).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Lane {
-    Cpu,
-    Vllm,
-}
-
-impl Lane {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lane::Cpu => "cpu",
-            Lane::Vllm => "vllm",
-        }
-    }
-}
-
-/// The worker layout a mutant needs (`--topology`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Topology {
-    #[default]
-    Agg,
-    TwoPrefillOneDecode,
-    TwoNode,
-}
-
-impl Topology {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Topology::Agg => "agg",
-            Topology::TwoPrefillOneDecode => "2p1d",
-            Topology::TwoNode => "two-node",
-        }
-    }
-}
-
-/// The KV page layout a mutant needs (`--geometry`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Geometry {
-    #[default]
-    Dense,
-    Hybrid,
-}
-
-impl Geometry {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Geometry::Dense => "dense",
-            Geometry::Hybrid => "hybrid",
-        }
-    }
-}
-
 /// What the named cases do against the mutant today.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
@@ -155,9 +108,10 @@ pub enum Expect {
 }
 
 impl MutantHeader {
-    /// The header as `lane` judges it: its `message` is the lane's own.
-    pub fn for_lane(mut self, lane: Lane) -> Self {
-        if lane == Lane::Vllm {
+    /// The header as a run on `engine` judges it: its `message` is the
+    /// engine's own (`message-vllm` on vLLM).
+    pub fn for_engine(mut self, engine: Kind) -> Self {
+        if engine == Kind::Vllm {
             if let Some(vllm) = self.message_vllm.take() {
                 self.message = Some(vllm);
             }
@@ -180,39 +134,25 @@ pub struct MutantHeader {
     /// The vLLM lane's message where the same bug fails otherwise there
     /// (e.g. a request that never completes instead of a wrong count).
     pub message_vllm: Option<String>,
-    pub lanes: Vec<Lane>,
+    /// The engines it applies to (the header's `lanes`), in its order.
+    pub engines: Vec<Kind>,
     pub topology: Topology,
-    pub geometry: Geometry,
+    pub geometry: GeometryKind,
     pub expect: Expect,
     /// Why it survives: equivalent, or which verdict is missing where.
     pub reading: Option<String>,
     /// What must run before the named trials, in words (e.g. TC-04 first).
     pub needs: Option<String>,
-    /// A test target of its own (`phase2`, `phase2_g3`: the production
-    /// cases' stacks), in place of the one topology and geometry pick.
+    /// The lane whose cases it runs in place of phase 1's (`phase2`,
+    /// `phase2_g3`: the production cases' lanes): a lane of [`LANES`] that
+    /// runs cases of its own ([`suites`]).
     pub suite: Option<&'static str>,
 }
 
 impl MutantHeader {
-    /// The test target that runs the mutant's cases.
-    pub fn target(&self) -> &'static str {
-        if let Some(suite) = self.suite {
-            return suite;
-        }
-        match (self.topology, self.geometry) {
-            (Topology::Agg, Geometry::Dense) => "phase1",
-            (Topology::Agg, Geometry::Hybrid) => "phase1_hybrid",
-            (Topology::TwoPrefillOneDecode, _) => "phase1_2p1d",
-            (Topology::TwoNode, _) => "phase1_two_node",
-        }
-    }
-
-    /// Harness flags the target needs beyond its own defaults.
-    pub fn harness_flags(&self) -> Vec<&'static str> {
-        match (self.topology, self.geometry) {
-            (Topology::Agg, _) | (_, Geometry::Dense) => Vec::new(),
-            (_, Geometry::Hybrid) => vec!["--geometry", "hybrid"],
-        }
+    /// The stack it runs on with `engine`: its topology and geometry.
+    pub fn stack(&self, engine: Kind) -> StackSpec {
+        StackSpec::new(engine, self.topology, self.geometry)
     }
 }
 
@@ -250,8 +190,14 @@ pub enum HeaderError {
 const KNOWN_FIELDS: &str =
     "mutant, models, class, caught-by, message, message-vllm, lanes, topology, geometry, expect, reading, needs, suite";
 
-/// Targets a mutant's `suite` may name.
-const SUITES: [&str; 2] = ["phase2", "phase2_g3"];
+/// The lanes a mutant's `suite` may name: those that run cases, other than
+/// phase 1's.
+pub fn suites() -> impl Iterator<Item = &'static Lane> {
+    LANES.iter().filter(|lane| {
+        lane.cases()
+            .is_some_and(|cases| !same_cases(cases, crate::cases::PHASE1))
+    })
+}
 
 /// Parses the header of `text`, the whole `.diff` file named `file_stem`.diff.
 pub fn parse(file_stem: &str, text: &str) -> Result<MutantHeader, HeaderError> {
@@ -389,61 +335,47 @@ pub fn parse(file_stem: &str, text: &str) -> Result<MutantHeader, HeaderError> {
         }
     }
     let lanes_text = get("lanes")?;
-    let mut lanes = Vec::new();
-    for lane in lanes_text.split(',').map(str::trim) {
-        let lane = match lane {
-            "cpu" => Lane::Cpu,
-            "vllm" => Lane::Vllm,
-            other => {
-                return Err(invalid(
-                    "lanes",
-                    lanes_text,
-                    format!("unknown lane `{other}`; expected cpu and/or vllm"),
-                ))
-            }
-        };
-        if lanes.contains(&lane) {
+    let mut engines = Vec::new();
+    for word in lanes_text.split(',').map(str::trim) {
+        let engine: Kind = word
+            .parse()
+            .map_err(|why| invalid("lanes", lanes_text, why))?;
+        if engines.contains(&engine) {
             return Err(invalid(
                 "lanes",
                 lanes_text,
-                "a lane is listed twice".into(),
+                "an engine is listed twice".into(),
             ));
         }
-        lanes.push(lane);
+        engines.push(engine);
     }
-    let topology = match optional("topology").map(String::as_str) {
-        None | Some("agg") => Topology::Agg,
-        Some("2p1d") => Topology::TwoPrefillOneDecode,
-        Some("two-node") => Topology::TwoNode,
-        Some(other) => {
-            return Err(invalid(
-                "topology",
-                other,
-                "expected agg, 2p1d or two-node".into(),
-            ))
-        }
+    let word = |key: &'static str| optional(key).map(String::as_str);
+    let topology = match word("topology") {
+        None => Topology::Agg,
+        Some(given) => given
+            .parse()
+            .map_err(|why| invalid("topology", given, why))?,
     };
-    let geometry = match optional("geometry").map(String::as_str) {
-        None | Some("dense") => Geometry::Dense,
-        Some("hybrid") => Geometry::Hybrid,
-        Some(other) => {
-            return Err(invalid(
-                "geometry",
-                other,
-                "expected dense or hybrid".into(),
-            ))
-        }
+    let geometry = match word("geometry") {
+        None => GeometryKind::Dense,
+        Some(given) => given
+            .parse()
+            .map_err(|why| invalid("geometry", given, why))?,
     };
-    let suite = match optional("suite") {
+    let suite = match word("suite") {
         None => None,
-        Some(given) => match SUITES.iter().find(|s| **s == given.as_str()) {
-            Some(suite) => Some(*suite),
+        Some(given) => match suites().find(|lane| lane.target == given) {
+            Some(lane) => Some(lane.target),
             None => {
+                let known: Vec<&str> = suites().map(|lane| lane.target).collect();
                 return Err(invalid(
                     "suite",
                     given,
-                    format!("expected one of {}", SUITES.join(", ")),
-                ))
+                    format!(
+                        "expected a lane of cases other than phase 1's: {}",
+                        known.join(", ")
+                    ),
+                ));
             }
         },
     };
@@ -454,7 +386,7 @@ pub fn parse(file_stem: &str, text: &str) -> Result<MutantHeader, HeaderError> {
         caught_by,
         message,
         message_vllm,
-        lanes,
+        engines,
         topology,
         geometry,
         expect,
@@ -600,11 +532,14 @@ mod tests {
             ]
         );
         assert_eq!(h.message.as_deref(), Some("reference tokens"));
-        assert_eq!(h.lanes, [Lane::Cpu, Lane::Vllm]);
-        assert_eq!((h.topology, h.geometry), (Topology::Agg, Geometry::Dense));
+        assert_eq!(h.engines, [Kind::Cpu, Kind::Vllm]);
+        assert_eq!(
+            (h.topology, h.geometry),
+            (Topology::Agg, GeometryKind::Dense)
+        );
+        assert_eq!(h.stack(Kind::Vllm).to_string(), "vllm/agg/dense");
         assert_eq!(h.expect, Expect::Killed);
-        assert_eq!(h.target(), "phase1");
-        assert!(h.harness_flags().is_empty());
+        assert_eq!(h.suite, None);
         assert_eq!(patched_modules(&killed()), ["kvcr/core.py"]);
     }
 
@@ -681,16 +616,16 @@ mod tests {
         );
         let h = parse("m", &text).unwrap();
         assert_eq!(
-            h.clone().for_lane(Lane::Cpu).message.as_deref(),
+            h.clone().for_engine(Kind::Cpu).message.as_deref(),
             Some("reference tokens")
         );
         assert_eq!(
-            h.for_lane(Lane::Vllm).message.as_deref(),
+            h.for_engine(Kind::Vllm).message.as_deref(),
             Some("no response")
         );
         let plain = parse("m", &killed()).unwrap();
         assert_eq!(
-            plain.for_lane(Lane::Vllm).message.as_deref(),
+            plain.for_engine(Kind::Vllm).message.as_deref(),
             Some("reference tokens")
         );
     }
@@ -715,7 +650,7 @@ mod tests {
             (
                 "# lanes: cpu,vllm",
                 "# lanes: cpu,gpu",
-                "unknown lane `gpu`",
+                "unknown engine `gpu`: expected one of cpu, vllm",
             ),
             ("# lanes: cpu,vllm", "# lanes: cpu,cpu", "listed twice"),
             (
@@ -737,12 +672,12 @@ mod tests {
             (
                 "# expect: killed",
                 "# expect: killed\n# topology: ring",
-                "agg, 2p1d or two-node",
+                "unknown topology `ring`: expected one of agg, 2p1d, two-node",
             ),
             (
                 "# expect: killed",
                 "# expect: killed\n# geometry: sparse",
-                "dense or hybrid",
+                "unknown geometry `sparse`: expected one of dense, hybrid",
             ),
             (
                 "# expect: killed",
@@ -768,31 +703,33 @@ mod tests {
         }
     }
 
+    /// `topology` and `geometry` are read in the words of `--topology` and
+    /// `--geometry`; `suite` names a lane of cases other than phase 1's.
     #[test]
-    fn topology_and_geometry_pick_the_target() {
+    fn topology_geometry_and_suite_name_the_stack() {
         let with = |extra: &str| {
             parse(
                 "m",
                 &killed().replace("# expect: killed", &format!("# expect: killed\n{extra}")),
             )
-            .unwrap()
         };
-        let hybrid = with("# geometry: hybrid");
-        assert_eq!(
-            (hybrid.target(), hybrid.harness_flags()),
-            ("phase1_hybrid", vec![])
-        );
-        let p2d = with("# topology: 2p1d");
-        assert_eq!(p2d.target(), "phase1_2p1d");
-        let p2d_hybrid = with("# topology: 2p1d\n# geometry: hybrid");
-        assert_eq!(p2d_hybrid.harness_flags(), ["--geometry", "hybrid"]);
-        assert_eq!(with("# topology: two-node").target(), "phase1_two_node");
-        assert_eq!(with("# suite: phase2").target(), "phase2");
-        assert!(parse(
-            "m",
-            &killed().replace("# expect: killed", "# expect: killed\n# suite: phase3")
-        )
-        .is_err());
+        let stack = |extra: &str| with(extra).unwrap().stack(Kind::Vllm).to_string();
+        let plain = parse("m", &killed()).unwrap();
+        assert_eq!(plain.stack(Kind::Vllm).to_string(), "vllm/agg/dense");
+        assert_eq!(stack("# geometry: hybrid"), "vllm/agg/hybrid");
+        assert_eq!(stack("# topology: 2p1d"), "vllm/2p1d/dense");
+        assert_eq!(stack("# topology: two-node"), "vllm/two-node/dense");
+        assert_eq!(with("# suite: phase2").unwrap().suite, Some("phase2"));
+        assert_eq!(with("# suite: phase2_g3").unwrap().suite, Some("phase2_g3"));
+        for not_a_suite in ["phase3", "phase1", "fault_matrix"] {
+            let err = with(&format!("# suite: {not_a_suite}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("expected a lane of cases other than phase 1's: phase2, phase2_g3"),
+                "{not_a_suite}: {err}"
+            );
+        }
     }
 
     #[test]

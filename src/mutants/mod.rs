@@ -20,7 +20,7 @@ pub mod score;
 pub use args::{GeneratedArgs, MutantsArgs};
 pub use classify::{classify, meets_expectation, MutantResult};
 pub use driver::run_lane;
-pub use header::{parse, Expect, HeaderError, Lane, MutantClass, MutantHeader};
+pub use header::{parse, Expect, HeaderError, MutantClass, MutantHeader};
 pub use report::{LaneReport, MutantRow, Score};
 
 /// Where the curated mutants live, relative to the repository root.

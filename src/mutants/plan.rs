@@ -1,12 +1,16 @@
-//! What one mutant runs: the test target its header implies, the trials
-//! (TC-01 plus its `caught-by`; a mutant of a production suite, whose
-//! target has no TC-01, its `caught-by` only), and the flags that build it.
+//! What one mutant runs: the lane of its stack ([`lane`]), the trials
+//! (TC-01 where the lane runs it, then its `caught-by`; a mutant of a
+//! production suite, whose lane has no TC-01, its `caught-by` only), and
+//! the flags that build it.
 
 use super::curated::Mutant;
-use super::header::Lane;
+use super::header::MutantHeader;
+use crate::engine::Kind;
+use crate::lanes::Lane;
+use crate::suite::Trial;
 
-/// The trial every mutant runs first: the routed families against the
-/// reference.
+/// The trial every mutant runs first where its lane runs it: the routed
+/// families against the reference.
 pub const TC01: &str = "TC-01::generation_correctness";
 
 /// Harness settings the lane sets for each child itself (profile keys).
@@ -17,39 +21,41 @@ pub const RESERVED_KEYS: &[&str] = &[
 /// One mutant's child run, before it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MutantRun {
-    /// `phase1`, `phase1_hybrid`, `phase1_2p1d`, `phase1_two_node`,
-    /// `phase1_vllm`, or a production suite's `phase2` / `phase2_g3`.
+    /// The test target of its lane (`phase1`, `phase1_vllm_two_node`,
+    /// `phase2`, ...).
     pub target: &'static str,
-    /// Whole trial names, TC-01 first (but on a production suite), no
-    /// repeats.
+    /// Whole trial names, TC-01 first (where the lane runs it), no repeats.
     pub trials: Vec<String>,
-    /// Harness flags: the user's, then the target's own and `--kvcr`.
+    /// Flags: the user's harness flags, `--include-ignored` where the lane
+    /// waits for `--ignored`, then `--kvcr`.
     pub flags: Vec<String>,
 }
 
-/// The run of `mutant` on `lane`, with the user's harness flags.
-pub fn plan(mutant: &Mutant, lane: Lane, user_flags: &[String]) -> Result<MutantRun, String> {
-    let header = &mutant.header;
-    let target = match (lane, header.target()) {
-        (Lane::Vllm, target) if header.suite.is_some() => {
-            return Err(format!(
-                "{}: the vLLM lane does not run the production suite {target} (CPU engine only)",
-                header.name
-            ))
-        }
-        (Lane::Cpu, target) => target,
-        (Lane::Vllm, "phase1") => "phase1_vllm",
-        (Lane::Vllm, other) => {
-            return Err(format!(
-                "{}: the vLLM lane runs only aggregated dense stacks; this mutant needs {other}",
-                header.name
-            ))
-        }
+/// The lane that runs `header`'s trials on `engine`: the lane of the
+/// header's stack on that engine that runs phase 1's cases, or its
+/// `suite`'s cases. `Err` names the lanes that run them.
+pub fn lane(header: &MutantHeader, engine: Kind) -> Result<&'static Lane, String> {
+    let cases = match header.suite {
+        None => crate::cases::PHASE1,
+        Some(suite) => Lane::of(suite)
+            .and_then(Lane::cases)
+            .ok_or_else(|| format!("{}: suite {suite} is no lane of cases", header.name))?,
     };
-    // The production suites' targets have no TC-01.
-    let mut trials = match header.suite {
-        Some(_) => Vec::new(),
-        None => vec![TC01.to_string()],
+    Lane::running(header.stack(engine), cases).map_err(|e| format!("{}: {e}", header.name))
+}
+
+/// The run of `mutant` on `engine`, with the user's harness flags.
+pub fn plan(mutant: &Mutant, engine: Kind, user_flags: &[String]) -> Result<MutantRun, String> {
+    let header = &mutant.header;
+    let lane = lane(header, engine)?;
+    let runs_tc01 = lane
+        .cases()
+        .unwrap_or_default()
+        .iter()
+        .any(|case| Trial::Case(*case).trial_name() == TC01);
+    let mut trials = match runs_tc01 {
+        true => vec![TC01.to_string()],
+        false => Vec::new(),
     };
     for trial in &header.caught_by {
         if !trials.contains(trial) {
@@ -57,11 +63,13 @@ pub fn plan(mutant: &Mutant, lane: Lane, user_flags: &[String]) -> Result<Mutant
         }
     }
     let mut flags = user_flags.to_vec();
-    flags.extend(header.harness_flags().into_iter().map(String::from));
+    if lane.ignored {
+        flags.push("--include-ignored".into());
+    }
     flags.push("--kvcr".into());
     flags.push(mutant.diff.display().to_string());
     Ok(MutantRun {
-        target,
+        target: lane.target,
         trials,
         flags,
     })
@@ -73,10 +81,15 @@ mod tests {
     use super::*;
 
     fn mutant(name: &str, extra: &str) -> Mutant {
+        mutant_of("cpu,vllm", name, extra)
+    }
+
+    /// A mutant of the engines `lanes`, with header lines `extra`.
+    fn mutant_of(lanes: &str, name: &str, extra: &str) -> Mutant {
         let text = format!(
             "# mutant: {name}\n# models: a plausible bug someone could write here\n# class: hybrid-pages\n\
              # caught-by: TC-03::hinted_peer_transfer, TC-01::generation_correctness\n\
-             # message: reference tokens\n# lanes: cpu,vllm\n{extra}# expect: killed\n\
+             # message: reference tokens\n# lanes: {lanes}\n{extra}# expect: killed\n\
              --- a/kvcr/core.py\n+++ b/kvcr/core.py\n@@ -1 +1 @@\n-a\n+b\n"
         );
         Mutant {
@@ -86,55 +99,100 @@ mod tests {
     }
 
     #[test]
-    fn each_topology_and_geometry_runs_its_target_with_tc01_first() {
+    fn each_topology_and_geometry_runs_its_lane_with_tc01_first() {
         let user = vec!["--log-level".to_string(), "debug".to_string()];
-        for (extra, target, target_flags) in [
-            ("", "phase1", &[][..]),
-            ("# geometry: hybrid\n", "phase1_hybrid", &[][..]),
-            ("# topology: 2p1d\n", "phase1_2p1d", &[][..]),
-            (
-                "# topology: 2p1d\n# geometry: hybrid\n",
-                "phase1_2p1d",
-                &["--geometry", "hybrid"][..],
-            ),
-            ("# topology: two-node\n", "phase1_two_node", &[][..]),
+        for (extra, engine, target) in [
+            ("", Kind::Cpu, "phase1"),
+            ("# geometry: hybrid\n", Kind::Cpu, "phase1_hybrid"),
+            ("# topology: 2p1d\n", Kind::Cpu, "phase1_2p1d"),
+            ("# topology: two-node\n", Kind::Cpu, "phase1_two_node"),
+            ("", Kind::Vllm, "phase1_vllm"),
+            ("# topology: two-node\n", Kind::Vllm, "phase1_vllm_two_node"),
         ] {
             let m = mutant("m", extra);
-            let run = plan(&m, Lane::Cpu, &user).unwrap();
-            assert_eq!(run.target, target, "{extra}");
+            let run = plan(&m, engine, &user).unwrap();
+            assert_eq!(run.target, target, "{engine} {extra}");
             assert_eq!(
                 run.trials,
                 [TC01, "TC-03::hinted_peer_transfer"],
-                "no repeat of TC-01"
+                "TC-01 first, no repeat"
             );
             let mut want: Vec<String> = user.clone();
-            want.extend(target_flags.iter().map(|f| f.to_string()));
             want.extend(["--kvcr".into(), "/repo/fixtures/kvcr-mutants/m.diff".into()]);
-            assert_eq!(run.flags, want, "{extra}");
+            assert_eq!(run.flags, want, "{engine} {extra}");
         }
+    }
+
+    /// A vLLM-only mutant of two nodes runs on the vLLM two-node lane.
+    #[test]
+    fn a_vllm_two_node_header_plans_phase1_vllm_two_node_with_tc01_first() {
+        let m = mutant_of("vllm", "m", "# topology: two-node\n");
+        assert_eq!(m.header.engines, [Kind::Vllm]);
+        let run = plan(&m, Kind::Vllm, &[]).unwrap();
+        assert_eq!(run.target, "phase1_vllm_two_node");
+        assert_eq!(run.trials, [TC01, "TC-03::hinted_peer_transfer"]);
+        assert_eq!(run.flags, ["--kvcr", "/repo/fixtures/kvcr-mutants/m.diff"]);
+    }
+
+    /// The vLLM 2P+1D lane waits for `--ignored`: its child asks for it.
+    #[test]
+    fn a_vllm_2p1d_mutant_runs_phase1_vllm_2p1d_with_its_ignored_trials() {
+        let run = plan(
+            &mutant_of("vllm", "m", "# topology: 2p1d\n"),
+            Kind::Vllm,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(run.target, "phase1_vllm_2p1d");
+        assert_eq!(run.trials[0], TC01);
+        assert_eq!(
+            run.flags,
+            [
+                "--include-ignored",
+                "--kvcr",
+                "/repo/fixtures/kvcr-mutants/m.diff"
+            ]
+        );
     }
 
     #[test]
     fn a_production_suite_mutant_runs_its_caught_by_trials_on_its_suite() {
         let m = mutant("m", "# suite: phase2\n");
-        let run = plan(&m, Lane::Cpu, &[]).unwrap();
+        let run = plan(&m, Kind::Cpu, &[]).unwrap();
         assert_eq!(run.target, "phase2");
         assert_eq!(
             run.trials,
             ["TC-03::hinted_peer_transfer", TC01],
             "its caught-by only, in its order"
         );
-        let err = plan(&m, Lane::Vllm, &[]).unwrap_err();
-        assert!(err.contains("production suite phase2"), "{err}");
+        let err = plan(&m, Kind::Vllm, &[]).unwrap_err();
+        assert!(
+            err.starts_with("m: no lane runs TC-07, TC-08, TC-09, TC-10, TC-11 on vllm/agg/dense")
+                && err.ends_with("the lanes that run them: phase2 (cpu/agg/dense)"),
+            "{err}"
+        );
     }
 
+    /// A stack no lane makes is an error naming the lanes of phase 1.
     #[test]
-    fn the_vllm_lane_runs_phase1_vllm_and_only_aggregated_dense() {
-        assert_eq!(
-            plan(&mutant("m", ""), Lane::Vllm, &[]).unwrap().target,
-            "phase1_vllm"
+    fn a_stack_without_a_lane_is_an_error_listing_the_lanes() {
+        let m = mutant("m", "# topology: 2p1d\n# geometry: hybrid\n");
+        let err = plan(&m, Kind::Cpu, &[]).unwrap_err();
+        assert!(
+            err.starts_with(
+                "m: no lane runs TC-01, TC-02, TC-03, TC-04, TC-05, TC-06 on cpu/2p1d/hybrid"
+            ) && err.contains("phase1_2p1d (cpu/2p1d/dense)")
+                && err.contains("phase1_vllm_two_node (vllm/two-node/dense)"),
+            "{err}"
         );
-        let err = plan(&mutant("m", "# topology: 2p1d\n"), Lane::Vllm, &[]).unwrap_err();
-        assert!(err.contains("only aggregated dense"), "{err}");
+        let err = plan(&mutant("m", ""), Kind::Sglang, &[]).unwrap_err();
+        assert!(err.contains("on sglang/agg/dense"), "{err}");
+    }
+
+    /// `TC01` is TC-01's trial name.
+    #[test]
+    fn tc01_is_the_first_cases_trial() {
+        let case = crate::cases::tc01_generation_correctness::CASE;
+        assert_eq!(Trial::Case(case).trial_name(), TC01);
     }
 }

@@ -3,15 +3,14 @@
 use std::time::Duration;
 
 use crate::config::{KvcrSpec, Settings};
-use crate::engine::{GeometryKind, Kind, Topology};
+use crate::engine::StackSpec;
 
 /// The resolved settings a runner artifact depends on, and the resources
 /// the stack needs from the scheduler.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunnerSpec {
-    pub engine: Kind,
-    pub topology: Topology,
-    pub geometry: GeometryKind,
+    /// The stack the suite makes (engine, topology, geometry).
+    pub stack: StackSpec,
     /// The profile layered over the default (`default` when none).
     pub profile: String,
     /// `--cases`: `None` runs every case.
@@ -37,23 +36,16 @@ pub struct RunnerSpec {
 
 impl RunnerSpec {
     pub fn from_settings(settings: &Settings) -> Self {
-        let gpu = settings.engine != Kind::Cpu;
-        let gpus = match (settings.engine, settings.topology) {
-            (Kind::Cpu, _) => 0,
-            (_, Topology::TwoP1D) => 3,
-            (_, Topology::TwoNode) => 1,
-            _ => 2,
-        };
+        let stack = settings.stack();
+        let gpu = stack.on_gpus();
         // CPU stack: one Guard pool plus two workers' tiers and scratch.
         let cpu_shm_mib = (settings.cpu_engine.guard_pool_gb * 1024.0).ceil() as u64 + 512;
         RunnerSpec {
-            engine: settings.engine,
-            topology: settings.topology,
-            geometry: settings.geometry,
+            stack,
             profile: settings.profile.clone(),
             cases: settings.cases.clone(),
             startup_timeout: settings.startup_timeout,
-            gpus,
+            gpus: stack.gpus_per_node(),
             cpus: if gpu { 16 } else { 2 },
             memory_gib: if gpu { 64 } else { 8 },
             shm_mib: if gpu { 16 * 1024 } else { cpu_shm_mib },
@@ -68,15 +60,15 @@ impl RunnerSpec {
     }
 
     pub fn is_gpu(&self) -> bool {
-        self.engine != Kind::Cpu
+        self.stack.on_gpus()
     }
 
     /// A short name for jobs and objects, e.g. `kvcr-e2e-cpu-agg`.
     pub fn job_name(&self) -> String {
         format!(
             "kvcr-e2e-{}-{}",
-            self.engine.as_str(),
-            self.topology.as_str()
+            self.stack.engine.as_str(),
+            self.stack.topology.as_str()
         )
     }
 
@@ -86,10 +78,16 @@ impl RunnerSpec {
         let mut env = vec![
             (
                 "PHASE1_ENGINE".to_string(),
-                self.engine.as_str().to_string(),
+                self.stack.engine.as_str().to_string(),
             ),
-            ("PHASE1_TOPOLOGY".into(), self.topology.as_str().into()),
-            ("PHASE1_GEOMETRY".into(), self.geometry.as_str().into()),
+            (
+                "PHASE1_TOPOLOGY".into(),
+                self.stack.topology.as_str().into(),
+            ),
+            (
+                "PHASE1_GEOMETRY".into(),
+                self.stack.geometry.as_str().into(),
+            ),
         ];
         if self.profile != "default" {
             env.push(("PHASE1_PROFILE".into(), self.profile.clone()));

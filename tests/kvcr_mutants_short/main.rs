@@ -25,7 +25,8 @@ mod set;
 
 use std::process::ExitCode;
 
-use kvcr_e2e::mutants::{self, Lane, MutantResult, MutantRow, MutantsArgs};
+use kvcr_e2e::engine::Kind;
+use kvcr_e2e::mutants::{self, MutantResult, MutantRow, MutantsArgs};
 use libtest_mimic::{Arguments, Failed, Trial};
 
 fn main() -> ExitCode {
@@ -46,7 +47,7 @@ fn main() -> ExitCode {
             Err(problems.join("\n").into())
         }
     })];
-    for (lane, set, ignored) in [(Lane::Cpu, set::CPU, false), (Lane::Vllm, set::VLLM, true)] {
+    for (lane, set, ignored) in [(Kind::Cpu, set::CPU, false), (Kind::Vllm, set::VLLM, true)] {
         for entry in set {
             let evidence = evidence.clone();
             let name = format!("{}::{}::{}", lane.as_str(), entry.class_key, entry.mutant);
@@ -66,7 +67,7 @@ fn main() -> ExitCode {
 
 /// Runs one mutant through the driver and checks it was killed as its
 /// header says.
-fn run_mutant(lane: Lane, mutant: &str, base: &std::path::Path) -> Result<(), Failed> {
+fn run_mutant(lane: Kind, mutant: &str, base: &std::path::Path) -> Result<(), Failed> {
     let args = MutantsArgs {
         only: Some(vec![mutant.to_string()]),
         engine: lane,

@@ -44,16 +44,17 @@ pub const VLLM: &[Entry] = &[
 
 /// The checks of `set::well_formed`, as one message per problem.
 pub fn problems(all: &[kvcr_e2e::mutants::curated::Mutant]) -> Vec<String> {
-    use kvcr_e2e::mutants::{Expect, Lane, MutantClass};
+    use kvcr_e2e::engine::Kind;
+    use kvcr_e2e::mutants::{Expect, MutantClass};
     let mut problems = Vec::new();
-    for (lane, set) in [(Lane::Cpu, CPU), (Lane::Vllm, VLLM)] {
+    for (lane, set) in [(Kind::Cpu, CPU), (Kind::Vllm, VLLM)] {
         for entry in set {
             let Some(m) = all.iter().find(|m| m.header.name == entry.mutant) else {
                 problems.push(format!("{}: no such curated mutant", entry.mutant));
                 continue;
             };
             let h = &m.header;
-            if !h.lanes.contains(&lane) {
+            if !h.engines.contains(&lane) {
                 problems.push(format!("{}: its lanes exclude {}", h.name, lane.as_str()));
             }
             if h.expect != Expect::Killed {

@@ -11,16 +11,17 @@ use super::diff;
 use super::resume;
 use super::sample::{self, Site};
 use super::tool::Tool;
-use super::{COSMIC_RAY, TRIALS};
+use super::{trials as phase1_trials, COSMIC_RAY};
 use crate::config::KvcrSpec;
 use crate::drive::{self, Phase1Child};
+use crate::engine::{GeometryKind, Kind, StackSpec, Topology};
+use crate::lanes::Lane;
 use crate::mutants::args::{GeneratedArgs, MutantsArgs};
 use crate::mutants::classify::MutantResult;
 use crate::mutants::control::{self, ControlPlan};
 use crate::mutants::driver::{
     finish, print_finished, refuse, report, run_child, stamp, LaneError, RowHead,
 };
-use crate::mutants::header::Lane;
 use crate::mutants::report::{ChildEvidence, LaneReport, MutantRow, Rerun, NO_EXPECTATION};
 use crate::mutants::score::BatchStart;
 
@@ -193,9 +194,9 @@ pub fn run_generated(
     if generated.draw_only {
         return Ok((report(now, args, &[], &[]), out));
     }
-    let target = target(args.engine);
+    let target = target(args.engine).map_err(LaneError::Usage)?;
     let binary = drive::test_binary(repo_root, target).map_err(|e| e.to_string())?;
-    let trials: Vec<String> = TRIALS.iter().map(|t| t.to_string()).collect();
+    let trials = phase1_trials();
     let selection = format!(
         "--generated {} --seed {} --modules {} ({} drawn, {COSMIC_RAY}, kvcr {})",
         generated.count,
@@ -328,12 +329,11 @@ fn earlier_lane(out: &Path, args: &MutantsArgs) -> Option<resume::EarlierLane> {
     }
 }
 
-/// The test target of the lane's engine (aggregated dense stacks only).
-pub fn target(engine: Lane) -> &'static str {
-    match engine {
-        Lane::Cpu => "phase1",
-        Lane::Vllm => "phase1_vllm",
-    }
+/// The test target that runs phase 1's cases on `engine`'s aggregated
+/// dense stack (generated mutants run there only).
+pub fn target(engine: Kind) -> Result<&'static str, String> {
+    let stack = StackSpec::new(engine, Topology::Agg, GeometryKind::Dense);
+    Lane::running(stack, crate::cases::PHASE1).map(|lane| lane.target)
 }
 
 fn run_one(
@@ -422,10 +422,10 @@ mod tests {
     }
 
     fn results(failed: Option<(&str, &str)>) -> String {
-        let cases: Vec<String> = TRIALS
+        let cases: Vec<String> = phase1_trials()
             .iter()
             .map(|t| match failed {
-                Some((name, message)) if name == *t => {
+                Some((name, message)) if name == t => {
                     format!(r#"{{"name":"{t}","outcome":"failed","message":"{message}"}}"#)
                 }
                 _ => format!(r#"{{"name":"{t}","outcome":"passed"}}"#),
@@ -456,7 +456,7 @@ mod tests {
 
     fn run(dir: &Path, results: &str, exit: i32) -> MutantRow {
         let m = mutant(dir);
-        let trials: Vec<String> = TRIALS.iter().map(|t| t.to_string()).collect();
+        let trials = phase1_trials();
         let child = Phase1Child {
             binary: fake_binary(dir, results, exit),
             repo_root: dir.to_path_buf(),
@@ -532,7 +532,7 @@ mod tests {
             "worker-A.1 gave up waiting for worker-A.1 to register in Dynamo's discovery",
         )));
         let m = mutant(tmp.path());
-        let trials: Vec<String> = TRIALS.iter().map(|t| t.to_string()).collect();
+        let trials = phase1_trials();
         let child = Phase1Child {
             binary: flipping_binary(tmp.path(), &kill, &results(None)),
             repo_root: tmp.path().to_path_buf(),
@@ -619,7 +619,9 @@ mod tests {
 
     #[test]
     fn each_engine_runs_its_aggregated_target() {
-        assert_eq!(target(Lane::Cpu), "phase1");
-        assert_eq!(target(Lane::Vllm), "phase1_vllm");
+        assert_eq!(target(Kind::Cpu), Ok("phase1"));
+        assert_eq!(target(Kind::Vllm), Ok("phase1_vllm"));
+        let err = target(Kind::Sglang).unwrap_err();
+        assert!(err.contains("on sglang/agg/dense"), "{err}");
     }
 }

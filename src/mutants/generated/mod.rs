@@ -14,6 +14,9 @@ pub mod tool;
 
 pub use lane::run_generated;
 
+use crate::cases;
+use crate::suite::{Case, Trial};
+
 /// The KVCR modules Phase 1's cases claim to cover (the default sample).
 pub const MODULES: &[&str] = &[
     "local_dram",
@@ -24,17 +27,24 @@ pub const MODULES: &[&str] = &[
     "core",
 ];
 
-/// What every generated mutant runs: each Phase 1 trial with a verdict on
-/// KVCR's behaviour. TC-05's performance arms are left out (they record
-/// figures, and take as long as the rest together).
-pub const TRIALS: &[&str] = &[
-    "TC-01::generation_correctness",
-    "TC-02::local_dram_flow",
-    "TC-03::hinted_peer_transfer",
-    "TC-04::guard_takeover_and_replacement",
-    "TC-04::worker_killed_under_load",
-    "TC-06::guard_recovery_timing",
-];
+/// What every generated mutant runs: each trial of phase 1's cases
+/// ([`cases::PHASE1`]) with a verdict on KVCR's behaviour, in case-number
+/// order. TC-05's performance arms are left out (they record figures, and
+/// take as long as the rest together).
+pub fn trials() -> Vec<String> {
+    let perf_arms = cases::tc05_performance_arms::COLD.id;
+    let mut chosen: Vec<Case> = cases::PHASE1
+        .iter()
+        .filter(|case| case.id != perf_arms)
+        .copied()
+        .collect();
+    // Stable: a case's own trials keep their order.
+    chosen.sort_by_key(|case| case.id);
+    chosen
+        .into_iter()
+        .map(|case| Trial::Case(case).trial_name())
+        .collect()
+}
 
 /// The cosmic-ray release pinned in `fixtures/python/requirements-mutgen.lock`.
 pub const COSMIC_RAY: &str = "cosmic-ray 8.7.0";
@@ -62,6 +72,23 @@ pub fn parse_modules(value: &str) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Phase 1's trials but TC-05's arms, by case number: the list the
+    /// lane ran before it was derived from the cases.
+    #[test]
+    fn the_trials_are_phase_1s_but_the_performance_arms() {
+        assert_eq!(
+            trials(),
+            [
+                "TC-01::generation_correctness",
+                "TC-02::local_dram_flow",
+                "TC-03::hinted_peer_transfer",
+                "TC-04::guard_takeover_and_replacement",
+                "TC-04::worker_killed_under_load",
+                "TC-06::guard_recovery_timing",
+            ]
+        );
+    }
 
     #[test]
     fn modules_are_checked_and_deduplicated() {

@@ -118,8 +118,8 @@ pub fn outcome_words(result: &MutantResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mutants::generated;
     use crate::mutants::generated::sample::Site;
-    use crate::mutants::generated::TRIALS;
     use std::path::PathBuf;
 
     fn mutant(dir: &Path, line: u32) -> GeneratedMutant {
@@ -140,7 +140,7 @@ mod tests {
     }
 
     fn trials() -> Vec<String> {
-        TRIALS.iter().map(|t| t.to_string()).collect()
+        generated::trials()
     }
 
     /// An earlier row of `m` with `result`; `results` says whether its run
