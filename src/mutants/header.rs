@@ -12,7 +12,7 @@
 //! # caught-by: TC-03::hinted_peer_transfer
 //! # message: reference tokens
 //! # lanes: cpu,vllm
-//! # topology: agg
+//! # topology: two-node
 //! # expect: killed
 //! --- a/kvcr/remote_fw_dram.py
 //! +++ b/kvcr/remote_fw_dram.py

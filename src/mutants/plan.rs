@@ -189,6 +189,25 @@ mod tests {
         assert!(err.contains("on sglang/agg/dense"), "{err}");
     }
 
+    /// Every curated mutant plans on a lane on each engine its header
+    /// names; one of them runs on the vLLM two-node lane.
+    #[test]
+    fn every_curated_mutant_plans_on_each_of_its_engines() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(super::super::MUTANTS_DIR);
+        let all = super::super::curated::load_all(&dir).unwrap();
+        let mut planned = Vec::new();
+        for m in &all {
+            for engine in &m.header.engines {
+                let run = plan(m, *engine, &[]).unwrap_or_else(|e| panic!("{e}"));
+                planned.push((m.header.name.as_str(), run.target));
+            }
+        }
+        assert!(
+            planned.contains(&("source-write-reversed-blocks", "phase1_vllm_two_node")),
+            "{planned:?}"
+        );
+    }
+
     /// `TC01` is TC-01's trial name.
     #[test]
     fn tc01_is_the_first_cases_trial() {
