@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a Phase 1 target N times in a row and prints one Markdown table row
-# per run (for docs/run-history.md): outcome counts, wall time, startup,
+# per run (for docs/results.md): outcome counts, wall time, startup,
 # TC-06 t1, the machine's peak memory in use during the run, and any failed
 # case with its message.
 # Usage: [TARGET=phase1_vllm] scripts/repeat-runs.sh [N] [extra harness flags...]

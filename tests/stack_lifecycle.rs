@@ -436,7 +436,7 @@ fn step_wall_clock(seconds: i64) {
     clock_settime(ClockId::CLOCK_REALTIME, now + TimeSpec::new(seconds, 0)).unwrap();
 }
 
-/// What failed CI on a fresh machine (F16 in docs/run-history.md): the wall
+/// What failed CI on a fresh machine (F16 in docs/results.md): the wall
 /// clock steps forward in the middle of a case, Dynamo's file discovery
 /// drops the workers, the case fails. The suite sees the step, replaces
 /// the workers that dropped out and runs the case again, which passes;

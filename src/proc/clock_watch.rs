@@ -8,7 +8,7 @@
 //! refreshed for 10 s of wall time, and an owner never writes a deleted
 //! entry again. A forward step past that, or a stall that lets one process
 //! run before the others, leaves live workers that the router no longer
-//! lists (docs/run-history.md, F16). A run records every such event with
+//! lists (docs/results.md, F16). A run records every such event with
 //! its time, and a case that failed while one happened says so.
 //!
 //! One watcher thread per process samples both clocks every

@@ -4,7 +4,7 @@
 //! owner never writes it again: after a wall-clock step or a stall of the
 //! machine, a worker can serve nothing through the router (a request pinned
 //! to it gets HTTP 400 `Invalid request`) while it looks healthy
-//! (docs/run-history.md, F16). A stack with such a worker is not whole.
+//! (docs/results.md, F16). A stack with such a worker is not whole.
 
 use std::path::PathBuf;
 

@@ -2,7 +2,7 @@
 //! at fault, each verified before the case runs: a worker stopped until the
 //! router drops it, and the machine's wall clock stepped forward past the
 //! entries' 10 s lifetime (what failed CI on a fresh machine: F16 in
-//! docs/run-history.md). The suite must name each dropout and replace the
+//! docs/results.md). The suite must name each dropout and replace the
 //! worker before the next case.
 
 use std::time::{Duration, Instant};
