@@ -159,6 +159,13 @@ pub fn line(event: &RunEvent) -> Option<String> {
     Some(format!("{PREFIX}{said}"))
 }
 
+/// Prints `event`'s line(s) to stderr, if the console prints it.
+pub fn print(event: &super::Event) {
+    if let Some(line) = line(&event.kind) {
+        eprintln!("{line}");
+    }
+}
+
 /// One line of text for any event, for the writers that list events (JUnit,
 /// the report): the console's words without its prefix, or, for an event
 /// the console does not print, a sentence of its own.

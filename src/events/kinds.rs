@@ -154,6 +154,31 @@ pub enum RunEvent {
     },
 }
 
+impl RunEvent {
+    /// Its kind as results.json names it (`stack_ready`, `trial_finished`).
+    pub fn name(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("event")?.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    /// The trial this event is about, when it names one.
+    pub fn trial(&self) -> Option<&str> {
+        match self {
+            RunEvent::TrialStarted { trial }
+            | RunEvent::TrialFinished { trial, .. }
+            | RunEvent::SetupFailed { trial, .. }
+            | RunEvent::Retry { trial, .. }
+            | RunEvent::NotWholeBefore { trial, .. }
+            | RunEvent::Restore { trial }
+            | RunEvent::NoRestore { trial }
+            | RunEvent::StillStopping { trial, .. } => Some(trial),
+            _ => None,
+        }
+    }
+}
+
 /// What a [`RunEvent::SetupStep`] builds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

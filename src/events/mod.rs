@@ -53,6 +53,11 @@ impl Event {
         }
     }
 
+    /// The event's kind as results.json names it (`stack_ready`).
+    pub fn name(&self) -> String {
+        self.kind.name()
+    }
+
     /// The event's console text, or `None` for one the console does not
     /// print (libtest prints trials itself).
     pub fn line(&self) -> Option<String> {

@@ -59,9 +59,7 @@ impl Recorder {
     pub fn record(&self, kind: RunEvent) -> Event {
         let event = Event::now(kind);
         if self.console {
-            if let Some(line) = event.line() {
-                eprintln!("{line}");
-            }
+            super::console::print(&event);
         }
         if let Ok(mut events) = self.events.lock() {
             events.push(event.clone());

@@ -15,23 +15,6 @@ pub struct Grouped {
     pub trials: BTreeMap<String, Vec<Event>>,
 }
 
-impl RunEvent {
-    /// The trial this event is about, when it names one.
-    pub fn trial(&self) -> Option<&str> {
-        match self {
-            RunEvent::TrialStarted { trial }
-            | RunEvent::TrialFinished { trial, .. }
-            | RunEvent::SetupFailed { trial, .. }
-            | RunEvent::Retry { trial, .. }
-            | RunEvent::NotWholeBefore { trial, .. }
-            | RunEvent::Restore { trial }
-            | RunEvent::NoRestore { trial }
-            | RunEvent::StillStopping { trial, .. } => Some(trial),
-            _ => None,
-        }
-    }
-}
-
 /// `events` split by trial: an event that names a trial is that trial's;
 /// one emitted while a trial runs (a worker replaced, a clock step) is the
 /// running trial's; the rest are the run's.
