@@ -133,7 +133,10 @@ pub fn command(args: &[String], repo_root: &Path, default_out: PathBuf) -> ExitC
         exact: false,
         run_base: out.join("run"),
     };
-    crate::events::emit(crate::events::RunEvent::ChildRun { what: "workload".into(), command: child.command_line() });
+    crate::events::emit(crate::events::RunEvent::ChildRun {
+        what: "workload".into(),
+        command: child.command_line(),
+    });
     let exit = match child.run(&out.join("child.log")) {
         Ok(e) => e,
         Err(e) => {

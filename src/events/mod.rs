@@ -24,9 +24,7 @@ mod kinds;
 mod recorder;
 mod timeline;
 
-pub use kinds::{
-    ClockKind, ComponentReady, Moment, RunEvent, SetupPart, TrialOutcome, Unwritten,
-};
+pub use kinds::{ClockKind, ComponentReady, Moment, RunEvent, SetupPart, TrialOutcome, Unwritten};
 pub use recorder::{emit, mark, since, Mark, Recorder};
 pub use timeline::{by_trial, Grouped};
 
@@ -115,8 +113,8 @@ mod tests {
 
     #[test]
     fn every_setup_part_and_clock_kind_is_a_snake_case_word() {
-        let words = serde_json::to_value([SetupPart::PythonEnv, SetupPart::KvcrBuild])
-            .expect("json");
+        let words =
+            serde_json::to_value([SetupPart::PythonEnv, SetupPart::KvcrBuild]).expect("json");
         assert_eq!(words, serde_json::json!(["python_env", "kvcr_build"]));
         let clock = serde_json::to_value(RunEvent::MachineClock {
             kind: ClockKind::WallClockStep,

@@ -141,9 +141,24 @@ pub(crate) fn run_record() -> RunRecord {
 pub(crate) fn events() -> Vec<crate::events::Event> {
     use crate::events::{ClockKind, ComponentReady, Event, Moment, RunEvent, TrialOutcome};
     let event = |secs: i64, kind: RunEvent| Event { at: at(secs), kind };
-    let started = |secs: i64, trial: &str| event(secs, RunEvent::TrialStarted { trial: trial.into() });
+    let started = |secs: i64, trial: &str| {
+        event(
+            secs,
+            RunEvent::TrialStarted {
+                trial: trial.into(),
+            },
+        )
+    };
     let finished = |secs: i64, trial: &str, outcome: TrialOutcome, detail: Option<&str>| {
-        event(secs, RunEvent::TrialFinished { trial: trial.into(), outcome, duration_ms: 3_120, detail: detail.map(Into::into) })
+        event(
+            secs,
+            RunEvent::TrialFinished {
+                trial: trial.into(),
+                outcome,
+                duration_ms: 3_120,
+                detail: detail.map(Into::into),
+            },
+        )
     };
     vec![
         event(1, RunEvent::NeighbourSeen {

@@ -425,9 +425,15 @@ fn junit_puts_each_trials_events_in_its_testcase_and_the_rest_in_the_suite() {
             && tc04.contains("events:\n2025-11-29T17:41:34Z restoring the stack after TC-04::guard_takeover_replacement\n"),
         "{tc04}"
     );
-    assert!(tc04.contains("latched its KVCR source off; replacing it"), "{tc04}");
+    assert!(
+        tc04.contains("latched its KVCR source off; replacing it"),
+        "{tc04}"
+    );
     // A trial's start and end are the testcase itself, not lines.
-    assert!(!tc04.contains(" started") && !tc04.contains("FAILED in"), "{tc04}");
+    assert!(
+        !tc04.contains(" started") && !tc04.contains("FAILED in"),
+        "{tc04}"
+    );
     // A trial without events gets none.
     assert!(!out("TC-02::local_dram_flow").contains("events:"));
     let run = suite.system_out.as_ref().expect("the suite's events");

@@ -251,7 +251,7 @@ pub fn load_or_run(
         crate::events::emit(crate::events::RunEvent::ReferenceWithoutExtended {
             tokens: skipped.extended.tokens.len(),
             example: skipped.extended.key().to_string(),
-            max_prompt: max_prompt.unwrap_or_default() as usize,
+            max_prompt: max_prompt.unwrap_or_default(),
         });
     }
     let client = Client::new(stack.frontend_url(), settings.request_timeout)

@@ -151,7 +151,9 @@ impl Suite {
         let resolved = config::resolve(&harness, &env).map_err(|e| usage_error(&e.to_string()))?;
         let events_from = events::mark();
         for warning in &resolved.warnings {
-            events::emit(RunEvent::Warning { message: warning.to_string() });
+            events::emit(RunEvent::Warning {
+                message: warning.to_string(),
+            });
         }
         init_tracing(&resolved.settings);
         let mut suite = Suite::new(target, resolved.settings).map_err(|e| usage_error(&e))?;
@@ -281,7 +283,9 @@ impl Suite {
             return skip.completion(require_all);
         }
         crate::gpu::run::mark("case", &case.trial_name());
-        events::emit(RunEvent::TrialStarted { trial: case.trial_name() });
+        events::emit(RunEvent::TrialStarted {
+            trial: case.trial_name(),
+        });
         let mut retried = Vec::new();
         let (result, evidence, measurements) = loop {
             let attempt_started = Instant::now();
@@ -340,7 +344,10 @@ impl Suite {
         match shown.as_ref() {
             None => {
                 *shown = Some(case.trial_name());
-                events::emit(RunEvent::SetupFailed { trial: case.trial_name(), error: error.clone() });
+                events::emit(RunEvent::SetupFailed {
+                    trial: case.trial_name(),
+                    error: error.clone(),
+                });
                 if let Some(Ok(run)) = self.run_dir.get() {
                     let _ = run.write_root_text("setup-error.txt", &error);
                 }
@@ -423,7 +430,9 @@ impl Suite {
             });
         }
         let result = if broken && self.later_trial_uses_stack(case) {
-            events::emit(RunEvent::Restore { trial: case.trial_name() });
+            events::emit(RunEvent::Restore {
+                trial: case.trial_name(),
+            });
             let seen = ctx.crashes.count();
             let restored = result.and(super::restore::restore(&stack, &ctx, &pids_before));
             // A crash during the restore is this case's too, and the next
@@ -532,7 +541,9 @@ impl Suite {
                 .map_err(|e| e.to_string())?;
                 run.write_config(&self.settings)
                     .map_err(|e| e.to_string())?;
-                events::emit(RunEvent::EvidenceDir { path: run.root().to_path_buf() });
+                events::emit(RunEvent::EvidenceDir {
+                    path: run.root().to_path_buf(),
+                });
                 Ok(run)
             })
             .as_ref()
@@ -704,7 +715,10 @@ impl Suite {
                 self.prompts
                     .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
                 if let Err(e) = stack.set_manifest(&run.root().join("stack.json")) {
-                    events::emit(RunEvent::EvidenceNotWritten { what: events::Unwritten::StackManifest, error: e.to_string() });
+                    events::emit(RunEvent::EvidenceNotWritten {
+                        what: events::Unwritten::StackManifest,
+                        error: e.to_string(),
+                    });
                 }
                 Ok(stack)
             })
@@ -875,7 +889,10 @@ impl Suite {
             .write_results(run, &results)
             .and_then(|_| crate::evidence::write_report(run, &results));
         if let Err(e) = written {
-            events::emit(RunEvent::EvidenceNotWritten { what: events::Unwritten::Evidence, error: e.to_string() });
+            events::emit(RunEvent::EvidenceNotWritten {
+                what: events::Unwritten::Evidence,
+                error: e.to_string(),
+            });
         }
         eprintln!(
             "{}",
@@ -964,7 +981,10 @@ impl Suite {
             return;
         };
         if let Err(e) = self.write_results(run, &self.results_so_far(run)) {
-            events::emit(RunEvent::EvidenceNotWritten { what: events::Unwritten::ResultsAfterTrial, error: e.to_string() });
+            events::emit(RunEvent::EvidenceNotWritten {
+                what: events::Unwritten::ResultsAfterTrial,
+                error: e.to_string(),
+            });
         }
     }
 }
@@ -987,7 +1007,10 @@ fn heal_before(stack: &Stack, ctx: &CaseCtx, trial: &str) -> Result<Vec<String>,
         .chain(latched.iter().map(ToString::to_string))
         .collect();
     for line in &found {
-        events::emit(RunEvent::NotWholeBefore { trial: trial.to_string(), found: line.clone() });
+        events::emit(RunEvent::NotWholeBefore {
+            trial: trial.to_string(),
+            found: line.clone(),
+        });
     }
     ctx.record("not-whole-before.json", &found);
     ctx.measure(crate::evidence::HEALED_BEFORE, &found);

@@ -44,7 +44,9 @@ impl LiveRun {
                 return Err(format!("--exclusive needs the live-run registry: {e}"))
             }
             Err(e) => {
-                events::emit(RunEvent::Warning { message: format!("{e}; this run's neighbours are not recorded") });
+                events::emit(RunEvent::Warning {
+                    message: format!("{e}; this run's neighbours are not recorded"),
+                });
                 return Ok(None);
             }
         };
@@ -58,7 +60,9 @@ impl LiveRun {
             Ok(registration) => registration,
             Err(e) if settings.exclusive => return Err(e.to_string()),
             Err(e) => {
-                events::emit(RunEvent::Warning { message: format!("{e}; this run's neighbours are not recorded") });
+                events::emit(RunEvent::Warning {
+                    message: format!("{e}; this run's neighbours are not recorded"),
+                });
                 return Ok(None);
             }
         };
