@@ -125,4 +125,16 @@ mod tests {
         assert_eq!(clock["event"], "machine_clock");
         assert_eq!(clock["kind"], "wall_clock_step");
     }
+
+    #[test]
+    fn an_events_name_is_its_results_json_kind() {
+        assert_eq!(
+            RunEvent::NoRestore { trial: "a".into() }.name(),
+            "no_restore"
+        );
+        assert_eq!(
+            RunEvent::EvidenceDir { path: "r".into() }.name(),
+            "evidence_dir"
+        );
+    }
 }
