@@ -6,6 +6,7 @@ pub mod compare;
 pub mod config;
 pub mod drive;
 pub mod engine;
+pub mod events;
 pub mod evidence;
 pub mod fault_matrix;
 pub mod gpu;

@@ -25,6 +25,7 @@ const LAYERS: &[&[&str]] = &[
     &["engine"],
     &["client", "gpu", "pyenv"],
     &["proc"],
+    &["events"],
     &[
         "stats",
         "telemetry",
@@ -244,7 +245,7 @@ fn an_import_back_up_is_reported() {
     );
     assert_eq!(wrong.len(), 1, "{wrong:?}");
     assert!(
-        wrong[0].ends_with("wait.rs:2: wait (layer 13) imports suite (layer 5)"),
+        wrong[0].ends_with("wait.rs:2: wait (layer 14) imports suite (layer 5)"),
         "{wrong:?}"
     );
 }

@@ -133,7 +133,10 @@ pub fn command(args: &[String], repo_root: &Path, default_out: PathBuf) -> ExitC
         exact: false,
         run_base: out.join("run"),
     };
-    eprintln!("[kvcr-e2e] workload: {}", child.command_line());
+    crate::events::emit(crate::events::RunEvent::ChildRun {
+        what: "workload".into(),
+        command: child.command_line(),
+    });
     let exit = match child.run(&out.join("child.log")) {
         Ok(e) => e,
         Err(e) => {
@@ -152,10 +155,9 @@ pub fn command(args: &[String], repo_root: &Path, default_out: PathBuf) -> ExitC
             print!("{}", table(s));
             println!("run: {}", r.root.display());
         }
-        _ => eprintln!(
-            "[kvcr-e2e] workload: the run recorded no replay; its log: {}",
-            exit.log.display()
-        ),
+        _ => crate::events::emit(crate::events::RunEvent::NoReplayRecorded {
+            log: exit.log.clone(),
+        }),
     }
     match exit.code {
         Some(0) if summary.is_some() => ExitCode::SUCCESS,

@@ -2,7 +2,9 @@
 //! trial; ignored trials are skipped with their reason, expected failures
 //! skipped with their findings (`expected failure (finding 17)`); failures
 //! carry their message and evidence paths. A trace replay's case carries
-//! its figures as properties (`workload.on.hit_rate.total_pct`, ...).
+//! its figures as properties (`workload.on.hit_rate.total_pct`, ...). The
+//! run's events ([`crate::events`]) go to `system-out`: a trial's in its
+//! testcase (after its evidence), the rest in the suite's.
 
 use std::path::Path;
 
@@ -33,14 +35,40 @@ pub fn junit_report(run: &RunRecord) -> Report {
     }
     let total = run.cases.iter().map(|c| c.duration).sum();
     suite.set_time(total);
-    suite.add_test_cases(run.cases.iter().map(test_case));
+    let events = crate::events::by_trial(&run.events);
+    suite.add_test_cases(
+        run.cases
+            .iter()
+            .map(|c| test_case(c, events.trials.get(&c.name).map(Vec::as_slice))),
+    );
+    if !events.run.is_empty() {
+        suite.set_system_out(events_text(&events.run));
+    }
     let mut report = Report::new("kvcr-e2e");
     report.set_time(total);
     report.add_test_suite(suite);
     report
 }
 
-fn test_case(c: &CaseRecord) -> TestCase {
+/// `events:` and one line per event, `<UTC time> <text>`; a trial's start
+/// and end are left out (the testcase says both).
+fn events_text(events: &[crate::events::Event]) -> String {
+    use crate::events::RunEvent;
+    let mut out = String::from("events:\n");
+    for e in events {
+        if matches!(
+            e.kind,
+            RunEvent::TrialStarted { .. } | RunEvent::TrialFinished { .. }
+        ) {
+            continue;
+        }
+        let text = crate::events::console::text(&e.kind).replace('\n', "\n    ");
+        out.push_str(&format!("{} {text}\n", e.at.rfc3339()));
+    }
+    out
+}
+
+fn test_case(c: &CaseRecord, events: Option<&[crate::events::Event]>) -> TestCase {
     let evidence: Vec<String> = c.evidence.iter().map(|p| p.display().to_string()).collect();
     let status = match &c.outcome {
         Outcome::Passed => TestCaseStatus::success(),
@@ -101,8 +129,16 @@ fn test_case(c: &CaseRecord) -> TestCase {
             }
         }
     }
+    let mut out = String::new();
     if !evidence.is_empty() {
-        tc.set_system_out(format!("evidence:\n{}\n", evidence.join("\n")));
+        out.push_str(&format!("evidence:\n{}\n", evidence.join("\n")));
+    }
+    let shown = events.map(events_text).filter(|t| t != "events:\n");
+    if let Some(events) = shown {
+        out.push_str(&events);
+    }
+    if !out.is_empty() {
+        tc.set_system_out(out);
     }
     tc
 }

@@ -29,6 +29,7 @@ mod report;
 mod results;
 mod run_dir;
 mod summary;
+mod timeline_report;
 pub mod workload;
 mod workload_report;
 

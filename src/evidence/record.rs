@@ -220,6 +220,27 @@ impl CaseRecord {
         left.chain(healed).collect()
     }
 
+    /// The event of this record's end: its trial, outcome, duration and
+    /// the first line of its failure or reason.
+    pub fn finished_event(&self) -> crate::events::RunEvent {
+        use crate::events::TrialOutcome;
+        let first = |text: &str| Some(text.lines().next().unwrap_or_default().to_string());
+        let (outcome, detail) = match &self.outcome {
+            Outcome::Passed => (TrialOutcome::Passed, None),
+            Outcome::Failed { message } => (TrialOutcome::Failed, first(message)),
+            Outcome::ExpectedFailure { .. } => {
+                (TrialOutcome::ExpectedFailure, Some(self.outcome.words()))
+            }
+            Outcome::Ignored { reason, .. } => (TrialOutcome::Ignored, first(reason)),
+        };
+        crate::events::RunEvent::TrialFinished {
+            trial: self.name.clone(),
+            outcome,
+            duration_ms: self.duration.as_millis() as u64,
+            detail,
+        }
+    }
+
     /// Records a measurement.
     pub fn measure(&mut self, name: impl Into<String>, value: impl Serialize) {
         let v = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
@@ -330,6 +351,11 @@ pub struct RunRecord {
     /// (`proc::clock_watch`).
     #[serde(default)]
     pub clock_events: Vec<crate::proc::clock_watch::ClockEvent>,
+    /// What the run did, in order ([`crate::events`]): setup steps, the
+    /// stack ready, each trial's start and end, retries, restores,
+    /// neighbours, warnings.
+    #[serde(default)]
+    pub events: Vec<crate::events::Event>,
 }
 
 impl RunRecord {

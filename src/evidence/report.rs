@@ -1,7 +1,7 @@
 //! `report.html`: one self-contained page (inline CSS and SVG, no network)
 //! with the cases table, a workload trace replayed (when one was), the
-//! perf arms, the concurrency sweep and the recovery timeline. A section
-//! without data says "not run".
+//! perf arms, the concurrency sweep, the recovery timeline and the run's
+//! events in order. A section without data says "not run".
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -109,6 +109,7 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
     o.push_str(&recovery_section(perf)?);
     o.push_str(&load_section(run));
     o.push_str(&super::gpu::section(results.gpu.as_ref())?);
+    o.push_str(&super::timeline_report::section(run));
     if let Some(defs) = &perf.metric_definitions {
         let _ = writeln!(
             o,

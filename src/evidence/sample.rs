@@ -131,7 +131,65 @@ pub(crate) fn run_record() -> RunRecord {
             seen_at: "2025-11-29T17:41:12Z".into(),
             seen: std::time::Instant::now(),
         }],
+        events: events(),
     }
+}
+
+/// The run's events: the stack ready and a neighbour before the trials,
+/// TC-01 run again after a clock step, TC-04 restoring the stack, and the
+/// evidence written at the end.
+pub(crate) fn events() -> Vec<crate::events::Event> {
+    use crate::events::{ClockKind, ComponentReady, Event, Moment, RunEvent, TrialOutcome};
+    let event = |secs: i64, kind: RunEvent| Event { at: at(secs), kind };
+    let started = |secs: i64, trial: &str| {
+        event(
+            secs,
+            RunEvent::TrialStarted {
+                trial: trial.into(),
+            },
+        )
+    };
+    let finished = |secs: i64, trial: &str, outcome: TrialOutcome, detail: Option<&str>| {
+        event(
+            secs,
+            RunEvent::TrialFinished {
+                trial: trial.into(),
+                outcome,
+                duration_ms: 3_120,
+                detail: detail.map(Into::into),
+            },
+        )
+    };
+    vec![
+        event(1, RunEvent::NeighbourSeen {
+            when: Moment::Start,
+            relation: "another live run".into(),
+            pid: 5151,
+            target: "fault_matrix".into(),
+            run: "pid 5151 fault_matrix (own stack) since 2025-11-29T17:30:00Z".into(),
+        }),
+        event(8, RunEvent::StackReady {
+            total_ms: 6_900,
+            components: vec![ComponentReady { component: "worker-A".into(), ready_ms: 4_100 }],
+            restarts: Vec::new(),
+        }),
+        started(10, "TC-01::generation_correctness"),
+        event(12, RunEvent::MachineClock { kind: ClockKind::WallClockStep, seconds: 40.0, seen_at: "2025-11-29T17:41:12Z".into() }),
+        event(12, RunEvent::Retry {
+            trial: "TC-01::generation_correctness".into(),
+            attempt: 2,
+            why: "attempt failed while the machine's wall clock stepped +40.0 s (seen at 2025-11-29T17:41:12Z): dropped out of the router's discovery during the case".into(),
+        }),
+        finished(13, "TC-01::generation_correctness", TrialOutcome::Passed, None),
+        started(25, "TC-04::guard_takeover_replacement"),
+        event(34, RunEvent::Restore { trial: "TC-04::guard_takeover_replacement".into() }),
+        event(35, RunEvent::WorkerReplaced { worker: "B".into(), reason: "worker B <pid 9> latched its KVCR source off".into() }),
+        finished(35, "TC-04::guard_takeover_replacement", TrialOutcome::Failed, Some("Guard did not log guard_promoted for index 0 within 10 s")),
+        event(80, RunEvent::EvidenceWritten {
+            path: "target/phase1/runs/20251129T174100Z-4242-beef".into(),
+            junit: "target/phase1/runs/20251129T174100Z-4242-beef/junit.xml".into(),
+        }),
+    ]
 }
 
 /// One other live run at the start, none at the end.

@@ -377,3 +377,111 @@ fn every_writer_names_the_build() {
         "{xml}"
     );
 }
+
+#[test]
+fn results_json_lists_the_runs_events_in_order_with_their_time() {
+    let v = serde_json::to_value(sample::results()).unwrap();
+    let events = v["run"]["events"].as_array().expect("run.events");
+    assert_eq!(events.len(), sample::events().len());
+    assert_eq!(events[1]["event"], "stack_ready");
+    assert_eq!(events[1]["at"], "2025-11-29T17:41:08Z");
+    assert_eq!(events[1]["components"][0]["ready_ms"], 4100);
+    let retry = events
+        .iter()
+        .find(|e| e["event"] == "retry")
+        .expect("the retry");
+    assert_eq!(retry["trial"], "TC-01::generation_correctness");
+    assert_eq!(retry["attempt"], 2);
+    let finished: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["event"] == "trial_finished")
+        .collect();
+    assert_eq!(finished[1]["outcome"], "failed");
+    assert_eq!(
+        finished[1]["detail"],
+        "Guard did not log guard_promoted for index 0 within 10 s"
+    );
+}
+
+#[test]
+fn junit_puts_each_trials_events_in_its_testcase_and_the_rest_in_the_suite() {
+    let report = junit_report(&sample::run_record());
+    let suite = &report.test_suites[0];
+    let out = |name: &str| {
+        suite
+            .test_cases
+            .iter()
+            .find(|tc| tc.name.as_str() == name)
+            .and_then(|tc| tc.system_out.as_ref())
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default()
+    };
+    let tc01 = out("TC-01::generation_correctness");
+    assert!(tc01.contains("runs again: its attempt failed"), "{tc01}");
+    assert!(!tc01.contains("replacing it"), "{tc01}");
+    let tc04 = out("TC-04::guard_takeover_replacement");
+    assert!(
+        tc04.starts_with("evidence:\n")
+            && tc04.contains("events:\n2025-11-29T17:41:34Z restoring the stack after TC-04::guard_takeover_replacement\n"),
+        "{tc04}"
+    );
+    assert!(
+        tc04.contains("latched its KVCR source off; replacing it"),
+        "{tc04}"
+    );
+    // A trial's start and end are the testcase itself, not lines.
+    assert!(
+        !tc04.contains(" started") && !tc04.contains("FAILED in"),
+        "{tc04}"
+    );
+    // A trial without events gets none.
+    assert!(!out("TC-02::local_dram_flow").contains("events:"));
+    let run = suite.system_out.as_ref().expect("the suite's events");
+    assert!(run.as_str().contains("stack ready in 6.9 s"), "{run:?}");
+    assert!(!run.as_str().contains("runs again"), "{run:?}");
+}
+
+#[test]
+fn the_report_draws_the_timeline_of_the_runs_events() {
+    let html = render_report(&sample::results()).unwrap();
+    assert!(html.contains("<h2>Timeline</h2>"));
+    assert!(html.contains(
+        "<td class=\"num\">8.0</td><td>2025-11-29T17:41:08Z</td><td>stack_ready</td><td></td><td><pre>stack ready in 6.9 s</pre></td>"
+    ), "{html}");
+    assert!(html.contains(
+        "<td>restore</td><td>TC-04::guard_takeover_replacement</td><td><pre>restoring the stack after TC-04::guard_takeover_replacement</pre></td>"
+    ));
+    // Text is escaped.
+    assert!(html.contains("worker B &lt;pid 9&gt; latched"));
+    let mut quiet = sample::results();
+    quiet.run.events.clear();
+    let html = render_report(&quiet).unwrap();
+    assert!(html.contains("<h2>Timeline</h2><p class=\"notrun\">not run — no events recorded</p>"));
+}
+
+#[test]
+fn a_records_end_is_its_trial_finished_event() {
+    let mut record = CaseRecord::start("TC-04", "TC-04::x");
+    record.duration = Duration::from_millis(1_250);
+    record.outcome = Outcome::Failed {
+        message: "first line\nsecond".into(),
+    };
+    assert_eq!(
+        record.finished_event(),
+        crate::events::RunEvent::TrialFinished {
+            trial: "TC-04::x".into(),
+            outcome: crate::events::TrialOutcome::Failed,
+            duration_ms: 1_250,
+            detail: Some("first line".into()),
+        }
+    );
+    record.outcome = Outcome::Passed;
+    assert!(matches!(
+        record.finished_event(),
+        crate::events::RunEvent::TrialFinished {
+            outcome: crate::events::TrialOutcome::Passed,
+            detail: None,
+            ..
+        }
+    ));
+}

@@ -36,10 +36,14 @@ pub fn telemetry_off_line(reason: &str) -> String {
     format!("GPU telemetry off: {reason}")
 }
 
-/// NVML if the machine has a driver; otherwise `None`, after printing
-/// [`telemetry_off_line`] once to stderr.
+/// NVML if the machine has a driver; otherwise `None`, after emitting
+/// [`telemetry_off_line`] once (the console prints it).
 pub fn open() -> Option<Arc<dyn GpuSource>> {
-    open_with(nvml::NvmlSource::open, |line| eprintln!("{line}"))
+    open_with(nvml::NvmlSource::open, |line| {
+        crate::events::emit(crate::events::RunEvent::GpuTelemetryOff {
+            message: line.to_string(),
+        })
+    })
 }
 
 /// [`open`] with the loader and the printer injected (for tests).

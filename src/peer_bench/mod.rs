@@ -167,7 +167,10 @@ pub fn run_all(plan: &Plan, tools: &Tools, dir: &Path) -> Report {
     let mut report = Report::new(plan);
     for peer in Peer::ALL {
         for phase in [&plan.paced, &plan.saturation] {
-            eprintln!("[client-peers] {} / {} ...", peer.name(), phase.name);
+            crate::events::emit(crate::events::RunEvent::PeerRun {
+                peer: peer.name().to_string(),
+                phase: phase.name.to_string(),
+            });
             match run::run_peer(&server, peer, phase, tools, dir, plan.timeout) {
                 Ok(r) => report.results.push(r),
                 Err(e) => report

@@ -691,12 +691,11 @@ pub fn command(repo_root: &Path, args: &[String], usage: &str) -> ExitCode {
     };
     let mut arms = Vec::new();
     for (i, client) in args.order.clients().into_iter().enumerate() {
-        eprintln!(
-            "[side-by-side] {} replays {} requests at rate ×{} ...",
-            client_name(client),
-            trace.len(),
-            args.rate
-        );
+        crate::events::emit(crate::events::RunEvent::SideBySideReplay {
+            client: client_name(client).to_string(),
+            requests: trace.len(),
+            rate: args.rate,
+        });
         arms.push(setup.run(client, i + 1));
     }
     let aiperf_seed = setup.aiperf_seed();

@@ -52,19 +52,36 @@ pub struct ClockEvent {
     pub seen: Instant,
 }
 
+impl ClockEvent {
+    /// What happened and by how many seconds, in the events' words.
+    fn kind_and_seconds(&self) -> (crate::events::ClockKind, f64) {
+        use crate::events::ClockKind;
+        match self.kind {
+            ClockEventKind::WallClockStep { seconds } => (ClockKind::WallClockStep, seconds),
+            ClockEventKind::Stall { seconds } => (ClockKind::Stall, seconds),
+        }
+    }
+
+    /// The run's event for it.
+    pub fn as_run_event(&self) -> crate::events::RunEvent {
+        let (kind, seconds) = self.kind_and_seconds();
+        crate::events::RunEvent::MachineClock {
+            kind,
+            seconds,
+            seen_at: self.seen_at.clone(),
+        }
+    }
+}
+
 impl std::fmt::Display for ClockEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let at = &self.seen_at;
-        match self.kind {
-            ClockEventKind::WallClockStep { seconds } => write!(
-                f,
-                "the machine's wall clock stepped {seconds:+.1} s (seen at {at})"
-            ),
-            ClockEventKind::Stall { seconds } => write!(
-                f,
-                "the machine did not run the harness for {seconds:.1} s (a stalled or paused machine; seen at {at})"
-            ),
-        }
+        // The console's sentence for it.
+        let (kind, seconds) = self.kind_and_seconds();
+        f.write_str(&crate::events::console::clock_sentence(
+            kind,
+            seconds,
+            &self.seen_at,
+        ))
     }
 }
 
@@ -146,7 +163,7 @@ fn watch() {
                 seen_at: rfc3339(after.wall),
                 seen: after.mono,
             };
-            eprintln!("[kvcr-e2e] {event}");
+            crate::events::emit(event.as_run_event());
             if let Ok(mut events) = EVENTS.lock() {
                 events.push(event);
             }

@@ -855,7 +855,10 @@ pub(super) fn io(path: &Path, source: std::io::Error) -> KvcrError {
 }
 
 fn progress(message: &str) {
-    eprintln!("[kvcr-e2e] {message}");
+    crate::events::emit(crate::events::RunEvent::SetupStep {
+        part: crate::events::SetupPart::KvcrBuild,
+        message: message.to_string(),
+    });
 }
 
 #[cfg(test)]

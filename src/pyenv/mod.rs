@@ -432,7 +432,10 @@ fn write(path: &Path, contents: &str) -> Result<(), PyEnvError> {
 }
 
 fn progress(message: &str) {
-    eprintln!("[kvcr-e2e] {message}");
+    crate::events::emit(crate::events::RunEvent::SetupStep {
+        part: crate::events::SetupPart::PythonEnv,
+        message: message.to_string(),
+    });
 }
 
 fn run_step(command: &mut Command) -> Result<(), PyEnvError> {

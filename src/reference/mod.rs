@@ -236,24 +236,23 @@ pub fn load_or_run(
     };
     if let Some(mut refs) = cache {
         refs.from_cache = true;
-        eprintln!("[kvcr-e2e] reference tokens from cache {}", path.display());
+        crate::events::emit(crate::events::RunEvent::ReferenceFromCache { path: path.clone() });
         return Ok(refs);
     }
     let started = Instant::now();
-    eprintln!(
-        "[kvcr-e2e] reference phase: {} prompts on the KVCR-disabled engine",
-        book.all()
+    crate::events::emit(crate::events::RunEvent::ReferencePhase {
+        prompts: book
+            .all()
             .iter()
             .map(|f| recorded(f, max_prompt).count())
-            .sum::<usize>()
-    );
+            .sum::<usize>(),
+    });
     if let Some(skipped) = book.all().iter().find(|f| !fits(&f.extended, max_prompt)) {
-        eprintln!(
-            "[kvcr-e2e] reference phase: no extended prompts ({} tokens, e.g. {}; the engine takes at most {}): a case that needs one fails for want of its reference",
-            skipped.extended.tokens.len(),
-            skipped.extended.key(),
-            max_prompt.unwrap_or_default()
-        );
+        crate::events::emit(crate::events::RunEvent::ReferenceWithoutExtended {
+            tokens: skipped.extended.tokens.len(),
+            example: skipped.extended.key().to_string(),
+            max_prompt: max_prompt.unwrap_or_default(),
+        });
     }
     let client = Client::new(stack.frontend_url(), settings.request_timeout)
         .map_err(|e| ReferenceError::Client(e.to_string()))?;
@@ -274,16 +273,10 @@ pub fn load_or_run(
         settings.reference_concurrency,
         max_tokens,
     )?;
-    eprintln!(
-        "[kvcr-e2e] reference phase: {} famil{} in flight ({})",
-        batching.concurrency,
-        if batching.concurrency == 1 {
-            "y"
-        } else {
-            "ies"
-        },
-        batching.reason
-    );
+    crate::events::emit(crate::events::RunEvent::ReferenceBatching {
+        concurrency: batching.concurrency,
+        reason: batching.reason.clone(),
+    });
     let (tokens, baseline) = record_all(
         &client,
         &cached_model,
@@ -352,10 +345,9 @@ fn probe_bare_engine(
             "the engine runs no uncached reference worker and no bare engine: nothing can probe determinism".into(),
         ));
     };
-    eprintln!(
-        "[kvcr-e2e] determinism probes on the bare engine ({})",
-        spec.name
-    );
+    crate::events::emit(crate::events::RunEvent::DeterminismProbes {
+        engine: spec.name.to_string(),
+    });
     let url = format!("http://{}:{}", stack.ctx.host, stack.bare_port);
     let engine = bare::BareEngine::start(
         &spec,

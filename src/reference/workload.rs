@@ -105,12 +105,11 @@ pub fn run(
             });
         }
     }
-    eprintln!(
-        "[kvcr-e2e] reference phase: workload {} ({} requests) at rate ×{} on the KVCR-off reference worker",
-        path.display(),
-        planned.len(),
-        settings.rate
-    );
+    crate::events::emit(crate::events::RunEvent::ReferenceWorkload {
+        trace: path.to_path_buf(),
+        requests: planned.len(),
+        rate: settings.rate,
+    });
     let returned = crate::rt::block_on(replay(client, planned));
     let mut tokens = Vec::with_capacity(returned.len());
     let mut requests = Vec::with_capacity(returned.len());

@@ -68,15 +68,15 @@ pub fn mmdebstrap_argv(tarball: &Path, local_cas: bool) -> Vec<String> {
 /// (root only). Progress goes to stderr.
 pub fn ensure(work: &Path) -> Result<&'static str, String> {
     if image_exists(BASE_IMAGE) {
-        eprintln!("[kvcr-e2e] base image {BASE_IMAGE}: present, reused");
+        say(format!("base image {BASE_IMAGE}: present, reused"));
         return Ok(BASE_IMAGE);
     }
     let started = Instant::now();
-    eprintln!(
-        "[kvcr-e2e] base image {BASE_IMAGE}: not present, building it (3 steps, a few minutes)"
-    );
+    say(format!(
+        "base image {BASE_IMAGE}: not present, building it (3 steps, a few minutes)"
+    ));
     if !have("mmdebstrap") {
-        eprintln!("[kvcr-e2e] base image step 1/3: apt-get install mmdebstrap");
+        say("base image step 1/3: apt-get install mmdebstrap".into());
         if effective_uid() != 0 {
             return Err(
                 "mmdebstrap is not installed and this is not root: apt-get install mmdebstrap"
@@ -93,31 +93,31 @@ pub fn ensure(work: &Path) -> Result<&'static str, String> {
             ])
             .env("DEBIAN_FRONTEND", "noninteractive"))?;
     } else {
-        eprintln!("[kvcr-e2e] base image step 1/3: mmdebstrap present");
+        say("base image step 1/3: mmdebstrap present".into());
     }
     std::fs::create_dir_all(work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
     let tarball = work.join("rootfs.tar");
     let _ = std::fs::remove_file(&tarball);
     let local_cas = std::fs::read_dir(LOCAL_CAS).is_ok_and(|mut d| d.next().is_some());
     let argv = mmdebstrap_argv(&tarball, local_cas);
-    eprintln!(
-        "[kvcr-e2e] base image step 2/3: {} (Debian {SUITE} from {MIRROR})",
+    say(format!(
+        "base image step 2/3: {} (Debian {SUITE} from {MIRROR})",
         argv.join(" ")
-    );
+    ));
     run(Command::new(&argv[0]).args(&argv[1..]))?;
-    eprintln!(
-        "[kvcr-e2e] base image step 3/3: podman import {} {BASE_IMAGE}",
+    say(format!(
+        "base image step 3/3: podman import {} {BASE_IMAGE}",
         tarball.display()
-    );
+    ));
     run(podman()
         .args(["import", "--change", "CMD [\"/bin/bash\"]"])
         .arg(&tarball)
         .arg(BASE_IMAGE))?;
     let _ = std::fs::remove_file(&tarball);
-    eprintln!(
-        "[kvcr-e2e] base image {BASE_IMAGE}: built in {:.0} s",
+    say(format!(
+        "base image {BASE_IMAGE}: built in {:.0} s",
         started.elapsed().as_secs_f64()
-    );
+    ));
     Ok(BASE_IMAGE)
 }
 
@@ -154,6 +154,14 @@ fn run(command: &mut Command) -> Result<(), String> {
     } else {
         Err(format!("{shown} exited with {status}"))
     }
+}
+
+/// A step of the build, as the run's event (the console prints it).
+fn say(message: String) {
+    crate::events::emit(crate::events::RunEvent::SetupStep {
+        part: crate::events::SetupPart::BaseImage,
+        message,
+    });
 }
 
 #[cfg(test)]

@@ -71,16 +71,16 @@ pub fn ensure_tool(repo_root: &Path) -> Result<PathBuf, ValidateError> {
         return Ok(tool);
     }
     let started = Instant::now();
-    eprintln!(
-        "[kvcr-e2e] building the Kubernetes validator env in {} from {} (one time, about 15 s)",
+    say(format!(
+        "building the Kubernetes validator env in {} from {} (one time, about 15 s)",
         dir.display(),
         lock_path.display()
-    );
+    ));
     if dir.exists() {
         fs::remove_dir_all(&dir).map_err(|e| build_error("remove the stale env", e.to_string()))?;
     }
     let run = |step: &str, command: &mut Command| -> Result<(), ValidateError> {
-        eprintln!("[kvcr-e2e] {step}");
+        say(step.to_string());
         let output = command
             .output()
             .map_err(|e| build_error(step, e.to_string()))?;
@@ -115,10 +115,10 @@ pub fn ensure_tool(repo_root: &Path) -> Result<PathBuf, ValidateError> {
             .arg(&lock_path),
     )?;
     fs::write(&marker, &digest).map_err(|e| build_error("write the marker", e.to_string()))?;
-    eprintln!(
-        "[kvcr-e2e] Kubernetes validator ready in {:.1} s",
+    say(format!(
+        "Kubernetes validator ready in {:.1} s",
         started.elapsed().as_secs_f64()
-    );
+    ));
     Ok(tool)
 }
 
@@ -146,4 +146,12 @@ pub fn validate_strict(tool: &Path, files: &[PathBuf]) -> Result<(), ValidateErr
         version: KUBERNETES_VERSION.to_string(),
         report: format!("{report}\n(exit status {})", output.status),
     })
+}
+
+/// A step of the build, as the run's event (the console prints it).
+fn say(message: String) {
+    crate::events::emit(crate::events::RunEvent::SetupStep {
+        part: crate::events::SetupPart::Validator,
+        message,
+    });
 }

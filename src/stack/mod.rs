@@ -345,14 +345,20 @@ impl Stack {
         })?;
         let mut replaced = Vec::new();
         for dropout in dropouts {
-            eprintln!("[kvcr-e2e] {dropout}; replacing it");
+            crate::events::emit(crate::events::RunEvent::WorkerReplaced {
+                worker: dropout.worker.to_string(),
+                reason: dropout.to_string(),
+            });
             self.kill_worker(&dropout.worker)?;
             self.replace_worker(&dropout.worker)?;
             replaced.push(dropout.to_string());
         }
         // So is one whose KVCR latched its source writes off for its life.
         for latched in self.latched_workers() {
-            eprintln!("[kvcr-e2e] {latched}; replacing it");
+            crate::events::emit(crate::events::RunEvent::WorkerReplaced {
+                worker: latched.worker.to_string(),
+                reason: latched.to_string(),
+            });
             self.kill_worker(&latched.worker)?;
             self.replace_worker(&latched.worker)?;
             replaced.push(latched.to_string());

@@ -456,7 +456,10 @@ fn await_or_restart(
                 failed.wait,
                 failed.process.log_path().display()
             );
-            eprintln!("[kvcr-e2e] {reason}");
+            crate::events::emit(crate::events::RunEvent::WorkerRestarted {
+                worker: failed.process.name().to_string(),
+                reason: reason.clone(),
+            });
             failed.process.stop(Duration::from_secs(5));
             if let Ok(mut t) = stack.timings.lock() {
                 t.restarts.push(reason);

@@ -67,11 +67,12 @@ pub fn run_bounded<T: Send>(
                 while let Err(mpsc::RecvTimeoutError::Timeout) =
                     done_rx.recv_timeout(STILL_WAITING_EVERY)
                 {
-                    eprintln!(
-                        "[kvcr-e2e] {label} timed out while {doing}; waiting {} s so far for it to stop (now: {})",
-                        cancelled_at.elapsed().as_secs(),
-                        activity.current()
-                    );
+                    crate::events::emit(crate::events::RunEvent::StillStopping {
+                        trial: label.to_string(),
+                        doing: doing.clone(),
+                        waited_s: cancelled_at.elapsed().as_secs(),
+                        now: activity.current(),
+                    });
                 }
                 Some(TimedOut {
                     after_s: timeout.as_secs(),

@@ -12,6 +12,7 @@ use once_cell::sync::{Lazy, OnceCell};
 use crate::config::{self, Env, Settings};
 use crate::engine::Applicability;
 use crate::engine::Engine;
+use crate::events::{self, RunEvent};
 use crate::evidence::{CaseRecord, Outcome, RunDir};
 use crate::prompts::PromptBook;
 use crate::pyenv::{self, PythonEnv};
@@ -53,6 +54,8 @@ pub struct Suite {
     started_utc: crate::evidence::UtcTime,
     /// Scrubs secret values of the environment from everything written.
     redactor: crate::config::Redactor,
+    /// Where this run's events begin in the process's recorder.
+    events_from: events::Mark,
     /// This run in the machine's registry of live runs, once it has a stack.
     live_run: Mutex<Option<super::neighbours::LiveRun>>,
     /// The trials libtest will run, in order (set once the filters are
@@ -146,11 +149,15 @@ impl Suite {
         }
         let env = Env::from_process().map_err(|e| usage_error(&e.to_string()))?;
         let resolved = config::resolve(&harness, &env).map_err(|e| usage_error(&e.to_string()))?;
+        let events_from = events::mark();
         for warning in &resolved.warnings {
-            eprintln!("[kvcr-e2e] warning: {warning}");
+            events::emit(RunEvent::Warning {
+                message: warning.to_string(),
+            });
         }
         init_tracing(&resolved.settings);
-        let suite = Suite::new(target, resolved.settings).map_err(|e| usage_error(&e))?;
+        let mut suite = Suite::new(target, resolved.settings).map_err(|e| usage_error(&e))?;
+        suite.events_from = events_from;
         Ok((Arc::new(suite), libtest_argv))
     }
 
@@ -175,6 +182,7 @@ impl Suite {
             provisions: AtomicU32::new(0),
             started_utc: crate::evidence::UtcTime::now(),
             redactor: crate::config::Redactor::from_process_env(),
+            events_from: events::mark(),
             live_run: Mutex::new(None),
             planned: OnceCell::new(),
             workload_trace: OnceCell::new(),
@@ -275,6 +283,9 @@ impl Suite {
             return skip.completion(require_all);
         }
         crate::gpu::run::mark("case", &case.trial_name());
+        events::emit(RunEvent::TrialStarted {
+            trial: case.trial_name(),
+        });
         let mut retried = Vec::new();
         let (result, evidence, measurements) = loop {
             let attempt_started = Instant::now();
@@ -299,11 +310,11 @@ impl Suite {
                 clock_events: clock.iter().map(ToString::to_string).collect(),
                 evidence: self.relative(evidence),
             };
-            eprintln!(
-                "[kvcr-e2e] {} runs again: its {}",
-                case.trial_name(),
-                attempt.why()
-            );
+            events::emit(RunEvent::Retry {
+                trial: case.trial_name(),
+                attempt: retried.len() + 2,
+                why: attempt.why(),
+            });
             retried.push(attempt);
         };
         // Failure messages quote what the stack said; no secret leaves.
@@ -333,6 +344,10 @@ impl Suite {
         match shown.as_ref() {
             None => {
                 *shown = Some(case.trial_name());
+                events::emit(RunEvent::SetupFailed {
+                    trial: case.trial_name(),
+                    error: error.clone(),
+                });
                 if let Some(Ok(run)) = self.run_dir.get() {
                     let _ = run.write_root_text("setup-error.txt", &error);
                 }
@@ -410,12 +425,14 @@ impl Suite {
         // whole stack instead of failing on the same dead process.
         let broken = case.destructive() || timed_out.is_some() || ctx.crashes.count() > 0;
         if broken && !self.later_trial_uses_stack(case) {
-            eprintln!(
-                "[kvcr-e2e] no restore after {}: no later trial of this run uses the stack",
-                case.trial_name()
-            );
+            events::emit(RunEvent::NoRestore {
+                trial: case.trial_name(),
+            });
         }
         let result = if broken && self.later_trial_uses_stack(case) {
+            events::emit(RunEvent::Restore {
+                trial: case.trial_name(),
+            });
             let seen = ctx.crashes.count();
             let restored = result.and(super::restore::restore(&stack, &ctx, &pids_before));
             // A crash during the restore is this case's too, and the next
@@ -498,6 +515,7 @@ impl Suite {
         record.evidence = self.relative(evidence);
         record.measurements = measurements.into_iter().collect();
         record.retried = retried;
+        events::emit(record.finished_event());
         if let Ok(mut records) = self.records.lock() {
             records.push(record);
         }
@@ -523,7 +541,9 @@ impl Suite {
                 .map_err(|e| e.to_string())?;
                 run.write_config(&self.settings)
                     .map_err(|e| e.to_string())?;
-                eprintln!("[kvcr-e2e] evidence: {}", run.root().display());
+                events::emit(RunEvent::EvidenceDir {
+                    path: run.root().to_path_buf(),
+                });
                 Ok(run)
             })
             .as_ref()
@@ -582,15 +602,10 @@ impl Suite {
                         .map_err(|e| format!("attach failed: {e}"))?
                         // This run's budgets, not the owner's.
                         .with_run_budgets(self.settings.kill_timeout, self.settings.probe_timeout);
-                    eprintln!(
-                        "[kvcr-e2e] attached to the stack of {}{} (no provisioning, no teardown)",
-                        path.display(),
-                        if !stack.mode().sees_processes() {
-                            " through its URLs (it runs in another PID namespace)"
-                        } else {
-                            ""
-                        }
-                    );
+                    events::emit(RunEvent::StackAttached {
+                        manifest: path.clone(),
+                        through_urls: !stack.mode().sees_processes(),
+                    });
                     // Through URLs, no file of the stack is shared: this
                     // run's prompt families are its own.
                     if stack.mode().sees_processes() {
@@ -648,11 +663,10 @@ impl Suite {
                     probe_timeout: self.settings.probe_timeout,
                     kvcr: python_env.kvcr.clone(),
                 };
-                eprintln!(
-                    "[kvcr-e2e] starting the {} stack (logs: {})",
-                    self.engine.name(),
-                    options.logs_dir.display()
-                );
+                events::emit(RunEvent::StackStarting {
+                    engine: self.engine.name().to_string(),
+                    logs: options.logs_dir.clone(),
+                });
                 let with_reference = options.with_reference;
                 let stack = stack::provision(self.engine.clone(), options)
                     .map(Arc::new)
@@ -697,14 +711,14 @@ impl Suite {
                     }
                     return Err(error);
                 }
-                eprintln!(
-                    "[kvcr-e2e] stack ready in {:.1} s",
-                    stack.timings().total_ms as f64 / 1000.0
-                );
+                events::emit(super::records::stack_ready(&stack.timings()));
                 self.prompts
                     .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
                 if let Err(e) = stack.set_manifest(&run.root().join("stack.json")) {
-                    eprintln!("[kvcr-e2e] cannot write stack.json: {e}");
+                    events::emit(RunEvent::EvidenceNotWritten {
+                        what: events::Unwritten::StackManifest,
+                        error: e.to_string(),
+                    });
                 }
                 Ok(stack)
             })
@@ -759,11 +773,10 @@ impl Suite {
         };
         let imports = super::kvcr_checks::check_imports(stack, &build)
             .map_err(|e| format!("KVCR import check failed: {e}"))?;
-        eprintln!(
-            "[kvcr-e2e] {} ({} KVCR processes checked)",
-            build.one_line(),
-            imports.len()
-        );
+        events::emit(RunEvent::KvcrChecked {
+            build: build.one_line(),
+            processes: imports.len(),
+        });
         if let Ok(mut all) = self.kvcr_imports.lock() {
             *all = imports;
         }
@@ -859,10 +872,9 @@ impl Suite {
         }
         if let Some(stack) = &stack {
             if self.settings.keep_stack {
-                eprintln!(
-                    "[kvcr-e2e] stack left running (keep_stack); attach with --attach {}",
-                    run.root().join("stack.json").display()
-                );
+                events::emit(RunEvent::StackKept {
+                    manifest: run.root().join("stack.json"),
+                });
             } else {
                 let stops = stack.teardown();
                 if let Ok(mut live) = LIVE_STACK.lock() {
@@ -877,7 +889,10 @@ impl Suite {
             .write_results(run, &results)
             .and_then(|_| crate::evidence::write_report(run, &results));
         if let Err(e) = written {
-            eprintln!("[kvcr-e2e] could not write all evidence: {e}");
+            events::emit(RunEvent::EvidenceNotWritten {
+                what: events::Unwritten::Evidence,
+                error: e.to_string(),
+            });
         }
         eprintln!(
             "{}",
@@ -886,11 +901,10 @@ impl Suite {
                 &results.perf
             ))
         );
-        eprintln!(
-            "[kvcr-e2e] evidence: {} (junit: {})",
-            run.root().display(),
-            junit.display()
-        );
+        events::emit(RunEvent::EvidenceWritten {
+            path: run.root().to_path_buf(),
+            junit,
+        });
         if let Some(live) = self.live_run.lock().ok().and_then(|mut l| l.take()) {
             live.end();
         }
@@ -936,6 +950,7 @@ impl Suite {
                         .unwrap_or_default(),
                 }),
             clock_events: crate::proc::clock_watch::events(),
+            events: events::since(self.events_from),
         };
         crate::evidence::Results::new(record, requests, perf)
     }
@@ -966,7 +981,10 @@ impl Suite {
             return;
         };
         if let Err(e) = self.write_results(run, &self.results_so_far(run)) {
-            eprintln!("[kvcr-e2e] could not write results after a trial: {e}");
+            events::emit(RunEvent::EvidenceNotWritten {
+                what: events::Unwritten::ResultsAfterTrial,
+                error: e.to_string(),
+            });
         }
     }
 }
@@ -989,7 +1007,10 @@ fn heal_before(stack: &Stack, ctx: &CaseCtx, trial: &str) -> Result<Vec<String>,
         .chain(latched.iter().map(ToString::to_string))
         .collect();
     for line in &found {
-        eprintln!("[kvcr-e2e] before {trial}: {line}");
+        events::emit(RunEvent::NotWholeBefore {
+            trial: trial.to_string(),
+            found: line.clone(),
+        });
     }
     ctx.record("not-whole-before.json", &found);
     ctx.measure(crate::evidence::HEALED_BEFORE, &found);

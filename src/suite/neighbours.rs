@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::Settings;
+use crate::events::{self, Moment, RunEvent};
 use crate::evidence::Neighbourhood;
 use crate::proc::live_runs::{Entry, Registration, Registry, RunInfo, RunKind};
 
@@ -43,7 +44,9 @@ impl LiveRun {
                 return Err(format!("--exclusive needs the live-run registry: {e}"))
             }
             Err(e) => {
-                eprintln!("[kvcr-e2e] warning: {e}; this run's neighbours are not recorded");
+                events::emit(RunEvent::Warning {
+                    message: format!("{e}; this run's neighbours are not recorded"),
+                });
                 return Ok(None);
             }
         };
@@ -57,15 +60,16 @@ impl LiveRun {
             Ok(registration) => registration,
             Err(e) if settings.exclusive => return Err(e.to_string()),
             Err(e) => {
-                eprintln!("[kvcr-e2e] warning: {e}; this run's neighbours are not recorded");
+                events::emit(RunEvent::Warning {
+                    message: format!("{e}; this run's neighbours are not recorded"),
+                });
                 return Ok(None);
             }
         };
         if settings.exclusive && !registration.waited.is_zero() {
-            eprintln!(
-                "[kvcr-e2e] --exclusive: waited {:.1} s for the other live runs",
-                registration.waited.as_secs_f64()
-            );
+            events::emit(RunEvent::ExclusiveWaited {
+                seconds: registration.waited.as_secs_f64(),
+            });
         }
         say_beside(&registration, settings.exclusive);
         let record = Neighbourhood {
@@ -90,11 +94,7 @@ impl LiveRun {
     pub(super) fn look_at_end(&mut self) {
         let now = self.registration.surroundings();
         for n in now.others() {
-            eprintln!(
-                "[kvcr-e2e] at the end, beside {}: {}",
-                n.relation.words(),
-                n.run.describe()
-            );
+            events::emit(seen(n, Moment::End));
         }
         self.record.at_end = Some(now);
     }
@@ -106,14 +106,20 @@ impl LiveRun {
 }
 
 fn say_waiting(waiting: &[Entry], timeout: Duration) {
-    eprintln!(
-        "[kvcr-e2e] --exclusive: waiting (up to {} s, exclusive_timeout_s) for {} other live run{} to end:",
-        timeout.as_secs(),
-        waiting.len(),
-        if waiting.len() == 1 { "" } else { "s" }
-    );
-    for entry in waiting {
-        eprintln!("[kvcr-e2e]   {}", entry.describe());
+    events::emit(RunEvent::ExclusiveWaiting {
+        timeout_s: timeout.as_secs(),
+        runs: waiting.iter().map(Entry::describe).collect(),
+    });
+}
+
+/// A neighbour seen at `when`, as an event.
+fn seen(n: &crate::proc::live_runs::Neighbour, when: Moment) -> RunEvent {
+    RunEvent::NeighbourSeen {
+        when,
+        relation: n.relation.words().to_string(),
+        pid: n.run.pid,
+        target: n.run.target.clone(),
+        run: n.run.describe(),
     }
 }
 
@@ -124,26 +130,20 @@ fn say_beside(registration: &Registration, exclusive: bool) {
         return;
     }
     for n in &start.neighbours {
-        eprintln!(
-            "[kvcr-e2e] beside {}: {}",
-            n.relation.words(),
-            n.run.describe()
-        );
+        events::emit(seen(n, Moment::Start));
     }
-    eprintln!("[kvcr-e2e] {} at start", start.load_words());
+    events::emit(RunEvent::MachineLoad {
+        load: start.load_words(),
+    });
     for n in start.others().filter(|n| n.run.exclusive && !exclusive) {
-        eprintln!(
-            "[kvcr-e2e] warning: pid {} ({}) runs --exclusive; this run disturbs it and its figures",
-            n.run.pid, n.run.target
-        );
+        events::emit(RunEvent::DisturbsExclusive {
+            pid: n.run.pid,
+            target: n.run.target.clone(),
+        });
     }
     let others = start.others().count();
     if others > 0 && !exclusive {
-        eprintln!(
-            "[kvcr-e2e] {others} other live run{} share{} this machine: timings and load-sensitive cases may suffer (--exclusive waits for them)",
-            if others == 1 { "" } else { "s" },
-            if others == 1 { "s" } else { "" }
-        );
+        events::emit(RunEvent::MachineShared { others });
     }
 }
 

@@ -93,6 +93,30 @@ pub fn stack_summary(stack: &Stack, provisioned: u32) -> StackSummary {
     }
 }
 
+/// The event of a stack that serves: its total startup, each stage (as
+/// [`stack_summary`]) and each worker from spawn to serving.
+pub fn stack_ready(t: &crate::stack::StartupTimings) -> crate::events::RunEvent {
+    let ready = |component: &str, ms: u128| crate::events::ComponentReady {
+        component: component.to_string(),
+        ready_ms: ms as u64,
+    };
+    let stages = t
+        .guard_ready_ms
+        .map(|ms| ready("guard", ms))
+        .into_iter()
+        .chain([
+            ready("workers", t.workers_ready_ms),
+            ready("router", t.frontend_ready_ms),
+            ready("first_completion", t.first_completion_ms),
+        ]);
+    let each = t.per_component_ms.iter().map(|(name, ms)| ready(name, *ms));
+    crate::events::RunEvent::StackReady {
+        total_ms: t.total_ms as u64,
+        components: stages.chain(each).collect(),
+        restarts: t.restarts.clone(),
+    }
+}
+
 pub fn reference_summary(r: &References) -> ReferenceSummary {
     ReferenceSummary {
         digest: r.digest.clone(),
@@ -112,5 +136,50 @@ pub fn reference_summary(r: &References) -> ReferenceSummary {
             let b = crate::reference::Batching::of(r.batching.as_ref());
             format!("{} in flight: {}", b.concurrency, b.reason)
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{ComponentReady, RunEvent};
+
+    #[test]
+    fn a_stack_ready_event_carries_each_stage_and_each_worker() {
+        let timings = crate::stack::StartupTimings {
+            guard_ready_ms: None,
+            workers_ready_ms: 4_000,
+            frontend_ready_ms: 2_000,
+            first_completion_ms: 6_500,
+            total_ms: 6_949,
+            per_component_ms: vec![("worker-A".into(), 3_900)],
+            per_component_registered_ms: Vec::new(),
+            restarts: vec!["worker-B: restarted once".into()],
+        };
+        let ready = |c: &str, ms: u64| ComponentReady {
+            component: c.into(),
+            ready_ms: ms,
+        };
+        assert_eq!(
+            stack_ready(&timings),
+            RunEvent::StackReady {
+                total_ms: 6_949,
+                components: vec![
+                    ready("workers", 4_000),
+                    ready("router", 2_000),
+                    ready("first_completion", 6_500),
+                    ready("worker-A", 3_900),
+                ],
+                restarts: vec!["worker-B: restarted once".into()],
+            }
+        );
+        let with_guard = crate::stack::StartupTimings {
+            guard_ready_ms: Some(800),
+            ..timings
+        };
+        let RunEvent::StackReady { components, .. } = stack_ready(&with_guard) else {
+            panic!("a stack ready event");
+        };
+        assert_eq!(components[0], ready("guard", 800));
     }
 }

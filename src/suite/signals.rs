@@ -22,7 +22,9 @@ pub fn install(on_signal: impl FnOnce(Signal) + Send + 'static) {
         .name("kvcr-e2e-signals".into())
         .spawn(move || {
             if let Ok(signal) = set.wait() {
-                eprintln!("\n[kvcr-e2e] {signal} received: tearing the stack down");
+                crate::events::emit(crate::events::RunEvent::SignalReceived {
+                    signal: signal.to_string(),
+                });
                 on_signal(signal);
                 std::process::exit(128 + signal as i32);
             }
