@@ -251,7 +251,7 @@ const KNOWN_FIELDS: &str =
     "mutant, models, class, caught-by, message, message-vllm, lanes, topology, geometry, expect, reading, needs, suite";
 
 /// Targets a mutant's `suite` may name.
-const SUITES: [&str; 2] = ["phase2", "phase2_g3"];
+const SUITES: [&str; 3] = ["phase2", "phase2_g3", "phase3"];
 
 /// Parses the header of `text`, the whole `.diff` file named `file_stem`.diff.
 pub fn parse(file_stem: &str, text: &str) -> Result<MutantHeader, HeaderError> {
@@ -790,7 +790,7 @@ mod tests {
         assert_eq!(with("# suite: phase2").target(), "phase2");
         assert!(parse(
             "m",
-            &killed().replace("# expect: killed", "# expect: killed\n# suite: phase3")
+            &killed().replace("# expect: killed", "# expect: killed\n# suite: phase4")
         )
         .is_err());
     }
