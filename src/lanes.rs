@@ -254,6 +254,27 @@ pub const LANES: &[Lane] = &[
         ignored: false,
         trials: Trials::Rows(fault_matrix::workload::ROWS),
     },
+    // Phase 3 on the CPU stack: concurrent requests for one new prefix
+    // each deposit it (TC-17; fixtures/profiles/phase3.toml).
+    Lane {
+        target: "phase3",
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
+        profile: Some("phase3"),
+        flags: &[],
+        flags_at_start: None,
+        ignored: false,
+        trials: Trials::Cases(cases::PHASE3),
+    },
+    // The phase 3 cases' fault rows, on the phase3 stack.
+    Lane {
+        target: "fault_matrix_phase3",
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
+        profile: Some("phase3"),
+        flags: &[],
+        flags_at_start: None,
+        ignored: false,
+        trials: Trials::Rows(fault_matrix::phase3::ROWS),
+    },
     // The production cases' fault rows, on the phase2 stack.
     Lane {
         target: "fault_matrix_phase2",
@@ -738,6 +759,6 @@ mod tests {
 
     #[test]
     fn an_unknown_target_is_a_usage_error() {
-        assert!(Lane::of("phase3").is_none());
+        assert!(Lane::of("phase4").is_none());
     }
 }

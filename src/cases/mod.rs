@@ -1,4 +1,4 @@
-//! The cases (phase 1's TC-01..TC-06, the production-conditions TC-07..TC-12), one file each, each written like its paragraph of
+//! The cases (phase 1's TC-01..TC-06, the production-conditions TC-07..TC-12, phase 3's TC-17), one file each, each written like its paragraph of
 //! docs/test-plan.md: arrange, act, check with named verdicts. They are
 //! registered once, here, in test-plan order; the lane table
 //! ([`crate::lanes`]) runs them on every engine and topology, and the fault
@@ -21,6 +21,8 @@ pub mod tc09_clean_restart;
 pub mod tc10_heartbeat_promotion;
 pub mod tc11_source_stall_latch;
 pub mod tc12_disk_tier;
+
+pub mod tc17_concurrent_same_prefix;
 
 pub mod wl01_trace_replay;
 
@@ -70,6 +72,10 @@ pub const PHASE2_VLLM: &[Case] = &[
 /// A workload trace replayed, KVCR on and off (WL-01), on the `workload`
 /// stack.
 pub const WORKLOAD: &[Case] = &[wl01_trace_replay::CASE];
+
+/// Phase 3 on the CPU stack (`phase3` profile): concurrent requests for one
+/// new prefix (TC-17).
+pub const PHASE3: &[Case] = &[tc17_concurrent_same_prefix::CASE];
 
 /// KVCR's disk tier (TC-12), on the `phase2-g3` stack.
 pub const PHASE2_G3: &[Case] = &[tc12_disk_tier::CASE];

@@ -602,6 +602,14 @@ pub const KEYS: &[KeySpec] = &[
         "KVCR's disk tier (G3) per worker, in blocks (unset = no G3)",
     ),
     k(
+        "cpu_engine.hits_after_prefill",
+        None,
+        "PHASE1_CPU_ENGINE_HITS_AFTER_PREFILL",
+        Kind::Bool,
+        false,
+        "CPU engine --hits-after-prefill: a block computed by a prefill in flight is no device hit for other requests until that prefill ends (unset = false)",
+    ),
+    k(
         "cpu_engine.g3_dir",
         None,
         "PHASE1_CPU_ENGINE_G3_DIR",

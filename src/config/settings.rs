@@ -283,6 +283,7 @@ impl Settings {
                 operation_timeout_ms: None,
                 g3_capacity_blocks: None,
                 g3_dir: None,
+                hits_after_prefill: false,
             },
             prompts: PromptProfile {
                 seed: 0,
@@ -389,6 +390,7 @@ impl Settings {
             "cpu_engine.operation_timeout_ms" => c.operation_timeout_ms = Some(v.uint()?),
             "cpu_engine.g3_capacity_blocks" => c.g3_capacity_blocks = Some(v.uint()?),
             "cpu_engine.g3_dir" => c.g3_dir = Some(v.path()?),
+            "cpu_engine.hits_after_prefill" => c.hits_after_prefill = v.boolean()?,
             "prompts.seed" => p.seed = v.uint()?,
             "prompts.families" => p.families = v.uint()?,
             "prompts.prefix_blocks" => p.prefix_blocks = v.uint()?,

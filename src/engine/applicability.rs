@@ -21,11 +21,11 @@
 
 use serde::Serialize;
 
-/// The case ids: phase 1's TC-01..TC-06, then the production-conditions
-/// cases TC-07..TC-12.
+/// The case ids: phase 1's TC-01..TC-06, the production-conditions cases
+/// TC-07..TC-12, then phase 3's (TC-17).
 pub const KNOWN_CASES: &[&str] = &[
     "TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07", "TC-08", "TC-09", "TC-10",
-    "TC-11", "TC-12",
+    "TC-11", "TC-12", "TC-17",
 ];
 
 /// Why a production-conditions case does not run on an engine other than
@@ -48,6 +48,7 @@ pub fn production_on_vllm(case: Case, topology: super::Topology) -> Applicabilit
     match case.number() {
         7 => Applicability::ignored(TC07_ON_VLLM),
         12 => Applicability::ignored(TC12_ON_VLLM),
+        17 => Applicability::ignored(NEEDS_CPU_KVCR_REPORTS),
         _ => production_on(topology),
     }
 }
@@ -95,7 +96,7 @@ impl Case {
             .strip_prefix("TC-")
             .and_then(|d| d.parse().ok())
         {
-            Some(n @ 1..=12) => Some(Case(n)),
+            Some(n @ (1..=12 | 17)) => Some(Case(n)),
             _ => None,
         }
     }
@@ -105,7 +106,8 @@ impl Case {
         self.0
     }
 
-    /// Whether this is a production-conditions case (TC-07..TC-12).
+    /// Whether this is a production-conditions case (TC-07..TC-12) or a
+    /// phase 3 case (TC-17): both run on agg only.
     pub fn is_production(self) -> bool {
         self.0 >= 7
     }
@@ -223,7 +225,7 @@ mod tests {
         assert_eq!(
             Kind::Cpu.applies("TC-13", Topology::Agg),
             Ignored(
-                "`TC-13` is not a known case (known: TC-01, TC-02, TC-03, TC-04, TC-05, TC-06, TC-07, TC-08, TC-09, TC-10, TC-11, TC-12)"
+                "`TC-13` is not a known case (known: TC-01, TC-02, TC-03, TC-04, TC-05, TC-06, TC-07, TC-08, TC-09, TC-10, TC-11, TC-12, TC-17)"
                     .into()
             )
         );
@@ -235,7 +237,11 @@ mod tests {
             assert!(Kind::Vllm.applies(c, Topology::Agg).applies(), "{c}");
             assert!(!Kind::Vllm.applies(c, Topology::TwoP1D).applies(), "{c}");
         }
-        for (c, why) in [("TC-07", TC07_ON_VLLM), ("TC-12", TC12_ON_VLLM)] {
+        for (c, why) in [
+            ("TC-07", TC07_ON_VLLM),
+            ("TC-12", TC12_ON_VLLM),
+            ("TC-17", NEEDS_CPU_KVCR_REPORTS),
+        ] {
             assert_eq!(
                 Kind::Vllm.applies(c, Topology::Agg),
                 Applicability::Ignored(format!("{c} on vllm/agg: {why}"))

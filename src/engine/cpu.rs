@@ -71,6 +71,11 @@ pub struct CpuEngineProfile {
     /// Where the workers' G3 files go; `None` = `<run dir>/g3`.
     #[serde(default)]
     pub g3_dir: Option<PathBuf>,
+    /// `--hits-after-prefill`: blocks a prefill in flight computes are no
+    /// device hits for other requests until it ends (as in vLLM), so
+    /// concurrent requests for one new prefix each compute and deposit it.
+    #[serde(default)]
+    pub hits_after_prefill: bool,
 }
 
 impl CpuEngineProfile {
@@ -119,11 +124,15 @@ impl CpuEngineProfile {
         let optional = self
             .operation_timeout_ms
             .map(|ms| ("--operation-timeout-ms", ms.to_string()));
-        pairs
+        let mut flags: Vec<String> = pairs
             .into_iter()
             .chain(optional)
             .flat_map(|(f, v)| [f.to_string(), v])
-            .collect()
+            .collect();
+        if self.hits_after_prefill {
+            flags.push("--hits-after-prefill".into());
+        }
+        flags
     }
 
     /// The knobs of the shipped default profile (`[cpu_engine]` of

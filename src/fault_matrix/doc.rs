@@ -6,7 +6,7 @@
 
 use crate::suite::FaultRow;
 
-use super::{agg, p2d, p2d_vllm, phase2, two_node, workload};
+use super::{agg, p2d, p2d_vllm, phase2, phase3, two_node, workload};
 
 /// The page, from the crate's root.
 pub const PAGE: &str = "docs/fault-matrix.md";
@@ -23,7 +23,7 @@ const BEGIN: &str = "<!-- rows of ";
 const END: &str = "<!-- end of rows -->";
 
 /// Every matrix, by the name its begin marker gives, with its rows.
-pub fn matrices() -> [(&'static str, &'static [FaultRow]); 6] {
+pub fn matrices() -> [(&'static str, &'static [FaultRow]); 7] {
     [
         ("fault_matrix::agg", agg::ROWS),
         ("fault_matrix::p2d", p2d::ROWS),
@@ -31,6 +31,7 @@ pub fn matrices() -> [(&'static str, &'static [FaultRow]); 6] {
         ("fault_matrix::two_node", two_node::ROWS),
         ("fault_matrix::phase2", phase2::ROWS),
         ("fault_matrix::workload", workload::ROWS),
+        ("fault_matrix::phase3", phase3::ROWS),
     ]
 }
 

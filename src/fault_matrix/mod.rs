@@ -10,6 +10,7 @@ pub mod doc;
 pub mod p2d;
 pub mod p2d_vllm;
 pub mod phase2;
+pub mod phase3;
 pub mod two_node;
 mod worker_log;
 pub mod workload;

@@ -721,12 +721,12 @@ mod tests {
         assert_eq!(stack("# topology: two-node"), "vllm/two-node/dense");
         assert_eq!(with("# suite: phase2").unwrap().suite, Some("phase2"));
         assert_eq!(with("# suite: phase2_g3").unwrap().suite, Some("phase2_g3"));
-        for not_a_suite in ["phase3", "phase1", "fault_matrix"] {
+        for not_a_suite in ["phase4", "phase1", "fault_matrix"] {
             let err = with(&format!("# suite: {not_a_suite}"))
                 .unwrap_err()
                 .to_string();
             assert!(
-                err.contains("expected a lane of cases other than phase 1's: phase2, phase2_g3"),
+                err.contains("expected a lane of cases other than phase 1's: phase2, phase2_g3, workload, phase3"),
                 "{not_a_suite}: {err}"
             );
         }

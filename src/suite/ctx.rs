@@ -10,6 +10,7 @@
 //! | [`CaseCtx::perf`] | measured streams, arm and sweep summaries, TTFT accuracy |
 //! | [`CaseCtx::load`] | a bounded streaming load with a fault in its middle |
 //! | [`CaseCtx::disagg`] | the prefill and decode workers, the P→D transfer |
+//! | [`CaseCtx::shared_prefix`] | concurrent requests for one prompt on one worker, and the deposits they made |
 //!
 //! Every helper either returns what the case needs or a [`CaseError`] that
 //! says what was expected, what was seen, and which file to open.
@@ -37,7 +38,7 @@ use super::claim::{clause, Claim};
 use super::crashes::Crashes;
 use super::request_log::RequestLog;
 use super::{CaseError, CaseResult};
-use super::{Disagg, Faults, Guards, Load, Observe, Perf, Pressure};
+use super::{Disagg, Faults, Guards, Load, Observe, Perf, Pressure, SharedPrefix};
 
 /// Proof that a device cache was pushed out.
 #[derive(Debug, Clone, Serialize)]
@@ -412,6 +413,10 @@ impl<'a> CaseCtx<'a> {
     }
 
     /// A workload trace replayed through the router (WL-01).
+    pub fn shared_prefix(&self) -> SharedPrefix<'_> {
+        SharedPrefix::new(self)
+    }
+
     pub fn workload(&self) -> super::Workload<'_> {
         super::Workload::new(self)
     }

@@ -67,6 +67,10 @@ pub enum EngineFault {
     /// The router's hint is dropped: no peer (nor a Guard serving a dead
     /// one) is read (TC-04's takeover).
     IgnoreKvHints,
+    /// A block a prefill in flight computes is a device hit for other
+    /// requests at once, undoing the `hits_after_prefill` knob: concurrent
+    /// requests for one prefix never deposit it side by side (TC-17).
+    HitsDuringPrefill,
     /// The worker's KVCR memory is not page-aligned (launch only).
     UnalignedMemory,
     /// The worker claims with another tier layout (launch only, TC-09).
@@ -110,6 +114,7 @@ impl EngineFault {
             EngineFault::NoFirstTokenStamp => "no_first_token_stamp",
             EngineFault::PhantomDeviceHit => "phantom_device_hit",
             EngineFault::IgnoreKvHints => "ignore_kv_hints",
+            EngineFault::HitsDuringPrefill => "hits_during_prefill",
             EngineFault::UnalignedMemory => "unaligned_memory",
             EngineFault::ChangedLayout => "changed_layout",
             EngineFault::ExtraKvcrPool => "extra_kvcr_pool",
@@ -163,7 +168,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 30] = [
+    const EVERY: [EngineFault; 31] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -190,6 +195,7 @@ mod tests {
         EngineFault::NoFirstTokenStamp,
         EngineFault::PhantomDeviceHit,
         EngineFault::IgnoreKvHints,
+        EngineFault::HitsDuringPrefill,
         EngineFault::UnalignedMemory,
         EngineFault::ChangedLayout,
         EngineFault::ExtraKvcrPool,

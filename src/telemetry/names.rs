@@ -464,6 +464,9 @@ pub enum Counter {
     DeviceCacheEvictions,
     /// Prompt blocks computed by prefill (CPU engine only).
     ComputedBlocks,
+    /// Blocks a deposit found KVCR's pool still filling from another
+    /// request's deposit (CPU engine only).
+    KvcrDepositMetFillingBlocks,
     /// Requests served, by outcome (CPU engine only).
     Requests(String),
     /// Blocks of the engine's KVCR deposits, by KVCR's per-block outcome
@@ -550,6 +553,7 @@ enum Family {
     ExternalPrefixCacheHits,
     DeviceCacheEvictions,
     ComputedBlocks,
+    KvcrDepositMetFillingBlocks,
     Requests,
     KvcrReadPages,
     KvcrDepositBlocks,
@@ -578,6 +582,7 @@ const FAMILIES: &[Family] = &[
     Family::ExternalPrefixCacheHits,
     Family::DeviceCacheEvictions,
     Family::ComputedBlocks,
+    Family::KvcrDepositMetFillingBlocks,
     Family::Requests,
     Family::KvcrReadPages,
     Family::KvcrDepositBlocks,
@@ -609,6 +614,7 @@ impl Family {
             Family::ExternalPrefixCacheHits => "vllm:external_prefix_cache_hits",
             Family::DeviceCacheEvictions => "cpu_engine_device_cache_evictions",
             Family::ComputedBlocks => "cpu_engine_computed_blocks",
+            Family::KvcrDepositMetFillingBlocks => "cpu_engine_kvcr_deposit_met_filling_blocks",
             Family::Requests => "cpu_engine_requests",
             Family::KvcrReadPages => "cpu_engine_kvcr_read_pages",
             Family::KvcrDepositBlocks => "cpu_engine_kvcr_deposit_blocks",
@@ -699,6 +705,7 @@ impl Family {
             Family::ExternalPrefixCacheHits => Counter::ExternalPrefixCacheHits,
             Family::DeviceCacheEvictions => Counter::DeviceCacheEvictions,
             Family::ComputedBlocks => Counter::ComputedBlocks,
+            Family::KvcrDepositMetFillingBlocks => Counter::KvcrDepositMetFillingBlocks,
             Family::Requests => Counter::Requests(label("outcome").unwrap_or_default()),
             Family::KvcrReadPages => Counter::KvcrReadPages(label("kind")?),
             Family::KvcrDepositBlocks => Counter::KvcrDepositBlocks(label("outcome")?),
@@ -754,6 +761,7 @@ impl Counter {
             | Counter::ExternalPrefixCacheHits
             | Counter::DeviceCacheEvictions
             | Counter::ComputedBlocks
+            | Counter::KvcrDepositMetFillingBlocks
             | Counter::GenerationTokens
             | Counter::NixlTransfers
             | Counter::NixlTransferBytes
@@ -802,6 +810,7 @@ impl Counter {
             Counter::ExternalPrefixCacheHits => (Family::ExternalPrefixCacheHits, vec![]),
             Counter::DeviceCacheEvictions => (Family::DeviceCacheEvictions, vec![]),
             Counter::ComputedBlocks => (Family::ComputedBlocks, vec![]),
+            Counter::KvcrDepositMetFillingBlocks => (Family::KvcrDepositMetFillingBlocks, vec![]),
             Counter::Requests(o) => (Family::Requests, vec![o.clone()]),
             Counter::KvcrReadPages(k) => (Family::KvcrReadPages, vec![k.clone()]),
             Counter::KvcrDepositBlocks(o) => (Family::KvcrDepositBlocks, vec![o.clone()]),
@@ -981,6 +990,7 @@ impl fmt::Display for Counter {
             Counter::ExternalPrefixCacheHits => f.write_str("external_prefix_cache_hits"),
             Counter::DeviceCacheEvictions => f.write_str("device_cache_evictions"),
             Counter::ComputedBlocks => f.write_str("computed_blocks"),
+            Counter::KvcrDepositMetFillingBlocks => f.write_str("kvcr_deposit_met_filling_blocks"),
             Counter::Requests(o) => write!(f, "requests{{outcome={o}}}"),
             Counter::KvcrReadPages(k) => write!(f, "kvcr_read_pages{{kind={k}}}"),
             Counter::KvcrDepositBlocks(o) => write!(f, "kvcr_deposit_blocks{{outcome={o}}}"),
@@ -1073,6 +1083,7 @@ impl FromStr for Counter {
             "external_prefix_cache_hits" => Counter::ExternalPrefixCacheHits,
             "device_cache_evictions" => Counter::DeviceCacheEvictions,
             "computed_blocks" => Counter::ComputedBlocks,
+            "kvcr_deposit_met_filling_blocks" => Counter::KvcrDepositMetFillingBlocks,
             "requests" => Counter::Requests(get("outcome")?.to_string()),
             "kvcr_read_pages" => Counter::KvcrReadPages(get("kind")?.to_string()),
             "kvcr_deposit_blocks" => Counter::KvcrDepositBlocks(get("outcome")?.to_string()),
@@ -1337,6 +1348,7 @@ vllm:generation_tokens_total{dynamo_component="backend",dynamo_endpoint="generat
             Counter::TieringReadBytes(Tier::Other("2:disk".into())),
             Counter::Requests("ok".into()),
             Counter::ComputedBlocks,
+            Counter::KvcrDepositMetFillingBlocks,
             Counter::KvcrReadPages("ssm".into()),
             Counter::KvcrDepositBlocks("failed".into()),
             Counter::KvcrInventoryBlocks("LOCAL_G2".into(), "removed".into()),

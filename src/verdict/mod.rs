@@ -5,6 +5,7 @@
 //! a verdict; they never do arithmetic on metric maps inline. Every verdict
 //! has unit tests that show it failing.
 
+pub mod concurrent;
 pub mod disagg;
 pub mod disk;
 pub mod findings;

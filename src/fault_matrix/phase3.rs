@@ -1,0 +1,25 @@
+//! The phase 3 cases' fault matrix (`cargo test --test
+//! fault_matrix_phase3`, on the `phase3` stack). The planted KVCR bugs that
+//! turn TC-17's other verdicts red are in `fixtures/kvcr-mutants/`
+//! (`p3-*`).
+
+use crate::cases::tc17_concurrent_same_prefix as tc17;
+use crate::suite::{EngineFault, Expect, Fault, FaultRow, RowDoc, Workers};
+use crate::verdict::concurrent;
+
+const A: Workers = Workers::Slots(&["A"]);
+
+pub static ROWS: &[FaultRow] = &[
+    // The requests' deposits never overlap: TC-17 would prove nothing.
+    FaultRow {
+        case: tc17::CASE,
+        name: "deposits_that_never_overlap_are_caught",
+        fault: Fault::Engine(A, EngineFault::HitsDuringPrefill),
+        expect: Expect::clause(concurrent::DEPOSITS_OVERLAPPED, "no deposit met a filling block"),
+        doc: RowDoc {
+            fault: "`hits_during_prefill`: a block a prefill in flight computes is a device hit for the other requests at once, so only the first request computes and deposits the prefix",
+            caught_by: "TC-17 (the overlap)",
+            message: "`a deposit met blocks KVCR was still filling: no deposit met a filling block: 8 requests for one 5-block prefix computed 5 blocks and deposited 5, never while KVCR was still copying another's`",
+        },
+    },
+];
