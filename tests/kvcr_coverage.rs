@@ -76,7 +76,7 @@ fn table_of(env: &kvcr::KvcrEnv, data: &Path, out: &Path) -> CoverageTable {
     coverage::combine(
         &env.python,
         &[data.to_path_buf()],
-        &[env.build.location.clone()],
+        std::slice::from_ref(&env.build.location),
         out,
     )
     .unwrap_or_else(|e| panic!("{e}"))

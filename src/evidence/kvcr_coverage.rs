@@ -81,7 +81,7 @@ impl KvcrCoverage {
         let combined = if files.is_empty() {
             Err(coverage::CoverageError::NoData(data.clone()).to_string())
         } else {
-            coverage::combine(python, &[data], &[build.location.clone()], &dir)
+            coverage::combine(python, &[data], std::slice::from_ref(&build.location), &dir)
                 .map_err(|e| e.to_string())
         };
         let (table, error) = match combined {
