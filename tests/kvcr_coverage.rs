@@ -219,3 +219,68 @@ fn a_process_stopped_with_sigterm_saves_its_data_and_the_run_record_names_it() {
         record.summary()
     );
 }
+
+/// A run directory whose KVCR process ran `code`, with its coverage record.
+fn measured_run(env: &kvcr::KvcrEnv, root: &Path, name: &str, code: &str) -> PathBuf {
+    let dir = root.join(name);
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).expect("logs");
+    let measured = coverage::measured_python(
+        &env.python,
+        &env.build.location,
+        &dir.join(kvcr_coverage::DIR),
+    )
+    .expect("wrapper");
+    std::fs::write(logs.join("worker-A.log"), run(&measured, code, &dir)).expect("log");
+    let imports = pyenv::import_report::scan(&logs);
+    let record = KvcrCoverage::collect(&env.python, &dir, &env.build, &imports, &logs);
+    std::fs::write(
+        dir.join(kvcr_coverage::FILE),
+        serde_json::to_string(&record).expect("json"),
+    )
+    .expect("record");
+    dir
+}
+
+#[test]
+fn two_runs_merge_into_one_table_where_each_line_counts_once() {
+    let env = kvcr_env();
+    let root = tempfile::tempdir().expect("tempdir");
+    let hint = measured_run(&env, root.path(), "hint", PARSE_A_HINT);
+    let sizes = measured_run(
+        &env,
+        root.path(),
+        "sizes",
+        "from kvcr.kvcr_service import _parse_pool_sizes_gb\n\
+         assert _parse_pool_sizes_gb('0.01,0.02')[0] > 0\n",
+    );
+    let out = root.path().join("merged");
+    let merged = kvcr_e2e::evidence::kvcr_coverage_merge::merge(
+        &env.python,
+        &[hint.clone(), sizes.clone()],
+        &out,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let table_of_run = |dir: &Path| -> CoverageTable {
+        let text = std::fs::read_to_string(dir.join(kvcr_coverage::FILE)).expect("record");
+        let record: KvcrCoverage = serde_json::from_str(&text).expect("json");
+        record.table.expect("a table")
+    };
+    let (a, b) = (table_of_run(&hint), table_of_run(&sizes));
+    let missed = |t: &CoverageTable, m: &str| t.module(m).expect(m).counts.missed;
+    // Each of these modules runs further in one of the runs only (the other
+    // imports it at most): the merge misses what that run misses.
+    for m in ["kvcr/hint_parser.py", "kvcr/kvcr_service.py"] {
+        assert_eq!(
+            missed(&merged.table, m),
+            missed(&a, m).min(missed(&b, m)),
+            "{m}"
+        );
+    }
+    assert!(missed(&b, "kvcr/kvcr_service.py") < missed(&a, "kvcr/kvcr_service.py"));
+    assert!(merged.table.totals.missed <= a.totals.missed.min(b.totals.missed));
+    assert_eq!(merged.runs.len(), 2);
+    let md = std::fs::read_to_string(out.join("kvcr-coverage-merged.md")).expect("markdown");
+    assert!(md.contains("| **merged** |"), "{md}");
+    assert!(md.contains("| `kvcr/kvcr_service.py` |"), "{md}");
+}
