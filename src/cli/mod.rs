@@ -9,6 +9,7 @@
 //! kvcr-e2e gpu-check         NVML telemetry against a PyTorch allocation
 //! kvcr-e2e bench-client      our streaming client as a benchmark peer
 //! kvcr-e2e compare-results   compare phase1 runs of two builds
+//! kvcr-e2e coverage merge    the KVCR coverage of several runs as one table
 //! kvcr-e2e compare           run a lane's perf trials on two KVCR builds, ABBA, and compare
 //! kvcr-e2e mutants           the curated KVCR mutants, each on a fresh stack: killed or not
 //! kvcr-e2e live-runs         the machine's live runs; `exclusive -- CMD` holds the machine
@@ -20,6 +21,7 @@
 
 mod bench_client;
 mod compare;
+mod coverage;
 mod gpu_check;
 mod live_runs;
 mod mutants;
@@ -31,6 +33,7 @@ mod workload;
 
 pub use bench_client::bench_client;
 pub use compare::{compare, compare_results};
+pub use coverage::coverage;
 pub use gpu_check::gpu_check;
 pub use live_runs::live_runs;
 pub use mutants::mutants;
@@ -138,6 +141,15 @@ commands:
                                target/compare/<timestamp>) holds rounds/ and the outputs.
                                Exit codes as compare-results (docs/benchmarks.md); a
                                round whose run exits non-zero or leaves no run gives 3
+  coverage merge RUN_DIR... [--out DIR] [--python PATH]
+                               the KVCR coverage of runs made with --kvcr-coverage (one
+                               per lane) combined by coverage.py into one table: each
+                               run's totals, the merged totals and the merged per-module
+                               lines and branches of kvcr, printed as markdown and
+                               written to DIR (default target/kvcr-coverage/merged) as
+                               kvcr-coverage-merged.md and .json with the combined data.
+                               The runs must have measured one kvcr build
+                               (docs/kvcr-under-test.md)
   mutants [--only NAME,...] [--engine cpu|vllm] [--out DIR] [--record DIR2] [HARNESS FLAGS]
                                the mutation lane: first the control (the unmutated
                                build, every target and trial the mutants need), then

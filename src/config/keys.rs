@@ -346,6 +346,14 @@ pub const KEYS: &[KeySpec] = &[
         "the KVCR build under test: pypi:<version> (default pypi:0.1.1, the locks' pin), a wheel, a source directory, or SPEC+FILE.diff (that build patched; docs/kvcr-under-test.md)",
     ),
     k(
+        "kvcr_coverage",
+        Some("--kvcr-coverage"),
+        "PHASE1_KVCR_COVERAGE",
+        Kind::Bool,
+        true,
+        "run every KVCR process under coverage.py and write kvcr's line and branch coverage per module into the evidence (kvcr-coverage.json, results.json, the report; docs/kvcr-under-test.md)",
+    ),
+    k(
         "engine_profile",
         Some("--engine-profile"),
         "PHASE1_ENGINE_PROFILE",

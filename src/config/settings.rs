@@ -126,6 +126,8 @@ pub struct Settings {
     pub python: Option<PathBuf>,
     /// The KVCR build under test (`--kvcr`).
     pub kvcr: super::KvcrSpec,
+    /// Run every KVCR process under coverage.py (`--kvcr-coverage`).
+    pub kvcr_coverage: bool,
     /// GPU engine settings file (`fixtures/engines/<engine>.toml` when unset).
     pub engine_profile: Option<PathBuf>,
     /// Leave the stack running after the run.
@@ -249,6 +251,7 @@ impl Settings {
             attach: None,
             python: None,
             kvcr: super::KvcrSpec::default(),
+            kvcr_coverage: false,
             engine_profile: None,
             keep_stack: false,
             recompute_reference: false,
@@ -356,6 +359,7 @@ impl Settings {
             "attach" => self.attach = Some(v.path()?),
             "python" => self.python = Some(v.path()?),
             "kvcr" => self.kvcr = v.kvcr()?,
+            "kvcr_coverage" => self.kvcr_coverage = v.boolean()?,
             "engine_profile" => self.engine_profile = Some(v.path()?),
             "keep_stack" => self.keep_stack = v.boolean()?,
             "recompute_reference" => self.recompute_reference = v.boolean()?,

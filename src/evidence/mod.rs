@@ -22,6 +22,8 @@ mod errors;
 pub mod expected;
 mod gpu;
 mod junit;
+pub mod kvcr_coverage;
+pub mod kvcr_coverage_merge;
 mod not_checked;
 mod perf;
 mod record;
@@ -45,6 +47,7 @@ pub use junit::{
     junit_report, junit_xml, workload_properties, write_junit, write_junit_with,
     write_junit_with_gpu, SUITE,
 };
+pub use kvcr_coverage::KvcrCoverage;
 pub use not_checked::{NotChecked, NOT_CHECKED};
 pub use perf::{
     percentiles, ttft_offsets, Arm, ArmSummary, Baseline, DeltaVsBaseline, FirstTokenPair,

@@ -100,6 +100,9 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
         cases_table(run)
     );
     o.push_str(&kvcr_section(run));
+    o.push_str(&super::kvcr_coverage::section(
+        results.kvcr_coverage.as_ref(),
+    ));
     o.push_str(&stack_section(run));
     o.push_str(&neighbours_section(run));
     o.push_str(&super::workload_report::section(perf.workload.as_ref())?);

@@ -27,6 +27,9 @@ pub struct Results {
     /// release times. Absent without NVML.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<crate::gpu::run::GpuRun>,
+    /// kvcr's line and branch coverage (`--kvcr-coverage`). Absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kvcr_coverage: Option<super::KvcrCoverage>,
 }
 
 impl Results {
@@ -38,7 +41,14 @@ impl Results {
             requests,
             perf,
             gpu: None,
+            kvcr_coverage: None,
         }
+    }
+
+    /// The run's KVCR coverage, when it measured it.
+    pub fn with_kvcr_coverage(mut self, coverage: Option<super::KvcrCoverage>) -> Self {
+        self.kvcr_coverage = coverage;
+        self
     }
 
     /// The run's GPU telemetry, when there was any.

@@ -4,7 +4,7 @@
 //! target/kvcr-envs/
 //!   source-dir-3fa2b1c4d5e6f708/   one build (kind + 16 hex of its key)
 //!     site/kvcr/, site/kvcr-X.dist-info/   the build, installed (pip --target)
-//!     site/sitecustomize.py       the import report hook (import_report.rs)
+//!     site/sitecustomize.py       the import report hook (import_report.rs), the coverage hook (coverage.rs)
 //!     bin/python                  the base interpreter with site/ first on PYTHONPATH
 //!     build.json                  the resolved build (provenance::KvcrBuild)
 //!     READY                       written last: a directory without it is rebuilt
@@ -90,7 +90,11 @@ impl EnvDir {
 
     /// Writes the hook and the interpreter wrapper over `base_python`.
     pub fn write_launcher(&self, base_python: &Path) -> Result<(), KvcrError> {
-        write_if_changed(&self.site().join("sitecustomize.py"), HOOK_SOURCE, false)?;
+        write_if_changed(
+            &self.site().join("sitecustomize.py"),
+            &sitecustomize(),
+            false,
+        )?;
         write_if_changed(&self.python(), &wrapper(&self.site(), base_python), true)
     }
 
@@ -114,6 +118,12 @@ impl EnvDir {
             .unwrap_or(0);
         write_if_changed(&self.dir.join("last-used"), &now.to_string(), false)
     }
+}
+
+/// A KVCR env's `sitecustomize.py`: the import report, then the coverage
+/// hook (inert unless a run asks for coverage).
+pub fn sitecustomize() -> String {
+    format!("{HOOK_SOURCE}{}", super::coverage::HOOK_SOURCE)
 }
 
 /// The interpreter wrapper: the env's site dir first on `PYTHONPATH`, then

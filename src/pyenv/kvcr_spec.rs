@@ -211,8 +211,8 @@ mod tests {
             let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(lock))
                 .expect("lock");
             assert!(
-                text.lines()
-                    .any(|l| l.trim() == format!("kvcr=={DEFAULT_VERSION}")),
+                text.lines().any(|l| l.split_whitespace().next()
+                    == Some(format!("kvcr=={DEFAULT_VERSION}").as_str())),
                 "{lock} pins kvcr=={DEFAULT_VERSION}"
             );
         }

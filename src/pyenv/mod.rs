@@ -11,6 +11,8 @@
 //!
 //! `.ci/run`, `kvcr-e2e python-env` and the harness all go through here.
 
+pub mod coverage;
+pub mod coverage_table;
 pub mod derived;
 pub mod guard_cli;
 pub mod identity;

@@ -597,6 +597,7 @@ impl Suite {
                 let run = self.run_dir()?;
                 self.join_live_runs(run)?;
                 if let Some(path) = &self.settings.attach {
+                    super::kvcr_coverage::refuse_attached(&self.settings)?;
                     let mirror = run.logs_dir().join("attached");
                     let stack = stack::attach(self.engine.clone(), path, &mirror)
                         .map_err(|e| format!("attach failed: {e}"))?
@@ -651,7 +652,7 @@ impl Suite {
                 crate::gpu::run::begin(&gpu_need, self.settings.startup_timeout)?;
                 self.provisions.fetch_add(1, Ordering::SeqCst);
                 let options = StackOptions {
-                    python,
+                    python: super::kvcr_coverage::interpreter(&self.settings, run, python_env)?,
                     repo_root: self.repo_root.clone(),
                     logs_dir: run.logs_dir(),
                     run_id: run.run_id().to_string(),
@@ -883,7 +884,20 @@ impl Suite {
                 let _ = run.write_root_json("teardown.json", &stops);
             }
         }
-        let results = self.results_so_far(run).with_gpu(crate::gpu::run::finish());
+        let coverage = super::kvcr_coverage::collect(
+            &self.settings,
+            run,
+            self.python.get().and_then(|p| p.as_ref().ok()),
+            &self
+                .kvcr_imports
+                .lock()
+                .map(|i| i.clone())
+                .unwrap_or_default(),
+        );
+        let results = self
+            .results_so_far(run)
+            .with_gpu(crate::gpu::run::finish())
+            .with_kvcr_coverage(coverage);
         let junit = self.settings.junit_path(run.root());
         let written = self
             .write_results(run, &results)
@@ -901,6 +915,9 @@ impl Suite {
                 &results.perf
             ))
         );
+        if let Some(coverage) = &results.kvcr_coverage {
+            eprint!("{}", self.redactor.scrub(&coverage.summary()));
+        }
         events::emit(RunEvent::EvidenceWritten {
             path: run.root().to_path_buf(),
             junit,

@@ -30,6 +30,7 @@ mod faults;
 mod guard;
 mod ignore;
 mod kvcr_checks;
+mod kvcr_coverage;
 mod lifecycle;
 mod load;
 mod neighbours;
