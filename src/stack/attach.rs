@@ -15,7 +15,8 @@ use crate::engine::{Engine, LaunchContext, WorkerSlot};
 use crate::proc::{procfs, Supervised};
 
 use super::{
-    Layout, Parts, Placement, Registration, Stack, StackMode, StackOptions, StartupTimings, Worker,
+    ByHooks, Control, Layout, Parts, Placement, Reach, Registration, Stack, StackOptions,
+    StackPlan, StartupTimings, Worker,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -139,18 +140,12 @@ fn attach_with(
         )));
     }
     // Pids mean something here only in the stack's own PID namespace.
-    let mode = if m
-        .pid_namespace
-        .as_deref()
-        .is_some_and(|ns| Some(ns) != procfs::pid_namespace().as_deref())
-    {
-        StackMode::ByUrls {
-            mirror_dir: mirror_dir.to_path_buf(),
-        }
-    } else {
-        StackMode::Attached
-    };
-    let sees_processes = mode.sees_processes();
+    let control = ByHooks::new(Reach::of(
+        m.pid_namespace.as_deref(),
+        procfs::pid_namespace().as_deref(),
+        mirror_dir,
+    ));
+    let sees_processes = control.sees_processes();
     let logs_url = m.logs_url.clone();
     // A log of the stack as this run reads it: its mirror from the log URL
     // when attached through URLs (without one, the owner's path, which the
@@ -251,22 +246,24 @@ fn attach_with(
     };
     let slots = workers.iter().map(|w| w.slot.clone()).collect();
     Ok(Stack::new(Parts {
-        engine,
-        ctx: m.context,
-        layout: m.layout,
+        plan: StackPlan {
+            engine,
+            ctx: m.context,
+            layout: m.layout,
+            slots,
+            placement: Placement::local(),
+            options: m.options,
+            owner_pid: m.owner_pid,
+            bare_port: 0,
+            started: std::time::Instant::now(),
+        },
+        control: Box::new(control),
         frontend,
         guards,
         workers,
-        slots,
-        options: m.options,
-        mode,
-        owner_pid: m.owner_pid,
-        bare_port: 0,
-        placement: Placement::local(),
         timings: m.startup,
         manifest: Some(path.to_path_buf()),
         logs_url: m.logs_url,
-        started: std::time::Instant::now(),
     }))
 }
 
