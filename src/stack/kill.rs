@@ -109,7 +109,7 @@ impl Stack {
         let sent_at = Instant::now();
         let hook = match self.hooks().and_then(|h| h.kill_worker) {
             // A deployed stack: its own tooling delivers the kill.
-            Some(template) => Some(self.run_kill_hook(&template, &worker, pid)?),
+            Some(template) => Some(self.run_kill_hook(&template, worker, pid)?),
             None => {
                 worker.process.kill_group().map_err(|e| {
                     StackError::FaultNotApplied(format!("SIGKILL of worker {name}: {e}"))

@@ -20,7 +20,7 @@
 
 mod attach;
 mod claim_refusal;
-pub mod control;
+mod control;
 mod crash;
 mod description;
 mod discovery;

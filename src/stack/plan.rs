@@ -56,42 +56,11 @@ impl StackPlan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn plan_of(engine: Arc<dyn Engine>) -> StackPlan {
-        let ctx = crate::engine::testing::example_context();
-        let logs = std::env::temp_dir().join("kvcr-e2e-plan-test");
-        StackPlan {
-            layout: Layout {
-                logs_dir: logs.clone(),
-                scratch_dir: logs.clone(),
-            },
-            slots: vec![crate::engine::testing::example_slot("A", 0)],
-            placement: Placement::local(),
-            options: StackOptions {
-                python: "python3".into(),
-                repo_root: ".".into(),
-                logs_dir: logs,
-                run_id: "plan-test".into(),
-                host: ctx.host.clone(),
-                startup_timeout: std::time::Duration::from_secs(1),
-                with_reference: false,
-                worker_faults: Vec::new(),
-                kill_timeout: std::time::Duration::from_secs(1),
-                probe_timeout: std::time::Duration::from_secs(1),
-                kvcr: None,
-            },
-            owner_pid: std::process::id(),
-            bare_port: 0,
-            started: Instant::now(),
-            ctx,
-            engine,
-        }
-    }
-
-    #[test]
-    fn a_local_plan_puts_every_slot_on_node_0_at_the_stack_host() {
+    /// The engine `phase1` builds with its defaults (the CPU engine).
+    pub(in crate::stack) fn phase1_engine() -> Arc<dyn Engine> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let settings = crate::config::resolve(
             &crate::config::split_args(["phase1".to_string()])
@@ -101,15 +70,51 @@ mod tests {
         )
         .expect("defaults")
         .settings;
-        let engine = settings
+        settings
             .build_engine(root)
-            .unwrap_or_else(|e| panic!("the default engine: {e}"));
-        let plan = plan_of(engine);
+            .unwrap_or_else(|e| panic!("the default engine: {e}"))
+    }
+
+    /// Options of a stack in which nothing runs, its logs under `logs`.
+    pub(in crate::stack) fn example_options(logs: &std::path::Path) -> StackOptions {
+        StackOptions {
+            python: "python3".into(),
+            repo_root: ".".into(),
+            logs_dir: logs.to_path_buf(),
+            run_id: "plan-test".into(),
+            host: "127.0.0.1".into(),
+            startup_timeout: std::time::Duration::from_secs(1),
+            with_reference: false,
+            worker_faults: Vec::new(),
+            kill_timeout: std::time::Duration::from_secs(1),
+            probe_timeout: std::time::Duration::from_secs(1),
+            kvcr: None,
+        }
+    }
+
+    #[test]
+    fn a_local_plan_puts_every_slot_on_node_0_at_the_stack_host() {
+        let logs = std::env::temp_dir().join("kvcr-e2e-plan-test");
+        let ctx = crate::engine::testing::example_context();
+        let plan = StackPlan {
+            layout: Layout {
+                logs_dir: logs.clone(),
+                scratch_dir: logs.clone(),
+            },
+            slots: vec![crate::engine::testing::example_slot("A", 0)],
+            placement: Placement::local(),
+            options: example_options(&logs),
+            owner_pid: std::process::id(),
+            bare_port: 0,
+            started: Instant::now(),
+            ctx,
+            engine: phase1_engine(),
+        };
         for slot in &plan.slots {
             assert_eq!(plan.node_of(&slot.name), 0, "slot {}", slot.name);
         }
         assert_eq!(plan.ctx_on(0).host, plan.ctx.host);
-        assert_eq!(plan.frontend_url(), plan.ctx.frontend_url());
+        assert_eq!(plan.frontend_url(), "http://127.0.0.1:18000");
         // A slot the topology does not name (a reference worker) is on node 0.
         assert_eq!(plan.node_of("reference-cached"), 0);
     }

@@ -221,7 +221,7 @@ impl<'c> Observe<'c> {
     /// The component log lines of one request (its `x-request-id`, and the
     /// Dynamo request id the frontend logged beside it).
     pub fn log_lines_of(&self, request_id: &str) -> Vec<String> {
-        super::requests::log_lines(&self.ctx.logs_dir(), &[request_id])
+        super::requests::log_lines(self.ctx.logs_dir(), &[request_id])
     }
 
     /// When `source` and `reader` run on different nodes: the transfer

@@ -18,7 +18,7 @@ impl Pressure<'_> {
     /// Every component log's length now.
     pub fn log_marks(&self) -> LogMarks {
         LogMarks(
-            log_files(&self.ctx.logs_dir())
+            log_files(self.ctx.logs_dir())
                 .unwrap_or_default()
                 .into_iter()
                 .map(|p| {
@@ -35,7 +35,7 @@ impl Pressure<'_> {
     /// to `bad-lines.json`. A scan that read no log, or could not read one,
     /// fails: it saw nothing, which is no evidence of no bad line.
     pub fn expect_no_bad_lines_since(&self, marks: &LogMarks, expected: &[BadLine]) -> CaseResult {
-        let found = scan_since(&self.ctx.logs_dir(), marks).map_err(CaseError::new)?;
+        let found = scan_since(self.ctx.logs_dir(), marks).map_err(CaseError::new)?;
         self.ctx.check(
             "bad-lines.json",
             &json!({"expected": expected, "found": found}),
