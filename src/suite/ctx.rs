@@ -5,14 +5,18 @@
 //! | helper | what it does |
 //! |---|---|
 //! | [`CaseCtx::observe`] | waits on telemetry, peer transfers, host-tier hits, the transport between nodes, the interval log |
-//! | [`CaseCtx::faults`] | kills, stops and engine fault switches, each verified and undone |
-//! | [`CaseCtx::guard`] | the Guard service: attach checks, its log, attempts it should serve |
+//! | [`CaseCtx::faults`] | kills and replacements of workers (the one way a case kills one), Guard service crashes and restarts, stops and engine fault switches, each verified and undone |
+//! | [`CaseCtx::guard`] | the Guard service: attach checks, its log, its pool files, its takeover of a dead worker's port, attempts it should serve |
 //! | [`CaseCtx::perf`] | measured streams, arm and sweep summaries, TTFT accuracy |
 //! | [`CaseCtx::load`] | a bounded streaming load with a fault in its middle |
 //! | [`CaseCtx::disagg`] | the prefill and decode workers, the P→D transfer |
 //!
 //! Every helper either returns what the case needs or a [`CaseError`] that
 //! says what was expected, what was seen, and which file to open.
+//!
+//! The stack and the settings stay private: a case reads the engine
+//! ([`CaseCtx::engine`]) and the settings ([`CaseCtx::settings`]), and
+//! reaches the stack's processes only through the helpers.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
