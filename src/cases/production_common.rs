@@ -88,7 +88,7 @@ impl LedgerWatch {
     /// Where the engine can keep a ledger, a watch of `dead`; elsewhere
     /// `None`, and the case's summary says the ledger was not checked, and why.
     pub fn where_kept(ctx: &CaseCtx, dead: &Worker) -> Option<Self> {
-        match ctx.stack.engine.block_ledger() {
+        match ctx.engine().block_ledger() {
             Ok(()) => Some(Self::start(ctx, dead)),
             Err(why) => {
                 ctx.not_checked("nothing lost, block by block (the recovery ledger)", &why);
@@ -250,7 +250,7 @@ pub fn reclaim(
     at_kill: Option<PoolAtKill>,
     guard_recovered_blocks: Option<u64>,
 ) -> Result<Option<Ledger>, CaseError> {
-    let replacement = ctx.stack.replace_worker(dead)?;
+    let replacement = ctx.faults().replace(dead)?;
     match at_kill {
         Some(at_kill) => at_kill
             .after_reclaim(ctx, guard_recovered_blocks, &replacement)
@@ -281,7 +281,7 @@ pub fn stored_by(ctx: &CaseCtx, replacement: &Worker) -> Result<BTreeSet<u64>, C
 /// 45 s where KVCR runs in a child process (vLLM's EngineCore shuts down
 /// after the worker's own process, on a loaded 2-core machine).
 pub fn stop_grace(ctx: &CaseCtx) -> Duration {
-    if ctx.stack.engine.kvcr_in_child_process() {
+    if ctx.engine().kvcr_in_child_process() {
         Duration::from_secs(45)
     } else {
         Duration::from_secs(15)

@@ -46,8 +46,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
                 })?;
             if pass == "cached" {
                 let expected = ctx
-                    .stack
-                    .engine
+                    .engine()
                     .cached_tokens_of_repeat(prompt.tokens.len() as u64);
                 cached.push((answer.prompt.clone(), answer.cached_tokens, expected));
             }
@@ -64,7 +63,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.measure("requests", served);
     ctx.measure(
         "stack_first_completion_ms",
-        ctx.stack.timings().first_completion_ms,
+        ctx.stack_startup().first_completion_ms,
     );
     Ok(())
 }

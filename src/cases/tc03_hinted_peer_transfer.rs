@@ -58,16 +58,16 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     )?;
     // Hybrid: exact pages per kind (attention pages, SSM parts), counted
     // by the target as it read them, not only the same total bytes.
-    if geometry.pool_kinds().len() > 1 && !ctx.stack.engine.counts_pages_per_kind() {
+    if geometry.pool_kinds().len() > 1 && !ctx.engine().counts_pages_per_kind() {
         ctx.not_checked(
             "exact pages per kind",
             &format!(
                 "the {} engine counts no pages per kind; only the total bytes were checked",
-                ctx.stack.engine.name()
+                ctx.engine().name()
             ),
         );
     }
-    if geometry.pool_kinds().len() > 1 && ctx.stack.engine.counts_pages_per_kind() {
+    if geometry.pool_kinds().len() > 1 && ctx.engine().counts_pages_per_kind() {
         let read: Vec<(String, u64)> = geometry
             .pool_kinds()
             .into_iter()
@@ -116,7 +116,7 @@ fn expect_hint_membership_on(
     a: &crate::stack::Worker,
     b: &crate::stack::Worker,
 ) -> CaseResult {
-    if let Some(why) = membership_not_checked(ctx.stack.engine.as_ref()) {
+    if let Some(why) = membership_not_checked(ctx.engine().as_ref()) {
         ctx.not_checked("hint membership", why);
         return Ok(());
     }

@@ -91,8 +91,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         expect_promoted(
             promotion.as_ref(),
             a.slot.guard_index,
-            ctx.stack.killed_worker_gone(&kill),
-            ctx.stack.control_port_listening(&a),
+            ctx.faults().killed_worker_gone(&kill),
+            ctx.guard().control_port_listening(&a),
         ),
     )?;
     if let Some(p) = &promotion {
@@ -228,7 +228,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
 
     // Replacement: A' reclaims the pool (every block A committed, by the
     // ledger) and hits locally.
-    let replacement = ctx.stack.replace_worker("A")?;
+    let replacement = ctx.faults().replace("A")?;
     if let Some(ledger) = ledger {
         ledger.after_reclaim(
             ctx,
@@ -244,7 +244,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let hit = ctx.observe().host_tier_hit(&delta, answer.cached_tokens)?;
     ctx.check(
         "replacement.json",
-        &serde_json::json!({"worker": "A'", "pid": replacement.process.pid(), "hook": ctx.stack.replace_hook_runs().last(), "delta": delta, "observed": hit}),
+        &serde_json::json!({"worker": "A'", "pid": replacement.process.pid(), "hook": ctx.faults().replace_hook_runs().last(), "delta": delta, "observed": hit}),
         expect_host_tier_hit(
             &hit,
             reclaimed.shared_blocks(),

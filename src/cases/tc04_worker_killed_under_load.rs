@@ -39,9 +39,9 @@ pub enum Routing {
 
 /// The case, with the load routed as `routing` says.
 pub fn run_routed(ctx: &CaseCtx, routing: Routing) -> CaseResult {
-    let clients = ctx.settings.load_clients as usize;
-    let per_client = ctx.settings.load_requests_per_client as usize;
-    let max_failed = ctx.settings.load_max_failed_requests as usize;
+    let clients = ctx.settings().load_clients as usize;
+    let per_client = ctx.settings().load_requests_per_client as usize;
+    let max_failed = ctx.settings().load_max_failed_requests as usize;
     let families = ctx.families(clients * per_client)?;
     let prompts: Vec<Vec<Prompt>> = families
         .chunks(per_client)

@@ -56,7 +56,7 @@ pub const SWEEP: Case = Case {
 };
 
 fn repeats(ctx: &CaseCtx) -> usize {
-    ctx.settings.perf_repeats as usize
+    ctx.settings().perf_repeats as usize
 }
 
 fn cold(ctx: &CaseCtx) -> CaseResult {
@@ -170,7 +170,7 @@ fn remote_hit(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn sweep(ctx: &CaseCtx) -> CaseResult {
-    let settings = ctx.settings;
+    let settings = ctx.settings();
     let (mut results, mut requests) = (Vec::new(), Vec::new());
     match settings.perf_sweep_mode {
         SweepMode::Closed => {

@@ -55,7 +55,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         ctx.commit(&a, family.variant(0))?;
     }
     let mut ledger = watch.map(|w| w.at_kill(ctx, &a, &b)).transpose()?;
-    let cadence = ctx.settings.tc06_cadence;
+    let cadence = ctx.settings().tc06_cadence;
 
     let mut guard_events = guard.follow()?;
     let kill = ctx.faults().kill(&a)?;
@@ -147,7 +147,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     }
 
     // t2: the replacement serves a prefix A committed, from the reclaimed pool.
-    let replacement = ctx.stack.replace_worker("A")?;
+    let replacement = ctx.faults().replace("A")?;
     let prompt = spare[0].variant(1);
     let before = ctx.snapshot(&replacement)?;
     let answer = ctx.complete_on(&replacement, prompt)?;

@@ -32,7 +32,7 @@ pub const CASE: Case = Case {
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let marks = ctx.pressure().log_marks();
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
-    let want = u64::from(ctx.settings.cpu_engine.guard_pool_blocks.ok_or_else(|| {
+    let want = u64::from(ctx.settings().cpu_engine.guard_pool_blocks.ok_or_else(|| {
         CaseError::new("TC-07 needs pools sized in blocks (cpu_engine.guard_pool_blocks)")
     })?);
     let pool = ctx.pressure().guard_pool_blocks(&a)?;

@@ -56,10 +56,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.guard().expect_attached(&[&a, &b])?;
     let families = ctx.families(7)?;
     ctx.commit(&a, families[0].variant(0))?;
-    let pools_before = ctx.stack.pool_files_of(&a);
+    let pools_before = ctx.guard().pool_files(&a);
 
     // The crash of the service holding A's pool, verified.
-    let kill = ctx.stack.kill_guard_service_of(&a)?;
+    let kill = ctx.faults().kill_guard_service(&a)?;
     ctx.record("kill.json", &kill);
 
     // The workers keep serving, their own requests and each other's reads.
@@ -72,10 +72,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
 
     // The service again, on the same socket and pool directory.
     let started = Instant::now();
-    let restarted = ctx.stack.restart_guard_service_of(&a)?;
+    let restarted = ctx.faults().restart_guard_service(&a)?;
     let restart_ms = ms(started.elapsed());
     let log = std::fs::read_to_string(restarted.log_path()).unwrap_or_default();
-    let pools_after = ctx.stack.pool_files_of(&a);
+    let pools_after = ctx.guard().pool_files(&a);
     // Finding 2: A still holds group N of the dead service; the new one
     // does not know it. A claim of A's group on A's own control port.
     let live_holder = ctx
@@ -94,7 +94,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     // The workers claim their groups again: A' on the restarted service, B'
     // on the one holding B's pool (the same one where it is shared).
     for name in ["A", "B"] {
-        ctx.stack.replace_worker(name)?;
+        ctx.faults().replace(name)?;
     }
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
     ctx.guard().expect_attached(&[&a, &b])?;
@@ -133,7 +133,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     }
     let at_kill = watch.map(|w| w.at_kill(ctx, &a, &b)).transpose()?;
     let mut events = guard.follow()?;
-    let kill = ctx.stack.kill_worker("A")?;
+    let kill = ctx.faults().kill(&a)?;
     let promotion = events.await_promotion(a.slot.guard_index)?;
     ctx.check(
         "protected-again.json",
@@ -141,8 +141,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         expect_promoted(
             promotion.as_ref(),
             a.slot.guard_index,
-            ctx.stack.killed_worker_gone(&kill),
-            ctx.stack.control_port_listening(&a),
+            ctx.faults().killed_worker_gone(&kill),
+            ctx.guard().control_port_listening(&a),
         ),
     )?;
     takeover_and_reclaim(
@@ -156,7 +156,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         promotion.as_ref().map(|p| p.recovered_blocks),
         "takeover through the Guard after the Guard service restarted",
     )?;
-    ctx.measure("pool_files_at_end", ctx.stack.pool_files_of(&a).len());
+    ctx.measure("pool_files_at_end", ctx.guard().pool_files(&a).len());
     ctx.pressure()
         .expect_no_bad_lines_since(&marks, &[BadLine::StartWriteRefused])
 }
@@ -173,7 +173,7 @@ fn unguarded_death(ctx: &CaseCtx, family: &Family) -> Result<StopReport, CaseErr
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
     ctx.commit(&a, family.variant(0))?;
     let mut events = ctx.guard().of(&a)?.follow()?;
-    let kill = ctx.stack.kill_worker("A")?;
+    let kill = ctx.faults().kill(&a)?;
     let deadline = unguarded_read_deadline(ctx);
     let before = ctx.snapshot(&b)?;
     let sent = Instant::now();
@@ -214,7 +214,7 @@ fn unguarded_death(ctx: &CaseCtx, family: &Family) -> Result<StopReport, CaseErr
     );
     let observed = expectation.map_err(|v| CaseError::from(v).with_evidence(path))?;
     ctx.known_finding(&observed);
-    if !observed.finding.shows_in(ctx.id, ctx.settings.engine) {
+    if !observed.finding.shows_in(ctx.id, ctx.settings().engine) {
         ctx.not_checked(
             "KVCR finding 3: the peer's KVCR finishes the read or refuses to close with it unresolved",
             &format!(
@@ -231,6 +231,6 @@ fn unguarded_death(ctx: &CaseCtx, family: &Family) -> Result<StopReport, CaseErr
 /// operation timeouts (twice its abandon timeout for a source write), at
 /// least 10 s (the probe's wait, docs/kvcr-findings.md 3).
 fn unguarded_read_deadline(ctx: &CaseCtx) -> Duration {
-    let op = ctx.stack.engine.kvcr_operation_timeout_ms().unwrap_or(1000);
+    let op = ctx.engine().kvcr_operation_timeout_ms().unwrap_or(1000);
     Duration::from_millis(4 * op).max(Duration::from_secs(10))
 }

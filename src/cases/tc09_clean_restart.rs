@@ -71,7 +71,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let committed = ctx.pressure().committed_since(&a, mark)?;
     // The ledger needs KVCR's per-block events (not on vLLM): else the
     // summary says it was not checked, and why.
-    let ledger_kept = ctx.stack.engine.block_ledger();
+    let ledger_kept = ctx.engine().block_ledger();
     if let Err(why) = &ledger_kept {
         ctx.not_checked("nothing lost, block by block (the reclaim ledger)", why);
     }
@@ -86,7 +86,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     // (and must leave the handback to the replacement).
     refused.push(pool_count_refusal(ctx, &a)?);
     ctx.check("refusals.json", &refused, expect_claims_refused(&refused))?;
-    let replacement = ctx.stack.replace_worker("A")?;
+    let replacement = ctx.faults().replace("A")?;
     events.poll()?;
     let promotions = promotions_of(events.events(), a.slot.guard_index);
     let stopped = CleanStop { promotions, ..stop };
@@ -139,12 +139,12 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let mut events = guard.follow()?;
     let restop = clean_stop(ctx, &replacement, &mut events)?;
     ctx.record("second-stop.json", &restop);
-    ctx.stack
-        .set_replacement_faults(vec!["changed_layout".into()]);
+    ctx.faults()
+        .on_next_replacement(&["changed_layout".to_string()]);
     let started = Instant::now();
     let refused = ctx
-        .stack
-        .replace_worker("A")
+        .faults()
+        .replace("A")
         .map(drop)
         .map_err(|e| e.to_string());
     ctx.measure("refusal_ms", ms(started.elapsed()));
@@ -159,7 +159,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     )?;
 
     // A normal replacement after the refusal: still warm.
-    let again = ctx.stack.replace_worker("A")?;
+    let again = ctx.faults().replace("A")?;
     if ledger_kept.is_ok() {
         let after_refusal = reclaimed(ctx, &committed, &again)?;
         ctx.check(
@@ -197,8 +197,7 @@ fn reclaimed(
 /// `changed_layout` launch switch); the reason where it cannot.
 fn layout_switch(ctx: &CaseCtx) -> Result<(), String> {
     let probe = crate::proc::ProcessSpec::new("layout-probe", "true", "/dev/null");
-    ctx.stack
-        .engine
+    ctx.engine()
         .with_faults(probe, &["changed_layout"])
         .map(drop)
 }
@@ -211,10 +210,10 @@ fn held_refusals(ctx: &CaseCtx, holder: &Worker) -> Result<Vec<Refusal>, CaseErr
     let held = holder.slot.guard_index;
     let socket = &holder.slot.guard_socket;
     let pools = ctx.pressure().claim_pools();
-    let out_of_range = if ctx.stack.engine.guard_per_slot() {
+    let out_of_range = if ctx.engine().guard_per_slot() {
         1
     } else {
-        ctx.stack.ctx.guard_count
+        ctx.pressure().guard_count()
     };
     Ok(vec![
         Refusal {
@@ -275,7 +274,7 @@ fn clean_stop(
         .any(|e| matches!(&e.event, GuardEvent::Other { name, .. } if name == SNAPSHOT_WRITTEN));
     // The engine's own line where it relays KVCR's close; elsewhere (vLLM)
     // the Guard's handback region is the only record of the handback.
-    let handed_back = if ctx.stack.engine.relays_kvcr_events() {
+    let handed_back = if ctx.engine().relays_kvcr_events() {
         Some(
             lines
                 .iter()
@@ -307,7 +306,7 @@ fn promotions_of(events: &[crate::telemetry::GuardLogEntry], guard: u32) -> usiz
 
 /// The last lines of the refused replacement's log (its KVCR refusal).
 fn refused_log(ctx: &CaseCtx) -> String {
-    let dir = &ctx.stack.layout.logs_dir;
+    let dir = &ctx.logs_dir();
     let mut logs: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
         .map(|e| e.filter_map(Result::ok).map(|e| e.path()).collect())
         .unwrap_or_default();

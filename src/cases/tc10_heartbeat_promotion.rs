@@ -49,7 +49,7 @@ const COMMITTED: usize = 3;
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let marks = ctx.pressure().log_marks();
-    let timeout_ms = ctx.stack.engine.guard_heartbeat_timeout_ms().ok_or_else(|| {
+    let timeout_ms = ctx.engine().guard_heartbeat_timeout_ms().ok_or_else(|| {
         CaseError::new(
             "TC-10 needs the Guard's heartbeat timeout (cpu_engine.guard_heartbeat_timeout_ms; on vLLM the engine profile's guard_heartbeat_timeout_ms)",
         )
@@ -92,7 +92,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     // The fence: the Guard SIGKILLs the lease holder. Where KVCR runs in a
     // child of the worker (vLLM's EngineCore) that child dies while the
     // worker's own process stays stopped.
-    let in_child = ctx.stack.engine.kvcr_in_child_process();
+    let in_child = ctx.engine().kvcr_in_child_process();
     let gone = if in_child {
         let killed = stopped.await_killed(Duration::from_secs(5));
         ctx.record(
@@ -150,7 +150,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             promotion.as_ref(),
             a.slot.guard_index,
             gone && heartbeat_line,
-            ctx.stack.control_port_listening(&a),
+            ctx.guard().control_port_listening(&a),
         ),
     )?;
 

@@ -48,10 +48,10 @@ const HEARTBEAT_MARGIN: Duration = Duration::from_secs(1);
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let marks = ctx.pressure().log_marks();
-    let timeout_ms = ctx.stack.engine.kvcr_operation_timeout_ms().unwrap_or(5000);
+    let timeout_ms = ctx.engine().kvcr_operation_timeout_ms().unwrap_or(5000);
     let timeout = Duration::from_millis(timeout_ms);
     let long_stop = timeout + PAST_TIMEOUT;
-    if let Some(heartbeat) = ctx.stack.engine.guard_heartbeat_timeout_ms() {
+    if let Some(heartbeat) = ctx.engine().guard_heartbeat_timeout_ms() {
         if Duration::from_millis(heartbeat) < long_stop + HEARTBEAT_MARGIN {
             return Err(CaseError::new(format!(
                 "TC-11 stops a source for operation_timeout_ms ({timeout_ms} ms) + {} ms: the Guard's heartbeat timeout ({heartbeat} ms) must exceed that by {} ms, or the Guard promotes instead",
@@ -68,7 +68,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     // failure of the short stop. (On the CPU engine a latch before the case
     // fails the short stop's verdict, as its curated mutant,
     // p2-stall-latch-early, expects.)
-    if !ctx.stack.engine.relays_kvcr_events() {
+    if !ctx.engine().relays_kvcr_events() {
         let before = ctx.pressure().latch_since(&a, crate::suite::LogMark(0))?;
         ctx.check(
             "latched-before.json",
@@ -147,7 +147,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     // The latch lasts for the process: restart A cleanly.
     let report = a.process.stop(super::production_common::stop_grace(ctx));
     ctx.record("restart.json", &report);
-    ctx.stack.replace_worker("A")?;
+    ctx.faults().replace("A")?;
     ctx.pressure()
         .expect_no_bad_lines_since(&marks, &[BadLine::SourceStalled])
 }

@@ -28,7 +28,7 @@ pub const CASE: Case = Case {
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let marks = ctx.pressure().log_marks();
-    if ctx.settings.cpu_engine.g3_capacity_blocks.is_none() {
+    if ctx.settings().cpu_engine.g3_capacity_blocks.is_none() {
         return Err(CaseError::new(
             "TC-12 needs KVCR's disk tier (cpu_engine.g3_capacity_blocks; the phase2-g3 profile)",
         ));
@@ -76,10 +76,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
 
     // The disk half survives a Guard handback to the replacement.
     let mut events = guard.follow()?;
-    let kill = ctx.stack.kill_worker("A")?;
+    let kill = ctx.faults().kill(&a)?;
     let promotion = events.await_promotion(a.slot.guard_index)?;
     ctx.record("kill.json", &json!({"kill": kill, "promotion": promotion}));
-    let replacement = ctx.stack.replace_worker("A")?;
+    let replacement = ctx.faults().replace("A")?;
     let held = ctx.pressure().held_in(&replacement, &first, "g3")?;
     let mark = ctx.pressure().log_mark(&replacement);
     let answer = ctx.complete_on(&replacement, families[0].variant(2))?;

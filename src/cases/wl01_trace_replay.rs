@@ -33,7 +33,7 @@ const SWEEP_SALT_OFFSET: u64 = 1_000;
 fn run(ctx: &CaseCtx) -> CaseResult {
     let workload = ctx.workload();
     let reference = workload.reference()?;
-    let settings = &ctx.settings.workload;
+    let settings = &ctx.settings().workload;
     let slo = workload.slo();
 
     let on = workload.replay(settings.rate, settings.salt, Some(reference))?;

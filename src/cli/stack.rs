@@ -124,7 +124,7 @@ pub fn stack_replace_worker(argv: Vec<String>, manifest: &Path, worker: &str) ->
             return ExitCode::FAILURE;
         }
     };
-    if !stack.mode().sees_processes() {
+    if !stack.control().sees_processes() {
         eprintln!(
             "error: the stack in {} runs in another PID namespace; run this command there",
             manifest.display()

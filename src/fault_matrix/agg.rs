@@ -628,7 +628,7 @@ fn never_registers(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
 /// deadline.
 fn dies_during_startup(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     // The user's startup budget: an abort well inside it is the claim.
-    let timeout = ctx.settings.startup_timeout;
+    let timeout = ctx.settings().startup_timeout;
     let (result, took) = ctx.faults().provision_faulty(
         "die-during-startup",
         &[EngineFault::DieDuringStartup.to_string()],
@@ -697,7 +697,7 @@ fn bad_requests(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     };
     let too_long: Vec<u32> = (0..4096).map(|i| 3 + i % 400).collect();
     let (long_status, long_body) =
-        status_of(Completion::new(ctx.stack.engine.model(), too_long).pin_worker(a.instance_id()))?;
+        status_of(Completion::new(ctx.engine().model(), too_long).pin_worker(a.instance_id()))?;
     let (model_status, model_body) = status_of(Completion::new("no-such-model", "hello"))?;
     ctx.record(
         "bad-requests.json",
@@ -709,7 +709,7 @@ fn bad_requests(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
         )));
     }
     // The workers are still up and correct.
-    for worker in ctx.stack.workers() {
+    for worker in ctx.workers() {
         let family = ctx.family()?;
         let answer = ctx.complete_on(&worker, family.variant(0))?;
         ctx.expect_reference(family.variant(0), &answer.tokens)?;

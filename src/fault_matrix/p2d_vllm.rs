@@ -12,10 +12,9 @@ use serde_json::json;
 
 use super::worker_log;
 use crate::cases::tc01_generation_correctness as tc01;
-use crate::stack::{KillReport, Stack, Worker};
+use crate::stack::{KillReport, Worker};
 use crate::suite::{
-    expect_red, stop_worker_process, CaseCtx, CaseError, CaseResult, Expect, Fault, FaultRow,
-    RowDoc,
+    expect_red, CaseCtx, CaseError, CaseResult, Expect, Fault, FaultRow, RowDoc, ThreadFaults,
 };
 use crate::telemetry::{self, Counter, Snapshot};
 use crate::verdict::disagg;
@@ -66,10 +65,10 @@ struct Timeline {
     decode_continued_ms: u128,
 }
 
-/// What the thread timing the fault needs: the stack, never the case's
-/// context (which stays on the case's thread).
+/// What the thread timing the fault needs: the stack's faults, never the
+/// case's context (which stays on the case's thread).
 struct Arrangement<'a> {
-    stack: &'a Stack,
+    faults: ThreadFaults<'a>,
     prefill: &'a Worker,
     decode: &'a Worker,
     before: &'a Snapshot,
@@ -113,7 +112,10 @@ impl Arrangement<'_> {
         )
         .map_err(|e| e.to_string())?;
         let arrived = std::time::Instant::now();
-        let stopped = stop_worker_process(self.stack, decode).map_err(|e| e.message)?;
+        let stopped = self
+            .faults
+            .stop_worker_process(decode)
+            .map_err(|e| e.message)?;
         let decode_stopped_ms = arrived.elapsed().as_millis();
         // The decode must have been stopped before the prefill answered, or
         // it may have pulled already.
@@ -138,10 +140,7 @@ impl Arrangement<'_> {
         )
         .map_err(|e| e.to_string())?;
         let prefill_answered_ms = arrived.elapsed().as_millis();
-        let prefill_killed = self
-            .stack
-            .kill_worker(prefill.name())
-            .map_err(|e| e.to_string())?;
+        let prefill_killed = self.faults.kill(prefill).map_err(|e| e.message)?;
         drop(stopped);
         Ok(Timeline {
             prefill: prefill.name().to_string(),
@@ -177,13 +176,13 @@ fn prefill_killed_before_the_pull(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     let from = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     let case_over = AtomicBool::new(false);
     let arrange = Arrangement {
-        stack: ctx.stack,
+        faults: ctx.faults().for_thread(),
         prefill: &prefill,
         decode: &decode,
         before: &before,
         log: &log,
         from,
-        deadline: ctx.settings.request_timeout,
+        deadline: ctx.settings().request_timeout,
         case_over: &case_over,
     };
     std::thread::scope(|scope| {

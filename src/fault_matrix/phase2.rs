@@ -165,7 +165,7 @@ fn refused_at_startup(
     name: &str,
     faults: &[&str],
 ) -> Result<String, CaseError> {
-    let timeout = ctx.settings.startup_timeout;
+    let timeout = ctx.settings().startup_timeout;
     let faults: Vec<String> = faults.iter().map(|f| f.to_string()).collect();
     let (result, took) = ctx.faults().provision_faulty(name, &faults, timeout);
     ctx.measure("failed_after_s", took.as_secs_f64());

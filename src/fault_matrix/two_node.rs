@@ -61,12 +61,13 @@ fn node_cut_off(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     let log = b.process.log_path().to_path_buf();
     let from = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     let case_over = AtomicBool::new(false);
-    let stack = ctx.stack;
+    let faults = ctx.faults().for_thread();
+    let request_timeout = ctx.settings().request_timeout;
     std::thread::scope(|scope| {
         let cutter = scope.spawn(|| -> Result<LinkCut<'_>, String> {
             wait::until(
                 format!("a request to arrive at worker B ({})", log.display()),
-                ctx.settings.request_timeout,
+                request_timeout,
                 Duration::from_millis(2),
                 || {
                     if case_over.load(Ordering::SeqCst) {
@@ -80,7 +81,7 @@ fn node_cut_off(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
                 },
             )
             .map_err(|e| e.to_string())?;
-            LinkCut::now(stack).map_err(|e| e.message)
+            faults.cut_node_link().map_err(|e| e.message)
         });
         let verdict = expect_red(ctx, row.case.run, &row.expect);
         case_over.store(true, Ordering::SeqCst);
@@ -96,9 +97,8 @@ fn node_cut_off(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
         );
         // Dropping the cut brings the link up again, and checks it.
         drop(cut);
-        let restored = stack
-            .namespace_node()
-            .map(|n| n.link_state())
+        let restored = faults
+            .node_link_state()
             .ok_or_else(|| CaseError::new("the stack lost its namespace node"))?;
         if !restored.is_up() {
             return Err(CaseError::new(format!(

@@ -219,12 +219,12 @@ pub fn load_or_run(
     trace: Option<(&crate::workload::Trace, &Path)>,
 ) -> Result<References, ReferenceError> {
     let kvcr = stack.options().kvcr.as_ref();
-    let max_prompt = stack.engine.max_prompt_tokens();
+    let max_prompt = stack.plan.engine.max_prompt_tokens();
     let env = crate::pyenv::identity::env_identity(reference_python(&stack.options().python, kvcr))
         .map_err(ReferenceError::Key)?;
     let digest = digest(
         settings,
-        stack.engine.as_ref(),
+        stack.plan.engine.as_ref(),
         &env,
         kvcr,
         trace.map(|t| t.0),
@@ -256,7 +256,7 @@ pub fn load_or_run(
     }
     let client = Client::new(stack.frontend_url(), settings.request_timeout)
         .map_err(|e| ReferenceError::Client(e.to_string()))?;
-    let variants = stack.engine.reference_variants();
+    let variants = stack.plan.engine.reference_variants();
     for variant in &variants {
         if stack.reference(*variant).is_none() {
             return Err(ReferenceError::NoReferenceWorker(
@@ -264,12 +264,12 @@ pub fn load_or_run(
             ));
         }
     }
-    let cached_model = stack.engine.reference_model(ReferenceVariant::Cached);
+    let cached_model = stack.plan.engine.reference_model(ReferenceVariant::Cached);
     let max_tokens = settings.prompts.max_tokens;
     let batching = probe_batching(
         &client,
         &cached_model,
-        &prompt_shape(settings, stack.engine.as_ref()),
+        &prompt_shape(settings, stack.plan.engine.as_ref()),
         settings.reference_concurrency,
         max_tokens,
     )?;
@@ -290,14 +290,17 @@ pub fn load_or_run(
             &client,
             &cached_model,
             &settings.workload,
-            stack.engine.as_ref(),
+            stack.plan.engine.as_ref(),
             trace,
             trace_path,
         )?),
         None => None,
     };
     let probes = if variants.contains(&ReferenceVariant::Uncached) {
-        let uncached_model = stack.engine.reference_model(ReferenceVariant::Uncached);
+        let uncached_model = stack
+            .plan
+            .engine
+            .reference_model(ReferenceVariant::Uncached);
         probe_determinism(&client, &cached_model, &uncached_model, book, max_tokens)?
     } else {
         // The bare engine runs alone: the reference workers go first.
@@ -320,10 +323,11 @@ pub fn load_or_run(
                 .map(|h| h.trim().to_string())
                 .unwrap_or_else(|_| "unknown host".into()),
             stack
+                .plan
                 .layout
                 .logs_dir
                 .parent()
-                .unwrap_or(&stack.layout.logs_dir)
+                .unwrap_or(&stack.plan.layout.logs_dir)
                 .display()
         ),
         batching: Some(batching),
@@ -340,7 +344,11 @@ fn probe_bare_engine(
     book: &PromptBook,
     reference: &BTreeMap<String, Vec<u32>>,
 ) -> Result<Vec<String>, ReferenceError> {
-    let Some(spec) = stack.engine.bare_engine(&stack.ctx, stack.bare_port) else {
+    let Some(spec) = stack
+        .plan
+        .engine
+        .bare_engine(&stack.plan.ctx, stack.plan.bare_port)
+    else {
         return Err(ReferenceError::Bare(
             "the engine runs no uncached reference worker and no bare engine: nothing can probe determinism".into(),
         ));
@@ -348,11 +356,11 @@ fn probe_bare_engine(
     crate::events::emit(crate::events::RunEvent::DeterminismProbes {
         engine: spec.name.to_string(),
     });
-    let url = format!("http://{}:{}", stack.ctx.host, stack.bare_port);
+    let url = format!("http://{}:{}", stack.plan.ctx.host, stack.plan.bare_port);
     let engine = bare::BareEngine::start(
         &spec,
         &url,
-        &stack.engine.model(),
+        &stack.plan.engine.model(),
         stack.options().startup_timeout,
         settings.request_timeout,
     )?;

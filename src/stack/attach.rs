@@ -15,7 +15,8 @@ use crate::engine::{Engine, LaunchContext, WorkerSlot};
 use crate::proc::{procfs, Supervised};
 
 use super::{
-    Layout, Parts, Placement, Registration, Stack, StackMode, StackOptions, StartupTimings, Worker,
+    ByHooks, Control, Layout, Parts, Placement, Reach, Registration, Stack, StackOptions,
+    StackPlan, StartupTimings, Worker,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -139,18 +140,12 @@ fn attach_with(
         )));
     }
     // Pids mean something here only in the stack's own PID namespace.
-    let mode = if m
-        .pid_namespace
-        .as_deref()
-        .is_some_and(|ns| Some(ns) != procfs::pid_namespace().as_deref())
-    {
-        StackMode::ByUrls {
-            mirror_dir: mirror_dir.to_path_buf(),
-        }
-    } else {
-        StackMode::Attached
-    };
-    let sees_processes = mode.sees_processes();
+    let control = ByHooks::new(Reach::of(
+        m.pid_namespace.as_deref(),
+        procfs::pid_namespace().as_deref(),
+        mirror_dir,
+    ));
+    let sees_processes = control.sees_processes();
     let logs_url = m.logs_url.clone();
     // A log of the stack as this run reads it: its mirror from the log URL
     // when attached through URLs (without one, the owner's path, which the
@@ -251,22 +246,24 @@ fn attach_with(
     };
     let slots = workers.iter().map(|w| w.slot.clone()).collect();
     Ok(Stack::new(Parts {
-        engine,
-        ctx: m.context,
-        layout: m.layout,
+        plan: StackPlan {
+            engine,
+            ctx: m.context,
+            layout: m.layout,
+            slots,
+            placement: Placement::local(),
+            options: m.options,
+            owner_pid: m.owner_pid,
+            bare_port: 0,
+            started: std::time::Instant::now(),
+        },
+        control: Box::new(control),
         frontend,
         guards,
         workers,
-        slots,
-        options: m.options,
-        mode,
-        owner_pid: m.owner_pid,
-        bare_port: 0,
-        placement: Placement::local(),
         timings: m.startup,
         manifest: Some(path.to_path_buf()),
         logs_url: m.logs_url,
-        started: std::time::Instant::now(),
     }))
 }
 
@@ -302,4 +299,128 @@ pub fn manifest_worker_processes(path: &Path) -> Vec<Supervised> {
 fn host_port(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     rest.split('/').next().unwrap_or(rest).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::plan::tests::{example_options, phase1_engine};
+
+    /// A description of a stack with no worker and no Guard: its owner and
+    /// frontend are `pid` in PID namespace `namespace`, its frontend
+    /// listens on `port`.
+    fn description(
+        engine: &dyn Engine,
+        dir: &Path,
+        pid: u32,
+        namespace: Option<String>,
+        port: u16,
+    ) -> PathBuf {
+        let mut context = crate::engine::testing::example_context();
+        context.frontend_port = port;
+        let description = serde_json::json!({
+            "engine": engine.name(),
+            "geometry": engine.geometry(),
+            "owner_pid": pid,
+            "pid_namespace": namespace,
+            "frontend": {"process": {"name": "frontend", "pid": pid, "log": dir.join("frontend.log")}},
+            "guard": null,
+            "workers": [],
+            "context": context,
+            "layout": Layout {logs_dir: dir.to_path_buf(), scratch_dir: dir.to_path_buf()},
+            "options": example_options(dir),
+            "startup": StartupTimings::default(),
+        });
+        let path = dir.join("stack.json");
+        std::fs::write(&path, description.to_string()).expect("write stack.json");
+        path
+    }
+
+    /// A port nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("address").port()
+    }
+
+    #[test]
+    fn a_stack_in_this_pid_namespace_is_attached_by_its_processes_and_never_torn_down() {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = phase1_engine();
+        // Its owner and frontend: a process of its own group, alive.
+        let mut owner = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .expect("spawn sleep");
+        let path = description(
+            engine.as_ref(),
+            dir.path(),
+            owner.id(),
+            procfs::pid_namespace(),
+            closed_port(),
+        );
+        let attached = attach(engine, &path, dir.path());
+        let stops = attached.as_ref().ok().map(|stack| stack.teardown());
+        let alive = procfs::is_alive(owner.id());
+        let _ = owner.kill();
+        let _ = owner.wait();
+        let stack = attached.unwrap_or_else(|e| panic!("{e}"));
+        assert!(!stack.control().owns());
+        assert!(stack.control().sees_processes());
+        assert_eq!(stack.control().mirror_dir(), None);
+        // The owner tears it down: this run stops nothing.
+        assert!(stops.is_some_and(|s| s.is_empty()));
+        assert!(alive, "the owner's frontend was stopped by an attached run");
+    }
+
+    #[test]
+    fn a_stack_in_this_pid_namespace_whose_owner_is_gone_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = phase1_engine();
+        let mut gone = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let pid = gone.id();
+        gone.wait().expect("wait");
+        let path = description(
+            engine.as_ref(),
+            dir.path(),
+            pid,
+            procfs::pid_namespace(),
+            closed_port(),
+        );
+        match attach(engine, &path, dir.path()) {
+            Err(AttachError::Gone { what, .. }) => assert_eq!(what, "its owner"),
+            Err(e) => panic!("expected the owner gone, got: {e}"),
+            Ok(_) => panic!("attached to a stack whose owner is gone"),
+        }
+    }
+
+    #[test]
+    fn a_stack_in_another_pid_namespace_is_reached_through_its_urls() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = phase1_engine();
+        let port = closed_port();
+        // Pid 1 of another namespace: never looked up here, only its URL.
+        let path = description(engine.as_ref(), dir.path(), 1, Some("pid:[1]".into()), port);
+        match attach(engine.clone(), &path, dir.path()) {
+            Err(AttachError::Unreachable { what, address, .. }) => {
+                assert_eq!(what, "the frontend");
+                assert_eq!(address, format!("127.0.0.1:{port}"));
+            }
+            Err(e) => panic!("expected the frontend's URL to be tried, got: {e}"),
+            Ok(_) => panic!("attached to a frontend nothing listens for"),
+        }
+        // With the frontend's port answering, the run attaches by URLs.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let path = description(engine.as_ref(), dir.path(), 1, Some("pid:[1]".into()), port);
+        let mirror = dir.path().join("mirror");
+        let stack = attach(engine, &path, &mirror).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!stack.control().owns());
+        assert!(!stack.control().sees_processes());
+        assert_eq!(stack.control().mirror_dir(), Some(mirror.as_path()));
+        assert!(stack.teardown().is_empty());
+    }
 }

@@ -13,7 +13,7 @@ impl Stack {
     /// Serves the stack's logs over HTTP on its host (for runs attached
     /// through URLs) and names the URL in the stack description.
     pub fn serve_logs(&self) -> std::io::Result<String> {
-        let url = log_url::serve(self.ctx.logs_dir.clone(), &self.ctx.host)?;
+        let url = log_url::serve(self.plan.ctx.logs_dir.clone(), &self.plan.ctx.host)?;
         if let Ok(mut logs_url) = self.logs_url.lock() {
             *logs_url = Some(url.clone());
         }
@@ -26,7 +26,7 @@ impl Stack {
     /// up to date from the owner's log URL.
     pub(super) fn log_of(&self, file: &str) -> PathBuf {
         let url = self.logs_url.lock().ok().and_then(|u| u.clone());
-        match (url, self.mode.mirror_dir()) {
+        match (url, self.control.mirror_dir()) {
             (Some(url), Some(dir)) => {
                 let local = dir.join(file);
                 if let Err(e) = log_url::mirror(&url, file, &local) {
@@ -34,7 +34,7 @@ impl Stack {
                 }
                 local
             }
-            _ => self.ctx.logs_dir.join(file),
+            _ => self.plan.ctx.logs_dir.join(file),
         }
     }
 
@@ -105,21 +105,21 @@ impl Stack {
     pub fn describe(&self) -> serde_json::Value {
         let proc = |p: &Supervised| serde_json::json!({"name": p.name(), "pid": p.pid(), "log": p.log_path(), "rss_kib": procfs::rss_kib(p.pid()), "group_rss_kib": procfs::group_rss_kib(p.pid())});
         serde_json::json!({
-            "owner_pid": self.owner_pid,
+            "owner_pid": self.plan.owner_pid,
             "pid_namespace": procfs::pid_namespace(),
             "logs_url": self.logs_url.lock().ok().and_then(|u| u.clone()),
-            "layout": self.layout,
-            "options": self.options,
-            "engine": self.engine.name(),
-            "model": self.engine.model(),
-            "geometry": self.engine.geometry(),
+            "layout": self.plan.layout,
+            "options": self.plan.options,
+            "engine": self.plan.engine.name(),
+            "model": self.plan.engine.model(),
+            "geometry": self.plan.engine.geometry(),
             "frontend": {"url": self.frontend_url(), "process": proc(&self.frontend())},
             "guard": self.guard.as_ref().map(|g| serde_json::json!({
-                "process": proc(g), "socket": self.ctx.guard_socket, "pool_dir": self.ctx.pool_dir,
-                "compatibility_digest": self.ctx.compatibility_digest})),
+                "process": proc(g), "socket": self.plan.ctx.guard_socket, "pool_dir": self.plan.ctx.pool_dir,
+                "compatibility_digest": self.plan.ctx.compatibility_digest})),
             "guards": self.guards.iter().map(|g| proc(g)).collect::<Vec<_>>(),
             "workers": self.workers().iter().map(|w| w.describe()).collect::<Vec<_>>(),
-            "context": self.ctx,
+            "context": self.plan.ctx,
             "startup": self.timings(),
         })
     }

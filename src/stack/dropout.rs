@@ -51,10 +51,11 @@ impl Stack {
     /// (whether a worker runs is not known there); `Err` when `/health`
     /// does not answer.
     pub fn dropped_out_workers(&self) -> Result<Vec<Dropout>, String> {
-        if !self.mode.sees_processes() || !self.frontend().is_running() {
+        if !self.control.sees_processes() || !self.frontend().is_running() {
             return Ok(Vec::new());
         }
-        let listed = probe::health_instance_ids(&self.frontend_url(), self.options.probe_timeout)?;
+        let listed =
+            probe::health_instance_ids(&self.frontend_url(), self.plan.options.probe_timeout)?;
         let dropped: Vec<_> = self
             .workers()
             .into_iter()

@@ -54,7 +54,7 @@ impl Stack {
         guard.kill_group().map_err(|e| {
             StackError::FaultNotApplied(format!("SIGKILL of the Guard service {service}: {e}"))
         })?;
-        let budget = self.options.kill_timeout;
+        let budget = self.plan.options.kill_timeout;
         if guard.wait_exit(budget).is_none() || procfs::is_alive(pid) {
             return Err(StackError::FaultNotApplied(format!(
                 "the Guard service {service} (pid {pid}) is still alive {} s after SIGKILL",
@@ -90,20 +90,21 @@ impl Stack {
             .unwrap_or(0)
             + 2;
         let (plan, socket) = self.guard_plan(service)?;
-        let mut spec = self.engine.guard(&plan.ctx).ok_or_else(|| {
+        let mut spec = self.plan.engine.guard(&plan.ctx).ok_or_else(|| {
             StackError::ReplacementNotStarted("this engine runs no Guard service".into())
         })?;
         spec.name = format!("{service}.{generation}");
         spec.log = self
+            .plan
             .ctx
             .logs_dir
             .join(format!("{service}.{generation}.log"));
-        let spec = self.placement.wrap(plan.node, spec);
+        let spec = self.plan.placement.wrap(plan.node, spec);
         let fresh = Arc::new(Supervised::spawn(&spec).map_err(provision::ProvisionError::from)?);
         if let Ok(mut restarted) = self.restarted_guards.lock() {
             restarted.push((service.clone(), fresh.clone()));
         }
-        readiness::await_guard(&fresh, &socket, self.options.startup_timeout)?;
+        readiness::await_guard(&fresh, &socket, self.plan.options.startup_timeout)?;
         provision::lower_priority(self, &fresh);
         Ok(fresh)
     }
@@ -114,7 +115,7 @@ impl Stack {
         let Ok((plan, _)) = self.guard_plan(&worker.slot.guard_service) else {
             return Vec::new();
         };
-        let dir = self.placement.host_view(plan.node, &plan.ctx.pool_dir);
+        let dir = self.plan.placement.host_view(plan.node, &plan.ctx.pool_dir);
         let mut files: Vec<PoolFile> = std::fs::read_dir(dir)
             .map(|entries| {
                 entries
@@ -134,7 +135,7 @@ impl Stack {
 
     /// Guard service `service` now: the last one restarted, else the one
     /// provisioning started (the first where the stack names none so).
-    fn guard_service(&self, service: &str) -> Option<Arc<Supervised>> {
+    pub(super) fn guard_service(&self, service: &str) -> Option<Arc<Supervised>> {
         let restarted = self.restarted_guards.lock().ok().and_then(|g| {
             g.iter()
                 .rev()
@@ -154,10 +155,10 @@ impl Stack {
     /// this host sees it.
     fn guard_plan(&self, service: &str) -> Result<(GuardPlan, PathBuf), StackError> {
         let plans = provision::guard_plans(
-            self.engine.as_ref(),
-            &self.ctx,
-            (&self.layout, &self.placement),
-            &self.slots,
+            self.plan.engine.as_ref(),
+            &self.plan.ctx,
+            (&self.plan.layout, &self.plan.placement),
+            &self.plan.slots,
         )?;
         let plan = plans
             .into_iter()
@@ -165,18 +166,16 @@ impl Stack {
             .ok_or_else(|| {
                 StackError::FaultNotApplied(format!("this stack plans no Guard service {service}"))
             })?;
-        let socket = self.placement.host_view(plan.node, &plan.ctx.guard_socket);
+        let socket = self
+            .plan
+            .placement
+            .host_view(plan.node, &plan.ctx.guard_socket);
         Ok((plan, socket))
     }
 
+    /// The Guard service `service`, when this run may kill and restart it
+    /// ([`super::Control`] decides).
     fn restartable_guard(&self, service: &str) -> Result<Arc<Supervised>, StackError> {
-        if !self.mode.owns() {
-            return Err(StackError::FaultNotApplied(
-                "restarting a Guard service needs a stack this run started".into(),
-            ));
-        }
-        self.guard_service(service).ok_or_else(|| {
-            StackError::FaultNotApplied(format!("this stack runs no Guard service {service}"))
-        })
+        self.control.restartable_guard(self, service)
     }
 }

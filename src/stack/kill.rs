@@ -31,14 +31,19 @@ impl Stack {
     /// Starts a new frontend on the same port after the old one died or was
     /// stopped, and waits until it routes to every worker again.
     pub fn restart_frontend(&self) -> Result<(), StackError> {
+        self.control.restart_frontend(self)
+    }
+
+    /// [`Stack::restart_frontend`]'s mechanics.
+    pub(super) fn start_new_frontend(&self) -> Result<(), StackError> {
         let old = self.frontend();
         old.stop(Duration::from_secs(3));
         // The new one binds the same port: the old one must be gone first.
-        if old.wait_exit(self.options.kill_timeout).is_none() {
+        if old.wait_exit(self.plan.options.kill_timeout).is_none() {
             return Err(StackError::FaultNotApplied(format!(
                 "the old frontend (pid {}) is still alive {} s after SIGKILL; cannot start a new one on its port",
                 old.pid(),
-                self.options.kill_timeout.as_secs()
+                self.plan.options.kill_timeout.as_secs()
             )));
         }
         let fresh = Arc::new(provision::start_frontend(self)?);
@@ -55,8 +60,8 @@ impl Stack {
     /// on: a run attached to a stack follows its own settings, not the
     /// owner's.
     pub fn with_run_budgets(mut self, kill_timeout: Duration, probe_timeout: Duration) -> Self {
-        self.options.kill_timeout = kill_timeout;
-        self.options.probe_timeout = probe_timeout;
+        self.plan.options.kill_timeout = kill_timeout;
+        self.plan.options.probe_timeout = probe_timeout;
         self
     }
 
@@ -64,12 +69,17 @@ impl Stack {
     /// kill timeout, until it is gone. The restore step
     /// ([`Stack::ensure_whole`]) starts a new one.
     pub fn kill_frontend(&self) -> Result<u32, StackError> {
+        self.control.kill_frontend(self)
+    }
+
+    /// [`Stack::kill_frontend`]'s mechanics.
+    pub(super) fn kill_frontend_group(&self) -> Result<u32, StackError> {
         let frontend = self.frontend();
         self.frontend_killed.store(true, Ordering::SeqCst);
         frontend
             .kill_group()
             .map_err(|e| StackError::FaultNotApplied(format!("SIGKILL of the frontend: {e}")))?;
-        let budget = self.options.kill_timeout;
+        let budget = self.plan.options.kill_timeout;
         if frontend.wait_exit(budget).is_none() {
             return Err(StackError::FaultNotApplied(format!(
                 "the frontend (pid {}) is alive {} s after SIGKILL",
@@ -81,21 +91,25 @@ impl Stack {
     }
 
     /// SIGKILLs worker `name`'s engine (every process of its group, as a
-    /// crash would) and verifies the pid and the whole group are gone.
+    /// crash would) and verifies the pid and the whole group are gone; on a
+    /// stack this run did not start, the description's kill hook may kill
+    /// it ([`super::Control`] decides).
     pub fn kill_worker(&self, name: &str) -> Result<KillReport, StackError> {
         let worker = self.worker(name)?;
-        // A worker this harness sees only through URLs: on a stack seen so,
-        // or one a replace hook started (its pid is not ours to signal).
-        if worker.process.is_remote() || !self.mode.sees_processes() {
-            return self.kill_remote_worker(&worker);
-        }
+        self.control.kill_worker(self, &worker)
+    }
+
+    /// A worker whose pid this run sees: SIGKILL of its group, or the
+    /// description's kill hook when it names one, verified through `/proc`.
+    pub(super) fn kill_visible_worker(&self, worker: &Worker) -> Result<KillReport, StackError> {
+        let name = worker.name();
         let pid = worker.process.pid();
         worker.process.note_shm();
         let gpu_pids = crate::gpu::run::tree_before_kill(pid);
         let sent_at = Instant::now();
         let hook = match self.hooks().and_then(|h| h.kill_worker) {
             // A deployed stack: its own tooling delivers the kill.
-            Some(template) => Some(self.run_kill_hook(&template, &worker, pid)?),
+            Some(template) => Some(self.run_kill_hook(&template, worker, pid)?),
             None => {
                 worker.process.kill_group().map_err(|e| {
                     StackError::FaultNotApplied(format!("SIGKILL of worker {name}: {e}"))
@@ -105,7 +119,7 @@ impl Stack {
         };
         crate::gpu::run::after_kill(worker.process.name(), gpu_pids, sent_at);
         // One budget for the process and the rest of its group.
-        let budget = self.options.kill_timeout;
+        let budget = self.plan.options.kill_timeout;
         let gone = worker.process.wait_exit(budget);
         let group_gone = crate::wait::until(
             format!("every process of worker {name}'s group (pgid {pid}) to exit"),
@@ -144,7 +158,7 @@ impl Stack {
     /// is no pid here to signal), and it is gone once its metrics port
     /// refuses connections. `pid` in the report is the one the stack's
     /// description lists, in the stack's own PID namespace.
-    fn kill_remote_worker(&self, worker: &Worker) -> Result<KillReport, StackError> {
+    pub(super) fn kill_remote_worker(&self, worker: &Worker) -> Result<KillReport, StackError> {
         let name = worker.name();
         let Some(template) = self.hooks().and_then(|h| h.kill_worker) else {
             return Err(StackError::FaultNotApplied(format!(
@@ -168,7 +182,7 @@ impl Stack {
         };
         let sent_at = Instant::now();
         let run = self.run_kill_hook(&template, worker, pid)?;
-        let budget = self.options.kill_timeout;
+        let budget = self.plan.options.kill_timeout;
         if worker.process.wait_exit(budget).is_none() {
             return Err(StackError::FaultNotApplied(format!(
                 "worker {name} still answers at {} {} s after the kill hook `{}`",
@@ -205,7 +219,7 @@ impl Stack {
                 ("process", worker.process.name().to_string()),
                 ("pid", pid.to_string()),
             ],
-            self.options.startup_timeout,
+            self.plan.options.startup_timeout,
         )
         .map_err(|e| StackError::FaultNotApplied(format!("kill hook for worker {name}: {e}")))
     }
@@ -213,25 +227,13 @@ impl Stack {
     /// Whether the worker `kill` killed is gone: its pid, or, for a worker
     /// seen only through its URLs, its metrics port.
     pub fn killed_worker_gone(&self, kill: &KillReport) -> bool {
-        match self.worker(&kill.worker) {
-            Ok(w) if w.process.is_remote() || !self.mode.sees_processes() => {
-                !w.process.is_running()
-            }
-            _ => !procfs::is_alive(kill.pid),
-        }
+        self.control.killed_worker_gone(self, kill)
     }
 
     /// Whether something listens on `worker`'s control port (after its
     /// death: the Guard): through `/proc` here, through a TCP connect to
     /// its control endpoint for a stack seen only through URLs.
     pub fn control_port_listening(&self, worker: &Worker) -> bool {
-        if self.mode.sees_processes() {
-            return procfs::is_listening(worker.slot.control_port);
-        }
-        let address = worker
-            .control_endpoint()
-            .map(|e| e.trim_start_matches("tcp://").to_string())
-            .unwrap_or_default();
-        crate::proc::accepts(&address)
+        self.control.control_port_listening(worker)
     }
 }

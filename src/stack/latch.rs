@@ -31,7 +31,7 @@ impl std::fmt::Display for Latched {
 impl Stack {
     /// Every running worker whose KVCR latched its source writes off.
     pub fn latched_workers(&self) -> Vec<Latched> {
-        if !self.mode.sees_processes() {
+        if !self.control.sees_processes() {
             return Vec::new();
         }
         self.workers()

@@ -1,8 +1,9 @@
 //! The stack under test: provisioned once per run, shared by every case,
 //! torn down after the run (or by the reaper if the harness dies); or
-//! attached to, when another process owns it. Both are one [`Stack`],
-//! its [`StackMode`] saying who owns the processes and how this run
-//! reaches them.
+//! attached to, when another process owns it. Both are one [`Stack`]: its
+//! [`StackPlan`] (what it is, fixed), its [`Control`] (how this run kills,
+//! replaces and tears down: [`Local`] or [`ByHooks`], chosen once at
+//! provision or attach) and its components as they are now.
 //!
 //! ```text
 //! provision(engine, options)          Guard → workers → frontend, in parallel,
@@ -19,6 +20,7 @@
 
 mod attach;
 mod claim_refusal;
+mod control;
 mod crash;
 mod description;
 mod discovery;
@@ -30,8 +32,8 @@ mod kill;
 mod latch;
 mod layout;
 mod log_url;
-mod mode;
 mod nodes;
+mod plan;
 mod ports;
 mod probe;
 mod provision;
@@ -43,6 +45,7 @@ mod worker;
 
 pub use attach::{attach, attach_to_repair, AttachError};
 pub use claim_refusal::{ClaimRefused, RefusalKind};
+pub use control::{ByHooks, Control, Local, Reach};
 pub use crash::Crash;
 pub use dropout::Dropout;
 pub use guard_service::{GuardServiceKill, PoolFile};
@@ -50,8 +53,8 @@ pub use hooks::{described_pid, hooks, run_hook, HookRun, Hooks};
 pub use kill::KillReport;
 pub use latch::Latched;
 pub use layout::Layout;
-pub use mode::StackMode;
 pub use nodes::{Crossing, Placement, Side};
+pub use plan::StackPlan;
 pub use provision::{
     provision, ProvisionError, StackOptions, StartupTimings, DIGEST_MISMATCH,
     DUPLICATE_GUARD_INDEX, NODE_WITHOUT_PID_NAMESPACE,
@@ -62,16 +65,17 @@ pub use worker::Worker;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::engine::{Engine, LaunchContext, ReferenceVariant, WorkerSlot};
+use crate::engine::{LaunchContext, ReferenceVariant};
 use crate::proc::{StopReport, Supervised};
 
-/// A running stack.
+/// A running stack: its [`StackPlan`] (fixed), its [`Control`] (how this
+/// run kills, replaces and tears down, chosen at provision or attach), and
+/// its components as they are now.
 pub struct Stack {
-    pub engine: Arc<dyn Engine>,
-    pub ctx: LaunchContext,
-    pub layout: Layout,
+    pub plan: StackPlan,
+    control: Box<dyn Control>,
     frontend: Mutex<Arc<Supervised>>,
     /// The first Guard service (the only one unless each slot has its own).
     pub guard: Option<Arc<Supervised>>,
@@ -81,8 +85,6 @@ pub struct Stack {
     /// with the service it stands in for (`guard`, `guard-<slot>`).
     restarted_guards: Mutex<Vec<(String, Arc<Supervised>)>>,
     workers: Mutex<Vec<Arc<Worker>>>,
-    /// The worker slots, planned before any worker starts.
-    slots: Vec<WorkerSlot>,
     references: Mutex<Vec<(ReferenceVariant, Arc<Worker>)>>,
     retired: Mutex<Vec<Arc<Worker>>>,
     /// Frontends that were stopped or killed and replaced, kept for teardown.
@@ -98,43 +100,23 @@ pub struct Stack {
     /// them; an attached run reads the owner's from its description).
     logs_url: Mutex<Option<String>>,
     timings: Mutex<StartupTimings>,
-    options: StackOptions,
     /// The `stack.json` kept up to date with the running processes.
     manifest: Mutex<Option<PathBuf>>,
-    /// Who owns the processes, and how this run reaches them.
-    mode: StackMode,
-    /// The process that provisioned the stack and tears it down.
-    pub owner_pid: u32,
-    /// The port a bare engine (no Dynamo, no KVCR) listens on for the
-    /// reference phase's determinism probes.
-    pub bare_port: u16,
-    /// When provisioning began.
-    started: Instant,
-    /// Which node each slot runs on, and node 1 when there is one.
-    placement: nodes::Placement,
 }
 
 /// What a stack is made of, provisioned here or attached to: everything
 /// but the state its cases change.
 pub(crate) struct Parts {
-    pub engine: Arc<dyn Engine>,
-    pub ctx: LaunchContext,
-    pub layout: Layout,
+    pub plan: StackPlan,
+    pub control: Box<dyn Control>,
     pub frontend: Supervised,
     /// Every Guard service; the first is [`Stack::guard`].
     pub guards: Vec<Arc<Supervised>>,
     /// The workers serving already (attached); none while provisioning.
     pub workers: Vec<Arc<Worker>>,
-    pub slots: Vec<WorkerSlot>,
-    pub options: StackOptions,
-    pub mode: StackMode,
-    pub owner_pid: u32,
-    pub bare_port: u16,
-    pub placement: Placement,
     pub timings: StartupTimings,
     pub manifest: Option<PathBuf>,
     pub logs_url: Option<String>,
-    pub started: Instant,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -153,14 +135,12 @@ impl Stack {
     /// The one way a stack comes to be, provisioned or attached.
     pub(crate) fn new(parts: Parts) -> Self {
         Self {
-            engine: parts.engine,
-            ctx: parts.ctx,
-            layout: parts.layout,
+            plan: parts.plan,
+            control: parts.control,
             frontend: Mutex::new(Arc::new(parts.frontend)),
             guard: parts.guards.first().cloned(),
             guards: parts.guards,
             workers: Mutex::new(parts.workers),
-            slots: parts.slots,
             references: Mutex::new(Vec::new()),
             retired: Mutex::new(Vec::new()),
             retired_frontends: Mutex::new(Vec::new()),
@@ -170,19 +150,14 @@ impl Stack {
             restarted_guards: Mutex::new(Vec::new()),
             logs_url: Mutex::new(parts.logs_url),
             timings: Mutex::new(parts.timings),
-            options: parts.options,
             manifest: Mutex::new(parts.manifest),
-            mode: parts.mode,
-            owner_pid: parts.owner_pid,
-            bare_port: parts.bare_port,
-            started: parts.started,
-            placement: parts.placement,
         }
     }
 
-    /// Who owns the stack's processes, and how this run reaches them.
-    pub fn mode(&self) -> &StackMode {
-        &self.mode
+    /// How this run controls the stack: whether it owns it, whether it sees
+    /// its processes.
+    pub fn control(&self) -> &dyn Control {
+        self.control.as_ref()
     }
 
     /// How long each part of startup took (so far).
@@ -201,20 +176,17 @@ impl Stack {
     /// The node (index into the topology's nodes) `slot` runs on; 0 for a
     /// slot the topology does not name (the reference workers).
     pub fn node_of(&self, slot: &str) -> usize {
-        nodes::node_of(&self.engine.worker_plans(), slot)
+        self.plan.node_of(slot)
     }
 
     /// The launch context of a component on `node`: its address.
     pub fn ctx_on(&self, node: usize) -> LaunchContext {
-        LaunchContext {
-            host: self.placement.address_of(node, &self.ctx.host),
-            ..self.ctx.clone()
-        }
+        self.plan.ctx_on(node)
     }
 
     /// The namespace node (node 1) of a two-node stack, when there is one.
     pub fn namespace_node(&self) -> Option<&crate::proc::netns::NamespaceNode> {
-        self.placement.namespace_node()
+        self.plan.placement.namespace_node()
     }
 
     /// Why `worker` cannot be reached, when it runs on node 1 and node 1's
@@ -222,7 +194,7 @@ impl Stack {
     /// `None` otherwise. Appended to errors of requests and scrapes, so a
     /// timeout towards a cut-off node says so.
     pub fn unreachable_node(&self, worker: &Worker) -> Option<String> {
-        let node = self.placement.namespace_node()?;
+        let node = self.plan.placement.namespace_node()?;
         if self.node_of(worker.name()) != 1 {
             return None;
         }
@@ -243,8 +215,8 @@ impl Stack {
             let node = self.node_of(worker.name());
             nodes::Side {
                 worker: worker.name().to_string(),
-                address: self.placement.address_of(node, &self.ctx.host),
-                interface: self.placement.interface_of(node).unwrap_or_default(),
+                address: self.plan.placement.address_of(node, &self.plan.ctx.host),
+                interface: self.plan.placement.interface_of(node).unwrap_or_default(),
                 log: worker.process.log_path().to_path_buf(),
             }
         };
@@ -256,7 +228,7 @@ impl Stack {
 
     /// The frontend's base URL, e.g. `http://127.0.0.1:8123`.
     pub fn frontend_url(&self) -> String {
-        self.ctx.frontend_url()
+        self.plan.frontend_url()
     }
 
     /// The frontend process (the router), as it is now.
@@ -366,12 +338,15 @@ impl Stack {
         Ok(replaced)
     }
 
+    /// Stops every component this run owns (none of a stack it attached
+    /// to). Returns what each stop did.
+    pub fn teardown(&self) -> Vec<StopReport> {
+        self.control.teardown(self)
+    }
+
     /// Stops every component: frontend first (no new requests), then
     /// workers, then the Guard. Returns what each stop did.
-    pub fn teardown(&self) -> Vec<StopReport> {
-        if !self.mode.owns() {
-            return Vec::new();
-        }
+    pub(super) fn stop_everything(&self) -> Vec<StopReport> {
         let grace = Duration::from_secs(5);
         // The frontend gets its SIGTERM first (no new requests) and its grace
         // runs while the workers and Guards stop: Dynamo's frontend (1.6.1)
@@ -435,14 +410,14 @@ impl Stack {
         for guard in restarted.iter().rev().map(|(_, g)| g).chain(&self.guards) {
             reports.push(guard.stop(grace));
         }
-        self.placement.stop();
-        self.layout.remove_scratch();
+        self.plan.placement.stop();
+        self.plan.layout.remove_scratch();
         reports
     }
 
     /// What the stack was provisioned with (an attached stack: what its
     /// owner provisioned it with).
     pub fn options(&self) -> &StackOptions {
-        &self.options
+        &self.plan.options
     }
 }

@@ -20,7 +20,7 @@ use super::ports::StackPorts;
 use super::readiness::{
     self, await_completion, await_guards, await_health_lists, await_worker, not_ready, KVCR_DEPOSIT,
 };
-use super::{Layout, Parts, Stack, StackMode, Worker};
+use super::{Layout, Local, Parts, Stack, StackPlan, Worker};
 
 /// What the runner decides about a stack (everything else is the engine's).
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
@@ -144,22 +144,24 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
         let frontend = Supervised::spawn(&engine.frontend(&ctx))?;
         started_so_far.add(frontend.pid());
         let stack = Stack::new(Parts {
-            engine: engine.clone(),
-            ctx: ctx.clone(),
-            layout: layout.clone(),
+            plan: StackPlan {
+                engine: engine.clone(),
+                ctx: ctx.clone(),
+                layout: layout.clone(),
+                slots,
+                placement,
+                options: options.clone(),
+                owner_pid: std::process::id(),
+                bare_port,
+                started,
+            },
+            control: Box::new(Local),
             frontend,
             guards: guards.iter().map(|(g, _)| g.clone()).collect(),
             workers: Vec::new(),
-            slots,
-            options: options.clone(),
-            mode: StackMode::Owned,
-            owner_pid: std::process::id(),
-            bare_port,
-            placement,
             timings: StartupTimings::default(),
             manifest: None,
             logs_url: None,
-            started,
         });
         start_references(&stack, &guards, &reference_slots, &started_so_far)?;
         if !options.with_reference {
@@ -282,14 +284,17 @@ fn start_references(
         .iter()
         .map(|(v, slot)| {
             (
-                stack.engine.reference_worker(&stack.ctx, *v, slot),
+                stack
+                    .plan
+                    .engine
+                    .reference_worker(&stack.plan.ctx, *v, slot),
                 slot.clone(),
             )
         })
         .collect();
-    let timeout = stack.options.startup_timeout;
+    let timeout = stack.plan.options.startup_timeout;
     let (guards_ready, ready) = std::thread::scope(|scope| {
-        let guards_ready = scope.spawn(|| await_guards(guards, timeout, stack.started));
+        let guards_ready = scope.spawn(|| await_guards(guards, timeout, stack.plan.started));
         let ready = start_ready(stack, specs, started_so_far, false);
         (guards_ready.join(), ready)
     });
@@ -326,10 +331,11 @@ pub(super) fn start_workers(stack: &Stack) -> Result<(), ProvisionError> {
 
 fn start_workers_of(stack: &Stack, started_so_far: &Partial) -> Result<(), ProvisionError> {
     let specs = stack
+        .plan
         .slots
         .iter()
         .map(|slot| {
-            let spec = placed_worker(stack, slot, &stack.options.worker_faults)?;
+            let spec = placed_worker(stack, slot, &stack.plan.options.worker_faults)?;
             Ok((spec, slot.clone()))
         })
         .collect::<Result<Vec<(ProcessSpec, WorkerSlot)>, ProvisionError>>()?;
@@ -338,7 +344,7 @@ fn start_workers_of(stack: &Stack, started_so_far: &Partial) -> Result<(), Provi
         *workers = ready.into_iter().map(Arc::new).collect();
     }
     if let Ok(mut t) = stack.timings.lock() {
-        let now = stack.started.elapsed().as_millis();
+        let now = stack.plan.started.elapsed().as_millis();
         t.workers_ready_ms = now;
         t.frontend_ready_ms = now;
         t.first_completion_ms = now;
@@ -362,6 +368,7 @@ fn start_ready(
     // the one before.
     let serial = kvcr
         && stack
+            .plan
             .options
             .worker_faults
             .iter()
@@ -397,16 +404,20 @@ fn start_ready(
 }
 
 /// Gives a ready worker's or Guard service's process group the engine's
+/// lower priority, where this run's control does ([`renice`]).
+pub(super) fn lower_priority(stack: &Stack, process: &Supervised) {
+    stack.control.lower_priority(stack, process);
+}
+
+/// Gives `process`'s group the engine's
 /// [`Engine::ready_nice`](crate::engine::Engine::ready_nice), so that
 /// workers still starting get the cores first. Only processes this run
-/// started; a failure is logged and the process runs as it is.
-pub(super) fn lower_priority(stack: &Stack, process: &Supervised) {
-    let Some(nice) = stack.engine.ready_nice() else {
+/// started ([`super::Local`]); a failure is logged and the process runs as
+/// it is.
+pub(super) fn renice(stack: &Stack, process: &Supervised) {
+    let Some(nice) = stack.plan.engine.ready_nice() else {
         return;
     };
-    if !stack.mode.owns() {
-        return;
-    }
     match process.lower_group_priority(nice) {
         Ok(()) => tracing::debug!(name = process.name(), nice, "ready: priority lowered"),
         Err(e) => tracing::warn!(
@@ -476,15 +487,16 @@ fn await_or_restart(
 }
 
 /// Starts a worker in `slot` on a running stack (with extra launch-time
-/// fault switches) and waits until it serves.
+/// fault switches) and waits until it serves; one that `outlives_run` (on
+/// an attached stack) is left to the stack's owner to stop.
 pub(super) fn start_worker(
     stack: &Stack,
     slot: WorkerSlot,
     faults: &[String],
+    outlives_run: bool,
 ) -> Result<Arc<Worker>, ProvisionError> {
     let mut spec = placed_worker(stack, &slot, faults)?;
-    // On an attached stack the replacement must outlive this run.
-    spec.outlive_harness = !stack.mode.owns();
+    spec.outlive_harness = outlives_run;
     let spawned_at = Instant::now();
     let process = Supervised::spawn(&spec)?;
     let pid = process.pid();
@@ -507,11 +519,11 @@ pub(super) fn start_worker(
 /// completion to every live worker (a dead one is replaced after, through
 /// this frontend).
 pub(super) fn start_frontend(stack: &Stack) -> Result<Supervised, ProvisionError> {
-    let mut spec = stack.engine.frontend(&stack.ctx);
+    let mut spec = stack.plan.engine.frontend(&stack.plan.ctx);
     spec.name = format!("{}.{}", spec.name, stack.retired_frontend_count() + 1);
-    spec.log = stack.ctx.logs_dir.join(format!("{}.log", spec.name));
+    spec.log = stack.plan.ctx.logs_dir.join(format!("{}.log", spec.name));
     let frontend = Supervised::spawn(&spec)?;
-    let timeout = stack.options.startup_timeout;
+    let timeout = stack.plan.options.startup_timeout;
     let result = (|| {
         let mut workers = stack.workers();
         workers.retain(|w| w.process.is_running());
@@ -626,17 +638,18 @@ fn placed_worker(
     }
     let mut slot = slot.clone();
     if has(DUPLICATE_GUARD_INDEX) {
-        let first = stack.slots.first().ok_or_else(|| {
+        let first = stack.plan.slots.first().ok_or_else(|| {
             ProvisionError::Plan(format!("{DUPLICATE_GUARD_INDEX} needs a worker slot"))
         })?;
         slot.guard_index = first.guard_index;
         slot.guard_socket = first.guard_socket.clone();
     }
     let spec = stack
+        .plan
         .engine
-        .with_faults(stack.engine.worker(&ctx, &slot), &engine)
+        .with_faults(stack.plan.engine.worker(&ctx, &slot), &engine)
         .map_err(ProvisionError::Plan)?;
-    Ok(stack.placement.wrap(node, spec))
+    Ok(stack.plan.placement.wrap(node, spec))
 }
 
 /// A launch fault the harness applies itself, for every engine: the worker

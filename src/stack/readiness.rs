@@ -180,9 +180,9 @@ pub(super) fn await_registered(
     slot: &WorkerSlot,
     spawned_at: Instant,
 ) -> Result<Found, ProvisionError> {
-    let timeout = stack.options.startup_timeout;
+    let timeout = stack.plan.options.startup_timeout;
     let frontend = stack.frontend();
-    let ctx = &stack.ctx;
+    let ctx = &stack.plan.ctx;
     // The address of the worker's node (node placement).
     let address = stack.ctx_on(stack.node_of(&slot.name)).host;
     let metrics_url = format!("http://{address}:{}", slot.metrics_port);
@@ -265,7 +265,7 @@ pub(super) fn finish_worker(
     spawned_at: Instant,
     kvcr: bool,
 ) -> Result<Worker, ProvisionError> {
-    let timeout = stack.options.startup_timeout;
+    let timeout = stack.plan.options.startup_timeout;
     let frontend = stack.frontend();
     let Found {
         instance_id,
@@ -274,15 +274,16 @@ pub(super) fn finish_worker(
         probe_salt,
     } = found;
     let model = if kvcr {
-        stack.engine.model()
+        stack.plan.engine.model()
     } else {
         stack
+            .plan
             .engine
             .reference_variants()
             .into_iter()
             .find(|v| v.label() == slot.name)
-            .map(|v| stack.engine.reference_model(v))
-            .unwrap_or_else(|| stack.engine.model())
+            .map(|v| stack.plan.engine.reference_model(v))
+            .unwrap_or_else(|| stack.plan.engine.model())
     };
     let ready = Registration {
         name: slot.name.clone(),
@@ -294,6 +295,7 @@ pub(super) fn finish_worker(
         guard_index: kvcr.then_some(slot.guard_index),
         kvcr,
         role: stack
+            .plan
             .engine
             .worker_plans()
             .into_iter()
@@ -344,9 +346,9 @@ pub(super) fn await_instance_gone(stack: &Stack, id: u64) -> Result<(), Provisio
     let frontend = stack.frontend();
     let what = format!(
         "{}/health to drop the dead instance {id}",
-        stack.ctx.frontend_url()
+        stack.plan.ctx.frontend_url()
     );
-    let timeout = stack.options.startup_timeout;
+    let timeout = stack.plan.options.startup_timeout;
     await_health(stack, &frontend, what, timeout, |seen| !seen.contains(&id))
 }
 
@@ -360,7 +362,7 @@ fn await_health(
     wanted: impl Fn(&[u64]) -> bool,
 ) -> Result<(), ProvisionError> {
     let url = stack.frontend_url();
-    let probe_timeout = stack.options.probe_timeout;
+    let probe_timeout = stack.plan.options.probe_timeout;
     wait::until(what, timeout, POLL_EVERY, || {
         if let Some(dead) = died(frontend) {
             return dead;
@@ -382,7 +384,7 @@ pub(super) fn await_completion(
     timeout: Duration,
 ) -> Result<(), ProvisionError> {
     let url = stack.frontend_url();
-    let probe_timeout = stack.options.probe_timeout;
+    let probe_timeout = stack.plan.options.probe_timeout;
     let what = format!(
         "a completion of model {model} through the router from worker {}",
         worker.name()
@@ -410,9 +412,9 @@ fn await_deposit(
 ) -> Result<(), WaitError> {
     use crate::telemetry::{Counter, Scope};
     let fill = Counter::TransferBlocks(Scope::LocalFill);
-    let vocab = stack.engine.prompt_vocab();
+    let vocab = stack.plan.engine.prompt_vocab();
     let span = vocab.end.saturating_sub(vocab.start).max(1);
-    let block = stack.engine.geometry().block_size_tokens;
+    let block = stack.plan.engine.geometry().block_size_tokens;
     // A prefix of the worker's own (its instance id seeds it): no prompt
     // family of the suite shares it.
     let seed = worker
@@ -444,11 +446,11 @@ fn await_deposit(
         }
         if !sent {
             match probe::completion_of(
-                &stack.ctx.frontend_url(),
+                &stack.plan.ctx.frontend_url(),
                 &worker.ready.model,
                 worker,
                 tokens.clone(),
-                stack.options.probe_timeout,
+                stack.plan.options.probe_timeout,
             ) {
                 Ok(()) => sent = true,
                 Err(e) => return Poll::Pending(format!("the deposit prompt: {e}")),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::engine::WorkerSlot;
 
 use super::hooks::HookRun;
-use super::{provision, replace_by_hook, Stack, StackError, StackMode, Worker};
+use super::{provision, Stack, StackError, Worker};
 
 impl Stack {
     /// The next replacement worker starts with these fault switches
@@ -42,36 +42,40 @@ impl Stack {
     /// Starts a replacement in `name`'s slot (same Guard index and control
     /// port) and waits until it is registered and serving. The dead worker is
     /// kept for teardown and evidence. On an attached stack whose
-    /// description names `hooks.replace_worker`, the hook starts it.
+    /// description names `hooks.replace_worker`, the hook starts it
+    /// ([`super::Control`] decides).
     pub fn replace_worker(&self, name: &str) -> Result<Arc<Worker>, StackError> {
-        match (&self.mode, self.hooks().and_then(|h| h.replace_worker)) {
-            (StackMode::Attached | StackMode::ByUrls { .. }, Some(template)) => {
-                let (fresh, run) =
-                    self.replace_with(name, |slot| replace_by_hook::replace(self, &template, slot))?;
-                if let Ok(mut runs) = self.replace_hook_runs.lock() {
-                    runs.push(run);
-                }
-                // The deployer's tooling keeps the description; not this run.
-                Ok(fresh)
-            }
-            (StackMode::ByUrls { .. }, None) => Err(StackError::ReplacementNotStarted(format!(
-                "worker {name} runs where this harness cannot start processes (it sees the stack only through URLs); the stack description must name hooks.replace_worker"
-            ))),
-            (StackMode::Owned, _) | (StackMode::Attached, None) => self.start_replacement(name),
-        }
+        self.control.replace_worker(self, name)
     }
 
     /// Starts the replacement in `name`'s slot from this process (what a
     /// replace hook such as `kvcr-e2e stack replace-worker` does) and
     /// records it in the stack description.
     pub fn start_replacement(&self, name: &str) -> Result<Arc<Worker>, StackError> {
+        self.control.start_replacement(self, name)
+    }
+
+    /// [`Stack::start_replacement`]'s mechanics: a replacement that
+    /// `outlives_run` is left to the stack's owner to stop.
+    pub(super) fn start_here(
+        &self,
+        name: &str,
+        outlives_run: bool,
+    ) -> Result<Arc<Worker>, StackError> {
         let (fresh, ()) = self.replace_with(name, |slot| {
-            let fresh = provision::start_worker(self, slot, &self.take_replacement_faults())?;
+            let faults = self.take_replacement_faults();
+            let fresh = provision::start_worker(self, slot, &faults, outlives_run)?;
             crate::gpu::run::watch(fresh.process.name(), fresh.process.pid());
             Ok((fresh, ()))
         })?;
         self.write_manifest();
         Ok(fresh)
+    }
+
+    pub(super) fn note_replace_hook_run(&self, run: HookRun) {
+        if let Ok(mut runs) = self.replace_hook_runs.lock() {
+            runs.push(run);
+        }
     }
 
     /// What the replace hook did, for each replacement it started.
@@ -90,7 +94,7 @@ impl Stack {
         let old = self.worker(name)?;
         let mut slot = old.slot.clone();
         slot.generation += 1;
-        slot.ready_file = self.layout.ready_file(&slot.process_name());
+        slot.ready_file = self.plan.layout.ready_file(&slot.process_name());
         let (fresh, extra) = start(slot)?;
         if let Ok(mut workers) = self.workers.lock() {
             for w in workers.iter_mut() {

@@ -23,13 +23,13 @@ pub(super) fn replace(
     template: &[String],
     slot: WorkerSlot,
 ) -> Result<(Arc<Worker>, HookRun), StackError> {
-    let timeout = stack.options.startup_timeout;
+    let timeout = stack.plan.options.startup_timeout;
     let url = stack.frontend_url();
     let not_started = |detail: String| {
         StackError::ReplacementNotStarted(format!("worker {}: {detail}", slot.name))
     };
     // Every instance the router lists now, or this stack ever had, is old.
-    let probe_timeout = stack.options.probe_timeout;
+    let probe_timeout = stack.plan.options.probe_timeout;
     let mut known = probe::health_instance_ids(&url, probe_timeout)
         .map_err(|e| not_started(format!("the frontend's {url}/health: {e}")))?;
     known.extend(stack.known_instance_ids());

@@ -5,8 +5,8 @@
 //! | helper | what it does |
 //! |---|---|
 //! | [`CaseCtx::observe`] | waits on telemetry, peer transfers, host-tier hits, the transport between nodes, the interval log |
-//! | [`CaseCtx::faults`] | kills, stops and engine fault switches, each verified and undone |
-//! | [`CaseCtx::guard`] | the Guard service: attach checks, its log, attempts it should serve |
+//! | [`CaseCtx::faults`] | kills and replacements of workers (the one way a case kills one), Guard service crashes and restarts, stops and engine fault switches, each verified and undone |
+//! | [`CaseCtx::guard`] | the Guard service: attach checks, its log, its pool files, its takeover of a dead worker's port, attempts it should serve |
 //! | [`CaseCtx::perf`] | measured streams, arm and sweep summaries, TTFT accuracy |
 //! | [`CaseCtx::load`] | a bounded streaming load with a fault in its middle |
 //! | [`CaseCtx::disagg`] | the prefill and decode workers, the P→D transfer |
@@ -14,8 +14,12 @@
 //!
 //! Every helper either returns what the case needs or a [`CaseError`] that
 //! says what was expected, what was seen, and which file to open.
+//!
+//! The stack and the settings stay private: a case reads the engine
+//! ([`CaseCtx::engine`]) and the settings ([`CaseCtx::settings`]), and
+//! reaches the stack's processes only through the helpers.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -23,11 +27,11 @@ use serde::Serialize;
 
 use crate::client::Client;
 use crate::config::Settings;
-use crate::engine::Geometry;
+use crate::engine::{Engine, Geometry};
 use crate::evidence::RunDir;
 use crate::prompts::{Family, Prompt, PromptBook};
 use crate::reference::References;
-use crate::stack::{Stack, Worker};
+use crate::stack::{Stack, StartupTimings, Worker};
 use crate::telemetry::{self, Counter, Delta, Snapshot};
 use crate::verdict::Violation;
 
@@ -55,8 +59,11 @@ pub struct Eviction {
 
 pub struct CaseCtx<'a> {
     pub id: &'static str,
-    pub settings: &'a Settings,
-    pub stack: &'a Stack,
+    /// The run's settings; a case reads them through [`CaseCtx::settings`].
+    pub(super) settings: &'a Settings,
+    /// The stack; a case reaches it through the methods here and the typed
+    /// helpers, never directly.
+    pub(super) stack: &'a Stack,
     pub references: &'a References,
     pub prompts: &'a PromptBook,
     pub client: Client,
@@ -92,7 +99,7 @@ impl<'a> CaseCtx<'a> {
             prompts,
             client,
             evidence: CaseEvidence::new(run, slug),
-            requests: RequestLog::new(stack.engine.model(), settings.prompts.max_tokens),
+            requests: RequestLog::new(stack.plan.engine.model(), settings.prompts.max_tokens),
             activity: Activity::new(),
             crashes: Crashes::default(),
         })
@@ -113,8 +120,34 @@ impl<'a> CaseCtx<'a> {
         Ok(self.stack.worker(name)?)
     }
 
+    /// Every live worker, in slot order.
+    pub fn workers(&self) -> Vec<Arc<Worker>> {
+        self.stack.workers()
+    }
+
+    /// The stack's engine: its model, its geometry, what it counts and
+    /// reports.
+    pub fn engine(&self) -> &Arc<dyn Engine> {
+        &self.stack.plan.engine
+    }
+
+    /// The run's settings (read only).
+    pub fn settings(&self) -> &'a Settings {
+        self.settings
+    }
+
+    /// How long each part of the stack's startup took.
+    pub fn stack_startup(&self) -> StartupTimings {
+        self.stack.timings()
+    }
+
+    /// The directory of the stack's logs.
+    pub fn logs_dir(&self) -> &Path {
+        &self.stack.plan.layout.logs_dir
+    }
+
     pub fn geometry(&self) -> Geometry {
-        self.stack.engine.geometry()
+        self.stack.plan.engine.geometry()
     }
 
     /// Unused prompt families for this case.
@@ -253,7 +286,7 @@ impl<'a> CaseCtx<'a> {
             self.complete_on(worker, filler)?;
         }
         let delta = self.delta_since(worker, &before)?;
-        let (evicted_blocks, basis) = if self.stack.engine.counts_blocks() {
+        let (evicted_blocks, basis) = if self.stack.plan.engine.counts_blocks() {
             (
                 delta.required_count(&Counter::DeviceCacheEvictions)?,
                 "counted",
@@ -263,7 +296,7 @@ impl<'a> CaseCtx<'a> {
                 super::readings::evicted_past_capacity(
                     &delta,
                     u64::from(self.geometry().block_size_tokens),
-                    self.stack.engine.device_cache_blocks(),
+                    self.stack.plan.engine.device_cache_blocks(),
                 )?,
                 "admitted past capacity",
             )
@@ -271,7 +304,7 @@ impl<'a> CaseCtx<'a> {
         let eviction = Eviction {
             fillers: fillers.len(),
             evicted_blocks,
-            device_cache_blocks: self.stack.engine.device_cache_blocks(),
+            device_cache_blocks: self.stack.plan.engine.device_cache_blocks(),
             basis,
         };
         if eviction.evicted_blocks < eviction.device_cache_blocks {
@@ -376,7 +409,7 @@ impl<'a> CaseCtx<'a> {
         self.evidence.flush_comparisons();
         let result = self.requests.attach_logs(
             &self.evidence,
-            &self.stack.layout.logs_dir,
+            &self.stack.plan.layout.logs_dir,
             &self.client,
             |prompt| self.references.tokens.get(prompt).cloned(),
             result,

@@ -58,7 +58,7 @@ impl<'c> Disagg<'c> {
         prefill: &Worker,
         prompt: &Prompt,
     ) -> CaseResult {
-        match self.ctx.stack.engine.prefill_to_decode() {
+        match self.ctx.engine().prefill_to_decode() {
             PrefillToDecode::KvcrRemote => self.expect_kvcr_pull(decode, prefill, prompt),
             PrefillToDecode::NixlConnector => self.expect_nixl_pull(decode, prefill, prompt),
         }

@@ -10,7 +10,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use crate::proc::{procfs, Supervised};
-use crate::stack::{KillReport, ProvisionError, Stack, StackOptions, Worker};
+use crate::stack::{GuardServiceKill, KillReport, ProvisionError, Stack, StackOptions, Worker};
 use crate::wait::{self, Poll};
 
 use super::claim::Claim;
@@ -126,9 +126,48 @@ impl<'c> Faults<'c> {
     }
 
     /// SIGKILLs `worker`'s engine and verifies the pid is gone (the whole
-    /// group, within the kill timeout).
+    /// group, within the kill timeout); on a stack this run attached to,
+    /// the description's kill hook may deliver it. The one way a case
+    /// kills a worker.
     pub fn kill(&self, worker: &Worker) -> Result<KillReport, CaseError> {
-        Ok(self.ctx.stack.kill_worker(worker.name())?)
+        self.for_thread().kill(worker)
+    }
+
+    /// The faults a thread timing a fault can deliver beside the case.
+    pub fn for_thread(&self) -> ThreadFaults<'c> {
+        ThreadFaults {
+            stack: self.ctx.stack,
+        }
+    }
+
+    /// Whether the worker `kill` killed is still gone: its pid, or, seen
+    /// only through URLs, its metrics port.
+    pub fn killed_worker_gone(&self, kill: &KillReport) -> bool {
+        self.ctx.stack.killed_worker_gone(kill)
+    }
+
+    /// Starts a replacement in the dead worker `name`'s slot (or has the
+    /// stack description's replace hook start it) and waits until it
+    /// serves.
+    pub fn replace(&self, name: &str) -> Result<Arc<Worker>, CaseError> {
+        Ok(self.ctx.stack.replace_worker(name)?)
+    }
+
+    /// What the replace hook did, for each replacement it started.
+    pub fn replace_hook_runs(&self) -> Vec<crate::stack::HookRun> {
+        self.ctx.stack.replace_hook_runs()
+    }
+
+    /// SIGKILLs the Guard service holding `worker`'s pool and verifies it is
+    /// gone (a crash: no handback, no cleanup).
+    pub fn kill_guard_service(&self, worker: &Worker) -> Result<GuardServiceKill, CaseError> {
+        Ok(self.ctx.stack.kill_guard_service_of(worker)?)
+    }
+
+    /// Starts the Guard service holding `worker`'s pool again, on the same
+    /// socket and pool directory, and waits for it to be ready.
+    pub fn restart_guard_service(&self, worker: &Worker) -> Result<Arc<Supervised>, CaseError> {
+        Ok(self.ctx.stack.restart_guard_service_of(worker)?)
     }
 
     /// SIGSTOPs the Guard service holding `worker`'s pool and verifies its
@@ -170,7 +209,7 @@ impl<'c> Faults<'c> {
         };
         let started = Instant::now();
         let result =
-            crate::stack::provision(self.ctx.stack.engine.clone(), options).map(|stack: Stack| {
+            crate::stack::provision(self.ctx.engine().clone(), options).map(|stack: Stack| {
                 stack.teardown();
             });
         (result, started.elapsed())
@@ -188,12 +227,11 @@ impl<'c> Faults<'c> {
         case: impl FnOnce(&CaseCtx) -> CaseResult,
     ) -> Result<CaseResult, CaseError> {
         let options = self.faulty_options(name, worker_faults);
-        let stack =
-            crate::stack::provision(self.ctx.stack.engine.clone(), options).map_err(|e| {
-                CaseError::new(format!(
-                    "the stack with {worker_faults:?} did not come up: {e}"
-                ))
-            })?;
+        let stack = crate::stack::provision(self.ctx.engine().clone(), options).map_err(|e| {
+            CaseError::new(format!(
+                "the stack with {worker_faults:?} did not come up: {e}"
+            ))
+        })?;
         let result = on_stack(self.ctx, &stack, name, case);
         stack.teardown();
         Ok(result)
@@ -208,6 +246,40 @@ impl<'c> Faults<'c> {
             worker_faults: worker_faults.to_vec(),
             ..base.clone()
         }
+    }
+}
+
+/// The faults a thread other than the case's delivers
+/// (`ctx.faults().for_thread()`), timed to what it watches: it holds the
+/// stack only, never the case's context, which stays on the case's thread.
+#[derive(Clone, Copy)]
+pub struct ThreadFaults<'a> {
+    stack: &'a Stack,
+}
+
+impl<'a> ThreadFaults<'a> {
+    /// [`Faults::kill`].
+    pub fn kill(&self, worker: &Worker) -> Result<KillReport, CaseError> {
+        Ok(self.stack.kill_worker(worker.name())?)
+    }
+
+    /// [`super::Pressure::stop_worker_process`].
+    pub fn stop_worker_process<'w>(
+        &self,
+        worker: &'w Worker,
+    ) -> Result<super::pressure_probes::StoppedWorker<'w>, CaseError> {
+        super::pressure_probes::stop_worker_process(self.stack, worker)
+    }
+
+    /// Takes node 1's link down now (verified); up again on drop.
+    pub fn cut_node_link(&self) -> Result<LinkCut<'a>, CaseError> {
+        LinkCut::now(self.stack)
+    }
+
+    /// Node 1's link as both ends of its veth report it now; `None` on a
+    /// stack without node 1.
+    pub fn node_link_state(&self) -> Option<crate::proc::netns::LinkState> {
+        self.stack.namespace_node().map(|n| n.link_state())
     }
 }
 

@@ -76,6 +76,18 @@ impl<'c> Guards<'c> {
         }
         Ok(())
     }
+
+    /// The files in the pool directory of the Guard service holding
+    /// `worker`'s pool, by name.
+    pub fn pool_files(&self, worker: &Worker) -> Vec<crate::stack::PoolFile> {
+        self.ctx.stack.pool_files_of(worker)
+    }
+
+    /// Whether something listens on `worker`'s control port (after its
+    /// death: its Guard service, having taken the port over).
+    pub fn control_port_listening(&self, worker: &Worker) -> bool {
+        self.ctx.stack.control_port_listening(worker)
+    }
 }
 
 fn view(guard: &crate::proc::Supervised) -> Result<GuardView, CaseError> {

@@ -1,6 +1,6 @@
 //! The run: flags → settings → trials → libtest-mimic → evidence → teardown.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -596,134 +596,170 @@ impl Suite {
             .get_or_init(|| {
                 let run = self.run_dir()?;
                 self.join_live_runs(run)?;
-                if let Some(path) = &self.settings.attach {
-                    super::kvcr_coverage::refuse_attached(&self.settings)?;
-                    let mirror = run.logs_dir().join("attached");
-                    let stack = stack::attach(self.engine.clone(), path, &mirror)
-                        .map_err(|e| format!("attach failed: {e}"))?
-                        // This run's budgets, not the owner's.
-                        .with_run_budgets(self.settings.kill_timeout, self.settings.probe_timeout);
-                    events::emit(RunEvent::StackAttached {
-                        manifest: path.clone(),
-                        through_urls: !stack.mode().sees_processes(),
-                    });
-                    // Through URLs, no file of the stack is shared: this
-                    // run's prompt families are its own.
-                    if stack.mode().sees_processes() {
-                        self.prompts
-                            .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
-                    }
-                    let _ = run.write_stack(&stack.describe());
-                    self.check_attached_kvcr(&stack)?;
-                    return Ok(Arc::new(stack));
+                match &self.settings.attach {
+                    Some(path) => self.attach_stack(run, path),
+                    None => self.provision_stack(run),
                 }
-                let python_env = self.python()?;
-                // Recorded, not asserted: where the interpreter came from,
-                // and the bootstrap's time and size when this run built it.
-                let _ = run.write_root_json("python-env.json", python_env);
-                let python = python_env.python.clone();
-                if let Some(build) = &python_env.kvcr {
-                    super::kvcr_checks::preflight_guard(
-                        self.engine.as_ref(),
-                        &python,
-                        build,
-                        &self.repo_root,
-                    )
-                    .map_err(|e| format!("KVCR preflight failed: {e}"))?;
-                }
-                self.engine
-                    .preflight(&python)
-                    .map_err(|e| format!("engine preflight failed: {e}"))?;
-                let trace = self.workload_trace()?;
-                let with_reference = !reference::cached(
-                    &self.settings,
-                    self.engine.as_ref(),
-                    &self.reference_cache_dir(),
-                    python_env,
-                    trace.as_deref().map(|t| &t.0),
-                );
-                // GPUs before any process starts: placement, then NVML (off,
-                // with one line, on a machine without a driver).
-                let gpu_need = crate::engine::placement::preflight_need(
-                    self.engine.as_ref(),
-                    "127.0.0.1",
-                    with_reference,
-                )?;
-                crate::gpu::run::begin(&gpu_need, self.settings.startup_timeout)?;
-                self.provisions.fetch_add(1, Ordering::SeqCst);
-                let options = StackOptions {
-                    python: super::kvcr_coverage::interpreter(&self.settings, run, python_env)?,
-                    repo_root: self.repo_root.clone(),
-                    logs_dir: run.logs_dir(),
-                    run_id: run.run_id().to_string(),
-                    host: "127.0.0.1".into(),
-                    startup_timeout: self.settings.startup_timeout,
-                    worker_faults: Vec::new(),
-                    with_reference,
-                    kill_timeout: self.settings.kill_timeout,
-                    probe_timeout: self.settings.probe_timeout,
-                    kvcr: python_env.kvcr.clone(),
-                };
-                events::emit(RunEvent::StackStarting {
-                    engine: self.engine.name().to_string(),
-                    logs: options.logs_dir.clone(),
-                });
-                let with_reference = options.with_reference;
-                let stack = stack::provision(self.engine.clone(), options)
-                    .map(Arc::new)
-                    .map_err(|e| format!("stack provisioning failed: {e}"))?;
-                if let Ok(mut live) = LIVE_STACK.lock() {
-                    *live = Some(stack.clone());
-                }
-                for (name, pid) in stack.components() {
-                    crate::gpu::run::watch(&name, pid);
-                }
-                if with_reference {
-                    // The reference engines run alone: their phase first,
-                    // then they stop and the KVCR workers start.
-                    let refs = self.run_reference_phase(&stack);
-                    let failed = refs.as_ref().err().cloned();
-                    let _ = self.references.set(refs);
-                    let started = match failed {
-                        Some(error) => Err(error),
-                        None => stack
-                            .start_workers()
-                            .map_err(|e| format!("stack provisioning failed: {e}")),
-                    };
-                    if let Err(error) = started {
-                        let stops = stack.teardown();
-                        let _ = run.write_root_json("teardown.json", &stops);
-                        if let Ok(mut live) = LIVE_STACK.lock() {
-                            *live = None;
-                        }
-                        return Err(error);
-                    }
-                }
-                // The KVCR workers, started after the reference phase.
-                for (name, pid) in stack.components() {
-                    crate::gpu::run::watch(&name, pid);
-                }
-                // Before any case: every Guard and worker imports the build.
-                if let Err(error) = self.check_kvcr_imports(&stack) {
-                    let stops = stack.teardown();
-                    let _ = run.write_root_json("teardown.json", &stops);
-                    if let Ok(mut live) = LIVE_STACK.lock() {
-                        *live = None;
-                    }
-                    return Err(error);
-                }
-                events::emit(super::records::stack_ready(&stack.timings()));
-                self.prompts
-                    .share_cursor(&stack.layout.scratch_dir.join(PROMPT_CURSOR));
-                if let Err(e) = stack.set_manifest(&run.root().join("stack.json")) {
-                    events::emit(RunEvent::EvidenceNotWritten {
-                        what: events::Unwritten::StackManifest,
-                        error: e.to_string(),
-                    });
-                }
-                Ok(stack)
             })
             .clone()
+    }
+
+    /// Attaches to the stack `path` describes (another process owns it):
+    /// no provisioning, no teardown.
+    fn attach_stack(&self, run: &RunDir, path: &Path) -> Result<Arc<Stack>, String> {
+        super::kvcr_coverage::refuse_attached(&self.settings)?;
+        let mirror = run.logs_dir().join("attached");
+        let stack = stack::attach(self.engine.clone(), path, &mirror)
+            .map_err(|e| format!("attach failed: {e}"))?
+            // This run's budgets, not the owner's.
+            .with_run_budgets(self.settings.kill_timeout, self.settings.probe_timeout);
+        events::emit(RunEvent::StackAttached {
+            manifest: path.to_path_buf(),
+            through_urls: !stack.control().sees_processes(),
+        });
+        // Through URLs, no file of the stack is shared: this
+        // run's prompt families are its own.
+        if stack.control().sees_processes() {
+            self.prompts
+                .share_cursor(&stack.plan.layout.scratch_dir.join(PROMPT_CURSOR));
+        }
+        let _ = run.write_stack(&stack.describe());
+        self.check_attached_kvcr(&stack)?;
+        Ok(Arc::new(stack))
+    }
+
+    /// Provisions the run's own stack: preflights, the stack's options,
+    /// the processes, the reference phase first where the cache cannot
+    /// serve it, the KVCR import check, then the stack is ready.
+    fn provision_stack(&self, run: &RunDir) -> Result<Arc<Stack>, String> {
+        let python_env = self.preflight(run)?;
+        let options = self.stack_options(run, python_env)?;
+        let with_reference = options.with_reference;
+        let stack = self.start_stack(options)?;
+        if with_reference {
+            // The reference engines run alone: their phase first,
+            // then they stop and the KVCR workers start.
+            let started = self.reference_phase(&stack).and_then(|_| {
+                stack
+                    .start_workers()
+                    .map_err(|e| format!("stack provisioning failed: {e}"))
+            });
+            if let Err(error) = started {
+                return Err(self.abandon(run, &stack, error));
+            }
+        }
+        // The KVCR workers, started after the reference phase.
+        for (name, pid) in stack.components() {
+            crate::gpu::run::watch(&name, pid);
+        }
+        // Before any case: every Guard and worker imports the build.
+        if let Err(error) = self.check_kvcr_imports(&stack) {
+            return Err(self.abandon(run, &stack, error));
+        }
+        self.stack_ready(run, &stack);
+        Ok(stack)
+    }
+
+    /// The Python env the stack runs, recorded, and the KVCR and engine
+    /// preflights on it.
+    fn preflight(&self, run: &RunDir) -> Result<&PythonEnv, String> {
+        let python_env = self.python()?;
+        // Recorded, not asserted: where the interpreter came from,
+        // and the bootstrap's time and size when this run built it.
+        let _ = run.write_root_json("python-env.json", python_env);
+        let python = &python_env.python;
+        if let Some(build) = &python_env.kvcr {
+            super::kvcr_checks::preflight_guard(
+                self.engine.as_ref(),
+                python,
+                build,
+                &self.repo_root,
+            )
+            .map_err(|e| format!("KVCR preflight failed: {e}"))?;
+        }
+        self.engine
+            .preflight(python)
+            .map_err(|e| format!("engine preflight failed: {e}"))?;
+        Ok(python_env)
+    }
+
+    /// What this run provisions: with the reference workers first unless
+    /// the reference cache serves the run, once the GPUs are known to fit.
+    fn stack_options(&self, run: &RunDir, python_env: &PythonEnv) -> Result<StackOptions, String> {
+        let trace = self.workload_trace()?;
+        let with_reference = !reference::cached(
+            &self.settings,
+            self.engine.as_ref(),
+            &self.reference_cache_dir(),
+            python_env,
+            trace.as_deref().map(|t| &t.0),
+        );
+        // GPUs before any process starts: placement, then NVML (off,
+        // with one line, on a machine without a driver).
+        let gpu_need = crate::engine::placement::preflight_need(
+            self.engine.as_ref(),
+            "127.0.0.1",
+            with_reference,
+        )?;
+        crate::gpu::run::begin(&gpu_need, self.settings.startup_timeout)?;
+        Ok(StackOptions {
+            python: super::kvcr_coverage::interpreter(&self.settings, run, python_env)?,
+            repo_root: self.repo_root.clone(),
+            logs_dir: run.logs_dir(),
+            run_id: run.run_id().to_string(),
+            host: "127.0.0.1".into(),
+            startup_timeout: self.settings.startup_timeout,
+            worker_faults: Vec::new(),
+            with_reference,
+            kill_timeout: self.settings.kill_timeout,
+            probe_timeout: self.settings.probe_timeout,
+            kvcr: python_env.kvcr.clone(),
+        })
+    }
+
+    /// Starts the stack's processes, registers it for teardown on a
+    /// signal, and has the GPU sampler watch them.
+    fn start_stack(&self, options: StackOptions) -> Result<Arc<Stack>, String> {
+        self.provisions.fetch_add(1, Ordering::SeqCst);
+        events::emit(RunEvent::StackStarting {
+            engine: self.engine.name().to_string(),
+            logs: options.logs_dir.clone(),
+        });
+        let stack = stack::provision(self.engine.clone(), options)
+            .map(Arc::new)
+            .map_err(|e| format!("stack provisioning failed: {e}"))?;
+        if let Ok(mut live) = LIVE_STACK.lock() {
+            *live = Some(stack.clone());
+        }
+        for (name, pid) in stack.components() {
+            crate::gpu::run::watch(&name, pid);
+        }
+        Ok(stack)
+    }
+
+    /// Tears down a stack whose provisioning failed after it started;
+    /// returns `error`.
+    fn abandon(&self, run: &RunDir, stack: &Stack, error: String) -> String {
+        let stops = stack.teardown();
+        let _ = run.write_root_json("teardown.json", &stops);
+        if let Ok(mut live) = LIVE_STACK.lock() {
+            *live = None;
+        }
+        error
+    }
+
+    /// Says the stack is ready, shares its prompt cursor and keeps its
+    /// `stack.json` in the run directory.
+    fn stack_ready(&self, run: &RunDir, stack: &Stack) {
+        events::emit(super::records::stack_ready(&stack.timings()));
+        self.prompts
+            .share_cursor(&stack.plan.layout.scratch_dir.join(PROMPT_CURSOR));
+        if let Err(e) = stack.set_manifest(&run.root().join("stack.json")) {
+            events::emit(RunEvent::EvidenceNotWritten {
+                what: events::Unwritten::StackManifest,
+                error: e.to_string(),
+            });
+        }
     }
 
     /// What ran, for results.json and JUnit properties: the Python env,
@@ -749,7 +785,7 @@ impl Suite {
             env.extend(build.properties());
         }
         if let Some(Ok(stack)) = self.stack.get() {
-            if let Some(nice) = stack.engine.ready_nice() {
+            if let Some(nice) = stack.plan.engine.ready_nice() {
                 env.insert("stack.ready_nice".into(), nice.to_string());
             }
         }
@@ -826,8 +862,15 @@ impl Suite {
     pub fn references(&self) -> Result<Arc<References>, String> {
         // Provisioning runs the reference phase when the cache cannot serve.
         let stack = self.stack()?;
+        self.reference_phase(&stack)
+    }
+
+    /// The one entry point of the reference phase: run once (by
+    /// provisioning, before the KVCR workers start, or on the first call
+    /// from the cache); every later call gets the same references or error.
+    fn reference_phase(&self, stack: &Stack) -> Result<Arc<References>, String> {
         self.references
-            .get_or_init(|| self.run_reference_phase(&stack))
+            .get_or_init(|| self.run_reference_phase(stack))
             .clone()
     }
 
@@ -847,7 +890,7 @@ impl Suite {
         stack.stop_references();
         let refs = refs?;
         if !refs.from_cache {
-            super::kvcr_checks::check_references(stack.engine.as_ref(), &run.logs_dir())
+            super::kvcr_checks::check_references(stack.plan.engine.as_ref(), &run.logs_dir())
                 .map_err(|e| format!("reference phase failed: {e}"))?;
         }
         let _ = run.write_root_json("reference.json", &refs.summary());

@@ -151,7 +151,7 @@ impl<'c> Load<'c> {
             requests.extend(done);
         }
         requests.sort_by(|a, b| a.sent_ms.total_cmp(&b.sent_ms));
-        attribute_cut_streams(&ctx.stack.layout.logs_dir, &mut requests);
+        attribute_cut_streams(ctx.logs_dir(), &mut requests);
         Ok(LoadRun {
             requests,
             fault_at_ms,

@@ -184,7 +184,7 @@ impl<'c> Observe<'c> {
 
     /// How this stack's engine tells the prompt blocks it computed.
     pub fn prefill_accounting(&self) -> PrefillAccounting {
-        if self.ctx.stack.engine.counts_blocks() {
+        if self.ctx.engine().counts_blocks() {
             PrefillAccounting::Counted
         } else {
             PrefillAccounting::FromPrefixCache {
@@ -221,7 +221,7 @@ impl<'c> Observe<'c> {
     /// The component log lines of one request (its `x-request-id`, and the
     /// Dynamo request id the frontend logged beside it).
     pub fn log_lines_of(&self, request_id: &str) -> Vec<String> {
-        super::requests::log_lines(&self.ctx.stack.layout.logs_dir, &[request_id])
+        super::requests::log_lines(self.ctx.logs_dir(), &[request_id])
     }
 
     /// When `source` and `reader` run on different nodes: the transfer
@@ -294,8 +294,8 @@ impl<'c> Observe<'c> {
     /// so this polls, with a deadline, until the log has caught up.
     pub fn expect_interval_log_agrees(&self, worker: &Worker, counters: &[Counter]) -> CaseResult {
         use crate::verdict::interval::{self, Agreement, LoggedVsExported};
-        let engine = self.ctx.stack.engine.name();
-        let independent = self.ctx.stack.engine.interval_log_is_independent();
+        let engine = self.ctx.engine().name();
+        let independent = self.ctx.engine().interval_log_is_independent();
         let meaning = interval::meaning(independent, engine);
         if !independent {
             self.ctx.not_checked(

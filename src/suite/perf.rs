@@ -119,12 +119,12 @@ impl<'c> Perf<'c> {
         let ctx = self.ctx;
         let mut figure = TtftAccuracy {
             case: ctx.evidence.case_name(ctx.id),
-            engine: ctx.stack.engine.name().to_string(),
+            engine: ctx.engine().name().to_string(),
             source: "none".into(),
             offset_ms: None,
             unavailable: None,
         };
-        match ctx.stack.engine.first_token_stamp() {
+        match ctx.engine().first_token_stamp() {
             FirstTokenStamp::Unavailable(why) => {
                 ctx.not_checked("TTFT accuracy", &why);
                 figure.unavailable = Some(why);
@@ -143,7 +143,7 @@ impl<'c> Perf<'c> {
                 // The stamp is logged right after the first token left; the
                 // whole stream has arrived since, so the line is normally
                 // there already. A short poll covers a slow log write.
-                let logs = ctx.stack.layout.logs_dir.clone();
+                let logs = ctx.logs_dir().to_path_buf();
                 let stamps = crate::wait::until(
                     "the engine's first-token stamps of the case's streams",
                     std::time::Duration::from_secs(3),

@@ -285,7 +285,7 @@ impl Pressure<'_> {
     /// engine's relayed event and its `/state`, or, on an engine that relays
     /// none (vLLM), KVCR's own `KVCR source progress stalled` line.
     pub fn latch_since(&self, worker: &Worker, mark: LogMark) -> Result<Option<Latch>, CaseError> {
-        if !self.ctx.stack.engine.relays_kvcr_events() {
+        if !self.ctx.engine().relays_kvcr_events() {
             return self.kvcr_latch_line_since(worker, mark);
         }
         let lines = self.kvcr_lines_since(worker, mark)?;

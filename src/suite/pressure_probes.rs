@@ -18,7 +18,7 @@ impl Pressure<'_> {
     /// Every component log's length now.
     pub fn log_marks(&self) -> LogMarks {
         LogMarks(
-            log_files(&self.ctx.stack.layout.logs_dir)
+            log_files(self.ctx.logs_dir())
                 .unwrap_or_default()
                 .into_iter()
                 .map(|p| {
@@ -35,7 +35,7 @@ impl Pressure<'_> {
     /// to `bad-lines.json`. A scan that read no log, or could not read one,
     /// fails: it saw nothing, which is no evidence of no bad line.
     pub fn expect_no_bad_lines_since(&self, marks: &LogMarks, expected: &[BadLine]) -> CaseResult {
-        let found = scan_since(&self.ctx.stack.layout.logs_dir, marks).map_err(CaseError::new)?;
+        let found = scan_since(self.ctx.logs_dir(), marks).map_err(CaseError::new)?;
         self.ctx.check(
             "bad-lines.json",
             &json!({"expected": expected, "found": found}),
@@ -141,6 +141,12 @@ impl Pressure<'_> {
             .collect()
     }
 
+    /// How many groups the stack's launch context gives its Guard
+    /// (`guard_count`: one per worker where one service is shared).
+    pub fn guard_count(&self) -> u32 {
+        self.ctx.stack.plan.ctx.guard_count
+    }
+
     /// A claim of `guard_index` on the Guard service at `socket` with these
     /// pools (a wrong layout on purpose) and this control port (`None`: a
     /// free one).
@@ -151,7 +157,7 @@ impl Pressure<'_> {
         pools: &[(String, u64)],
         port: Option<u16>,
     ) -> Result<ClaimProbe, CaseError> {
-        let ctx = &self.ctx.stack.ctx;
+        let ctx = &self.ctx.stack.plan.ctx;
         let mut cmd = std::process::Command::new(&ctx.python);
         cmd.args(["-m", "cpu_engine.claim_probe", "--socket"])
             .arg(socket)
@@ -241,7 +247,7 @@ pub fn stop_worker_process<'w>(
     worker: &'w Worker,
 ) -> Result<StoppedWorker<'w>, CaseError> {
     let pid = worker.process.pid();
-    let group = stack.engine.kvcr_in_child_process();
+    let group = stack.plan.engine.kvcr_in_child_process();
     let pids = if group {
         crate::proc::procfs::group_members(pid)
     } else {

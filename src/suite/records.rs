@@ -87,7 +87,7 @@ pub fn stack_summary(stack: &Stack, provisioned: u32) -> StackSummary {
     });
     StackSummary {
         provisioned,
-        attached: !stack.mode().owns(),
+        attached: !stack.control().owns(),
         startup,
         total_startup: ms(t.total_ms),
     }

@@ -69,7 +69,7 @@ fn relink(ctx: &CaseCtx, replacement: &Worker) -> CaseResult {
             (replacement, peer)
         };
         let nixl = target.role() == WorkerRole::Decode
-            && ctx.stack.engine.prefill_to_decode() == PrefillToDecode::NixlConnector;
+            && ctx.engine().prefill_to_decode() == PrefillToDecode::NixlConnector;
         let mut tries = Vec::new();
         let mut linked = false;
         for family in ctx.families(ATTEMPTS)? {

@@ -97,10 +97,10 @@ impl<'c> Workload<'c> {
         .ok_or_else(|| CaseError::new("workload_trace is unset"))?;
         let space = crate::workload::TokenSpace::new(
             settings.block_size,
-            ctx.stack.engine.prompt_vocab(),
+            ctx.engine().prompt_vocab(),
             salt,
         );
-        let planned = plan(&trace, rate_factor, &space, &ctx.stack.engine.model());
+        let planned = plan(&trace, rate_factor, &space, &ctx.engine().model());
         ctx.doing(format!(
             "replaying {} requests at rate ×{rate_factor} (salt {salt})",
             planned.len()
@@ -190,7 +190,7 @@ impl<'c> Workload<'c> {
     ) -> Result<(TierReadings, std::collections::BTreeMap<String, u64>), CaseError> {
         let ctx = self.ctx;
         ctx.doing("waiting for the workers' counters to count the replay")?;
-        let block_size = u64::from(ctx.stack.engine.geometry().block_size_tokens);
+        let block_size = u64::from(ctx.engine().geometry().block_size_tokens);
         let read =
             || -> Result<(TierReadings, std::collections::BTreeMap<String, u64>), CaseError> {
                 let mut r = TierReadings {
