@@ -30,7 +30,7 @@ pub const COLD: Case = Case {
     name: "cold",
     destructive: false,
     needs: &[Need::PerformanceArms],
-    optional: &[],
+    optional: &[Need::FirstTokenStamps],
     run: cold,
 };
 pub const LOCAL_HIT: Case = Case {
@@ -38,7 +38,7 @@ pub const LOCAL_HIT: Case = Case {
     name: "local_hit",
     destructive: false,
     needs: &[Need::PerformanceArms],
-    optional: &[],
+    optional: &[Need::FirstTokenStamps],
     run: local_hit,
 };
 pub const DRAM_HIT: Case = Case {
@@ -46,7 +46,7 @@ pub const DRAM_HIT: Case = Case {
     name: "dram_hit",
     destructive: false,
     needs: &[Need::PerformanceArms],
-    optional: &[],
+    optional: &[Need::FirstTokenStamps],
     run: dram_hit,
 };
 pub const REMOTE_HIT: Case = Case {
@@ -54,7 +54,7 @@ pub const REMOTE_HIT: Case = Case {
     name: "remote_hit",
     destructive: false,
     needs: &[Need::PerformanceArms],
-    optional: &[],
+    optional: &[Need::FirstTokenStamps],
     run: remote_hit,
 };
 pub const SWEEP: Case = Case {
@@ -62,7 +62,7 @@ pub const SWEEP: Case = Case {
     name: "concurrency_sweep",
     destructive: false,
     needs: &[Need::PerformanceArms],
-    optional: &[],
+    optional: &[Need::FirstTokenStamps],
     run: sweep,
 };
 

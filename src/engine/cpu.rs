@@ -13,8 +13,8 @@ use super::applicability;
 use super::needs::{self, Need, Support};
 use super::topology::{self, Topology, WorkerPlan, WorkerRole};
 use super::{
-    dynamo, Engine, FirstTokenStamp, Geometry, GeometryKind, LaunchContext, ReferenceVariant,
-    ServedModel, Setup, WorkerSlot,
+    dynamo, Engine, Geometry, GeometryKind, LaunchContext, ReferenceVariant, ServedModel, Setup,
+    WorkerSlot,
 };
 
 const MODEL_DIR: &str = "fixtures/models/tiny";
@@ -267,7 +267,8 @@ impl Engine for CpuEngine {
             | Need::PagesPerKind
             | Need::ExactHintMembership
             | Need::BlockLedger
-            | Need::RelayedKvcrEvents => Support::Yes,
+            | Need::RelayedKvcrEvents
+            | Need::FirstTokenStamps => Support::Yes,
         }
     }
 
@@ -281,10 +282,6 @@ impl Engine for CpuEngine {
 
     fn guard_pool_gb(&self) -> Option<f64> {
         Some(self.profile.guard_pool_gb)
-    }
-
-    fn first_token_stamp(&self) -> FirstTokenStamp {
-        FirstTokenStamp::WorkerLog
     }
 
     fn geometry(&self) -> Geometry {

@@ -420,14 +420,6 @@ pub trait Engine: Send + Sync {
     fn prefill_to_decode(&self) -> PrefillToDecode {
         PrefillToDecode::KvcrRemote
     }
-    /// Where the engine records the instant it sent a request's first token
-    /// (TC-05's TTFT accuracy), or why it records none.
-    fn first_token_stamp(&self) -> FirstTokenStamp {
-        FirstTokenStamp::Unavailable(format!(
-            "{} records no per-request first-token instant the harness can read",
-            self.name()
-        ))
-    }
 }
 
 /// The model an engine's KVCR workers serve.
@@ -452,17 +444,6 @@ impl ServedModel {
             prompt_vocab: prompt_tokens[0]..prompt_tokens[1],
         }
     }
-}
-
-/// See [`Engine::first_token_stamp`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FirstTokenStamp {
-    /// The worker's log: `request <dynamo id>: first token sent
-    /// monotonic_ns=N realtime_ns=M`, written right after the first token
-    /// left (CLOCK_MONOTONIC, read before the send).
-    WorkerLog,
-    /// None, and why.
-    Unavailable(String),
 }
 
 #[cfg(test)]

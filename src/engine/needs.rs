@@ -57,11 +57,16 @@ pub enum Need {
     /// The `KV Transfer metrics` log line and `/metrics` are independent
     /// sources, so their agreement means something.
     IndependentIntervalLog,
+    /// The worker logs the instant it sent each request's first token
+    /// (`request <dynamo id>: first token sent monotonic_ns=N
+    /// realtime_ns=M`, written right after the token left, CLOCK_MONOTONIC
+    /// read before the send), for TC-05's TTFT accuracy.
+    FirstTokenStamps,
 }
 
 impl Need {
     /// Every need, in the order the docs list them.
-    pub const ALL: [Need; 13] = [
+    pub const ALL: [Need; 14] = [
         Need::Topology,
         Need::Guard,
         Need::RouterHints,
@@ -75,6 +80,7 @@ impl Need {
         Need::BlockLedger,
         Need::RelayedKvcrEvents,
         Need::IndependentIntervalLog,
+        Need::FirstTokenStamps,
     ];
 
     /// How the docs name it.
@@ -93,6 +99,7 @@ impl Need {
             Need::BlockLedger => "a block ledger",
             Need::RelayedKvcrEvents => "relayed KVCR events",
             Need::IndependentIntervalLog => "an independent interval log",
+            Need::FirstTokenStamps => "first-token stamps",
         }
     }
 }
@@ -150,6 +157,9 @@ pub fn without(need: Need, engine: &str) -> Support {
         Need::IndependentIntervalLog => {
             format!("the {engine} engine writes both from one; checked as its consistency")
         }
+        Need::FirstTokenStamps => format!(
+            "{engine} records no per-request first-token instant the harness can read"
+        ),
         Need::FaultSwitches => format!(
             "the {engine} engine has no fault switches (the fault rows that turn one on run on the CPU engine)"
         ),

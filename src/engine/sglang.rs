@@ -23,8 +23,7 @@ use super::needs::{self, Need, Support};
 use super::topology;
 use super::topology::{plan_workers, Node, Topology, WorkerPlan};
 use super::{
-    dynamo, Engine, FirstTokenStamp, Geometry, LaunchContext, ReferenceVariant, ServedModel, Setup,
-    WorkerSlot,
+    dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, ServedModel, Setup, WorkerSlot,
 };
 
 /// Why TC-04, TC-06 and the 2p1d topology do not run on SGLang.
@@ -339,7 +338,7 @@ impl SglangEngine {
 }
 
 /// Why TC-05's TTFT accuracy finds no per-request first-token instant
-/// on SGLang ([`Engine::first_token_stamp`]).
+/// on SGLang ([`Need::FirstTokenStamps`]).
 const NO_FIRST_TOKEN_STAMP: &str =
     "SGLang records TTFT only as its Prometheus histogram sglang:time_to_first_token_seconds \
      (bucketed, all requests together, from its own arrival); dynamo.sglang logs no \
@@ -358,6 +357,7 @@ impl Engine for SglangEngine {
                 Support::no(NEEDS_CPU_KVCR_REPORTS)
             }
             _ if topology == Topology::TwoP1D => Support::no(NO_GUARD_NO_DISAGGREGATION),
+            Need::FirstTokenStamps => Support::no(NO_FIRST_TOKEN_STAMP),
             Need::Topology => Support::Yes,
             Need::Guard => Support::no(NO_GUARD_NO_DISAGGREGATION),
             Need::RouterHints => Support::no(NO_ROUTER_HINT),
@@ -383,10 +383,6 @@ impl Engine for SglangEngine {
 
     fn served(&self) -> &ServedModel {
         &self.served
-    }
-
-    fn first_token_stamp(&self) -> FirstTokenStamp {
-        FirstTokenStamp::Unavailable(NO_FIRST_TOKEN_STAMP.into())
     }
 
     fn geometry(&self) -> Geometry {
@@ -515,6 +511,10 @@ mod tests {
             Support::no(applicability::PERFORMANCE_ON_AGG)
         );
         assert!(!s(Need::FaultSwitches, Topology::Agg).is_yes());
+        assert_eq!(
+            s(Need::FirstTokenStamps, Topology::Agg),
+            Support::no(NO_FIRST_TOKEN_STAMP)
+        );
         // The Guard it lacks is the one its plan has none of.
         assert!(!engine(Topology::Agg).has_guard());
     }

@@ -25,8 +25,8 @@ use super::needs::{self, Need, Support};
 use super::topology;
 use super::topology::{nodes_or_local, plan_workers, Node, Topology, WorkerPlan, WorkerRole};
 use super::{
-    dynamo, Engine, FirstTokenStamp, Geometry, LaunchContext, PrefillToDecode, ReferenceVariant,
-    ServedModel, Setup, WorkerSlot,
+    dynamo, Engine, Geometry, LaunchContext, PrefillToDecode, ReferenceVariant, ServedModel, Setup,
+    WorkerSlot,
 };
 
 pub mod kv_layout;
@@ -309,7 +309,7 @@ impl VllmEngine {
 }
 
 /// Why TC-05's TTFT accuracy finds no per-request first-token instant
-/// on vLLM ([`Engine::first_token_stamp`]).
+/// on vLLM ([`Need::FirstTokenStamps`]).
 /// The prompt tokens vLLM can take from its prefix cache: full blocks
 /// only, and at most `prompt_tokens - 1` (its KV cache manager computes at
 /// least the last prompt token, for the logits: `max_cache_hit_length =
@@ -365,6 +365,7 @@ impl Engine for VllmEngine {
             }
             Need::PoolEvictionReports => Support::no(NO_POOL_EVICTION_REPORTS),
             Need::DiskTierReports => Support::no(NO_DISK_TIER_REPORTS),
+            Need::FirstTokenStamps => Support::no(NO_FIRST_TOKEN_STAMP),
             Need::FaultSwitches
             | Need::PagesPerKind
             | Need::ExactHintMembership
@@ -383,10 +384,6 @@ impl Engine for VllmEngine {
 
     fn served(&self) -> &ServedModel {
         &self.served
-    }
-
-    fn first_token_stamp(&self) -> FirstTokenStamp {
-        FirstTokenStamp::Unavailable(NO_FIRST_TOKEN_STAMP.into())
     }
 
     /// Prefill and decode workers run NixlConnector beside the KVCR tier
@@ -619,6 +616,10 @@ mod tests {
         );
         assert!(!s(Need::FaultSwitches, Topology::Agg).is_yes());
         assert!(!s(Need::ExactHintMembership, Topology::Agg).is_yes());
+        assert_eq!(
+            s(Need::FirstTokenStamps, Topology::Agg),
+            Support::no(NO_FIRST_TOKEN_STAMP)
+        );
     }
 
     fn engine(topology: Topology) -> VllmEngine {
