@@ -66,7 +66,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     // Hybrid: exact pages per kind (attention pages, SSM parts), counted
     // by the target as it read them, not only the same total bytes.
     let per_kind = ctx.supports(Need::PagesPerKind);
-    if let (true, Support::No(why)) = (geometry.pool_kinds().len() > 1, &per_kind) {
+    if let Some(why) = per_kind
+        .reason()
+        .filter(|_| geometry.pool_kinds().len() > 1)
+    {
         ctx.not_checked("exact pages per kind", why);
     }
     if geometry.pool_kinds().len() > 1 && per_kind.is_yes() {
