@@ -299,7 +299,9 @@ pub const LANES: &[Lane] = &[
         ignored: false,
         trials: Trials::Cases(cases::PHASE2_VLLM),
     },
-    // The rows whose fault needs no engine switch, on real vLLM.
+    // Three of the rows that apply on real vLLM (no engine switch): a
+    // killed router, a stopped Guard, a replacement with another
+    // compatibility digest. Each row's restore restarts a vLLM worker.
     Lane {
         target: "fault_matrix_vllm",
         stack: StackSpec::new(Kind::Vllm, Topology::Agg, GeometryKind::Dense),
@@ -307,7 +309,14 @@ pub const LANES: &[Lane] = &[
         flags: &[],
         flags_at_start: None,
         ignored: false,
-        trials: Trials::RowsNamed(fault_matrix::agg::ROWS, &fault_matrix::agg::ENGINE_NEUTRAL),
+        trials: Trials::RowsNamed(
+            fault_matrix::agg::ROWS,
+            &[
+                "dead_router_is_caught",
+                "guard_that_never_promotes_is_caught",
+                "replacement_with_another_compatibility_digest_is_caught",
+            ],
+        ),
     },
     // Prefill workers A, B and decode worker C of real vLLM (CPU build)
     // behind Dynamo's prefill router: the P→D pull is vLLM's NixlConnector
@@ -537,7 +546,9 @@ mod tests {
         };
         for case in cases {
             assert!(
-                Kind::Vllm.applies(case.id, Topology::Agg).applies(),
+                Trial::Case(*case)
+                    .applicability(Kind::Vllm, Topology::Agg)
+                    .applies(),
                 "{} does not apply to vLLM",
                 case.id
             );
@@ -596,23 +607,40 @@ mod tests {
         }
     }
 
+    /// A fault lane runs only rows whose needs its stack gives (the vLLM
+    /// lanes: no CPU-engine switch), and every row it names exists.
     #[test]
-    fn the_vllm_matrix_is_the_engine_neutral_rows() {
-        let Trials::RowsNamed(rows, names) = Lane::of("fault_matrix_vllm").unwrap().trials else {
-            panic!("fault_matrix_vllm runs named rows");
-        };
-        let picked = Trials::RowsNamed(rows, names).trials();
-        assert_eq!(picked.len(), names.len(), "every name is a row");
-        for trial in picked {
-            let Trial::Row(row) = trial else {
-                panic!("a row")
-            };
-            assert!(
-                row.fault.engine_neutral(),
-                "{} needs an engine switch",
-                row.name
-            );
+    fn every_row_a_lane_runs_applies_to_its_stack() {
+        for lane in LANES {
+            if let Trials::RowsNamed(_, names) = lane.trials {
+                assert_eq!(
+                    lane.trials.trials().len(),
+                    names.len(),
+                    "{}: every name is a row",
+                    lane.target
+                );
+            }
+            for trial in lane.trials.trials() {
+                if let Trial::Row(row) = trial {
+                    let answer = trial.applicability(lane.stack.engine, lane.stack.topology);
+                    assert!(
+                        answer.applies(),
+                        "{} runs {}: {answer:?}",
+                        lane.target,
+                        row.name
+                    );
+                }
+            }
         }
+        // The failing direction: a row that turns on a CPU-engine switch
+        // does not apply on vLLM.
+        let switched = fault_matrix::agg::ROWS
+            .iter()
+            .find(|row| row.fault.switches_the_engine())
+            .expect("a row with an engine switch");
+        assert!(!Trial::Row(switched)
+            .applicability(Kind::Vllm, Topology::Agg)
+            .applies());
     }
 
     /// The vLLM 2P+1D lanes make the stack they say: two prefill workers

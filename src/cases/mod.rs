@@ -26,6 +26,8 @@ pub mod tc17_concurrent_same_prefix;
 
 pub mod wl01_trace_replay;
 
+pub mod table;
+
 /// Every phase 1 case (and arm), in the order they run.
 ///
 /// The destructive cases run last, so the performance arms measure a stack
@@ -60,8 +62,8 @@ pub const PHASE2: &[Case] = &[
 
 /// The production-conditions cases that run on real vLLM (`phase2_vllm`):
 /// TC-09, TC-10, TC-11 and TC-08, in the `phase2` order. TC-07 and TC-12
-/// need the CPU engine's per-block reports or switches
-/// (`engine::applicability::production_on_vllm` says why for each).
+/// need the CPU engine's per-block reports or switches (vLLM's
+/// `Engine::supports` says why for each).
 pub const PHASE2_VLLM: &[Case] = &[
     tc09_clean_restart::CASE,
     tc10_heartbeat_promotion::CASE,
@@ -79,3 +81,56 @@ pub const PHASE3: &[Case] = &[tc17_concurrent_same_prefix::CASE];
 
 /// KVCR's disk tier (TC-12), on the `phase2-g3` stack.
 pub const PHASE2_G3: &[Case] = &[tc12_disk_tier::CASE];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Need;
+
+    /// `--cases` accepts exactly the test plan's registered case ids.
+    #[test]
+    fn the_known_cases_are_the_registered_ones() {
+        let mut ids: Vec<&str> = table::test_plan_cases().iter().map(|c| c.id).collect();
+        ids.dedup();
+        assert_eq!(ids, crate::engine::applicability::KNOWN_CASES);
+    }
+
+    /// The needs a case's file asks the stack about (`Need::…`) are the
+    /// ones its `Case` declares, so the generated table and the ignored
+    /// reasons tell what the case really reads.
+    #[test]
+    fn a_case_asks_only_for_what_it_declares() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cases");
+        let mut cases: Vec<Case> = table::test_plan_cases();
+        cases.extend(WORKLOAD);
+        for entry in std::fs::read_dir(&root).unwrap() {
+            let path = entry.unwrap().path();
+            let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            let Some(number) = stem
+                .get(2..4)
+                .filter(|_| stem.starts_with("tc") || stem.starts_with("wl"))
+            else {
+                continue;
+            };
+            let id = format!("{}-{number}", stem[..2].to_ascii_uppercase());
+            let text = std::fs::read_to_string(&path).unwrap();
+            let declared: Vec<Need> = cases
+                .iter()
+                .filter(|c| c.id == id)
+                .flat_map(|c| c.needs.iter().chain(c.optional))
+                .copied()
+                .collect();
+            for need in crate::engine::Need::ALL {
+                if text.contains(&format!("Need::{need:?}")) {
+                    assert!(
+                        declared.contains(&need),
+                        "{} asks for Need::{need:?}, which no case {id} declares",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
+}

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use crate::engine::{Need, Support};
 use crate::prompts::Family;
 use crate::stack::Worker;
 use crate::suite::LogMark;
@@ -88,9 +89,9 @@ impl LedgerWatch {
     /// Where the engine can keep a ledger, a watch of `dead`; elsewhere
     /// `None`, and the case's summary says the ledger was not checked, and why.
     pub fn where_kept(ctx: &CaseCtx, dead: &Worker) -> Option<Self> {
-        match ctx.engine().block_ledger() {
-            Ok(()) => Some(Self::start(ctx, dead)),
-            Err(why) => {
+        match ctx.supports(Need::BlockLedger) {
+            Support::Yes => Some(Self::start(ctx, dead)),
+            Support::No(why) => {
                 ctx.not_checked("nothing lost, block by block (the recovery ledger)", &why);
                 None
             }

@@ -15,6 +15,8 @@ pub const CASE: Case = Case {
     id: "TC-01",
     name: "generation_correctness",
     destructive: false,
+    needs: &[],
+    optional: &[],
     run,
 };
 

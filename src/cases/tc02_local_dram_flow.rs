@@ -12,6 +12,8 @@ pub const CASE: Case = Case {
     id: "TC-02",
     name: "local_dram_flow",
     destructive: false,
+    needs: &[],
+    optional: &[],
     run,
 };
 

@@ -14,6 +14,7 @@
 //! Both workers' `KV Transfer metrics` log lines report the same transfer as
 //! their Prometheus counters.
 
+use crate::engine::{Need, Support};
 use crate::suite::{Case, CaseCtx, CaseResult};
 use crate::telemetry::{Counter, OpResult, Scope};
 use crate::verdict::transfer::{
@@ -24,6 +25,12 @@ pub const CASE: Case = Case {
     id: "TC-03",
     name: "hinted_peer_transfer",
     destructive: false,
+    needs: &[Need::RouterHints],
+    optional: &[
+        Need::PagesPerKind,
+        Need::ExactHintMembership,
+        Need::IndependentIntervalLog,
+    ],
     run,
 };
 
@@ -58,16 +65,14 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     )?;
     // Hybrid: exact pages per kind (attention pages, SSM parts), counted
     // by the target as it read them, not only the same total bytes.
-    if geometry.pool_kinds().len() > 1 && !ctx.engine().counts_pages_per_kind() {
-        ctx.not_checked(
-            "exact pages per kind",
-            &format!(
-                "the {} engine counts no pages per kind; only the total bytes were checked",
-                ctx.engine().name()
-            ),
-        );
+    let per_kind = ctx.supports(Need::PagesPerKind);
+    if let Some(why) = per_kind
+        .reason()
+        .filter(|_| geometry.pool_kinds().len() > 1)
+    {
+        ctx.not_checked("exact pages per kind", why);
     }
-    if geometry.pool_kinds().len() > 1 && ctx.engine().counts_pages_per_kind() {
+    if geometry.pool_kinds().len() > 1 && per_kind.is_yes() {
         let read: Vec<(String, u64)> = geometry
             .pool_kinds()
             .into_iter()
@@ -101,14 +106,6 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     )
 }
 
-/// Why the hint-membership check does not apply to `engine`'s KVCR tier,
-/// recorded as "not checked" rather than passed.
-fn membership_not_checked(engine: &dyn crate::engine::Engine) -> Option<&'static str> {
-    (!engine.kvcr_exact_hint_membership()).then_some(
-        "this engine's KVCR tier queries opportunistically (opportunistic_query on, vLLM's default), so a hinted request may pull blocks the hint does not name by design",
-    )
-}
-
 /// A hinted request with one full block past the hinted prefix, on B, of a
 /// family only A has committed.
 fn expect_hint_membership_on(
@@ -116,8 +113,10 @@ fn expect_hint_membership_on(
     a: &crate::stack::Worker,
     b: &crate::stack::Worker,
 ) -> CaseResult {
-    if let Some(why) = membership_not_checked(ctx.engine().as_ref()) {
-        ctx.not_checked("hint membership", why);
+    // Where the engine's KVCR tier queries opportunistically, recorded as
+    // "not checked" rather than passed.
+    if let Support::No(why) = ctx.supports(Need::ExactHintMembership) {
+        ctx.not_checked("hint membership", &why);
         return Ok(());
     }
     let family = ctx.family()?;
@@ -156,29 +155,18 @@ fn expect_hint_membership_on(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::engine::vllm::{VllmEngine, VllmProfile};
-    use crate::engine::Topology;
+    use crate::engine::{Kind, Need, Support, Topology};
 
     /// The vLLM lanes record the membership check "not checked" (their
     /// KVCR tier queries opportunistically); the CPU engine runs it.
     #[test]
     fn hint_membership_runs_on_the_cpu_engine_and_is_not_checked_on_vllm() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let cpu = crate::engine::cpu::CpuEngine::new(
-            crate::engine::cpu::CpuEngineProfile::shipped(),
-            crate::engine::GeometryKind::Dense,
-            root,
-        );
-        assert_eq!(membership_not_checked(&cpu), None);
-        let text = std::fs::read_to_string(root.join("fixtures/engines/vllm-cpu.toml"))
-            .expect("the CPU lane's vLLM profile");
-        let profile: VllmProfile = toml::from_str(&text).expect("a valid profile");
-        let vllm = VllmEngine::new(profile, Topology::Agg).expect("agg");
-        let why = membership_not_checked(&vllm).expect("vLLM queries opportunistically");
+        let membership = |k: Kind| k.supports(Need::ExactHintMembership, Topology::Agg);
+        assert_eq!(membership(Kind::Cpu), Support::Yes);
+        let why = membership(Kind::Vllm);
         assert!(
-            why.starts_with("this engine's KVCR tier queries opportunistically"),
-            "{why}"
+            why.reason().is_some_and(|r| r.starts_with("this engine's KVCR tier queries opportunistically")),
+            "{why:?}"
         );
     }
 }

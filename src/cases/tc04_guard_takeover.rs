@@ -22,6 +22,7 @@
 
 use std::time::Duration;
 
+use crate::engine::Need;
 use crate::suite::{clause, Case, CaseCtx, CaseError, CaseResult};
 use crate::verdict::guard::{expect_promoted, expect_recovered_covers, AttemptOutcome};
 use crate::verdict::local::expect_host_tier_hit;
@@ -33,6 +34,8 @@ pub const CASE: Case = Case {
     id: "TC-04",
     name: "guard_takeover_and_replacement",
     destructive: true,
+    needs: &[Need::Guard],
+    optional: &[Need::BlockLedger],
     run,
 };
 

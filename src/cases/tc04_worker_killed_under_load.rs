@@ -9,6 +9,7 @@
 //! the router sent nothing proves nothing). The case then waits for the
 //! Guard to promote A's group, so the suite's replacement can take it back.
 
+use crate::engine::Need;
 use crate::suite::CaseError;
 
 use crate::client::WorkerIdentity;
@@ -20,6 +21,8 @@ pub const CASE: Case = Case {
     id: "TC-04",
     name: "worker_killed_under_load",
     destructive: true,
+    needs: &[Need::Guard],
+    optional: &[],
     run,
 };
 

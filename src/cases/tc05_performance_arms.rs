@@ -17,6 +17,7 @@
 //! reference phase are recorded and plotted.
 
 use crate::config::SweepMode;
+use crate::engine::Need;
 use crate::evidence::Arm;
 use crate::prompts::Prompt;
 use crate::stats::OpenLoop;
@@ -28,30 +29,40 @@ pub const COLD: Case = Case {
     id: "TC-05",
     name: "cold",
     destructive: false,
+    needs: &[Need::PerformanceArms],
+    optional: &[Need::FirstTokenStamps],
     run: cold,
 };
 pub const LOCAL_HIT: Case = Case {
     id: "TC-05",
     name: "local_hit",
     destructive: false,
+    needs: &[Need::PerformanceArms],
+    optional: &[Need::FirstTokenStamps],
     run: local_hit,
 };
 pub const DRAM_HIT: Case = Case {
     id: "TC-05",
     name: "dram_hit",
     destructive: false,
+    needs: &[Need::PerformanceArms],
+    optional: &[Need::FirstTokenStamps],
     run: dram_hit,
 };
 pub const REMOTE_HIT: Case = Case {
     id: "TC-05",
     name: "remote_hit",
     destructive: false,
+    needs: &[Need::PerformanceArms],
+    optional: &[Need::FirstTokenStamps],
     run: remote_hit,
 };
 pub const SWEEP: Case = Case {
     id: "TC-05",
     name: "concurrency_sweep",
     destructive: false,
+    needs: &[Need::PerformanceArms],
+    optional: &[Need::FirstTokenStamps],
     run: sweep,
 };
 

@@ -18,6 +18,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::engine::Need;
 use crate::evidence::{RecoveryAttempt, RecoveryTimeline};
 use crate::suite::{clause, Case, CaseCtx, CaseError, CaseResult, Claim};
 use crate::telemetry::guard_log::GuardEvent;
@@ -30,6 +31,8 @@ pub const CASE: Case = Case {
     id: "TC-06",
     name: "guard_recovery_timing",
     destructive: true,
+    needs: &[Need::Guard],
+    optional: &[Need::BlockLedger],
     run,
 };
 

@@ -13,6 +13,7 @@
 //! deposit finds no slot: KVCR answers FAILED for its blocks and the engine
 //! reports them failed, not lost silently; H's tokens are the reference's.
 
+use crate::engine::Need;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::engine_kvcr_log;
 use crate::telemetry::names::engine_kvcr_log::TIER_LOCAL_G2;
@@ -26,6 +27,13 @@ pub const CASE: Case = Case {
     id: "TC-07",
     name: "pool_pressure_and_eviction",
     destructive: false,
+    needs: &[
+        Need::PoolEvictionReports,
+        Need::ProductionConditions,
+        Need::Guard,
+        Need::FaultSwitches,
+    ],
+    optional: &[],
     run,
 };
 

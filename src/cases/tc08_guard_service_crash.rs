@@ -25,6 +25,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::engine::Need;
 use crate::proc::StopReport;
 use crate::prompts::Family;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
@@ -47,6 +48,8 @@ pub const CASE: Case = Case {
     id: "TC-08",
     name: "guard_service_crash_and_restart",
     destructive: true,
+    needs: &[Need::ProductionConditions, Need::Guard],
+    optional: &[Need::BlockLedger],
     run,
 };
 

@@ -31,6 +31,7 @@
 
 use std::time::Instant;
 
+use crate::engine::{Need, Support};
 use crate::stack::Worker;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::engine_kvcr_log::EngineKvcrLine;
@@ -54,6 +55,8 @@ pub const CASE: Case = Case {
     id: "TC-09",
     name: "clean_restart",
     destructive: true,
+    needs: &[Need::ProductionConditions, Need::Guard],
+    optional: &[Need::BlockLedger, Need::RelayedKvcrEvents],
     run,
 };
 
@@ -71,8 +74,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let committed = ctx.pressure().committed_since(&a, mark)?;
     // The ledger needs KVCR's per-block events (not on vLLM): else the
     // summary says it was not checked, and why.
-    let ledger_kept = ctx.engine().block_ledger();
-    if let Err(why) = &ledger_kept {
+    let ledger_kept = ctx.supports(Need::BlockLedger);
+    if let Support::No(why) = &ledger_kept {
         ctx.not_checked("nothing lost, block by block (the reclaim ledger)", why);
     }
 
@@ -100,7 +103,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.check("stop.json", &stopped, verdict)?;
 
     // A' is warm: every committed block held, A's prefix a local hit.
-    if ledger_kept.is_ok() {
+    if ledger_kept.is_yes() {
         let ledger = reclaimed(ctx, &committed, &replacement)?;
         ctx.check(
             "ledger.json",
@@ -160,7 +163,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
 
     // A normal replacement after the refusal: still warm.
     let again = ctx.faults().replace("A")?;
-    if ledger_kept.is_ok() {
+    if ledger_kept.is_yes() {
         let after_refusal = reclaimed(ctx, &committed, &again)?;
         ctx.check(
             "ledger-after-refusal.json",
@@ -274,18 +277,19 @@ fn clean_stop(
         .any(|e| matches!(&e.event, GuardEvent::Other { name, .. } if name == SNAPSHOT_WRITTEN));
     // The engine's own line where it relays KVCR's close; elsewhere (vLLM)
     // the Guard's handback region is the only record of the handback.
-    let handed_back = if ctx.engine().relays_kvcr_events() {
-        Some(
+    let handed_back = match ctx.supports(Need::RelayedKvcrEvents) {
+        Support::Yes => Some(
             lines
                 .iter()
                 .any(|l| matches!(l.event, EngineKvcrLine::HandedBack { .. })),
-        )
-    } else {
-        ctx.not_checked(
-            "the engine logs `KVCR closed: Guard group N handed back`",
-            "this engine does not relay KVCR's close to its log; the handback is the Guard's `snapshot_written`",
-        );
-        None
+        ),
+        Support::No(why) => {
+            ctx.not_checked(
+                "the engine logs `KVCR closed: Guard group N handed back`",
+                &why,
+            );
+            None
+        }
     };
     Ok(CleanStop {
         exit: report.exit,

@@ -26,6 +26,7 @@
 
 use std::time::Duration;
 
+use crate::engine::Need;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::guard_log::GuardEvent;
 use crate::verdict::guard::expect_promoted;
@@ -39,6 +40,8 @@ pub const CASE: Case = Case {
     id: "TC-10",
     name: "heartbeat_promotion",
     destructive: true,
+    needs: &[Need::ProductionConditions, Need::Guard],
+    optional: &[Need::BlockLedger],
     run,
 };
 

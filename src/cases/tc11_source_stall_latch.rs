@@ -22,6 +22,7 @@
 
 use std::time::Duration;
 
+use crate::engine::Need;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::{Counter, OpResult, Scope};
 use crate::verdict::log_scan::BadLine;
@@ -34,6 +35,8 @@ pub const CASE: Case = Case {
     id: "TC-11",
     name: "source_stall_latch",
     destructive: true,
+    needs: &[Need::ProductionConditions, Need::Guard],
+    optional: &[Need::RelayedKvcrEvents],
     run,
 };
 
@@ -68,7 +71,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     // failure of the short stop. (On the CPU engine a latch before the case
     // fails the short stop's verdict, as its curated mutant,
     // p2-stall-latch-early, expects.)
-    if !ctx.engine().relays_kvcr_events() {
+    if !ctx.supports(Need::RelayedKvcrEvents).is_yes() {
         let before = ctx.pressure().latch_since(&a, crate::suite::LogMark(0))?;
         ctx.check(
             "latched-before.json",

@@ -12,6 +12,7 @@
 //! finds the disk half again: the spilled blocks are `FETCHABLE, G3` on A',
 //! and a prefix of them comes back from disk with the reference tokens.
 
+use crate::engine::Need;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::engine_kvcr_log;
 use crate::telemetry::names::engine_kvcr_log::TIER_G3;
@@ -23,6 +24,12 @@ pub const CASE: Case = Case {
     id: "TC-12",
     name: "disk_tier",
     destructive: true,
+    needs: &[
+        Need::DiskTierReports,
+        Need::ProductionConditions,
+        Need::Guard,
+    ],
+    optional: &[],
     run,
 };
 

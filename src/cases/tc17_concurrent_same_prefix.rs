@@ -11,6 +11,7 @@
 
 use serde_json::json;
 
+use crate::engine::Need;
 use crate::suite::{Case, CaseCtx, CaseResult};
 use crate::verdict::concurrent::{expect_deposited_once, expect_no_failed_deposit, expect_overlap};
 
@@ -18,6 +19,8 @@ pub const CASE: Case = Case {
     id: "TC-17",
     name: "concurrent_same_prefix",
     destructive: false,
+    needs: &[Need::DepositReports],
+    optional: &[],
     run,
 };
 

@@ -23,6 +23,8 @@ pub const CASE: Case = Case {
     id: WORKLOAD_CASE,
     name: "trace_replay",
     destructive: false,
+    needs: &[],
+    optional: &[],
     run,
 };
 

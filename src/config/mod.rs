@@ -13,7 +13,7 @@
 //! let resolved = config::resolve(&harness, &Env::from_process()?)?;
 //! for w in &resolved.warnings { eprintln!("warning: {w}"); }
 //! let settings = resolved.settings;
-//! let why = settings.engine.applies("TC-04", settings.topology);
+//! let why = settings.engine.supports(kvcr_e2e::engine::Need::Guard, settings.topology);
 //! // let args = libtest_mimic::Arguments::from_iter(libtest_argv);
 //! # let _ = (libtest_argv, why); Ok(())
 //! # }

@@ -9,11 +9,12 @@ use sha2::{Digest, Sha256};
 
 use crate::proc::ProcessSpec;
 
-use super::applicability::{self, Applicability, Case};
+use super::applicability;
+use super::needs::{self, Need, Support};
 use super::topology::{self, Topology, WorkerPlan, WorkerRole};
 use super::{
-    dynamo, Engine, FirstTokenStamp, Geometry, GeometryKind, LaunchContext, ReferenceVariant,
-    ServedModel, Setup, WorkerSlot,
+    dynamo, Engine, Geometry, GeometryKind, LaunchContext, ReferenceVariant, ServedModel, Setup,
+    WorkerSlot,
 };
 
 const MODEL_DIR: &str = "fixtures/models/tiny";
@@ -250,13 +251,34 @@ impl Engine for CpuEngine {
         )
     }
 
-    fn applies(case: Case, topology: Topology) -> Applicability {
-        if case.is_production() {
-            return applicability::production_on(topology);
-        }
-        match topology {
-            Topology::Agg | Topology::TwoP1D => Applicability::Applies,
-            Topology::TwoNode => applicability::off_agg(case),
+    /// Everything, on every topology, but what the production cases and
+    /// the performance arms are defined on; its interval log and
+    /// `/metrics` come from one source (`IntervalStats`).
+    fn supports(need: Need, topology: Topology) -> Support {
+        match need {
+            Need::PerformanceArms => Support::given(
+                topology != Topology::TwoNode,
+                applicability::PERFORMANCE_ON_AGG,
+            ),
+            Need::ProductionConditions => {
+                Support::given(topology == Topology::Agg, applicability::PRODUCTION_ON_AGG)
+            }
+            Need::IndependentIntervalLog => needs::without(need, "cpu"),
+            // `RemoteFWDramOptions` keeps KVCR's `opportunistic_query=False`
+            // (`fixtures/cpu-engine/cpu_engine/kvcr_binding.py`): exact
+            // hint membership.
+            Need::Topology
+            | Need::Guard
+            | Need::RouterHints
+            | Need::PoolEvictionReports
+            | Need::DiskTierReports
+            | Need::FaultSwitches
+            | Need::PagesPerKind
+            | Need::ExactHintMembership
+            | Need::BlockLedger
+            | Need::RelayedKvcrEvents
+            | Need::FirstTokenStamps
+            | Need::DepositReports => Support::Yes,
         }
     }
 
@@ -270,10 +292,6 @@ impl Engine for CpuEngine {
 
     fn guard_pool_gb(&self) -> Option<f64> {
         Some(self.profile.guard_pool_gb)
-    }
-
-    fn first_token_stamp(&self) -> FirstTokenStamp {
-        FirstTokenStamp::WorkerLog
     }
 
     fn geometry(&self) -> Geometry {
@@ -389,30 +407,12 @@ impl Engine for CpuEngine {
         true
     }
 
-    fn counts_pages_per_kind(&self) -> bool {
-        true
-    }
-
-    fn block_ledger(&self) -> Result<(), String> {
-        Ok(())
-    }
-
     fn guard_heartbeat_timeout_ms(&self) -> Option<u64> {
         self.profile.guard_heartbeat_timeout_ms
     }
 
     fn kvcr_operation_timeout_ms(&self) -> Option<u64> {
         self.profile.operation_timeout_ms
-    }
-
-    fn relays_kvcr_events(&self) -> bool {
-        true
-    }
-
-    /// `RemoteFWDramOptions` keeps KVCR's `opportunistic_query=False`
-    /// (`fixtures/cpu-engine/cpu_engine/kvcr_binding.py`).
-    fn kvcr_exact_hint_membership(&self) -> bool {
-        true
     }
 
     /// `--kvcr off`: the engine imports KVCR only with `--kvcr on`.
@@ -481,4 +481,39 @@ fn vocab_size(model_dir: &Path) -> u32 {
         .and_then(|config| config.get("vocab_size")?.as_u64())
         .and_then(|v| u32::try_from(v).ok())
         .unwrap_or(FALLBACK_VOCAB)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Everything, but the production cases off agg, the performance arms
+    /// on two nodes, and an interval log independent of `/metrics`.
+    #[test]
+    fn what_the_cpu_engine_supports() {
+        for t in Topology::ALL {
+            for need in Need::ALL {
+                let answer = CpuEngine::supports(need, t);
+                let expected_no = match need {
+                    Need::IndependentIntervalLog => true,
+                    Need::ProductionConditions => t != Topology::Agg,
+                    Need::PerformanceArms => t == Topology::TwoNode,
+                    _ => false,
+                };
+                assert_eq!(!answer.is_yes(), expected_no, "{need:?} on {t}: {answer:?}");
+            }
+        }
+        assert_eq!(
+            CpuEngine::supports(Need::ProductionConditions, Topology::TwoNode),
+            Support::no(applicability::PRODUCTION_ON_AGG)
+        );
+        assert_eq!(
+            CpuEngine::supports(Need::PerformanceArms, Topology::TwoNode),
+            Support::no(applicability::PERFORMANCE_ON_AGG)
+        );
+        assert_eq!(
+            CpuEngine::supports(Need::IndependentIntervalLog, Topology::Agg),
+            Support::no("the cpu engine writes both from one; checked as its consistency")
+        );
+    }
 }

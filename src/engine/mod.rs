@@ -9,7 +9,7 @@
 //! line), its fixture and its registry line, as the toy engine's test
 //! shows (`engine/toy.rs`, `fixtures/engines/toy.toml`).
 //! Its [`Engine`] impl builds it from the run's settings ([`Setup`]), says
-//! which cases apply ([`Engine::applies`]) and turns a [`LaunchContext`]
+//! what it gives the cases on each topology ([`Engine::supports`]) and turns a [`LaunchContext`]
 //! into process specs: the Dynamo frontend with its KV router, the KVCR
 //! Guard service, the workers, and the KVCR-disabled reference workers. The
 //! stack runner starts whatever the engine plans; it does not know which
@@ -29,6 +29,7 @@ pub mod cpu;
 pub mod dynamo;
 pub mod geometry;
 pub mod model_files;
+pub mod needs;
 pub mod placement;
 pub mod pool_size;
 pub mod sglang;
@@ -37,8 +38,9 @@ pub mod stack_spec;
 pub mod topology;
 pub mod vllm;
 
-pub use applicability::{Applicability, Case};
+pub use applicability::Applicability;
 pub use geometry::{Geometry, GeometryKind};
+pub use needs::{Need, Support};
 pub use slots::WorkerSlot;
 pub use stack_spec::StackSpec;
 pub use topology::Topology;
@@ -66,7 +68,7 @@ macro_rules! registry {
 }
 
 /// [`Kind`] from the registry's lines: the `--engine` words (help, errors,
-/// profiles), how each engine is built, and which cases it runs.
+/// profiles), how each engine is built, and what it supports.
 macro_rules! engines {
     ($($(#[$doc:meta])* $variant:ident = $word:literal => $room:ty),+ $(,)?) => {
         crate::words::word_enum!(
@@ -84,17 +86,18 @@ macro_rules! engines {
                 }
             }
 
-            /// Whether `case_id` (a case or one of its arms, e.g.
-            /// `TC-05/cold`) applies to this engine on `topology`: the
-            /// engine's own answer, saying which case, engine and topology.
-            pub fn applies(self, case_id: &str, topology: $crate::engine::Topology) -> $crate::engine::Applicability {
-                let Some(case) = $crate::engine::Case::of(case_id) else {
-                    return $crate::engine::applicability::unknown_case(case_id);
-                };
-                let answer = match self {
-                    $(Kind::$variant => <$room as $crate::engine::Engine>::applies(case, topology),)+
-                };
-                $crate::engine::applicability::in_context(answer, case, self.as_str(), topology)
+            /// Whether this engine gives `need` on `topology`: the engine's
+            /// own answer ([`Engine::supports`]).
+            pub fn supports(self, need: $crate::engine::Need, topology: $crate::engine::Topology) -> $crate::engine::Support {
+                match self {
+                    $(Kind::$variant => <$room as $crate::engine::Engine>::supports(need, topology),)+
+                }
+            }
+
+            /// Whether trial `case_id`, which needs `needs`, runs on this
+            /// engine on `topology` ([`applicability::applicability`]).
+            pub fn applicability(self, case_id: &str, needs: &[$crate::engine::Need], topology: $crate::engine::Topology) -> $crate::engine::Applicability {
+                $crate::engine::applicability::applicability(case_id, needs, self.as_str(), topology, |need, t| self.supports(need, t))
             }
         }
     };
@@ -252,9 +255,11 @@ pub trait Engine: Send + Sync {
     fn build(setup: &Setup) -> Result<Self, String>
     where
         Self: Sized;
-    /// Whether `case` applies to this engine on `topology`; ignored ones
-    /// say why ([`Kind::applies`] adds which case, engine and topology).
-    fn applies(case: Case, topology: Topology) -> Applicability
+    /// Whether this engine gives `need` on `topology`, or why not: what
+    /// decides which cases run where ([`Kind::applicability`] adds which
+    /// case, engine and topology to the reason) and which of a case's
+    /// optional checks are "not checked".
+    fn supports(need: Need, topology: Topology) -> Support
     where
         Self: Sized;
     /// `cpu`, `vllm`, `sglang`: the engine's word in the registry.
@@ -381,17 +386,6 @@ pub trait Engine: Send + Sync {
         false
     }
 
-    /// Whether the recovery ledger can be kept on this engine: its workers
-    /// log KVCR's per-block inventory events and deliveries and answer
-    /// where KVCR holds a block (the CPU engine's `/kvcr/holding`); the
-    /// reason when they do not.
-    fn block_ledger(&self) -> Result<(), String> {
-        Err(format!(
-            "{} workers log no KVCR inventory events per block and answer no per-block holding query",
-            self.name()
-        ))
-    }
-
     /// The Guard service's `--heartbeat-timeout-ms`, when the stack sets it
     /// (TC-10's promotion deadline; TC-11 must stop a source for less).
     fn guard_heartbeat_timeout_ms(&self) -> Option<u64> {
@@ -412,30 +406,6 @@ pub trait Engine: Send + Sync {
         false
     }
 
-    /// Whether the workers relay KVCR's resilience events and its close to
-    /// their log as the engine's own lines (`KVCR resilience event
-    /// kind=source_stalled`, `KVCR closed: Guard group N handed back`) and
-    /// answer `GET /state` (the CPU engine). Elsewhere the stall latch is
-    /// read from KVCR's own log line and a handback from the Guard's
-    /// `snapshot_written`.
-    fn relays_kvcr_events(&self) -> bool {
-        false
-    }
-
-    /// Whether the engine counts the KVCR pages it read per kind
-    /// (`Counter::KvcrReadPages`); the CPU engine does, vLLM and SGLang do not.
-    fn counts_pages_per_kind(&self) -> bool {
-        false
-    }
-
-    /// Whether the engine's KVCR tier answers a hinted query by the hint's
-    /// block list (KVCR's `opportunistic_query` off, its own default, which
-    /// the CPU engine keeps). vLLM's KVCR tier turns `opportunistic_query`
-    /// on (its default): every key of a hinted request is fetchable from
-    /// the hinted peer, so hint membership is not KVCR's behaviour there.
-    fn kvcr_exact_hint_membership(&self) -> bool {
-        false
-    }
     /// The pinned Python env the harness builds for this engine, or `None`
     /// when the user brings the interpreter (`--python`, e.g. a GPU image).
     fn python_env(&self) -> Option<&'static crate::pyenv::EnvSpec> {
@@ -447,26 +417,10 @@ pub trait Engine: Send + Sync {
     fn cached_tokens_of_repeat(&self, prompt_tokens: u64) -> u64 {
         self.geometry().full_blocks(prompt_tokens) * u64::from(self.geometry().block_size_tokens)
     }
-    /// Whether the `KV Transfer metrics` log line and `/metrics` are
-    /// independent sources (vLLM: its logging stat logger and its
-    /// Prometheus exporter each aggregate the connector's stats), so that
-    /// their agreement means something. The CPU engine writes both from one
-    /// `IntervalStats`: there it is a consistency check of one source.
-    fn interval_log_is_independent(&self) -> bool {
-        false
-    }
     /// How the decode worker of a disaggregated stack gets the KV its
     /// prefill computed, and so where a case reads that transfer.
     fn prefill_to_decode(&self) -> PrefillToDecode {
         PrefillToDecode::KvcrRemote
-    }
-    /// Where the engine records the instant it sent a request's first token
-    /// (TC-05's TTFT accuracy), or why it records none.
-    fn first_token_stamp(&self) -> FirstTokenStamp {
-        FirstTokenStamp::Unavailable(format!(
-            "{} records no per-request first-token instant the harness can read",
-            self.name()
-        ))
     }
 }
 
@@ -494,17 +448,6 @@ impl ServedModel {
     }
 }
 
-/// See [`Engine::first_token_stamp`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FirstTokenStamp {
-    /// The worker's log: `request <dynamo id>: first token sent
-    /// monotonic_ns=N realtime_ns=M`, written right after the first token
-    /// left (CLOCK_MONOTONIC, read before the send).
-    WorkerLog,
-    /// None, and why.
-    Unavailable(String),
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -527,6 +470,12 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{engine}/{topology}: {e}"));
             assert_eq!(e.name(), engine.as_str());
             assert_eq!(e.worker_plans().len(), workers, "{engine}/{topology}");
+            // The Guard it plans is the Guard it says it gives the cases.
+            assert_eq!(
+                e.has_guard(),
+                engine.supports(Need::Guard, topology).is_yes(),
+                "{engine}/{topology}"
+            );
         }
     }
 
@@ -551,7 +500,12 @@ mod tests {
         assert_eq!(c.cached_tokens_of_repeat(4 * cb), 4 * cb);
         assert_eq!(v.cached_tokens_of_repeat(4 * vb + 8), 4 * vb);
         assert_eq!(v.cached_tokens_of_repeat(4 * vb), 3 * vb);
-        assert!(!c.interval_log_is_independent() && v.interval_log_is_independent());
+        let independent = |k: Kind| k.supports(Need::IndependentIntervalLog, Topology::Agg);
+        assert_eq!(
+            independent(Kind::Cpu),
+            Support::no("the cpu engine writes both from one; checked as its consistency")
+        );
+        assert_eq!(independent(Kind::Vllm), Support::Yes);
     }
 
     #[test]

@@ -18,16 +18,19 @@ use serde_json::{json, Value};
 
 use crate::proc::ProcessSpec;
 
-use super::applicability::{self, Applicability, Case};
+use super::applicability;
+use super::needs::{self, Need, Support};
 use super::topology;
 use super::topology::{plan_workers, Node, Topology, WorkerPlan};
 use super::{
-    dynamo, Engine, FirstTokenStamp, Geometry, LaunchContext, ReferenceVariant, ServedModel, Setup,
-    WorkerSlot,
+    dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, ServedModel, Setup, WorkerSlot,
 };
 
 /// Why TC-04, TC-06 and the 2p1d topology do not run on SGLang.
 const NO_GUARD_NO_DISAGGREGATION: &str = "SGLang has no Guard and no disaggregation in KVCR 0.1.1";
+
+/// Why the production-conditions cases do not run on SGLang.
+const NEEDS_CPU_KVCR_REPORTS: &str = "needs the CPU engine's KVCR reports (per-block deposit outcomes, KVCR inventory events, deliveries by source, /kvcr/holding, the stall latch), which this engine does not expose";
 
 /// Why TC-03 does not run on SGLang (yet).
 pub const NO_ROUTER_HINT: &str =
@@ -335,7 +338,7 @@ impl SglangEngine {
 }
 
 /// Why TC-05's TTFT accuracy finds no per-request first-token instant
-/// on SGLang ([`Engine::first_token_stamp`]).
+/// on SGLang ([`Need::FirstTokenStamps`]).
 const NO_FIRST_TOKEN_STAMP: &str =
     "SGLang records TTFT only as its Prometheus histogram sglang:time_to_first_token_seconds \
      (bucketed, all requests together, from its own arrival); dynamo.sglang logs no \
@@ -346,17 +349,28 @@ impl Engine for SglangEngine {
         SglangEngine::new(setup.profile()?, setup.topology)
     }
 
-    fn applies(case: Case, topology: Topology) -> Applicability {
-        if case.is_production() {
-            return Applicability::ignored(applicability::NEEDS_CPU_KVCR_REPORTS);
-        }
-        match (topology, case.number()) {
-            (Topology::TwoP1D, _) | (_, 4 | 6) => {
-                Applicability::ignored(NO_GUARD_NO_DISAGGREGATION)
+    /// No Guard, no disaggregation, no router hints in Dynamo 1.6.1's
+    /// SGLang worker, none of KVCR's per-block reports.
+    fn supports(need: Need, topology: Topology) -> Support {
+        match need {
+            Need::ProductionConditions
+            | Need::PoolEvictionReports
+            | Need::DiskTierReports
+            | Need::DepositReports => Support::no(NEEDS_CPU_KVCR_REPORTS),
+            _ if topology == Topology::TwoP1D => Support::no(NO_GUARD_NO_DISAGGREGATION),
+            Need::FirstTokenStamps => Support::no(NO_FIRST_TOKEN_STAMP),
+            Need::Topology => Support::Yes,
+            Need::Guard => Support::no(NO_GUARD_NO_DISAGGREGATION),
+            Need::RouterHints => Support::no(NO_ROUTER_HINT),
+            Need::PerformanceArms => {
+                Support::given(topology == Topology::Agg, applicability::PERFORMANCE_ON_AGG)
             }
-            (_, 3) => Applicability::ignored(NO_ROUTER_HINT),
-            (Topology::TwoNode, _) => applicability::off_agg(case),
-            (Topology::Agg, _) => Applicability::Applies,
+            Need::FaultSwitches
+            | Need::PagesPerKind
+            | Need::ExactHintMembership
+            | Need::BlockLedger
+            | Need::RelayedKvcrEvents
+            | Need::IndependentIntervalLog => needs::without(need, "sglang"),
         }
     }
 
@@ -370,10 +384,6 @@ impl Engine for SglangEngine {
 
     fn served(&self) -> &ServedModel {
         &self.served
-    }
-
-    fn first_token_stamp(&self) -> FirstTokenStamp {
-        FirstTokenStamp::Unavailable(NO_FIRST_TOKEN_STAMP.into())
     }
 
     fn geometry(&self) -> Geometry {
@@ -468,6 +478,47 @@ impl Engine for SglangEngine {
 mod tests {
     use super::super::testing::{example_context, example_slot, stack_plan, two_nodes};
     use super::*;
+
+    /// No Guard, no disaggregation, no router hints, none of the CPU
+    /// engine's reports; the performance arms on agg only.
+    #[test]
+    fn what_sglang_supports() {
+        let s = SglangEngine::supports;
+        assert_eq!(s(Need::Topology, Topology::Agg), Support::Yes);
+        assert_eq!(s(Need::Topology, Topology::TwoNode), Support::Yes);
+        assert_eq!(s(Need::PerformanceArms, Topology::Agg), Support::Yes);
+        for t in Topology::ALL {
+            assert_eq!(
+                s(Need::ProductionConditions, t),
+                Support::no(NEEDS_CPU_KVCR_REPORTS),
+                "{t}"
+            );
+            assert_eq!(
+                s(Need::Guard, t),
+                Support::no(NO_GUARD_NO_DISAGGREGATION),
+                "{t}"
+            );
+        }
+        assert_eq!(
+            s(Need::Topology, Topology::TwoP1D),
+            Support::no(NO_GUARD_NO_DISAGGREGATION)
+        );
+        assert_eq!(
+            s(Need::RouterHints, Topology::Agg),
+            Support::no(NO_ROUTER_HINT)
+        );
+        assert_eq!(
+            s(Need::PerformanceArms, Topology::TwoNode),
+            Support::no(applicability::PERFORMANCE_ON_AGG)
+        );
+        assert!(!s(Need::FaultSwitches, Topology::Agg).is_yes());
+        assert_eq!(
+            s(Need::FirstTokenStamps, Topology::Agg),
+            Support::no(NO_FIRST_TOKEN_STAMP)
+        );
+        // The Guard it lacks is the one its plan has none of.
+        assert!(!engine(Topology::Agg).has_guard());
+    }
 
     fn engine(topology: Topology) -> SglangEngine {
         let mut profile = SglangProfile::default();

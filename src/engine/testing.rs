@@ -86,7 +86,7 @@ mod tests {
     use std::path::Path;
 
     use super::super::cpu::CpuEngineProfile;
-    use super::super::{placement, slots, Applicability, GeometryKind, Setup, Topology};
+    use super::super::{placement, slots, Applicability, GeometryKind, Need, Setup, Topology};
     use super::example_context;
     use super::with_toy::Kind;
 
@@ -101,14 +101,16 @@ mod tests {
             "tiny".parse::<Kind>().err().as_deref(),
             Some("unknown engine `tiny`: expected one of cpu, vllm, sglang, toy")
         );
-        // Asked which cases apply: its own answer, in context.
-        assert!(Kind::Toy.applies("TC-02/evicted", Topology::Agg).applies());
+        // Asked what it supports: its own answer, in context.
+        assert!(Kind::Toy
+            .applicability("TC-02", &[], Topology::Agg)
+            .applies());
         assert_eq!(
-            Kind::Toy.applies("TC-04", Topology::Agg),
+            Kind::Toy.applicability("TC-04", &[Need::Guard], Topology::Agg),
             Applicability::Ignored("TC-04 on toy/agg: the toy engine has no KVCR tier".into())
         );
         assert_eq!(
-            Kind::Toy.applies("TC-01", Topology::TwoNode),
+            Kind::Toy.applicability("TC-01", &[], Topology::TwoNode),
             Applicability::Ignored("TC-01 on toy/two-node: the toy engine runs on agg only".into())
         );
         // Built from its fixture, fixtures/engines/toy.toml.

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use crate::proc::ProcessSpec;
 
-use super::applicability::{Applicability, Case};
+use super::needs::{Need, Support};
 use super::{
     dynamo, Engine, Geometry, LaunchContext, ReferenceVariant, ServedModel, Setup, Topology,
     WorkerSlot,
@@ -53,11 +53,11 @@ impl Engine for ToyEngine {
         })
     }
 
-    fn applies(case: Case, topology: Topology) -> Applicability {
-        match (topology, case.number()) {
-            (Topology::Agg, 1 | 2) => Applicability::Applies,
-            (Topology::Agg, _) => Applicability::ignored("the toy engine has no KVCR tier"),
-            _ => Applicability::ignored("the toy engine runs on agg only"),
+    fn supports(need: Need, topology: Topology) -> Support {
+        match need {
+            _ if topology != Topology::Agg => Support::no("the toy engine runs on agg only"),
+            Need::Topology => Support::Yes,
+            _ => Support::no("the toy engine has no KVCR tier"),
         }
     }
 

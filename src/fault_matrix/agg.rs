@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::client::{ClientError, Completion};
+use crate::engine::Need;
 use crate::stack::RefusalKind;
 use crate::suite::claim::{Request, Startup};
 use crate::suite::{
@@ -27,20 +28,12 @@ const A: Workers = Workers::Slots(&["A"]);
 const B: Workers = Workers::Slots(&["B"]);
 const A_AND_B: Workers = Workers::Slots(&["A", "B"]);
 
-/// The rows whose fault comes from outside the engine (a kill, a stop, a
-/// launch setting), which the vLLM lane runs too. The others turn on the
-/// CPU engine's fault switches.
-pub const ENGINE_NEUTRAL: [&str; 3] = [
-    "dead_router_is_caught",
-    "guard_that_never_promotes_is_caught",
-    "replacement_with_another_compatibility_digest_is_caught",
-];
-
 pub static ROWS: &[FaultRow] = &[
     FaultRow {
         case: tc01::CASE,
         name: "wrong_token_is_caught",
         fault: Fault::Arranged(wrong_token),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(tokens::CLAIM, "token 2 of 16 differs"),
         doc: RowDoc {
             fault: "CPU engine `wrong_token_after=2` on A and B",
@@ -52,6 +45,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "dead_router_is_caught",
         fault: Fault::KillFrontend,
+        needs: &[],
         expect: Expect::claim(Claim::Request(Request::NoResponse)),
         doc: RowDoc {
             fault: "SIGKILL of the Dynamo frontend (verified gone)",
@@ -67,6 +61,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "worker_whose_kvcr_fails_is_reported_and_replaced",
         fault: Fault::Engine(B, EngineFault::KvcrProgressFails),
+        needs: &[Need::FaultSwitches],
         expect: Expect::with(Claim::Crashed, "worker-B exited on its own (exit status: 5): RuntimeError: fault kvcr_progress_fails: KVCR progress loop failed"),
         doc: RowDoc {
             fault: "`kvcr_progress_fails` on B: KVCR's poll raises as it does once its progress loop died, and B exits 5 with its tier",
@@ -81,6 +76,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "repeat_that_reports_a_short_cached_prefix_is_caught",
         fault: Fault::Engine(A_AND_B, EngineFault::CachedTokensFirstBlock),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(local::CACHED_PASS, "repeated: cached_tokens Some(16), expected 64 (4 full blocks × 16, what the engine caches of the prompt)"),
         doc: RowDoc {
             fault: "`cached_tokens_first_block` on A and B: a repeat of a prompt says `cached_tokens` = one block, though the whole prompt was reused",
@@ -92,6 +88,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "worker_that_never_registers_fails_startup",
         fault: Fault::Arranged(never_registers),
+        needs: &[Need::FaultSwitches],
         expect: Expect::with(Claim::Startup(Startup::TimedOut), "to register"),
         doc: RowDoc {
             fault: "launch switch `never_register` on a second stack, 8 s startup deadline",
@@ -103,6 +100,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "worker_that_dies_during_startup_fails_fast",
         fault: Fault::Arranged(dies_during_startup),
+        needs: &[Need::FaultSwitches],
         expect: Expect::with(Claim::Startup(Startup::GaveUp), "exited during startup"),
         doc: RowDoc {
             fault: "launch switch `die_during_startup` on a second stack",
@@ -114,6 +112,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc02::CASE,
         name: "corrupted_local_delivery_is_caught",
         fault: Fault::Engine(A, EngineFault::CorruptDeliveredPages),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(tokens::CLAIM, "of 16 differs"),
         doc: RowDoc {
             fault: "`corrupt_delivered_pages` on A",
@@ -125,6 +124,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc02::CASE,
         name: "underreported_local_blocks_are_caught",
         fault: Fault::Engine(A, EngineFault::UnderreportBlocks),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(local::HOST_TIER_HIT, "3 blocks loaded from host memory"),
         doc: RowDoc {
             fault: "`underreport_blocks` on A",
@@ -138,6 +138,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc02::CASE,
         name: "dram_hit_reporting_short_cached_tokens_is_caught",
         fault: Fault::Engine(A, EngineFault::CachedTokensFirstBlock),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(local::HOST_TIER_HIT, "cached_tokens Some(16) is not a block-aligned count ≥ 64 (4 blocks × 16)"),
         doc: RowDoc {
             fault: "`cached_tokens_first_block` on A: the right blocks come from KVCR's pool and are counted right, but the answer's `cached_tokens` says one block",
@@ -151,6 +152,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc02::CASE,
         name: "dram_hit_misreporting_read_bytes_is_caught",
         fault: Fault::Engine(A, EngineFault::WrongTransferBytes),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(local::HOST_TIER_HIT, "KVCR read bytes"),
         doc: RowDoc {
             fault: "`wrong_transfer_bytes` on A: its tiering read bytes of the KVCR tier say one page more than KVCR delivered into the local hit",
@@ -164,6 +166,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc02::CASE,
         name: "unexported_computed_blocks_are_not_zero",
         fault: Fault::Engine(A, EngineFault::DropSeries("cpu_engine_computed_blocks")),
+        needs: &[Need::FaultSwitches],
         expect: Expect::with(Claim::NotReported, "computed_blocks not reported by worker A"),
         doc: RowDoc {
             fault: "`drop_series=cpu_engine_computed_blocks` on A: the engine stops exporting one unlabelled counter",
@@ -178,6 +181,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc02::CASE,
         name: "unexported_kvcr_operations_are_not_zero",
         fault: Fault::Engine(A, EngineFault::DropSeries("vllm:kvcr_duration_seconds")),
+        needs: &[Need::FaultSwitches],
         expect: Expect::with(Claim::NotReported, "op_count{scope=remote_deliver,result=success} not reported by worker A"),
         doc: RowDoc {
             fault: "`drop_series=vllm:kvcr_duration_seconds` on A: the whole KVCR operation family is gone",
@@ -189,6 +193,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc02::CASE,
         name: "device_cache_that_never_evicts_is_caught",
         fault: Fault::Arranged(never_evicts),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(clause::EVICTION_NOT_PROVEN, "worker A evicted"),
         doc: RowDoc {
             fault: "`no_device_eviction` on A: newly computed blocks do not stay in its device cache, so the fillers push nothing out",
@@ -200,6 +205,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc03::CASE,
         name: "corrupted_transfer_is_caught",
         fault: Fault::Engine(B, EngineFault::CorruptDeliveredPages),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(tokens::CLAIM, "of 16 differs"),
         doc: RowDoc {
             fault: "`corrupt_delivered_pages` on B (the target)",
@@ -211,6 +217,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc03::CASE,
         name: "underreported_blocks_are_caught",
         fault: Fault::Engine(B, EngineFault::UnderreportBlocks),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(transfer::PEER_TRANSFER, "remote_deliver blocks 3 ≠ source_write blocks 4"),
         doc: RowDoc {
             fault: "`underreport_blocks` on B",
@@ -222,6 +229,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc03::CASE,
         name: "wrong_transfer_bytes_are_caught",
         fault: Fault::Engine(B, EngineFault::WrongTransferBytes),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(transfer::PEER_TRANSFER, "target read bytes"),
         doc: RowDoc {
             fault: "`wrong_transfer_bytes` on B",
@@ -235,6 +243,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc03::CASE,
         name: "interval_log_disagreeing_with_metrics_is_caught",
         fault: Fault::Engine(B, EngineFault::SkewIntervalLog),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(clause::INTERVAL_LOG, "worker B logged"),
         doc: RowDoc {
             fault: "`skew_interval_log` on B: its `KV Transfer metrics` line reports one block more than its `/metrics`",
@@ -249,6 +258,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc03::CASE,
         name: "worker_dropped_out_of_discovery_is_named",
         fault: Fault::DropOutOfDiscovery("B"),
+        needs: &[],
         expect: Expect::with(Claim::DroppedOut, "worker B (pid"),
         doc: RowDoc {
             fault: "worker B SIGSTOPped (state `T` verified) until the frontend's `/health` no longer lists it (Dynamo's file discovery deletes an entry not refreshed for 10 s), then continued: alive, but unlisted for good",
@@ -264,6 +274,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc03::CASE,
         name: "wall_clock_step_is_named",
         fault: Fault::WallClockStep(15),
+        needs: &[],
         expect: Expect::with(Claim::DroppedOut, "the machine's wall clock stepped +15.0 s"),
         doc: RowDoc {
             fault: "the machine's wall clock stepped 15 s forward (`clock_settime`, root) until a worker dropped out of discovery, then 15 s back before the case, each step held until the harness's clock watcher saw it (F28); runs only with CAP_SYS_TIME (else ignored, failed under `--require-all`)",
@@ -277,6 +288,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04::CASE,
         name: "missing_guard_deposit_is_caught",
         fault: Fault::Engine(A, EngineFault::NoGuardDeposit),
+        needs: &[Need::FaultSwitches],
         expect: Expect::with(Claim::TimedOut, "waiting for worker A to deposit the 4 blocks of"),
         doc: RowDoc {
             fault: "`no_guard_deposit` on A: the Guard would have nothing to serve",
@@ -288,6 +300,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04::CASE,
         name: "guard_that_never_promotes_is_caught",
         fault: Fault::StopGuard,
+        needs: &[],
         expect: Expect::clause(guard::PROMOTION, "no `guard_promoted` event for guard 0 in the Guard log"),
         doc: RowDoc {
             fault: "SIGSTOP of the Guard service (state `T` verified)",
@@ -301,6 +314,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04::CASE,
         name: "target_that_ignores_the_hint_gets_no_takeover",
         fault: Fault::Engine(B, EngineFault::IgnoreKvHints),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(clause::TAKEOVER, "attempts pinned to B was served from A's endpoint"),
         doc: RowDoc {
             fault: "`ignore_kv_hints` on B: it drops the router's hints, so the promoted Guard is never read and every attempt is computed on B",
@@ -312,6 +326,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04::CASE,
         name: "replacement_that_does_not_reclaim_is_caught",
         fault: Fault::Replacement(EngineFault::NoReclaim),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(local::HOST_TIER_HIT, "0 blocks loaded"),
         doc: RowDoc {
             fault: "launch switch `no_reclaim` on the replacement A'",
@@ -325,6 +340,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04_load::CASE,
         name: "wrong_token_under_load_is_caught",
         fault: Fault::Engine(B, EngineFault::WrongTokenAfter(3)),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(load::CLAIM, "requests returned wrong tokens (never allowed)"),
         doc: RowDoc {
             fault: "`wrong_token_after=3` on B while A is SIGKILLed under a 4-client streaming load",
@@ -339,6 +355,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04_load::CASE,
         name: "kill_of_a_worker_that_carried_no_load_is_caught",
         fault: Fault::Arranged(load_all_on_b),
+        needs: &[],
         expect: Expect::clause(load::CLAIM, "worker A served no request before the fault and none was in flight on it"),
         doc: RowDoc {
             fault: "the same load with every request pinned to B (a router that sends A nothing), A SIGKILLed after the first wave",
@@ -353,6 +370,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04_load::CASE,
         name: "survivor_that_fails_every_request_is_caught",
         fault: Fault::Arranged(survivor_fails_every_request),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(load::CLAIM, "no request answered correctly after the fault: the stack stopped serving"),
         doc: RowDoc {
             fault: "`cut_stream_after=3` on B while A is SIGKILLed under the load: every stream B serves ends with an error",
@@ -364,6 +382,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc05::COLD,
         name: "wrong_token_mid_stream_is_caught",
         fault: Fault::Engine(A, EngineFault::WrongTokenAfter(5)),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(tokens::CLAIM, "token 5 of 16 differs"),
         doc: RowDoc {
             fault: "`wrong_token_after=5` on A",
@@ -377,6 +396,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc05::COLD,
         name: "cold_prompt_reported_as_reused_is_caught",
         fault: Fault::Engine(A, EngineFault::PhantomDeviceHit),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(local::COLD_PREFILL, "3 blocks computed, expected all 4 full blocks of the prompt; a fresh prompt reused cached blocks: device hit tokens 16"),
         doc: RowDoc {
             fault: "`phantom_device_hit` on A: its counters report the first computed block of each prompt as a device-cache hit (it was computed; the tokens are right)",
@@ -390,6 +410,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc05::COLD,
         name: "missing_first_token_stamp_is_caught",
         fault: Fault::Engine(A, EngineFault::NoFirstTokenStamp),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(clause::TTFT_ACCURACY, "the engine's log has no first-token stamp for it"),
         doc: RowDoc {
             fault: "`no_first_token_stamp` on A: it logs no `first token sent monotonic_ns=` line",
@@ -401,6 +422,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc05::COLD,
         name: "stalled_stream_is_caught",
         fault: Fault::Engine(A, EngineFault::StallStreamAfter(2)),
+        needs: &[Need::FaultSwitches],
         expect: Expect::with(Claim::Request(Request::StreamIdle), "after 2 tokens"),
         doc: RowDoc {
             fault: "`stall_stream_after=2` on A",
@@ -414,6 +436,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc05::LOCAL_HIT,
         name: "local_hit_without_device_hits_is_caught",
         fault: Fault::Engine(A, EngineFault::NoDeviceHits),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(local::DEVICE_HIT, "0 prompt tokens from the device cache < 64 shared"),
         doc: RowDoc {
             fault: "`no_device_hits` on A: its device prefix cache finds nothing, so the prefix comes from a lower tier",
@@ -425,6 +448,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc05::DRAM_HIT,
         name: "underreported_dram_hit_is_caught",
         fault: Fault::Engine(A, EngineFault::UnderreportBlocks),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(local::HOST_TIER_HIT, "3 blocks loaded from host memory"),
         doc: RowDoc {
             fault: "`underreport_blocks` on A",
@@ -436,6 +460,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc05::REMOTE_HIT,
         name: "underreported_remote_hit_is_caught",
         fault: Fault::Engine(B, EngineFault::UnderreportBlocks),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(transfer::PEER_TRANSFER, "remote_deliver blocks 3 ≠ source_write blocks 4"),
         doc: RowDoc {
             fault: "`underreport_blocks` on B",
@@ -447,6 +472,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc05::SWEEP,
         name: "wrong_token_under_concurrency_is_caught",
         fault: Fault::Engine(A_AND_B, EngineFault::WrongTokenAfter(4)),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(tokens::CLAIM, "token 4 of 16 differs"),
         doc: RowDoc {
             fault: "`wrong_token_after=4` on A and B",
@@ -458,6 +484,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc05::COLD,
         name: "stream_cut_in_the_middle_is_caught",
         fault: Fault::Engine(A, EngineFault::CutStreamAfter(3)),
+        needs: &[Need::FaultSwitches],
         expect: Expect::with(Claim::Request(Request::StreamError), "after 3 tokens"),
         doc: RowDoc {
             fault: "`cut_stream_after=3` on A (the stream ends with an error, no finish)",
@@ -469,6 +496,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc06::CASE,
         name: "guard_that_never_serves_gives_no_t1",
         fault: Fault::StopGuard,
+        needs: &[],
         expect: Expect::clause(clause::NO_T1, "none served by the Guard"),
         doc: RowDoc {
             fault: "SIGSTOP of the Guard service",
@@ -483,6 +511,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc06::CASE,
         name: "wrong_tokens_during_recovery_are_caught",
         fault: Fault::Engine(B, EngineFault::CorruptDeliveredPages),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(tokens::CLAIM, "of 16 differs"),
         doc: RowDoc {
             fault: "`corrupt_delivered_pages` on B: after A's kill the only source that delivers to B is the Guard, so the recovery serves wrong tokens (an attempt B answers without a delivery is right)",
@@ -494,6 +523,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc06::CASE,
         name: "replacement_that_does_not_reclaim_gives_no_t2_hit",
         fault: Fault::Replacement(EngineFault::NoReclaim),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(local::HOST_TIER_HIT, "0 blocks loaded"),
         doc: RowDoc {
             fault: "launch switch `no_reclaim` on the replacement A'",
@@ -505,6 +535,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "bad_requests_get_clear_errors_and_workers_stay_up",
         fault: Fault::Arranged(bad_requests),
+        needs: &[],
         expect: Expect::claim(Claim::Request(Request::Status)),
         doc: RowDoc {
             fault: "an over-long prompt pinned to A, and an unknown model, through the router",
@@ -518,6 +549,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc04::CASE,
         name: "replacement_with_another_compatibility_digest_is_caught",
         fault: Fault::ReplacementDigest,
+        needs: &[],
         expect: Expect::with(Claim::Startup(Startup::Refused(RefusalKind::DigestMismatch)), "KVCRServiceError: KVCR compatibility digest does not match the service"),
         doc: RowDoc {
             fault: "launch fault `compatibility_digest_mismatch` on the replacement A' (the harness gives it another KVCR compatibility digest than its Guard's; every engine)",

@@ -99,6 +99,23 @@ pub fn tables_in(page: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A row whose fault turns on a CPU-engine switch says it needs the
+    /// switches, so an engine without them reports it ignored.
+    #[test]
+    fn a_row_that_switches_the_engine_needs_the_switches() {
+        for (matrix, rows) in matrices() {
+            for row in rows {
+                if row.fault.switches_the_engine() {
+                    assert!(
+                        row.needs.contains(&crate::engine::Need::FaultSwitches),
+                        "{matrix}: {} switches the engine but does not need fault switches",
+                        row.name
+                    );
+                }
+            }
+        }
+    }
     use crate::suite::{Claim, Expect, Fault, RowDoc};
 
     fn row(name: &'static str, expect: Expect) -> FaultRow {
@@ -106,6 +123,7 @@ mod tests {
             case: crate::cases::tc01_generation_correctness::CASE,
             name,
             fault: Fault::KillFrontend,
+            needs: &[],
             expect,
             doc: RowDoc {
                 fault: "SIGKILL of the frontend",

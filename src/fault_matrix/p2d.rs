@@ -4,6 +4,7 @@
 //! the prefill that answered).
 
 use crate::cases::tc01_generation_correctness as tc01;
+use crate::engine::Need;
 use crate::suite::{Claim, EngineFault, Expect, Fault, FaultRow, RowDoc, Workers};
 use crate::verdict::{disagg, tokens};
 
@@ -13,6 +14,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "decode_given_wrong_pages_is_caught",
         fault: Fault::Engine(Workers::Decode, EngineFault::CorruptDeliveredPages),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(tokens::CLAIM, "of 16 differs"),
         doc: RowDoc {
             fault: "`corrupt_delivered_pages` on the decode worker: the pages it pulled are not the prefill's",
@@ -25,6 +27,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "decode_misreporting_bytes_is_caught",
         fault: Fault::Engine(Workers::Decode, EngineFault::WrongTransferBytes),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(disagg::CLAIM, "decode read bytes"),
         doc: RowDoc {
             fault: "`wrong_transfer_bytes` on the decode worker",
@@ -37,6 +40,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "decode_underreporting_blocks_is_caught",
         fault: Fault::Engine(Workers::Decode, EngineFault::UnderreportBlocks),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(disagg::CLAIM, "decode remote_deliver blocks 3 ≠ 4 full blocks of the prompt"),
         doc: RowDoc {
             fault: "`underreport_blocks` on the decode worker: it reports one block fewer than it pulled",
@@ -52,6 +56,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "decode_whose_kvcr_fails_is_reported_and_replaced",
         fault: Fault::Engine(Workers::Decode, EngineFault::KvcrProgressFails),
+        needs: &[Need::FaultSwitches],
         expect: Expect::with(Claim::Crashed, "worker-C exited on its own (exit status: 5): RuntimeError: fault kvcr_progress_fails: KVCR progress loop failed"),
         doc: RowDoc {
             fault: "`kvcr_progress_fails` on the decode worker: its KVCR poll raises and it exits (status 5). The restore after the row replaces the decode and proves the replacement linked by pulling from each prefill, so the next row runs on the replacement",
@@ -65,6 +70,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "prefill_killed_before_the_pull_is_caught",
         fault: Fault::Engine(Workers::Prefills, EngineFault::ExitAfterPrefill),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(disagg::CLAIM, "did not pull the prefill's pages"),
         doc: RowDoc {
             fault: "`exit_after_prefill` on both prefill workers: the first one the P→D check pins (`nvext.prefill_worker_id`) exits before the decode pulls, without a deposit for its Guard",

@@ -31,6 +31,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc01::CASE,
         name: "prefill_killed_before_the_nixl_pull_is_caught",
         fault: Fault::Arranged(prefill_killed_before_the_pull),
+        needs: &[],
         expect: Expect::clause(disagg::CLAIM, "did not pull the prefill's pages"),
         doc: RowDoc {
             fault: "when TC-01's first P→D request reaches prefill A (Dynamo's `request received` in A's log), decode C's process group is SIGSTOPped (state `T` verified) before A answered (verified: A had generated no token yet); once A answered (its `vllm:generation_tokens` rose), A is SIGKILLed (gone verified) and C continued. C's NIXL read of the dead A fails and C recomputes the prompt (the plan's `kv_load_failure_policy=recompute`), so the tokens stay right; the timeline is in `fault-timeline.json`",

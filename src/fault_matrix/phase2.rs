@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::cases::{
     tc07_pool_pressure as tc07, tc09_clean_restart as tc09, tc11_source_stall_latch as tc11,
 };
+use crate::engine::Need;
 use crate::stack::{ProvisionError, RefusalKind, DUPLICATE_GUARD_INDEX};
 use crate::suite::claim::Startup;
 use crate::suite::{
@@ -26,6 +27,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc07::CASE,
         name: "hidden_failed_deposit_is_caught",
         fault: Fault::Engine(A, EngineFault::HideFailedDeposits),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(pressure::FULL_POOL, "0 reported failed, at least 4 must be"),
         doc: RowDoc {
             fault: "`hide_failed_deposits`: the engine reports every deposited block a success, whatever KVCR answered",
@@ -38,6 +40,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc07::CASE,
         name: "evicted_block_still_published_is_caught",
         fault: Fault::Engine(A, EngineFault::DropRemovedInventory),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(pressure::EVICTED_NOT_HINTED, "the router still hinted them"),
         doc: RowDoc {
             fault: "`drop_removed_inventory`: KVCR's `removed` inventory events are logged but never reach the router",
@@ -50,6 +53,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc09::CASE,
         name: "exit_without_handback_is_caught",
         fault: Fault::Engine(A, EngineFault::NoHandback),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(restart::CLEAN_STOP, "it saw a death, not a release"),
         doc: RowDoc {
             fault: "`no_handback`: on SIGTERM the engine exits 0 without closing KVCR",
@@ -62,6 +66,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc11::CASE,
         name: "hidden_stall_latch_is_caught",
         fault: Fault::Engine(A, EngineFault::HideSourceStall),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(stall::LATCH_REPORTED, "reported no source-stall latch after a stop longer than operation_timeout_ms"),
         doc: RowDoc {
             fault: "`hide_source_stall`: the engine drops KVCR's source-stall event (no line, no counter, `/state` false)",
@@ -75,6 +80,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc09::CASE,
         name: "duplicate_guard_index_fails_startup_fast",
         fault: Fault::Arranged(duplicate_guard_index),
+        needs: &[],
         expect: Expect::with(Claim::Startup(Startup::Refused(RefusalKind::HeldByAnother)), "KVCRServiceError: KVCR Guard 0 is held by another worker"),
         doc: RowDoc {
             fault: "harness launch fault `duplicate_guard_index` on a second stack: every worker claims the first slot's Guard group (its guard_index and socket), the workers started one at a time so B's claim meets A's lease, not a claim in progress",
@@ -88,6 +94,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc09::CASE,
         name: "pool_count_mismatch_fails_startup_fast",
         fault: Fault::Arranged(pool_count_mismatch),
+        needs: &[Need::FaultSwitches],
         expect: Expect::with(Claim::Startup(Startup::Refused(RefusalKind::PoolCountMismatch)), "KVCRServiceError: pool layout must match the number of pools in the Guard"),
         doc: RowDoc {
             fault: "launch switch `extra_kvcr_pool` on every worker of a second stack: each claims its group, never claimed since that stack's Guard service started, with one pool more than the service's `--pool-size` list",
@@ -101,6 +108,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc09::CASE,
         name: "other_tier_configuration_fails_startup_fast",
         fault: Fault::Arranged(other_tier_configuration),
+        needs: &[Need::FaultSwitches],
         expect: Expect::with(Claim::Startup(Startup::Refused(RefusalKind::OtherTierConfig)), "KVCRServiceError: KVCR pool was claimed with another tier configuration"),
         doc: RowDoc {
             fault: "launch switch `prior_claim_other_layout` on every worker of a second stack: before its own claim, each worker claims its group once with every page's bytes halved, on its own control port, and hands it back unserved (a Guard service that outlived a deployment of another KV layout)",

@@ -4,6 +4,7 @@
 //! (`p3-*`).
 
 use crate::cases::tc17_concurrent_same_prefix as tc17;
+use crate::engine::Need;
 use crate::suite::{EngineFault, Expect, Fault, FaultRow, RowDoc, Workers};
 use crate::verdict::concurrent;
 
@@ -14,6 +15,7 @@ pub static ROWS: &[FaultRow] = &[
     FaultRow {
         case: tc17::CASE,
         name: "deposits_that_never_overlap_are_caught",
+        needs: &[Need::FaultSwitches],
         fault: Fault::Engine(A, EngineFault::HitsDuringPrefill),
         expect: Expect::clause(concurrent::DEPOSITS_OVERLAPPED, "no deposit met a filling block"),
         doc: RowDoc {

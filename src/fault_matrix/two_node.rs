@@ -24,6 +24,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc03::CASE,
         name: "node_cut_off_the_network_during_a_transfer_is_caught",
         fault: Fault::Arranged(node_cut_off),
+        needs: &[],
         expect: Expect::with(Claim::Request(Request::NoResponse), "which is cut off the network"),
         doc: RowDoc {
             fault: "node 1's veth taken down (`ip link set <host end> down`, both ends verified `down`) the moment worker B's log shows TC-03's request arriving, i.e. while B pulls A's pages and answers; brought up again (verified `up`, route back) when the row ends, and the suite restores the stack",
@@ -35,6 +36,7 @@ pub static ROWS: &[FaultRow] = &[
         case: tc03::CASE,
         name: "transfer_over_shared_memory_is_caught",
         fault: Fault::Arranged(shared_memory_transfer),
+        needs: &[],
         expect: Expect::clause(clause::CROSSED_THE_NETWORK, "the transfer went over shared memory, not the network"),
         doc: RowDoc {
             fault: "launch fault `node_without_pid_namespace` on a second two-node stack: node 1 gets its own network and mount namespaces but this host's PID namespace, so UCX takes A and B for same-host peers; TC-03 runs on that stack (a real transfer: tokens and byte counts pass first)",

@@ -6,6 +6,7 @@
 //! (`fixtures/kvcr-policy-bugs/`).
 
 use crate::cases::wl01_trace_replay as wl01;
+use crate::engine::Need;
 use crate::suite::{EngineFault, Expect, Fault, FaultRow, RowDoc, Workers};
 use crate::verdict::workload::{REPLAY_ANSWERED, TIERS_RECONCILE};
 
@@ -18,6 +19,7 @@ pub static ROWS: &[FaultRow] = &[
         case: wl01::CASE,
         name: "wrong_tokens_in_a_replay_are_caught",
         fault: Fault::Engine(A_AND_B, EngineFault::WrongTokenAfter(4)),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(REPLAY_ANSWERED, "requests answered other tokens than the KVCR-off reference"),
         doc: RowDoc {
             fault: "`wrong_token_after=4` on A and B: every answer of five tokens or more has a wrong fifth token",
@@ -31,6 +33,7 @@ pub static ROWS: &[FaultRow] = &[
         case: wl01::CASE,
         name: "answers_understating_cached_tokens_are_caught",
         fault: Fault::Engine(A_AND_B, EngineFault::CachedTokensFirstBlock),
+        needs: &[Need::FaultSwitches],
         expect: Expect::clause(TIERS_RECONCILE, "the answers' cached_tokens sum to"),
         doc: RowDoc {
             fault: "`cached_tokens_first_block` on A and B: an answer's `cached_tokens` says at most one block, though the engines counted every reused block",

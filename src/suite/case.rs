@@ -5,6 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::client::ClientError;
+use crate::engine::Need;
 use crate::verdict::Violation;
 
 use super::claim::{Claim, Request, Startup};
@@ -21,6 +22,14 @@ pub struct Case {
     pub name: &'static str,
     /// Kills or replaces components; the suite restores the stack afterwards.
     pub destructive: bool,
+    /// What it must have from the stack: where the engine does not give one
+    /// on the topology, the trial is ignored with the engine's reason
+    /// ([`crate::engine::Kind::applicability`]).
+    pub needs: &'static [Need],
+    /// What it checks only where the stack gives it: elsewhere that check is
+    /// recorded "not checked" with the engine's reason
+    /// ([`CaseCtx::supports`]).
+    pub optional: &'static [Need],
     pub run: fn(&CaseCtx) -> CaseResult,
 }
 

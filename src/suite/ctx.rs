@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use crate::client::Client;
 use crate::config::Settings;
-use crate::engine::{Engine, Geometry};
+use crate::engine::{Engine, Geometry, Need, Support};
 use crate::evidence::RunDir;
 use crate::prompts::{Family, Prompt, PromptBook};
 use crate::reference::References;
@@ -366,6 +366,13 @@ impl<'a> CaseCtx<'a> {
     /// green; its summary line and the report say "not checked").
     pub fn not_checked(&self, check: &str, why: &str) {
         self.evidence.not_checked(check, why)
+    }
+
+    /// Whether this stack gives `need` (one of the case's optional needs,
+    /// `Case::optional`), or the engine's reason why not: the reason of the
+    /// "not checked" record of a check that needs it.
+    pub fn supports(&self, need: Need) -> Support {
+        self.settings.engine.supports(need, self.settings.topology)
     }
 
     /// What the check of a known finding (docs/kvcr-findings.md,

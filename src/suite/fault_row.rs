@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::engine::Need;
+
 use super::claim::Expect;
 use super::engine_fault::EngineFault;
 use super::{Case, CaseCtx, CaseError, CaseResult};
@@ -53,17 +55,10 @@ pub enum Fault {
 }
 
 impl Fault {
-    /// Whether the fault comes from outside the engine, so that any engine
-    /// can take it (no CPU-engine switch).
-    pub fn engine_neutral(&self) -> bool {
-        matches!(
-            self,
-            Fault::KillFrontend
-                | Fault::StopGuard
-                | Fault::ReplacementDigest
-                | Fault::DropOutOfDiscovery(_)
-                | Fault::WallClockStep(_)
-        )
+    /// Whether the fault turns on a CPU-engine switch (a row with it must
+    /// need [`Need::FaultSwitches`]; an arranged row says so itself).
+    pub fn switches_the_engine(&self) -> bool {
+        matches!(self, Fault::Engine(..) | Fault::Replacement(_))
     }
 
     /// Why this machine cannot inject the fault, if it cannot.
@@ -85,6 +80,10 @@ pub struct FaultRow {
     pub case: Case,
     pub name: &'static str,
     pub fault: Fault,
+    /// What the row must have beyond its case's needs (a CPU-engine switch:
+    /// [`Need::FaultSwitches`]); where the engine does not give it, the
+    /// row is ignored with the reason.
+    pub needs: &'static [Need],
     /// The failure the case must end with.
     pub expect: Expect,
     /// The row's line in docs/fault-matrix.md.

@@ -228,11 +228,7 @@ impl Suite {
                 None
             }
         } else {
-            match self
-                .settings
-                .engine
-                .applies(case.id(), self.settings.topology)
-            {
+            match case.applicability(self.settings.engine, self.settings.topology) {
                 Applicability::Applies => self
                     .nodes_unavailable(case.id())
                     .or_else(|| match case {

@@ -19,6 +19,7 @@ use crate::wait::{self, Poll};
 use super::claim::clause;
 use super::readings::{self, PrefillAccounting};
 use super::{CaseCtx, CaseError, CaseResult};
+use crate::engine::{Need, Support};
 use crate::stack::Worker;
 
 /// How often telemetry is polled while a case waits for a count.
@@ -295,13 +296,11 @@ impl<'c> Observe<'c> {
     pub fn expect_interval_log_agrees(&self, worker: &Worker, counters: &[Counter]) -> CaseResult {
         use crate::verdict::interval::{self, Agreement, LoggedVsExported};
         let engine = self.ctx.engine().name();
-        let independent = self.ctx.engine().interval_log_is_independent();
-        let meaning = interval::meaning(independent, engine);
-        if !independent {
-            self.ctx.not_checked(
-                "interval log vs /metrics as two sources",
-                &format!("the {engine} engine writes both from one; checked as its consistency"),
-            );
+        let independent = self.ctx.supports(Need::IndependentIntervalLog);
+        let meaning = interval::meaning(independent.is_yes(), engine);
+        if let Support::No(why) = &independent {
+            self.ctx
+                .not_checked("interval log vs /metrics as two sources", why);
         }
         let log = worker.process.log_path().to_path_buf();
         let mut reader = IntervalLogReader::from_offset(&log, 0).with_worker(worker.name());
@@ -344,7 +343,7 @@ impl<'c> Observe<'c> {
             &json!({
                 "log": log,
                 "meaning": meaning,
-                "independent_sources": independent,
+                "independent_sources": independent.is_yes(),
                 "lines": reader.accumulator().lines(),
                 "counters": last,
             }),

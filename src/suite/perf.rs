@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures_util::stream::{self, StreamExt};
 
 use crate::client::StreamOutcome;
-use crate::engine::FirstTokenStamp;
+use crate::engine::{Need, Support};
 use crate::evidence::{
     ttft_offsets, Arm, ArmSummary, FirstTokenPair, RequestRecord, SweepLevel, TtftAccuracy,
 };
@@ -124,14 +124,14 @@ impl<'c> Perf<'c> {
             offset_ms: None,
             unavailable: None,
         };
-        match ctx.engine().first_token_stamp() {
-            FirstTokenStamp::Unavailable(why) => {
+        match ctx.supports(Need::FirstTokenStamps) {
+            Support::No(why) => {
                 ctx.not_checked("TTFT accuracy", &why);
                 figure.unavailable = Some(why);
                 ctx.measure(TTFT_ACCURACY, &figure);
                 Ok(())
             }
-            FirstTokenStamp::WorkerLog => {
+            Support::Yes => {
                 figure.source =
                     "the worker's log: `first token sent monotonic_ns=` (read before the send)"
                         .into();

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::engine::Need;
 use crate::prompts::Prompt;
 use crate::stack::Worker;
 use crate::telemetry::engine_kvcr_log::{self, EngineKvcrLine, Located};
@@ -285,7 +286,7 @@ impl Pressure<'_> {
     /// engine's relayed event and its `/state`, or, on an engine that relays
     /// none (vLLM), KVCR's own `KVCR source progress stalled` line.
     pub fn latch_since(&self, worker: &Worker, mark: LogMark) -> Result<Option<Latch>, CaseError> {
-        if !self.ctx.engine().relays_kvcr_events() {
+        if !self.ctx.supports(Need::RelayedKvcrEvents).is_yes() {
             return self.kvcr_latch_line_since(worker, mark);
         }
         let lines = self.kvcr_lines_since(worker, mark)?;

@@ -1,6 +1,8 @@
 //! What a lane runs, one libtest trial each: a case of the test plan, or a
 //! fault-matrix row (a case run with a fault on).
 
+use crate::engine::{Applicability, Kind, Need, Topology};
+
 use super::fault_row::FaultRow;
 use super::{Case, CaseCtx, CaseResult};
 
@@ -43,6 +45,20 @@ impl Trial {
             Trial::Case(case) => case.destructive,
             Trial::Row(_) => true,
         }
+    }
+
+    /// What the trial must have from the stack: its case's needs, and a
+    /// row's own after them.
+    pub fn needs(&self) -> Vec<Need> {
+        match self {
+            Trial::Case(case) => case.needs.to_vec(),
+            Trial::Row(row) => row.case.needs.iter().chain(row.needs).copied().collect(),
+        }
+    }
+
+    /// Whether the trial runs on `engine` on `topology`, or why not.
+    pub fn applicability(&self, engine: Kind, topology: Topology) -> Applicability {
+        engine.applicability(self.id(), &self.needs(), topology)
     }
 
     pub fn run(&self, ctx: &CaseCtx) -> CaseResult {

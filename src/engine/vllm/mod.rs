@@ -20,12 +20,13 @@ use serde_json::{json, Value};
 
 use crate::proc::ProcessSpec;
 
-use super::applicability::{self, Applicability, Case};
+use super::applicability;
+use super::needs::{self, Need, Support};
 use super::topology;
 use super::topology::{nodes_or_local, plan_workers, Node, Topology, WorkerPlan, WorkerRole};
 use super::{
-    dynamo, Engine, FirstTokenStamp, Geometry, LaunchContext, PrefillToDecode, ReferenceVariant,
-    ServedModel, Setup, WorkerSlot,
+    dynamo, Engine, Geometry, LaunchContext, PrefillToDecode, ReferenceVariant, ServedModel, Setup,
+    WorkerSlot,
 };
 
 pub mod kv_layout;
@@ -308,7 +309,7 @@ impl VllmEngine {
 }
 
 /// Why TC-05's TTFT accuracy finds no per-request first-token instant
-/// on vLLM ([`Engine::first_token_stamp`]).
+/// on vLLM ([`Need::FirstTokenStamps`]).
 /// The prompt tokens vLLM can take from its prefix cache: full blocks
 /// only, and at most `prompt_tokens - 1` (its KV cache manager computes at
 /// least the last prompt token, for the logits: `max_cache_hit_length =
@@ -317,6 +318,15 @@ pub fn cacheable_tokens(prompt_tokens: u64, block_size: u64) -> u64 {
     let block = block_size.max(1);
     (prompt_tokens.saturating_sub(1) / block) * block
 }
+
+/// Why TC-07 does not run on vLLM ([`Need::PoolEvictionReports`]).
+const NO_POOL_EVICTION_REPORTS: &str = "TC-07 reads which blocks left KVCR's pool from KVCR's per-block inventory events and asks where each block is held (/kvcr/holding), and fills the pool with pinned deposits (the CPU engine's pin_deposits switch); vLLM's KVCR adapter sends its inventory events to the router only, answers no holding query, and vLLM's own primary host tier decides which blocks reach KVCR's pool";
+
+/// Why TC-12 does not run on vLLM ([`Need::DiskTierReports`]).
+const NO_DISK_TIER_REPORTS: &str = "TC-12 proves a spill to disk and a read from it block by block (KVCR's `stored` events in G3, /kvcr/holding answering `g3`, deliveries `from=g3`); vLLM's KVCR adapter accepts a `g3` tier but reports none of these per block";
+
+/// Why TC-17 does not run on vLLM.
+const NO_DEPOSIT_REPORTS: &str = "TC-17 judges concurrent deposits of one prefix from the engine's per-block deposit outcomes and the blocks a deposit found KVCR still filling; vLLM's KVCR adapter reports neither";
 
 const NO_FIRST_TOKEN_STAMP: &str =
     "vLLM records TTFT only as its Prometheus histogram vllm:time_to_first_token_seconds: \
@@ -339,13 +349,32 @@ impl Engine for VllmEngine {
         VllmEngine::new(profile, setup.topology)
     }
 
-    fn applies(case: Case, topology: Topology) -> Applicability {
-        if case.is_production() {
-            return applicability::production_on_vllm(case, topology);
-        }
-        match topology {
-            Topology::Agg => Applicability::Applies,
-            Topology::TwoP1D | Topology::TwoNode => applicability::off_agg(case),
+    /// A Guard per worker, router hints, an interval log independent of
+    /// `/metrics`; no per-block KVCR reports and no fault switches.
+    fn supports(need: Need, topology: Topology) -> Support {
+        match need {
+            Need::Topology | Need::Guard | Need::RouterHints | Need::IndependentIntervalLog => {
+                Support::Yes
+            }
+            Need::PerformanceArms => {
+                Support::given(topology == Topology::Agg, applicability::PERFORMANCE_ON_AGG)
+            }
+            // TC-08..TC-11 need only what every engine shows (the Guard's
+            // log, KVCR's own log lines, the engine's counters, signals to
+            // the worker's process group, the Guard service holding a
+            // worker's pool).
+            Need::ProductionConditions => {
+                Support::given(topology == Topology::Agg, applicability::PRODUCTION_ON_AGG)
+            }
+            Need::PoolEvictionReports => Support::no(NO_POOL_EVICTION_REPORTS),
+            Need::DiskTierReports => Support::no(NO_DISK_TIER_REPORTS),
+            Need::FirstTokenStamps => Support::no(NO_FIRST_TOKEN_STAMP),
+            Need::DepositReports => Support::no(NO_DEPOSIT_REPORTS),
+            Need::FaultSwitches
+            | Need::PagesPerKind
+            | Need::ExactHintMembership
+            | Need::BlockLedger
+            | Need::RelayedKvcrEvents => needs::without(need, "vllm"),
         }
     }
 
@@ -361,18 +390,10 @@ impl Engine for VllmEngine {
         &self.served
     }
 
-    fn first_token_stamp(&self) -> FirstTokenStamp {
-        FirstTokenStamp::Unavailable(NO_FIRST_TOKEN_STAMP.into())
-    }
-
     /// Prefill and decode workers run NixlConnector beside the KVCR tier
     /// ([`VllmEngine::kv_transfer_config`]): the decode pulls over NIXL.
     fn prefill_to_decode(&self) -> PrefillToDecode {
         PrefillToDecode::NixlConnector
-    }
-
-    fn interval_log_is_independent(&self) -> bool {
-        true
     }
 
     fn cached_tokens_of_repeat(&self, prompt_tokens: u64) -> u64 {
@@ -553,6 +574,57 @@ mod tests {
 
     use super::super::testing::{example_context, example_slot, stack_plan, two_nodes};
     use super::*;
+
+    /// A Guard, router hints and an independent interval log everywhere;
+    /// the performance arms and the production cases on agg only; none of
+    /// KVCR's per-block reports, no fault switches.
+    #[test]
+    fn what_vllm_supports() {
+        let s = VllmEngine::supports;
+        for t in Topology::ALL {
+            for need in [
+                Need::Topology,
+                Need::Guard,
+                Need::RouterHints,
+                Need::IndependentIntervalLog,
+            ] {
+                assert_eq!(s(need, t), Support::Yes, "{need:?} {t}");
+            }
+            assert_eq!(
+                s(Need::PoolEvictionReports, t),
+                Support::no(NO_POOL_EVICTION_REPORTS)
+            );
+            assert_eq!(
+                s(Need::DiskTierReports, t),
+                Support::no(NO_DISK_TIER_REPORTS)
+            );
+        }
+        assert_eq!(s(Need::ProductionConditions, Topology::Agg), Support::Yes);
+        assert_eq!(
+            s(Need::ProductionConditions, Topology::TwoP1D),
+            Support::no(applicability::PRODUCTION_ON_AGG)
+        );
+        assert_eq!(
+            s(Need::PerformanceArms, Topology::TwoNode),
+            Support::no(applicability::PERFORMANCE_ON_AGG)
+        );
+        assert_eq!(
+            s(Need::BlockLedger, Topology::Agg),
+            Support::no("vllm workers log no KVCR inventory events per block and answer no per-block holding query")
+        );
+        assert_eq!(
+            s(Need::PagesPerKind, Topology::Agg),
+            Support::no(
+                "the vllm engine counts no pages per kind; only the total bytes were checked"
+            )
+        );
+        assert!(!s(Need::FaultSwitches, Topology::Agg).is_yes());
+        assert!(!s(Need::ExactHintMembership, Topology::Agg).is_yes());
+        assert_eq!(
+            s(Need::FirstTokenStamps, Topology::Agg),
+            Support::no(NO_FIRST_TOKEN_STAMP)
+        );
+    }
 
     fn engine(topology: Topology) -> VllmEngine {
         let nodes = match topology {
@@ -906,7 +978,8 @@ mod tests {
         let default_guard = cpu_engine().guard(&ctx).expect("a Guard");
         assert_eq!(default_guard.flag_value("--heartbeat-timeout-ms"), None);
         assert_eq!(default_guard.flag_value("--pool-sizes-gb"), Some("0.25"));
-        assert!(e.kvcr_in_child_process() && !e.relays_kvcr_events());
+        assert!(e.kvcr_in_child_process());
+        assert!(!VllmEngine::supports(Need::RelayedKvcrEvents, Topology::Agg).is_yes());
     }
 
     #[test]
