@@ -150,13 +150,15 @@ commands:
                                kvcr-coverage-merged.md and .json with the combined data.
                                The runs must have measured one kvcr build
                                (docs/kvcr-under-test.md)
-  mutants [--only NAME,...] [--engine cpu|vllm] [--out DIR] [--record DIR2] [HARNESS FLAGS]
+  mutants [--only NAME,...] [--engine cpu|vllm | --stack E/T/G] [--out DIR] [--record DIR2] [HARNESS FLAGS]
                                the mutation lane: first the control (the unmutated
                                build, every target and trial the mutants need), then
                                each curated mutant of fixtures/kvcr-mutants/ (default:
                                every one whose lanes include the engine, default cpu)
                                built with --kvcr and run on a fresh stack of the target
-                               its header implies: TC-01 plus its caught-by trials. Per
+                               its header implies (--stack vllm/two-node/dense: that
+                               stack's lane, for the mutants written for agg/dense):
+                               TC-01 plus its caught-by trials. Per
                                mutant killed (which trial, its message), survived or
                                broken (no stack: not scored); writes mutants.json,
                                report.html (also as mutants.html) and the batch's

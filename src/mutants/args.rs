@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::plan::RESERVED_KEYS;
 use crate::drive;
-use crate::engine::Kind;
+use crate::engine::{Kind, StackSpec};
 
 /// Parsed arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +14,10 @@ pub struct MutantsArgs {
     /// `--engine cpu|vllm` (default cpu): the engine whose mutants run, on
     /// the lanes of that engine.
     pub engine: Kind,
+    /// `--stack ENGINE/TOPOLOGY/GEOMETRY` (`vllm/two-node/dense`): each
+    /// mutant runs on that stack's lane instead of its header's (the engine
+    /// is the stack's).
+    pub stack: Option<StackSpec>,
     /// `--out DIR` (default `target/mutants/<timestamp>/`).
     pub out: Option<PathBuf>,
     /// `--record DIR`: a copy of the batch's score file there too (only a
@@ -46,11 +50,13 @@ impl MutantsArgs {
         let mut parsed = MutantsArgs {
             only: None,
             engine: Kind::Cpu,
+            stack: None,
             out: None,
             record: None,
             generated: None,
             harness: Vec::new(),
         };
+        let mut engine_given = false;
         let (mut count, mut seed, mut modules) = (None, None, None);
         let mut draw_only = false;
         let mut it = args.iter();
@@ -67,6 +73,7 @@ impl MutantsArgs {
                 name,
                 "--only"
                     | "--engine"
+                    | "--stack"
                     | "--out"
                     | "--record"
                     | "--generated"
@@ -98,6 +105,11 @@ impl MutantsArgs {
                 }
                 "--engine" => {
                     parsed.engine = value.parse().map_err(|e| format!("--engine: {e}"))?;
+                    engine_given = true;
+                }
+                "--stack" => {
+                    let stack: StackSpec = value.parse().map_err(|e| format!("--stack: {e}"))?;
+                    parsed.stack = Some(stack);
                 }
                 "--generated" => {
                     count = match value.parse::<u32>() {
@@ -144,6 +156,20 @@ impl MutantsArgs {
             }
             None => {}
         }
+        if let Some(stack) = parsed.stack {
+            if engine_given && parsed.engine != stack.engine {
+                return Err(format!(
+                    "--engine {} and --stack {stack} name two engines: give one",
+                    parsed.engine.as_str()
+                ));
+            }
+            if parsed.generated.is_some() {
+                return Err(
+                    "--stack picks the curated mutants' lane; --generated runs on agg".into(),
+                );
+            }
+            parsed.engine = stack.engine;
+        }
         drive::check_harness_flags(&parsed.harness, RESERVED_KEYS).map_err(|e| e.to_string())?;
         Ok(parsed)
     }
@@ -174,6 +200,7 @@ mod tests {
             MutantsArgs {
                 only: None,
                 engine: Kind::Cpu,
+                stack: None,
                 out: None,
                 record: None,
                 generated: None,
@@ -219,6 +246,29 @@ mod tests {
         assert_eq!(g.modules.len(), crate::mutants::generated::MODULES.len());
         let d = MutantsArgs::parse(&args("--generated 3 --draw-only")).unwrap();
         assert!(d.generated.unwrap().draw_only);
+    }
+
+    #[test]
+    fn a_stack_picks_the_engine_and_the_lane() {
+        let a = MutantsArgs::parse(&args("--stack vllm/two-node/dense --only m")).unwrap();
+        assert_eq!(a.engine, Kind::Vllm);
+        assert_eq!(a.stack.unwrap().to_string(), "vllm/two-node/dense");
+        let same = MutantsArgs::parse(&args("--engine vllm --stack vllm/agg/dense")).unwrap();
+        assert_eq!(same.engine, Kind::Vllm);
+        for (line, want) in [
+            (
+                "--engine cpu --stack vllm/two-node/dense",
+                "name two engines",
+            ),
+            ("--stack vllm/two-node", "--stack"),
+            (
+                "--stack cpu/agg/dense --generated 3",
+                "--generated runs on agg",
+            ),
+        ] {
+            let err = MutantsArgs::parse(&args(line)).unwrap_err();
+            assert!(err.contains(want), "{line}: {err}");
+        }
     }
 
     #[test]

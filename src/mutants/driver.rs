@@ -48,11 +48,18 @@ pub fn chosen(repo_root: &Path, args: &MutantsArgs) -> Result<Vec<Mutant>, LaneE
     let chosen: Vec<Mutant> = curated::select(all, args.only.as_deref(), args.engine)
         .map_err(LaneError::Usage)?
         .into_iter()
-        .map(|m| Mutant {
-            header: m.header.for_engine(args.engine),
-            diff: m.diff,
+        .map(|m| {
+            let header = m.header.for_engine(args.engine);
+            let header = match args.stack {
+                Some(stack) => header.on_stack(stack).map_err(LaneError::Usage)?,
+                None => header,
+            };
+            Ok(Mutant {
+                header,
+                diff: m.diff,
+            })
         })
-        .collect();
+        .collect::<Result<_, LaneError>>()?;
     if chosen.is_empty() {
         return Err(LaneError::Usage(format!(
             "no curated mutant applies to the {} lane",

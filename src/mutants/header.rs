@@ -12,7 +12,7 @@
 //! # caught-by: TC-03::hinted_peer_transfer
 //! # message: reference tokens
 //! # lanes: cpu,vllm
-//! # topology: two-node
+//! # topology: agg
 //! # expect: killed
 //! --- a/kvcr/remote_fw_dram.py
 //! +++ b/kvcr/remote_fw_dram.py
@@ -153,6 +153,25 @@ impl MutantHeader {
     /// The stack it runs on with `engine`: its topology and geometry.
     pub fn stack(&self, engine: Kind) -> StackSpec {
         StackSpec::new(engine, self.topology, self.geometry)
+    }
+
+    /// The header run on `stack`'s topology and geometry instead of its own
+    /// (`kvcr-e2e mutants --stack`): where it names the default stack (agg,
+    /// dense) or the same one. A mutant that needs another topology or
+    /// geometry would lose what makes it observable, so that is an error.
+    pub fn on_stack(mut self, stack: StackSpec) -> Result<Self, String> {
+        let own = (self.topology, self.geometry);
+        let default = (Topology::Agg, GeometryKind::Dense);
+        if own != default && own != (stack.topology, stack.geometry) {
+            return Err(format!(
+                "{}: its header needs {}, not {stack} (--stack runs mutants written for agg/dense, or for that stack)",
+                self.name,
+                self.stack(stack.engine)
+            ));
+        }
+        self.topology = stack.topology;
+        self.geometry = stack.geometry;
+        Ok(self)
     }
 }
 

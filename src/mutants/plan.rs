@@ -190,7 +190,8 @@ mod tests {
     }
 
     /// Every curated mutant plans on a lane on each engine its header
-    /// names; one of them runs on the vLLM two-node lane.
+    /// names, and every agg/dense one also on the vLLM two-node lane
+    /// through `--stack`.
     #[test]
     fn every_curated_mutant_plans_on_each_of_its_engines() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(super::super::MUTANTS_DIR);
@@ -202,9 +203,46 @@ mod tests {
                 planned.push((m.header.name.as_str(), run.target));
             }
         }
+        assert!(planned.contains(&("source-write-reversed-blocks", "phase1_vllm")));
+        let two_node: crate::engine::StackSpec = "vllm/two-node/dense".parse().unwrap();
+        for m in all
+            .iter()
+            .filter(|m| m.header.engines.contains(&Kind::Vllm))
+        {
+            let Ok(header) = m.header.clone().on_stack(two_node) else {
+                continue;
+            };
+            let moved = Mutant {
+                header,
+                diff: m.diff.clone(),
+            };
+            if moved.header.suite.is_none() {
+                assert_eq!(
+                    plan(&moved, Kind::Vllm, &[]).unwrap().target,
+                    "phase1_vllm_two_node"
+                );
+            }
+        }
+    }
+
+    /// `--stack` moves a mutant written for agg/dense; one that needs
+    /// another stack is refused with what it needs.
+    #[test]
+    fn a_mutant_moves_to_another_stack_only_from_agg_dense() {
+        let two_node: crate::engine::StackSpec = "vllm/two-node/dense".parse().unwrap();
+        let moved = mutant("m", "").header.on_stack(two_node).unwrap();
+        assert_eq!(moved.stack(Kind::Vllm).to_string(), "vllm/two-node/dense");
+        let same = mutant("m", "# topology: two-node\n")
+            .header
+            .on_stack(two_node);
+        assert!(same.is_ok());
+        let err = mutant("m", "# topology: 2p1d\n")
+            .header
+            .on_stack(two_node)
+            .unwrap_err();
         assert!(
-            planned.contains(&("source-write-reversed-blocks", "phase1_vllm_two_node")),
-            "{planned:?}"
+            err.contains("its header needs vllm/2p1d/dense, not vllm/two-node/dense"),
+            "{err}"
         );
     }
 
