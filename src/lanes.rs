@@ -30,8 +30,6 @@ pub enum Trials {
     Cases(&'static [Case]),
     /// The rows of a fault matrix.
     Rows(&'static [FaultRow]),
-    /// The rows of a fault matrix with these names, in the matrix's order.
-    RowsNamed(&'static [FaultRow], &'static [&'static str]),
 }
 
 impl Trials {
@@ -39,11 +37,6 @@ impl Trials {
         match self {
             Trials::Cases(cases) => cases.iter().copied().map(Trial::Case).collect(),
             Trials::Rows(rows) => rows.iter().map(Trial::Row).collect(),
-            Trials::RowsNamed(rows, names) => rows
-                .iter()
-                .filter(|row| names.contains(&row.name))
-                .map(Trial::Row)
-                .collect(),
         }
     }
 }
@@ -202,10 +195,7 @@ pub const LANES: &[Lane] = &[
         flags: &["--request-timeout-s", "20"],
         flags_at_start: None,
         ignored: false,
-        trials: Trials::RowsNamed(
-            fault_matrix::two_node::ROWS,
-            &fault_matrix::two_node::ON_VLLM,
-        ),
+        trials: Trials::Rows(fault_matrix::two_node::ON_VLLM),
     },
     // Production conditions (TC-07..TC-11): Guard pools of 12 blocks that
     // the working set overflows, no host tier, heartbeat promotion, a 2 s
@@ -309,14 +299,7 @@ pub const LANES: &[Lane] = &[
         flags: &[],
         flags_at_start: None,
         ignored: false,
-        trials: Trials::RowsNamed(
-            fault_matrix::agg::ROWS,
-            &[
-                "dead_router_is_caught",
-                "guard_that_never_promotes_is_caught",
-                "replacement_with_another_compatibility_digest_is_caught",
-            ],
-        ),
+        trials: Trials::Rows(fault_matrix::agg::ON_VLLM),
     },
     // Prefill workers A, B and decode worker C of real vLLM (CPU build)
     // behind Dynamo's prefill router: the P→D pull is vLLM's NixlConnector
@@ -355,7 +338,7 @@ impl Lane {
     pub fn cases(&self) -> Option<&'static [Case]> {
         match self.trials {
             Trials::Cases(cases) => Some(cases),
-            Trials::Rows(_) | Trials::RowsNamed(..) => None,
+            Trials::Rows(_) => None,
         }
     }
 
@@ -608,18 +591,10 @@ mod tests {
     }
 
     /// A fault lane runs only rows whose needs its stack gives (the vLLM
-    /// lanes: no CPU-engine switch), and every row it names exists.
+    /// lanes: no CPU-engine switch).
     #[test]
     fn every_row_a_lane_runs_applies_to_its_stack() {
         for lane in LANES {
-            if let Trials::RowsNamed(_, names) = lane.trials {
-                assert_eq!(
-                    lane.trials.trials().len(),
-                    names.len(),
-                    "{}: every name is a row",
-                    lane.target
-                );
-            }
             for trial in lane.trials.trials() {
                 if let Trial::Row(row) = trial {
                     let answer = trial.applicability(lane.stack.engine, lane.stack.topology);

@@ -41,18 +41,7 @@ pub static ROWS: &[FaultRow] = &[
             message: "`token 2 of 16 differs: expected …, got … (x-request-id …)`; the id leads (`log-lines.txt`, via Dynamo's id for it) to the worker's `request …: N full blocks` log line",
         },
     },
-    FaultRow {
-        case: tc01::CASE,
-        name: "dead_router_is_caught",
-        fault: Fault::KillFrontend,
-        needs: &[],
-        expect: Expect::claim(Claim::Request(Request::NoResponse)),
-        doc: RowDoc {
-            fault: "SIGKILL of the Dynamo frontend (verified gone)",
-            caught_by: "TC-01",
-            message: "`request f… failed: … no response (…); is the frontend up? see its log`",
-        },
-    },
+    DEAD_ROUTER,
     // Worker B's KVCR progress loop dies (KVCR then re-raises its failure
     // on every poll): B exits with its tier, the suite's crash check names
     // the crash and its cause, and the restore step replaces B before the
@@ -296,18 +285,7 @@ pub static ROWS: &[FaultRow] = &[
             message: "`timed out … waiting for worker A to deposit the 4 blocks of … into its KVCR pool`",
         },
     },
-    FaultRow {
-        case: tc04::CASE,
-        name: "guard_that_never_promotes_is_caught",
-        fault: Fault::StopGuard,
-        needs: &[],
-        expect: Expect::clause(guard::PROMOTION, "no `guard_promoted` event for guard 0 in the Guard log"),
-        doc: RowDoc {
-            fault: "SIGSTOP of the Guard service (state `T` verified)",
-            caught_by: "TC-04",
-            message: "`Guard promotion after SIGKILL: no \\`guard_promoted\\` event for guard 0 in the Guard log`",
-        },
-    },
+    GUARD_NEVER_PROMOTES,
     // B drops the router's hints: the Guard promotes, but no takeover
     // attempt is ever read from A's endpoint (each is computed on B).
     FaultRow {
@@ -545,19 +523,57 @@ pub static ROWS: &[FaultRow] = &[
     },
     // A' presents a KVCR compatibility digest that A's Guard was not started
     // with: the Guard must refuse the handback, so A' cannot reclaim the pool.
-    FaultRow {
-        case: tc04::CASE,
-        name: "replacement_with_another_compatibility_digest_is_caught",
-        fault: Fault::ReplacementDigest,
-        needs: &[],
-        expect: Expect::with(Claim::Startup(Startup::Refused(RefusalKind::DigestMismatch)), "KVCRServiceError: KVCR compatibility digest does not match the service"),
-        doc: RowDoc {
-            fault: "launch fault `compatibility_digest_mismatch` on the replacement A' (the harness gives it another KVCR compatibility digest than its Guard's; every engine)",
-            caught_by: "TC-04 (the replacement step)",
-            message: "`worker-A.1's KVCR claim was refused by its Guard service … s after it started: \\`kvcr.control_channels.KVCRServiceError: KVCR compatibility digest does not match the service\\` (DigestMismatch: the worker presents another KVCR compatibility digest than the Guard service was started with (another engine build or config)); its log: …`",
-        },
-    },
+    OTHER_COMPATIBILITY_DIGEST,
 ];
+
+/// The rows the vLLM fault lane runs (`fault_matrix_vllm`): three that need
+/// no engine switch (a killed router, a stopped Guard, a replacement with
+/// another compatibility digest). Each row's restore restarts a vLLM
+/// worker (minutes), so the lane runs these, not every row that applies.
+pub static ON_VLLM: &[FaultRow] = &[
+    DEAD_ROUTER,
+    GUARD_NEVER_PROMOTES,
+    OTHER_COMPATIBILITY_DIGEST,
+];
+
+pub const DEAD_ROUTER: FaultRow = FaultRow {
+    case: tc01::CASE,
+    name: "dead_router_is_caught",
+    fault: Fault::KillFrontend,
+    needs: &[],
+    expect: Expect::claim(Claim::Request(Request::NoResponse)),
+    doc: RowDoc {
+        fault: "SIGKILL of the Dynamo frontend (verified gone)",
+        caught_by: "TC-01",
+        message: "`request f… failed: … no response (…); is the frontend up? see its log`",
+    },
+};
+
+pub const GUARD_NEVER_PROMOTES: FaultRow = FaultRow {
+    case: tc04::CASE,
+    name: "guard_that_never_promotes_is_caught",
+    fault: Fault::StopGuard,
+    needs: &[],
+    expect: Expect::clause(guard::PROMOTION, "no `guard_promoted` event for guard 0 in the Guard log"),
+    doc: RowDoc {
+        fault: "SIGSTOP of the Guard service (state `T` verified)",
+        caught_by: "TC-04",
+        message: "`Guard promotion after SIGKILL: no \\`guard_promoted\\` event for guard 0 in the Guard log`",
+    },
+};
+
+pub const OTHER_COMPATIBILITY_DIGEST: FaultRow = FaultRow {
+    case: tc04::CASE,
+    name: "replacement_with_another_compatibility_digest_is_caught",
+    fault: Fault::ReplacementDigest,
+    needs: &[],
+    expect: Expect::with(Claim::Startup(Startup::Refused(RefusalKind::DigestMismatch)), "KVCRServiceError: KVCR compatibility digest does not match the service"),
+    doc: RowDoc {
+        fault: "launch fault `compatibility_digest_mismatch` on the replacement A' (the harness gives it another KVCR compatibility digest than its Guard's; every engine)",
+        caught_by: "TC-04 (the replacement step)",
+        message: "`worker-A.1's KVCR claim was refused by its Guard service … s after it started: \\`kvcr.control_channels.KVCRServiceError: KVCR compatibility digest does not match the service\\` (DigestMismatch: the worker presents another KVCR compatibility digest than the Guard service was started with (another engine build or config)); its log: …`",
+    },
+};
 
 /// A wrong token is caught, and the failure is traceable: it names the
 /// request's `x-request-id`, and the worker's own log line of that request

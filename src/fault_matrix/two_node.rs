@@ -20,18 +20,7 @@ use crate::wait::{self, Poll};
 use crate::cases::tc03_hinted_peer_transfer as tc03;
 
 pub static ROWS: &[FaultRow] = &[
-    FaultRow {
-        case: tc03::CASE,
-        name: "node_cut_off_the_network_during_a_transfer_is_caught",
-        fault: Fault::Arranged(node_cut_off),
-        needs: &[],
-        expect: Expect::with(Claim::Request(Request::NoResponse), "which is cut off the network"),
-        doc: RowDoc {
-            fault: "node 1's veth taken down (`ip link set <host end> down`, both ends verified `down`) the moment worker B's log shows TC-03's request arriving, i.e. while B pulls A's pages and answers; brought up again (verified `up`, route back) when the row ends, and the suite restores the stack",
-            caught_by: "TC-03",
-            message: "`request f… failed: … no response (…); … worker B runs on node 1, which is cut off the network: kvh… (this host) is down, kvn… (node 1) is down` (the request ends at the client's deadline; requests and scrapes towards a worker on a cut-off node always name the cut)",
-        },
-    },
+    NODE_CUT_OFF,
     FaultRow {
         case: tc03::CASE,
         name: "transfer_over_shared_memory_is_caught",
@@ -46,11 +35,24 @@ pub static ROWS: &[FaultRow] = &[
     },
 ];
 
+pub const NODE_CUT_OFF: FaultRow = FaultRow {
+    case: tc03::CASE,
+    name: "node_cut_off_the_network_during_a_transfer_is_caught",
+    fault: Fault::Arranged(node_cut_off),
+    needs: &[],
+    expect: Expect::with(Claim::Request(Request::NoResponse), "which is cut off the network"),
+    doc: RowDoc {
+        fault: "node 1's veth taken down (`ip link set <host end> down`, both ends verified `down`) the moment worker B's log shows TC-03's request arriving, i.e. while B pulls A's pages and answers; brought up again (verified `up`, route back) when the row ends, and the suite restores the stack",
+        caught_by: "TC-03",
+        message: "`request f… failed: … no response (…); … worker B runs on node 1, which is cut off the network: kvh… (this host) is down, kvn… (node 1) is down` (the request ends at the client's deadline; requests and scrapes towards a worker on a cut-off node always name the cut)",
+    },
+};
+
 /// The rows that run on real vLLM (`fault_matrix_vllm_two_node`): the
 /// shared-memory row starts a second stack, minutes of vLLM restarts for
 /// a check of the harness's own UCX reading, which the CPU engine's lane
 /// already proves.
-pub const ON_VLLM: [&str; 1] = ["node_cut_off_the_network_during_a_transfer_is_caught"];
+pub static ON_VLLM: &[FaultRow] = &[NODE_CUT_OFF];
 
 /// Node 1 (worker B and its Guard) loses its network the moment TC-03's
 /// request reaches B, i.e. while B pulls A's pages across the veth (or

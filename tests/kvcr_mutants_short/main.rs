@@ -71,6 +71,7 @@ fn run_mutant(lane: Kind, mutant: &str, base: &std::path::Path) -> Result<(), Fa
     let args = MutantsArgs {
         only: Some(vec![mutant.to_string()]),
         engine: lane,
+        stack: None,
         out: Some(base.join(lane.as_str()).join(mutant)),
         record: None,
         generated: None,
