@@ -255,6 +255,18 @@ pub const LANES: &[Lane] = &[
         ignored: false,
         trials: Trials::Cases(cases::PHASE3),
     },
+    // Phase 3 on two nodes: the link between them cut and healed (TC-13;
+    // fixtures/profiles/phase3-network.toml: a 2 s KVCR operation timeout,
+    // UCX keepalive of 1 s). Needs root, as phase1_two_node.
+    Lane {
+        target: "phase3_two_node",
+        stack: StackSpec::new(Kind::Cpu, Topology::TwoNode, GeometryKind::Dense),
+        profile: Some("phase3-network"),
+        flags: &[],
+        flags_at_start: None,
+        ignored: false,
+        trials: Trials::Cases(cases::PHASE3_TWO_NODE),
+    },
     // The phase 3 cases' fault rows, on the phase3 stack.
     Lane {
         target: "fault_matrix_phase3",

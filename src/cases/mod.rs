@@ -22,6 +22,7 @@ pub mod tc10_heartbeat_promotion;
 pub mod tc11_source_stall_latch;
 pub mod tc12_disk_tier;
 
+pub mod tc13_partition_and_heal;
 pub mod tc17_concurrent_same_prefix;
 
 pub mod wl01_trace_replay;
@@ -78,6 +79,10 @@ pub const WORKLOAD: &[Case] = &[wl01_trace_replay::CASE];
 /// Phase 3 on the CPU stack (`phase3` profile): concurrent requests for one
 /// new prefix (TC-17).
 pub const PHASE3: &[Case] = &[tc17_concurrent_same_prefix::CASE];
+
+/// Phase 3 on two nodes (`phase3_two_node`): the link between them cut and
+/// healed (TC-13).
+pub const PHASE3_TWO_NODE: &[Case] = &[tc13_partition_and_heal::CASE];
 
 /// KVCR's disk tier (TC-12), on the `phase2-g3` stack.
 pub const PHASE2_G3: &[Case] = &[tc12_disk_tier::CASE];

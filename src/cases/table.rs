@@ -28,6 +28,7 @@ pub fn test_plan_cases() -> Vec<Case> {
         .chain(super::PHASE2)
         .chain(super::PHASE2_G3)
         .chain(super::PHASE3)
+        .chain(super::PHASE3_TWO_NODE)
         .copied()
         .collect();
     // Stable: a case's arms keep their order.

@@ -618,6 +618,14 @@ pub const KEYS: &[KeySpec] = &[
         "CPU engine --hits-after-prefill: a block computed by a prefill in flight is no device hit for other requests until that prefill ends (unset = false)",
     ),
     k(
+        "cpu_engine.ucx_keepalive_s",
+        None,
+        "PHASE1_CPU_ENGINE_UCX_KEEPALIVE_S",
+        Kind::Uint { min: 1 },
+        false,
+        "UCX keepalive of the CPU engine's workers, seconds (UCX_KEEPALIVE_INTERVAL, UCX_TCP_KEEPIDLE/KEEPINTVL, UCX_TCP_KEEPCNT=2); unset = UCX's defaults",
+    ),
+    k(
         "cpu_engine.g3_dir",
         None,
         "PHASE1_CPU_ENGINE_G3_DIR",

@@ -287,6 +287,7 @@ impl Settings {
                 g3_capacity_blocks: None,
                 g3_dir: None,
                 hits_after_prefill: false,
+                ucx_keepalive_s: None,
             },
             prompts: PromptProfile {
                 seed: 0,
@@ -395,6 +396,7 @@ impl Settings {
             "cpu_engine.g3_capacity_blocks" => c.g3_capacity_blocks = Some(v.uint()?),
             "cpu_engine.g3_dir" => c.g3_dir = Some(v.path()?),
             "cpu_engine.hits_after_prefill" => c.hits_after_prefill = v.boolean()?,
+            "cpu_engine.ucx_keepalive_s" => c.ucx_keepalive_s = Some(v.uint()?),
             "prompts.seed" => p.seed = v.uint()?,
             "prompts.families" => p.families = v.uint()?,
             "prompts.prefix_blocks" => p.prefix_blocks = v.uint()?,

@@ -77,6 +77,27 @@ pub struct CpuEngineProfile {
     /// concurrent requests for one new prefix each compute and deposit it.
     #[serde(default)]
     pub hits_after_prefill: bool,
+    /// UCX's keepalive for the workers, seconds: `UCX_KEEPALIVE_INTERVAL`
+    /// and the TCP transport's `UCX_TCP_KEEPIDLE`/`KEEPINTVL` (with
+    /// `UCX_TCP_KEEPCNT=2`), so a peer behind a cut link is found
+    /// unreachable within seconds (TC-13); `None` = UCX's defaults.
+    #[serde(default)]
+    pub ucx_keepalive_s: Option<u64>,
+}
+
+impl CpuEngineProfile {
+    /// The UCX environment of the workers that [`Self::ucx_keepalive_s`] sets.
+    pub fn ucx_env(&self) -> Vec<(&'static str, String)> {
+        let Some(s) = self.ucx_keepalive_s else {
+            return Vec::new();
+        };
+        vec![
+            ("UCX_KEEPALIVE_INTERVAL", format!("{s}s")),
+            ("UCX_TCP_KEEPIDLE", format!("{s}s")),
+            ("UCX_TCP_KEEPINTVL", format!("{s}s")),
+            ("UCX_TCP_KEEPCNT", "2".into()),
+        ]
+    }
 }
 
 impl CpuEngineProfile {
@@ -264,6 +285,7 @@ impl Engine for CpuEngine {
                 Support::given(topology == Topology::Agg, applicability::PRODUCTION_ON_AGG)
             }
             Need::IndependentIntervalLog => needs::without(need, "cpu"),
+            Need::NodeLink => needs::node_link(topology),
             // `RemoteFWDramOptions` keeps KVCR's `opportunistic_query=False`
             // (`fixtures/cpu-engine/cpu_engine/kvcr_binding.py`): exact
             // hint membership.
@@ -349,6 +371,11 @@ impl Engine for CpuEngine {
         } else {
             spec
         };
+        let spec = self
+            .profile
+            .ucx_env()
+            .into_iter()
+            .fold(spec, |spec, (k, v)| spec.env(k, &v));
         spec.args(["--served-model-name", &self.model(), "--kvcr", "on"])
             .args(["--role", role_flag(role), "--component", component(role)])
             .args([
@@ -488,7 +515,8 @@ mod tests {
     use super::*;
 
     /// Everything, but the production cases off agg, the performance arms
-    /// on two nodes, and an interval log independent of `/metrics`.
+    /// on two nodes, a link between nodes on one node, and an interval log
+    /// independent of `/metrics`.
     #[test]
     fn what_the_cpu_engine_supports() {
         for t in Topology::ALL {
@@ -498,6 +526,7 @@ mod tests {
                     Need::IndependentIntervalLog => true,
                     Need::ProductionConditions => t != Topology::Agg,
                     Need::PerformanceArms => t == Topology::TwoNode,
+                    Need::NodeLink => t != Topology::TwoNode,
                     _ => false,
                 };
                 assert_eq!(!answer.is_yes(), expected_no, "{need:?} on {t}: {answer:?}");

@@ -67,11 +67,14 @@ pub enum Need {
     /// KVCR still filling from another (`cpu_engine_kvcr_deposit_met_filling_blocks`),
     /// so concurrent deposits of one prefix can be judged (TC-17).
     DepositReports,
+    /// A link between two nodes that the run created and may cut: the
+    /// two-node topology's veth (TC-13).
+    NodeLink,
 }
 
 impl Need {
     /// Every need, in the order the docs list them.
-    pub const ALL: [Need; 15] = [
+    pub const ALL: [Need; 16] = [
         Need::Topology,
         Need::Guard,
         Need::RouterHints,
@@ -87,6 +90,7 @@ impl Need {
         Need::IndependentIntervalLog,
         Need::FirstTokenStamps,
         Need::DepositReports,
+        Need::NodeLink,
     ];
 
     /// How the docs name it.
@@ -107,6 +111,7 @@ impl Need {
             Need::IndependentIntervalLog => "an independent interval log",
             Need::FirstTokenStamps => "first-token stamps",
             Need::DepositReports => "deposit reports",
+            Need::NodeLink => "a link between nodes",
         }
     }
 }
@@ -146,6 +151,14 @@ impl Support {
             Support::No(why) => Some(why),
         }
     }
+}
+
+/// Why a case that cuts the link between nodes does not run on `topology`.
+pub fn node_link(topology: super::Topology) -> Support {
+    Support::given(
+        topology == super::Topology::TwoNode,
+        "it cuts the link between two nodes, which only the two-node topology has (its veth)",
+    )
 }
 
 /// The answer of an engine (`engine`, its registry word) that does not give

@@ -15,6 +15,7 @@ pub mod ledger;
 pub mod load;
 pub mod local;
 pub mod log_scan;
+pub mod partition;
 pub mod pressure;
 pub mod restart;
 pub mod service;

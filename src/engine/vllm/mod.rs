@@ -370,6 +370,7 @@ impl Engine for VllmEngine {
             Need::DiskTierReports => Support::no(NO_DISK_TIER_REPORTS),
             Need::FirstTokenStamps => Support::no(NO_FIRST_TOKEN_STAMP),
             Need::DepositReports => Support::no(NO_DEPOSIT_REPORTS),
+            Need::NodeLink => needs::node_link(topology),
             Need::FaultSwitches
             | Need::PagesPerKind
             | Need::ExactHintMembership

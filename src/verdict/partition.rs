@@ -1,0 +1,181 @@
+//! A link between two nodes cut and healed (TC-13): a hinted pull across
+//! the cut falls back to recompute within KVCR's operation timeout, and
+//! hinted pulls across the link resume once it is up again.
+
+use serde::Serialize;
+
+use super::Violation;
+
+/// Claim: the pull across the cut gives up within the operation timeout.
+pub const FALLBACK_WITHIN_TIMEOUT: &str =
+    "a hinted pull across a cut link falls back to recompute within the operation timeout";
+/// Claim: hinted transfers across the link resume after it heals.
+pub const RESUMED_AFTER_HEAL: &str = "hinted transfers across the link resume after it heals";
+
+/// The request a target answered while its source was behind the cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CutFallback {
+    /// How long the request took, ms.
+    pub waited_ms: u64,
+    /// KVCR's operation timeout in the workers, ms.
+    pub operation_timeout_ms: u64,
+    /// What the answer may take beyond the timeout: its own prefill and
+    /// decode, ms.
+    pub margin_ms: u64,
+    /// The target's remote deliveries that ended other than `success`.
+    pub remote_deliver_unsuccessful: u64,
+    /// Blocks the target delivered from the peer.
+    pub remote_deliver_blocks: u64,
+    /// Full blocks of the prompt the target computed.
+    pub computed_blocks: u64,
+    /// Full blocks of the prompt.
+    pub prompt_blocks: u64,
+}
+
+/// The pull was tried and failed (else the cut proved nothing), nothing
+/// came across it, every block was computed, and the answer came within
+/// the operation timeout and the margin.
+pub fn expect_fallback(f: &CutFallback) -> Result<(), Violation> {
+    let mut wrong = Vec::new();
+    if f.remote_deliver_unsuccessful == 0 {
+        wrong.push(
+            "the target reported no failed remote delivery: no pull across the cut was tried"
+                .to_string(),
+        );
+    }
+    if f.remote_deliver_blocks > 0 {
+        wrong.push(format!(
+            "{} blocks came across a cut link",
+            f.remote_deliver_blocks
+        ));
+    }
+    if f.computed_blocks < f.prompt_blocks {
+        wrong.push(format!(
+            "the target computed {} of the prompt's {} blocks",
+            f.computed_blocks, f.prompt_blocks
+        ));
+    }
+    let budget = f.operation_timeout_ms + f.margin_ms;
+    if f.waited_ms > budget {
+        wrong.push(format!(
+            "the answer took {} ms, past the operation timeout {} ms + {} ms",
+            f.waited_ms, f.operation_timeout_ms, f.margin_ms
+        ));
+    }
+    if wrong.is_empty() {
+        return Ok(());
+    }
+    Err(Violation {
+        claim: FALLBACK_WITHIN_TIMEOUT,
+        detail: wrong.join("; "),
+    })
+}
+
+/// One hinted request across the healed link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HealAttempt {
+    /// Ms after the link came up again that it was sent.
+    pub sent_ms: u64,
+    pub prompt: String,
+    /// Blocks the target delivered from the peer, of the shared ones.
+    pub remote_deliver_blocks: u64,
+    pub shared_blocks: u64,
+    /// Remote deliveries that ended other than `success`.
+    pub remote_deliver_unsuccessful: u64,
+}
+
+impl HealAttempt {
+    pub fn resumed(&self) -> bool {
+        self.shared_blocks > 0 && self.remote_deliver_blocks == self.shared_blocks
+    }
+}
+
+/// A hinted transfer moved every shared block within `window_ms` of the
+/// heal.
+pub fn expect_resumed(attempts: &[HealAttempt], window_ms: u64) -> Result<(), Violation> {
+    if attempts.iter().any(HealAttempt::resumed) {
+        return Ok(());
+    }
+    let last = attempts.last();
+    Err(Violation {
+        claim: RESUMED_AFTER_HEAL,
+        detail: format!(
+            "none of {} hinted requests in the {window_ms} ms after the heal was served across the link{}",
+            attempts.len(),
+            last.map(|a| format!(
+                " (the last, {} ms after: {} of {} blocks delivered, {} remote deliveries failed)",
+                a.sent_ms, a.remote_deliver_blocks, a.shared_blocks, a.remote_deliver_unsuccessful
+            ))
+            .unwrap_or_default()
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fell_back() -> CutFallback {
+        CutFallback {
+            waited_ms: 2300,
+            operation_timeout_ms: 2000,
+            margin_ms: 3000,
+            remote_deliver_unsuccessful: 1,
+            remote_deliver_blocks: 0,
+            computed_blocks: 5,
+            prompt_blocks: 5,
+        }
+    }
+
+    #[test]
+    fn a_pull_that_failed_in_time_and_recomputed_passes() {
+        assert!(expect_fallback(&fell_back()).is_ok());
+    }
+
+    #[test]
+    fn a_late_an_untried_or_a_partial_fallback_fails() {
+        let late = CutFallback {
+            waited_ms: 20_000,
+            ..fell_back()
+        };
+        assert!(expect_fallback(&late)
+            .unwrap_err()
+            .detail
+            .contains("took 20000 ms, past the operation timeout 2000 ms + 3000 ms"));
+        let untried = CutFallback {
+            remote_deliver_unsuccessful: 0,
+            ..fell_back()
+        };
+        assert!(expect_fallback(&untried)
+            .unwrap_err()
+            .detail
+            .contains("no pull across the cut was tried"));
+        let partial = CutFallback {
+            computed_blocks: 3,
+            ..fell_back()
+        };
+        assert!(expect_fallback(&partial).is_err());
+    }
+
+    fn attempt(sent_ms: u64, delivered: u64) -> HealAttempt {
+        HealAttempt {
+            sent_ms,
+            prompt: "f001v1".into(),
+            remote_deliver_blocks: delivered,
+            shared_blocks: 4,
+            remote_deliver_unsuccessful: u64::from(delivered == 0),
+        }
+    }
+
+    #[test]
+    fn a_transfer_after_the_heal_resumes() {
+        assert!(expect_resumed(&[attempt(100, 0), attempt(1200, 4)], 30_000).is_ok());
+        let never = expect_resumed(&[attempt(100, 0), attempt(29_000, 0)], 30_000).unwrap_err();
+        assert_eq!(
+            never.to_string(),
+            "hinted transfers across the link resume after it heals: none of 2 hinted requests in the 30000 ms after the heal was served across the link (the last, 29000 ms after: 0 of 4 blocks delivered, 1 remote deliveries failed)"
+        );
+        assert!(expect_resumed(&[], 30_000).is_err());
+        assert!(expect_resumed(&[attempt(100, 3)], 30_000).is_err());
+    }
+}
