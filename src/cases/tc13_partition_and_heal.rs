@@ -2,12 +2,15 @@
 //! prefix, worker A (node 0) is asked for it, hinted to B, and the link
 //! between the nodes is cut (the run's own veth, both ends verified down).
 //! Before the cut a hinted pull B → A crosses the link. During it A's pull
-//! must give up within KVCR's operation timeout and A recompute, answering
-//! the reference tokens. The cut is held past UCX's keepalive (the lane
+//! must give up within KVCR's abandon timeout (its write turns uncertain at
+//! the operation timeout, and KVCR keeps the destination until the abandon
+//! timeout) and A recompute, answering the reference tokens. The cut is held past UCX's keepalive (the lane
 //! sets `cpu_engine.ucx_keepalive_s`), so UCX finds the peer unreachable;
 //! then the link comes up again (verified). After the heal a hinted pull
 //! B → A must move every shared block again within [`RESUME_WINDOW`], each
-//! attempt a new prefix committed on B.
+//! attempt a new prefix committed on B. A write A asked B for during the
+//! cut waits in KVCR's control channel and reaches B once the link is back:
+//! it must fail there (A gave its destination up), not land.
 //!
 //! The requests go to A, on the frontend's node: during the cut B cannot
 //! be reached from it, so A is the target and B the source.
@@ -21,7 +24,9 @@ use crate::prompts::Family;
 use crate::stack::Worker;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::Snapshot;
-use crate::verdict::partition::{expect_fallback, expect_resumed, CutFallback, HealAttempt};
+use crate::verdict::partition::{
+    expect_fallback, expect_healed_transfer, expect_resumed, CutFallback, HealAttempt,
+};
 use crate::verdict::transfer::expect_peer_transfer;
 
 pub const CASE: Case = Case {
@@ -33,9 +38,13 @@ pub const CASE: Case = Case {
     run,
 };
 
-/// What the answer during the cut may take beyond the operation timeout:
-/// its own prefill and decode, and a scrape.
-const FALLBACK_MARGIN: Duration = Duration::from_secs(3);
+/// KVCR 0.1.1's `abandon_timeout_ms`, which the CPU engine leaves at its
+/// default: a pull whose write turned uncertain at the operation timeout
+/// fails by then.
+const ABANDON_TIMEOUT: Duration = Duration::from_millis(5000);
+/// What the answer during the cut may take beyond the abandon timeout: its
+/// own prefill and decode.
+const FALLBACK_MARGIN: Duration = Duration::from_secs(1);
 /// How long after the heal a hinted pull must cross the link again.
 const RESUME_WINDOW: Duration = Duration::from_secs(30);
 /// Between two attempts after the heal.
@@ -95,6 +104,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let fallback = CutFallback {
         waited_ms: waited.as_millis() as u64,
         operation_timeout_ms: op_timeout.as_millis() as u64,
+        abandon_timeout_ms: ABANDON_TIMEOUT.as_millis() as u64,
         margin_ms: FALLBACK_MARGIN.as_millis() as u64,
         remote_deliver_unsuccessful: unsuccessful(OpResult::Failed)?
             + unsuccessful(OpResult::Partial)?,
@@ -149,10 +159,21 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         let resumed = attempt.resumed();
         attempts.push(attempt);
         if resumed {
+            // Writes asked for in the cut reach the source only now; each
+            // must fail there, not land.
+            ctx.measure(
+                "stale_writes_refused_after_heal",
+                pulled
+                    .transfer
+                    .source_write_unsuccessful
+                    .0
+                    .values()
+                    .sum::<u64>(),
+            );
             ctx.check(
                 "after-heal-transfer.json",
                 &json!({"transfer": pulled.transfer}),
-                expect_peer_transfer(
+                expect_healed_transfer(
                     &pulled.transfer,
                     family.shared_blocks(),
                     geometry.bytes_per_block(),

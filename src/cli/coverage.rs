@@ -50,6 +50,12 @@ pub fn coverage(repo_root: &Path, args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // coverage.py runs in `out`: every path it is given must not depend on
+    // the directory it runs in.
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let absolute = |p: PathBuf| if p.is_relative() { cwd.join(p) } else { p };
+    let runs: Vec<PathBuf> = runs.into_iter().map(absolute).collect();
+    let out = absolute(out);
     match kvcr_coverage_merge::merge(&python, &runs, &out) {
         Ok(merged) => {
             print!("{}", kvcr_coverage_merge::markdown(&merged));
