@@ -6,6 +6,8 @@
 //! reasons on every engine and topology, and its row of the table, follow
 //! from its needs.
 
+mod generated_page;
+
 use kvcr_e2e::cases::table::{self, PAGE, REGENERATE};
 use kvcr_e2e::engine::{Applicability, Kind, Need, Topology};
 use kvcr_e2e::suite::{Case, CaseCtx, CaseResult, Trial};
@@ -18,27 +20,7 @@ fn page_path() -> std::path::PathBuf {
 fn the_page_is_what_the_needs_generate() {
     let page = std::fs::read_to_string(page_path()).unwrap();
     let rendered = table::render(&page).unwrap_or_else(|e| panic!("{e}"));
-    if rendered == page {
-        return;
-    }
-    if std::env::var_os("UPDATE_DOCS").is_some() {
-        std::fs::write(page_path(), &rendered).unwrap();
-        eprintln!("{PAGE} regenerated from the cases' needs");
-        return;
-    }
-    let (line, (was, is)) = page
-        .lines()
-        .zip(rendered.lines())
-        .enumerate()
-        .find(|(_, (a, b))| a != b)
-        .map(|(i, pair)| (i + 1, pair))
-        .unwrap_or((
-            page.lines().count().min(rendered.lines().count()) + 1,
-            ("", ""),
-        ));
-    panic!(
-        "{PAGE} is out of step with the cases' needs (first difference at line {line}):\n  page:  {was}\n  needs: {is}\nRegenerate it with `{REGENERATE}` and commit the result."
-    );
+    generated_page::check(&page_path(), &page, &rendered, "cases' needs", REGENERATE);
 }
 
 fn toy_run(_: &CaseCtx) -> CaseResult {

@@ -7,7 +7,9 @@
 
 use std::collections::BTreeSet;
 
-use kvcr_e2e::fault_matrix::doc::{self, PAGE, REGENERATE, UPDATE_VAR};
+mod generated_page;
+
+use kvcr_e2e::fault_matrix::doc::{self, PAGE, REGENERATE};
 use kvcr_e2e::lanes::LANES;
 use kvcr_e2e::suite::Trial;
 
@@ -38,27 +40,7 @@ fn generated_rows() -> BTreeSet<String> {
 fn the_page_is_what_the_rows_generate() {
     let page = std::fs::read_to_string(page_path()).unwrap();
     let rendered = doc::render(&page).unwrap_or_else(|e| panic!("{e}"));
-    if rendered == page {
-        return;
-    }
-    if std::env::var_os(UPDATE_VAR).is_some() {
-        std::fs::write(page_path(), &rendered).unwrap();
-        eprintln!("{PAGE} regenerated from the rows");
-        return;
-    }
-    let (line, (was, is)) = page
-        .lines()
-        .zip(rendered.lines())
-        .enumerate()
-        .find(|(_, (a, b))| a != b)
-        .map(|(i, pair)| (i + 1, pair))
-        .unwrap_or((
-            page.lines().count().min(rendered.lines().count()) + 1,
-            ("", ""),
-        ));
-    panic!(
-        "{PAGE} is out of step with the fault rows (first difference at line {line}):\n  page: {was}\n  rows: {is}\nRegenerate it with `{REGENERATE}` and commit the result."
-    );
+    generated_page::check(&page_path(), &page, &rendered, "fault rows", REGENERATE);
 }
 
 #[test]

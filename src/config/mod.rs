@@ -38,6 +38,8 @@ mod settings;
 mod sweep_mode;
 
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;
 
 pub use crate::pyenv::KvcrSpec;

@@ -195,30 +195,14 @@ fn match_processes(
 
 /// `component: error` for every hook error line of the logs in `logs_dir`.
 fn hook_errors(logs_dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(logs_dir) else {
-        return Vec::new();
-    };
-    let mut logs: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    logs.sort();
-    let mut out = Vec::new();
-    for log in logs {
-        let Ok(text) = std::fs::read_to_string(&log) else {
-            continue;
-        };
-        let component = log
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        out.extend(
+    crate::pyenv::import_report::component_logs(logs_dir)
+        .into_iter()
+        .flat_map(|(component, text)| {
             coverage::hook_errors(&text)
                 .into_iter()
-                .map(|e| format!("{component}: {e}")),
-        );
-    }
-    out
+                .map(move |e| format!("{component}: {e}"))
+        })
+        .collect()
 }
 
 fn pct(x: f64) -> String {

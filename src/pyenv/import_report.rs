@@ -177,9 +177,10 @@ pub fn parse_line(line: &str) -> Option<Report> {
     })
 }
 
-/// Every report in the logs directly under `logs_dir` (a run's `logs/`):
-/// each log's stem is the component (`worker-A.1` is A's first replacement).
-pub fn scan(logs_dir: &Path) -> Vec<ComponentImport> {
+/// The logs directly under `logs_dir` (a run's `logs/`), by component
+/// (the log's stem: `worker-A.1` is A's first replacement), with their
+/// text; a log that cannot be read is left out.
+pub fn component_logs(logs_dir: &Path) -> Vec<(String, String)> {
     let Ok(entries) = std::fs::read_dir(logs_dir) else {
         return Vec::new();
     };
@@ -188,15 +189,20 @@ pub fn scan(logs_dir: &Path) -> Vec<ComponentImport> {
         .filter(|p| p.extension().is_some_and(|x| x == "log"))
         .collect();
     logs.sort_by_key(|p| p.file_stem().map(|s| s.to_os_string()));
+    logs.into_iter()
+        .filter_map(|log| {
+            let text = std::fs::read_to_string(&log).ok()?;
+            let component = log.file_stem()?.to_string_lossy().into_owned();
+            Some((component, text))
+        })
+        .collect()
+}
+
+/// Every report in the logs directly under `logs_dir` (a run's `logs/`):
+/// each log's stem is the component (`worker-A.1` is A's first replacement).
+pub fn scan(logs_dir: &Path) -> Vec<ComponentImport> {
     let mut out = Vec::new();
-    for log in logs {
-        let Ok(text) = std::fs::read_to_string(&log) else {
-            continue;
-        };
-        let component = log
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
+    for (component, text) in component_logs(logs_dir) {
         for (_, report) in parse(&text) {
             if let Report::Imported {
                 version,

@@ -61,18 +61,7 @@ pub(super) mod tests {
 
     /// The engine `phase1` builds with its defaults (the CPU engine).
     pub(in crate::stack) fn phase1_engine() -> Arc<dyn Engine> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let settings = crate::config::resolve(
-            &crate::config::split_args(["phase1".to_string()])
-                .expect("no flags")
-                .0,
-            &crate::config::Env::from_pairs(std::iter::empty::<(String, String)>()),
-        )
-        .expect("defaults")
-        .settings;
-        settings
-            .build_engine(root)
-            .unwrap_or_else(|e| panic!("the default engine: {e}"))
+        crate::config::testing::phase1_engine()
     }
 
     /// Options of a stack in which nothing runs, its logs under `logs`.

@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn the_guard_flags_are_read_from_the_engines_command_lines() {
-        let engine = phase1_cpu_engine();
+        let engine = crate::config::testing::phase1_engine();
         assert_eq!(
             guard_flags(engine.as_ref()),
             [
@@ -164,23 +164,9 @@ mod tests {
         assert_eq!(names, ["bare-vllm", "reference-nocache", "reference"]);
     }
 
-    /// The engine `phase1` builds with its defaults (the CPU engine).
-    fn phase1_cpu_engine() -> std::sync::Arc<dyn Engine> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let settings = crate::config::resolve(
-            &crate::config::split_args(["phase1".to_string()])
-                .expect("no flags")
-                .0,
-            &crate::config::Env::from_pairs(std::iter::empty::<(String, String)>()),
-        )
-        .expect("defaults")
-        .settings;
-        settings.build_engine(root).expect("cpu engine")
-    }
-
     #[test]
     fn references_without_a_log_fail_the_check() {
-        let engine = phase1_cpu_engine();
+        let engine = crate::config::testing::phase1_engine();
         assert!(
             !engine.reference_imports_kvcr(),
             "the CPU engine's references run without KVCR"
