@@ -16,6 +16,10 @@ use super::Violation;
 /// Claim: the pull across the cut gives up within the abandon timeout.
 pub const FALLBACK_WITHIN_TIMEOUT: &str =
     "a hinted pull across a cut link falls back to recompute within KVCR's abandon timeout";
+/// Claim: the pull from a stopped source gives up within the abandon
+/// timeout (TC-15).
+pub const PAUSED_SOURCE_FALLBACK: &str =
+    "a hinted pull from a paused source falls back to recompute within KVCR's abandon timeout";
 /// Claim: hinted transfers across the link resume after it heals.
 pub const RESUMED_AFTER_HEAL: &str = "hinted transfers across the link resume after it heals";
 /// Claim: the first transfer after the heal reconciles, and a write the
@@ -50,16 +54,22 @@ pub struct CutFallback {
 /// came across it, every block was computed, and the answer came within
 /// the abandon timeout and the margin.
 pub fn expect_fallback(f: &CutFallback) -> Result<(), Violation> {
+    expect_fallback_of(FALLBACK_WITHIN_TIMEOUT, f)
+}
+
+/// [`expect_fallback`], for a source that cannot answer for another
+/// reason than a cut link (`claim` says which).
+pub fn expect_fallback_of(claim: &'static str, f: &CutFallback) -> Result<(), Violation> {
     let mut wrong = Vec::new();
     if f.remote_deliver_unsuccessful == 0 {
         wrong.push(
-            "the target reported no failed remote delivery: no pull across the cut was tried"
+            "the target reported no failed remote delivery: no pull from the source was tried"
                 .to_string(),
         );
     }
     if f.remote_deliver_blocks > 0 {
         wrong.push(format!(
-            "{} blocks came across a cut link",
+            "{} blocks came from the unreachable source",
             f.remote_deliver_blocks
         ));
     }
@@ -80,7 +90,7 @@ pub fn expect_fallback(f: &CutFallback) -> Result<(), Violation> {
         return Ok(());
     }
     Err(Violation {
-        claim: FALLBACK_WITHIN_TIMEOUT,
+        claim,
         detail: wrong.join("; "),
     })
 }
@@ -212,7 +222,9 @@ mod tests {
         assert!(expect_fallback(&untried)
             .unwrap_err()
             .detail
-            .contains("no pull across the cut was tried"));
+            .contains("no pull from the source was tried"));
+        let paused = expect_fallback_of(PAUSED_SOURCE_FALLBACK, &late).unwrap_err();
+        assert_eq!(paused.claim, PAUSED_SOURCE_FALLBACK);
         let partial = CutFallback {
             computed_blocks: 3,
             ..fell_back()
