@@ -25,6 +25,7 @@ pub mod tc12_disk_tier;
 pub mod tc13_partition_and_heal;
 pub mod tc15_peer_pause;
 pub mod tc17_concurrent_same_prefix;
+mod unreachable_source;
 
 pub mod wl01_trace_replay;
 

@@ -24,10 +24,9 @@ use std::time::Duration;
 
 use crate::engine::Need;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
-use crate::telemetry::{Counter, OpResult, Scope};
 use crate::verdict::log_scan::BadLine;
 use crate::verdict::stall::{
-    expect_fallback, expect_latch, expect_no_latch, expect_not_latched_yet, Fallback,
+    expect_fallback, expect_latch, expect_no_latch, expect_not_latched_yet,
 };
 use serde_json::json;
 
@@ -132,14 +131,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let answer = ctx.complete_on(&b, families[2].variant(1))?;
     ctx.expect_reference(families[2].variant(1), &answer.tokens)?;
     let delta = ctx.delta_since(&b, &before)?;
-    let fallback = Fallback {
-        remote_deliver_failed: delta
-            .required_count(&Counter::OpCount(Scope::RemoteDeliver, OpResult::Failed))?,
-        remote_deliver_blocks: delta
-            .required_count(&Counter::TransferBlocks(Scope::RemoteDeliver))?,
-        computed_blocks: ctx.observe().computed_blocks(&delta)?,
-        prefix_blocks: families[2].shared_blocks(),
-    };
+    let fallback =
+        super::unreachable_source::refused_fallback(ctx, &delta, families[2].shared_blocks())?;
     ctx.measure("fallback_computed_blocks", fallback.computed_blocks);
     ctx.check(
         "fallback.json",

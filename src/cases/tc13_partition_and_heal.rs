@@ -25,7 +25,7 @@ use crate::stack::Worker;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::Snapshot;
 use crate::verdict::partition::{
-    expect_fallback, expect_healed_transfer, expect_resumed, CutFallback, HealAttempt,
+    expect_fallback, expect_healed_transfer, expect_resumed, HealAttempt,
 };
 use crate::verdict::transfer::expect_peer_transfer;
 
@@ -38,13 +38,6 @@ pub const CASE: Case = Case {
     run,
 };
 
-/// KVCR 0.1.1's `abandon_timeout_ms`, which the CPU engine leaves at its
-/// default: a pull whose write turned uncertain at the operation timeout
-/// fails by then.
-const ABANDON_TIMEOUT: Duration = Duration::from_millis(5000);
-/// What the answer during the cut may take beyond the abandon timeout: its
-/// own prefill and decode.
-const FALLBACK_MARGIN: Duration = Duration::from_secs(1);
 /// How long after the heal a hinted pull must cross the link again.
 const RESUME_WINDOW: Duration = Duration::from_secs(30);
 /// Between two attempts after the heal.
@@ -55,8 +48,7 @@ const KEEPALIVE_PERIODS: u32 = 4;
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
     let geometry = ctx.geometry();
-    let op_timeout =
-        Duration::from_millis(ctx.engine().kvcr_operation_timeout_ms().unwrap_or(5000));
+    let op_timeout = super::unreachable_source::operation_timeout(ctx);
     let keepalive = ctx
         .settings()
         .cpu_engine
@@ -88,33 +80,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let cut = faults.cut_node_link()?;
     let cut_at = Instant::now();
     ctx.record("link-cut.json", &json!({"state": cut.state}));
-    let a_before = ctx.snapshot(&a)?;
-    let sent = Instant::now();
-    let answer = ctx.complete_on(&a, family.variant(1))?;
-    let waited = sent.elapsed();
-    ctx.expect_reference(family.variant(1), &answer.tokens)?;
-    let delta = ctx.delta_since(&a, &a_before)?;
-    let unsuccessful = |r| {
-        delta.required_count(&crate::telemetry::Counter::OpCount(
-            crate::telemetry::Scope::RemoteDeliver,
-            r,
-        ))
-    };
-    use crate::telemetry::OpResult;
-    let fallback = CutFallback {
-        waited_ms: waited.as_millis() as u64,
-        operation_timeout_ms: op_timeout.as_millis() as u64,
-        abandon_timeout_ms: ABANDON_TIMEOUT.as_millis() as u64,
-        margin_ms: FALLBACK_MARGIN.as_millis() as u64,
-        remote_deliver_unsuccessful: unsuccessful(OpResult::Failed)?
-            + unsuccessful(OpResult::Partial)?,
-        remote_deliver_blocks: delta.required_count(&crate::telemetry::Counter::TransferBlocks(
-            crate::telemetry::Scope::RemoteDeliver,
-        ))?,
-        computed_blocks: ctx.observe().computed_blocks(&delta)?,
-        prompt_blocks: geometry.full_blocks(family.variant(1).tokens.len() as u64),
-    };
-    ctx.measure("fallback_ms", fallback.waited_ms);
+    let (answer, fallback, delta) =
+        super::unreachable_source::ask_without_source(ctx, &a, family.variant(1))?;
     ctx.check(
         "during-cut.json",
         &json!({"fallback": fallback, "delta": delta, "answer": answer}),

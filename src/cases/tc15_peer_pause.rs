@@ -16,9 +16,8 @@ use serde_json::json;
 
 use crate::engine::Need;
 use crate::suite::{Case, CaseCtx, CaseResult};
-use crate::telemetry::{Counter, OpResult, Scope};
-use crate::verdict::partition::{expect_fallback_of, CutFallback, PAUSED_SOURCE_FALLBACK};
-use crate::verdict::stall::{expect_fallback, expect_latch, Fallback};
+use crate::verdict::partition::{expect_fallback_of, PAUSED_SOURCE_FALLBACK};
+use crate::verdict::stall::{expect_fallback, expect_latch};
 
 pub const CASE: Case = Case {
     id: "TC-15",
@@ -29,20 +28,12 @@ pub const CASE: Case = Case {
     run,
 };
 
-/// KVCR 0.1.1's `abandon_timeout_ms`, which the CPU engine leaves at its
-/// default: a pull whose write turned uncertain at the operation timeout
-/// fails by then.
-const ABANDON_TIMEOUT: Duration = Duration::from_millis(5000);
-/// What the answer during the pause may take beyond the abandon timeout.
-const FALLBACK_MARGIN: Duration = Duration::from_secs(1);
 /// How much longer than the operation timeout the pause lasts at least.
 const PAST_TIMEOUT: Duration = Duration::from_millis(500);
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
-    let geometry = ctx.geometry();
-    let op_timeout =
-        Duration::from_millis(ctx.engine().kvcr_operation_timeout_ms().unwrap_or(5000));
+    let op_timeout = super::unreachable_source::operation_timeout(ctx);
     ctx.measure("operation_timeout_ms", op_timeout.as_millis() as u64);
     let mark = ctx.pressure().log_mark(&a);
 
@@ -51,26 +42,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.commit(&a, family.variant(0))?;
     let stopped = ctx.pressure().stop_worker_process(&a)?;
     let stopped_at = Instant::now();
-    let b_before = ctx.snapshot(&b)?;
-    let sent = Instant::now();
-    let answer = ctx.complete_on(&b, family.variant(1))?;
-    let waited = sent.elapsed();
-    ctx.expect_reference(family.variant(1), &answer.tokens)?;
-    let delta = ctx.delta_since(&b, &b_before)?;
-    let unsuccessful = |r| delta.required_count(&Counter::OpCount(Scope::RemoteDeliver, r));
-    let fallback = CutFallback {
-        waited_ms: waited.as_millis() as u64,
-        operation_timeout_ms: op_timeout.as_millis() as u64,
-        abandon_timeout_ms: ABANDON_TIMEOUT.as_millis() as u64,
-        margin_ms: FALLBACK_MARGIN.as_millis() as u64,
-        remote_deliver_unsuccessful: unsuccessful(OpResult::Failed)?
-            + unsuccessful(OpResult::Partial)?,
-        remote_deliver_blocks: delta
-            .required_count(&Counter::TransferBlocks(Scope::RemoteDeliver))?,
-        computed_blocks: ctx.observe().computed_blocks(&delta)?,
-        prompt_blocks: geometry.full_blocks(family.variant(1).tokens.len() as u64),
-    };
-    ctx.measure("fallback_ms", fallback.waited_ms);
+    let (answer, fallback, delta) =
+        super::unreachable_source::ask_without_source(ctx, &b, family.variant(1))?;
     ctx.check(
         "during-pause.json",
         &json!({"fallback": fallback, "delta": delta, "answer": answer}),
@@ -103,14 +76,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let answer = ctx.complete_on(&b, family.variant(1))?;
     ctx.expect_reference(family.variant(1), &answer.tokens)?;
     let delta = ctx.delta_since(&b, &b_before)?;
-    let refused = Fallback {
-        remote_deliver_failed: delta
-            .required_count(&Counter::OpCount(Scope::RemoteDeliver, OpResult::Failed))?,
-        remote_deliver_blocks: delta
-            .required_count(&Counter::TransferBlocks(Scope::RemoteDeliver))?,
-        computed_blocks: ctx.observe().computed_blocks(&delta)?,
-        prefix_blocks: family.shared_blocks(),
-    };
+    let refused = super::unreachable_source::refused_fallback(ctx, &delta, family.shared_blocks())?;
     ctx.check(
         "after-pause.json",
         &json!({"fallback": refused, "delta": delta}),
