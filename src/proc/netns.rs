@@ -98,6 +98,9 @@ pub struct NamespaceNode {
     init_pid: u32,
     host_if: String,
     addresses: VethAddresses,
+    /// Whether the node has a PID namespace of its own, whose end takes
+    /// every process in it.
+    pid_namespace: bool,
 }
 
 impl NamespaceNode {
@@ -162,6 +165,7 @@ impl NamespaceNode {
             init_pid,
             host_if: String::new(),
             addresses: VethAddresses::nth(0),
+            pid_namespace,
         };
         if let Err(e) = node.link(tag) {
             node.stop();
@@ -270,6 +274,16 @@ impl NamespaceNode {
     /// first process's directory (a relative `--model` path then names no
     /// directory).
     pub fn wrap(&self, spec: ProcessSpec) -> ProcessSpec {
+        // nsenter dies of the SIGTERM that stops the component, and a CPU
+        // engine worker that dies with its parent would then be SIGKILLed
+        // before its own shutdown (KVCR's close, coverage data). Inside a
+        // PID namespace it need not: the node's end takes it (and the node's
+        // holder dies with the harness).
+        let spec = if self.pid_namespace {
+            spec.env(super::supervised::OUTLIVE_PARENT_ENV, "1")
+        } else {
+            spec
+        };
         let mut args: Vec<String> = self.launcher().split_off(1);
         if let Some(dir) = &spec.cwd {
             let separator = args.pop();

@@ -474,6 +474,13 @@ impl Supervised {
         }
     }
 
+    /// Polls until no member of the group is alive, or `deadline`.
+    fn wait_group_gone(&self, deadline: Instant) {
+        while !procfs::group_members(self.pid).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Stops the whole group: SIGTERM, up to `grace` to exit, then SIGKILL.
     pub fn stop(&self, grace: Duration) -> StopReport {
         let started = Instant::now();
@@ -486,6 +493,13 @@ impl Supervised {
             self.signal_group(Signal::SIGTERM);
         }
         let mut status = self.wait_exit(grace);
+        // A leader that ends at once (nsenter, which forwards no signal)
+        // leaves its child still shutting down on its own SIGTERM: the rest
+        // of the grace is the child's, so it writes what it writes at exit
+        // (coverage data, its pool's cleanup) before any SIGKILL.
+        if status.is_some() && !self.is_remote() {
+            self.wait_group_gone(started + grace);
+        }
         let needed_sigkill = status.is_none();
         if needed_sigkill {
             self.signal_group(Signal::SIGKILL);
