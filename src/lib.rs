@@ -9,6 +9,7 @@ pub mod engine;
 pub mod events;
 pub mod evidence;
 pub mod fault_matrix;
+pub mod gate;
 pub mod gpu;
 pub mod lanes;
 pub mod mutants;

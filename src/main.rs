@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Some("bench-client") => cli::bench_client(&args[1..]),
         Some("compare-results") => cli::compare_results(&repo_root, &args[1..]),
         Some("compare") => cli::compare(&repo_root, &args[1..]),
+        Some("gate") => cli::gate(&repo_root, &args[1..]),
         Some("coverage") => cli::coverage(&repo_root, &args[1..]),
         Some("mutants") => cli::mutants(&repo_root, &args[1..]),
         Some("replay") => cli::replay(&repo_root, &args[1..]),

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// The layers, top first; each line's rooms import only those below it.
 const LAYERS: &[&[&str]] = &[
     &["cli"],
-    &["mutants"],
+    &["mutants", "gate"],
     &["lanes"],
     &["fault_matrix"],
     &["cases", "compare"],

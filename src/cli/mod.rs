@@ -12,6 +12,7 @@
 //! kvcr-e2e coverage merge    the KVCR coverage of several runs as one table
 //! kvcr-e2e compare           run a lane's perf trials on two KVCR builds, ABBA, and compare
 //! kvcr-e2e mutants           the curated KVCR mutants, each on a fresh stack: killed or not
+//! kvcr-e2e gate --kvcr SPEC  a KVCR build's lanes, then compare with the release: one exit code
 //! kvcr-e2e live-runs         the machine's live runs; `exclusive -- CMD` holds the machine
 //! kvcr-e2e replay CASE_DIR ID  send a recorded request again, compare with the reference
 //! kvcr-e2e workload --trace FILE     replay a trace through a stack: hit rate per tier, goodput, on vs off
@@ -22,6 +23,7 @@
 mod bench_client;
 mod compare;
 mod coverage;
+mod gate;
 mod gpu_check;
 mod live_runs;
 mod mutants;
@@ -34,6 +36,7 @@ mod workload;
 pub use bench_client::bench_client;
 pub use compare::{compare, compare_results};
 pub use coverage::coverage;
+pub use gate::gate;
 pub use gpu_check::gpu_check;
 pub use live_runs::live_runs;
 pub use mutants::mutants;
@@ -141,6 +144,24 @@ commands:
                                target/compare/<timestamp>) holds rounds/ and the outputs.
                                Exit codes as compare-results (docs/benchmarks.md); a
                                round whose run exits non-zero or leaves no run gives 3
+  gate --kvcr SPEC [--base SPEC] [--lanes LANE,...] [--keep-going] [--out DIR]
+          [COMPARE FLAGS] [HARNESS FLAGS]
+                               the gate of a KVCR change: each lane (default phase1,
+                               phase2, phase2_g3, phase3) run with --kvcr SPEC, one at
+                               a time, then `compare --base SPEC --head SPEC` (base
+                               default pypi:0.1.1, the locks' release; COMPARE FLAGS:
+                               --target --rounds --trials/--cases --resamples --seed
+                               --confidence --min-change --min-pairs --scope). Both
+                               builds are resolved and every binary built before any
+                               stack starts. A failed lane skips the comparison unless
+                               --keep-going. With --exclusive the gate holds the machine
+                               for its whole run. Writes gate.json, junit.xml (every
+                               lane's trials and compare's figures) and gate.html into
+                               DIR (default target/gate/<timestamp>), the lanes' runs
+                               under lanes/, the comparison under compare/. Exit 0 =
+                               every lane green and no regression; 1 = a lane failed or
+                               a regression; 2 = usage, a build that does not resolve,
+                               or nothing compared; 3 = no verdict (docs/benchmarks.md)
   coverage merge RUN_DIR... [--out DIR] [--python PATH]
                                the KVCR coverage of runs made with --kvcr-coverage (one
                                per lane) combined by coverage.py into one table: each
