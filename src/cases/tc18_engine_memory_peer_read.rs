@@ -60,27 +60,26 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let b_delta = ctx.delta_since(&b, &b_before)?;
     let in_b_pool = ctx.pressure().held_in(&b, &prefix, "local")?.len() as u64;
     let target = ctx.observe().fetched_read(&b_delta, in_b_pool)?;
-    // KVCR releases the pins once the write is done, after B's answer may
-    // have left: wait for as many releases as B fetched blocks (or time
-    // out and judge what A reported).
-    let a_delta = if target.remote_fetch_success_ops > 0 {
-        let wrote = ctx.observe().await_count(
-            &a,
-            &a_before,
-            &Counter::OpCount(Scope::SourceWrite, OpResult::Success),
-            1,
-            "worker A to report the source_write of B's fetch",
-        )?;
-        let released = ctx.observe().await_count(
-            &a,
-            &a_before,
-            &Counter::KvcrFrameworkPinBlocks("device".into(), "released".into()),
-            shared,
-            &format!("KVCR on worker A to release the {shared} pinned device-cache blocks"),
-        );
-        released.unwrap_or(wrote)
-    } else {
-        ctx.delta_since(&a, &a_before)?
+    // A reports its source write and KVCR releases the pins once the write
+    // is done, possibly after B's answer left: wait for both (or time out
+    // and judge what A reported by then).
+    let wrote = ctx.observe().await_count(
+        &a,
+        &a_before,
+        &Counter::OpCount(Scope::SourceWrite, OpResult::Success),
+        1,
+        "worker A to report the source_write of B's fetch",
+    );
+    let released = ctx.observe().await_count(
+        &a,
+        &a_before,
+        &Counter::KvcrFrameworkPinBlocks("device".into(), "released".into()),
+        shared,
+        &format!("KVCR on worker A to release the {shared} pinned device-cache blocks"),
+    );
+    let a_delta = match (released, wrote) {
+        (Ok(delta), _) | (Err(_), Ok(delta)) => delta,
+        (Err(_), Err(_)) => ctx.delta_since(&a, &a_before)?,
     };
     let source = ctx.observe().engine_memory_source(&a_delta, in_a_pool)?;
     ctx.measure("blocks", shared);

@@ -460,6 +460,10 @@ impl Engine for CpuEngine {
         true
     }
 
+    fn deposits_computed_blocks(&self) -> bool {
+        !self.profile.framework_regions
+    }
+
     fn guard_heartbeat_timeout_ms(&self) -> Option<u64> {
         self.profile.guard_heartbeat_timeout_ms
     }
@@ -570,5 +574,43 @@ mod tests {
             CpuEngine::supports(Need::IndependentIntervalLog, Topology::Agg),
             Support::no("the cpu engine writes both from one; checked as its consistency")
         );
+    }
+
+    /// The KVCR API knobs become the engine's flags; with
+    /// `framework_regions` the workers deposit nothing, so their readiness
+    /// waits for no deposit.
+    #[test]
+    fn the_kvcr_api_knobs_are_flags_and_framework_regions_deposits_nothing() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let shipped = CpuEngineProfile::shipped();
+        let flags = shipped.engine_flags();
+        for flag in [
+            "--framework-regions",
+            "--kvcr-fetch",
+            "--align-sequence",
+            "--abort-cancelled",
+        ] {
+            assert!(!flags.iter().any(|f| f == flag), "{flag} is off by default");
+        }
+        assert!(
+            CpuEngine::new(shipped.clone(), GeometryKind::Dense, root).deposits_computed_blocks()
+        );
+        let on = CpuEngineProfile {
+            framework_regions: true,
+            kvcr_fetch: true,
+            align_sequence: true,
+            abort_cancelled: true,
+            ..shipped
+        };
+        let flags = on.engine_flags();
+        for flag in [
+            "--framework-regions",
+            "--kvcr-fetch",
+            "--align-sequence",
+            "--abort-cancelled",
+        ] {
+            assert!(flags.iter().any(|f| f == flag), "{flag} in {flags:?}");
+        }
+        assert!(!CpuEngine::new(on, GeometryKind::Dense, root).deposits_computed_blocks());
     }
 }

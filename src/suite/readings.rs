@@ -499,7 +499,8 @@ pub fn fetched_read(target: &Delta, pool_blocks_after: u64) -> Result<FetchedRea
         fetched_blocks: fetch("fetched")?,
         fetch_failed_blocks: fetch("failed")?,
         claims_released: fetch("released")?,
-        local_deliver_blocks: target.required_count(&Counter::TransferBlocks(Scope::LocalDeliver))?,
+        local_deliver_blocks: target
+            .required_count(&Counter::TransferBlocks(Scope::LocalDeliver))?,
         read_bytes: target.required_count(&Counter::TieringReadBytes(Tier::Kvcr))?,
         pool_blocks_after,
     })

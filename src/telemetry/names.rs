@@ -1121,10 +1121,9 @@ impl FromStr for Counter {
                 Counter::KvcrInventoryBlocks(get("tier")?.to_string(), get("event")?.to_string())
             }
             "kvcr_resilience_events" => Counter::KvcrResilienceEvents(get("kind")?.to_string()),
-            "kvcr_framework_pin_blocks" => Counter::KvcrFrameworkPinBlocks(
-                get("tier")?.to_string(),
-                get("event")?.to_string(),
-            ),
+            "kvcr_framework_pin_blocks" => {
+                Counter::KvcrFrameworkPinBlocks(get("tier")?.to_string(), get("event")?.to_string())
+            }
             "kvcr_fetch_blocks" => Counter::KvcrFetchBlocks(get("event")?.to_string()),
             "generation_tokens" => Counter::GenerationTokens,
             "nixl_transfers" => Counter::NixlTransfers,

@@ -13,7 +13,8 @@ use super::transfer::Unsuccessful;
 use super::{Checks, Violation};
 
 /// Claim: the source served the read from engine memory through framework pins.
-pub const ENGINE_MEMORY_SOURCE: &str = "a peer read from engine memory is pinned, written and released";
+pub const ENGINE_MEMORY_SOURCE: &str =
+    "a peer read from engine memory is pinned, written and released";
 /// Claim: the target's fetch staged the blocks into its pool and delivered them.
 pub const FETCHED_READ: &str = "a fetch stages the peer's blocks into the pool and delivers them";
 
@@ -240,7 +241,10 @@ mod tests {
         };
         let v = expect_engine_memory_source(&s, BLOCKS, BPB).unwrap_err();
         assert_eq!(v.claim, ENGINE_MEMORY_SOURCE);
-        assert!(v.detail.contains("KVCR released 0 of the 4 pinned blocks"), "{v}");
+        assert!(
+            v.detail.contains("KVCR released 0 of the 4 pinned blocks"),
+            "{v}"
+        );
     }
 
     #[test]
@@ -261,7 +265,11 @@ mod tests {
             ..source()
         };
         let v = expect_engine_memory_source(&from_host, BLOCKS, BPB).unwrap_err();
-        assert!(v.detail.contains("pinned 0 device-cache blocks (and 4 host-tier"), "{v}");
+        assert!(
+            v.detail
+                .contains("pinned 0 device-cache blocks (and 4 host-tier"),
+            "{v}"
+        );
     }
 
     #[test]
@@ -277,7 +285,10 @@ mod tests {
         let v = expect_engine_memory_source(&s, BLOCKS, BPB).unwrap_err();
         assert!(v.detail.contains("source_write failed 1"), "{v}");
         assert!(v.detail.contains("framework_pin_wait timeout 1"), "{v}");
-        assert!(v.detail.contains("source_write blocks 0 ≠ the 4 blocks"), "{v}");
+        assert!(
+            v.detail.contains("source_write blocks 0 ≠ the 4 blocks"),
+            "{v}"
+        );
     }
 
     #[test]
@@ -297,7 +308,10 @@ mod tests {
         let v = judge_target(&t).unwrap_err();
         assert_eq!(v.claim, FETCHED_READ);
         assert!(v.detail.contains("remote_fetch failed 1"), "{v}");
-        assert!(v.detail.contains("staged 0 of the 4 blocks (4 failed)"), "{v}");
+        assert!(
+            v.detail.contains("staged 0 of the 4 blocks (4 failed)"),
+            "{v}"
+        );
         assert!(v.detail.contains("pool holds 0 of the 4"), "{v}");
     }
 
@@ -317,7 +331,11 @@ mod tests {
             ..target()
         };
         let v = judge_target(&miscounted).unwrap_err();
-        assert!(v.detail.contains("remote_fetch blocks 3 ≠ source_write blocks 4"), "{v}");
+        assert!(
+            v.detail
+                .contains("remote_fetch blocks 3 ≠ source_write blocks 4"),
+            "{v}"
+        );
         assert!(v.detail.contains("read 1 bytes"), "{v}");
     }
 }
