@@ -277,6 +277,18 @@ pub const LANES: &[Lane] = &[
         ignored: false,
         trials: Trials::Rows(fault_matrix::phase3::ROWS),
     },
+    // The KVCR calls a GPU engine makes: framework pins over engine
+    // memory, KVCR.fetch, align_sequence, abort (TC-18;
+    // fixtures/profiles/phase3-api.toml).
+    Lane {
+        target: "phase3_api",
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
+        profile: Some("phase3-api"),
+        flags: &[],
+        flags_at_start: None,
+        ignored: false,
+        trials: Trials::Cases(cases::PHASE3_API),
+    },
     // The production cases' fault rows, on the phase2 stack.
     Lane {
         target: "fault_matrix_phase2",

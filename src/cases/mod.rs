@@ -25,6 +25,7 @@ pub mod tc12_disk_tier;
 pub mod tc13_partition_and_heal;
 pub mod tc15_peer_pause;
 pub mod tc17_concurrent_same_prefix;
+pub mod tc18_engine_memory_peer_read;
 mod unreachable_source;
 
 pub mod wl01_trace_replay;
@@ -86,6 +87,11 @@ pub const PHASE3: &[Case] = &[tc17_concurrent_same_prefix::CASE, tc15_peer_pause
 /// Phase 3 on two nodes (`phase3_two_node`): the link between them cut and
 /// healed (TC-13).
 pub const PHASE3_TWO_NODE: &[Case] = &[tc13_partition_and_heal::CASE];
+
+/// The KVCR calls a GPU engine makes (`phase3_api`): a peer read served
+/// from engine memory through framework pins, staged with `KVCR.fetch`
+/// (TC-18).
+pub const PHASE3_API: &[Case] = &[tc18_engine_memory_peer_read::CASE];
 
 /// KVCR's disk tier (TC-12), on the `phase2-g3` stack.
 pub const PHASE2_G3: &[Case] = &[tc12_disk_tier::CASE];

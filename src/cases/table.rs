@@ -29,6 +29,7 @@ pub fn test_plan_cases() -> Vec<Case> {
         .chain(super::PHASE2_G3)
         .chain(super::PHASE3)
         .chain(super::PHASE3_TWO_NODE)
+        .chain(super::PHASE3_API)
         .copied()
         .collect();
     // Stable: a case's arms keep their order.

@@ -77,6 +77,21 @@ pub struct CpuEngineProfile {
     /// concurrent requests for one new prefix each compute and deposit it.
     #[serde(default)]
     pub hits_after_prefill: bool,
+    /// `--framework-regions`: computed blocks stay in the engine's own
+    /// memory (no deposit), and a peer reads them through KVCR's framework
+    /// pins, from the device cache first, as from a GPU engine (TC-18).
+    #[serde(default)]
+    pub framework_regions: bool,
+    /// `--kvcr-fetch`: a hinted peer's (or the disk tier's) blocks are
+    /// staged into KVCR's pool with `KVCR.fetch`, then delivered from it.
+    #[serde(default)]
+    pub kvcr_fetch: bool,
+    /// `--align-sequence`: each request's block sequence is told to KVCR.
+    #[serde(default)]
+    pub align_sequence: bool,
+    /// `--abort-cancelled`: a cancelled request's KVCR operation is aborted.
+    #[serde(default)]
+    pub abort_cancelled: bool,
     /// UCX's keepalive for the workers, seconds: `UCX_KEEPALIVE_INTERVAL`
     /// and the TCP transport's `UCX_TCP_KEEPIDLE`/`KEEPINTVL` (with
     /// `UCX_TCP_KEEPCNT=2`), so a peer behind a cut link is found
@@ -153,6 +168,16 @@ impl CpuEngineProfile {
             .collect();
         if self.hits_after_prefill {
             flags.push("--hits-after-prefill".into());
+        }
+        for (on, flag) in [
+            (self.framework_regions, "--framework-regions"),
+            (self.kvcr_fetch, "--kvcr-fetch"),
+            (self.align_sequence, "--align-sequence"),
+            (self.abort_cancelled, "--abort-cancelled"),
+        ] {
+            if on {
+                flags.push(flag.into());
+            }
         }
         flags
     }
@@ -300,7 +325,8 @@ impl Engine for CpuEngine {
             | Need::BlockLedger
             | Need::RelayedKvcrEvents
             | Need::FirstTokenStamps
-            | Need::DepositReports => Support::Yes,
+            | Need::DepositReports
+            | Need::EngineMemoryReports => Support::Yes,
         }
     }
 
@@ -434,6 +460,10 @@ impl Engine for CpuEngine {
         true
     }
 
+    fn deposits_computed_blocks(&self) -> bool {
+        !self.profile.framework_regions
+    }
+
     fn guard_heartbeat_timeout_ms(&self) -> Option<u64> {
         self.profile.guard_heartbeat_timeout_ms
     }
@@ -544,5 +574,43 @@ mod tests {
             CpuEngine::supports(Need::IndependentIntervalLog, Topology::Agg),
             Support::no("the cpu engine writes both from one; checked as its consistency")
         );
+    }
+
+    /// The KVCR API knobs become the engine's flags; with
+    /// `framework_regions` the workers deposit nothing, so their readiness
+    /// waits for no deposit.
+    #[test]
+    fn the_kvcr_api_knobs_are_flags_and_framework_regions_deposits_nothing() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let shipped = CpuEngineProfile::shipped();
+        let flags = shipped.engine_flags();
+        for flag in [
+            "--framework-regions",
+            "--kvcr-fetch",
+            "--align-sequence",
+            "--abort-cancelled",
+        ] {
+            assert!(!flags.iter().any(|f| f == flag), "{flag} is off by default");
+        }
+        assert!(
+            CpuEngine::new(shipped.clone(), GeometryKind::Dense, root).deposits_computed_blocks()
+        );
+        let on = CpuEngineProfile {
+            framework_regions: true,
+            kvcr_fetch: true,
+            align_sequence: true,
+            abort_cancelled: true,
+            ..shipped
+        };
+        let flags = on.engine_flags();
+        for flag in [
+            "--framework-regions",
+            "--kvcr-fetch",
+            "--align-sequence",
+            "--abort-cancelled",
+        ] {
+            assert!(flags.iter().any(|f| f == flag), "{flag} in {flags:?}");
+        }
+        assert!(!CpuEngine::new(on, GeometryKind::Dense, root).deposits_computed_blocks());
     }
 }

@@ -386,6 +386,13 @@ pub trait Engine: Send + Sync {
         false
     }
 
+    /// Whether an aggregated worker deposits the blocks it computes into
+    /// its KVCR pool, so that its readiness can wait for one. The CPU
+    /// engine with `framework_regions` keeps them in its own memory.
+    fn deposits_computed_blocks(&self) -> bool {
+        true
+    }
+
     /// The Guard service's `--heartbeat-timeout-ms`, when the stack sets it
     /// (TC-10's promotion deadline; TC-11 must stop a source for less).
     fn guard_heartbeat_timeout_ms(&self) -> Option<u64> {

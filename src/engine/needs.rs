@@ -67,6 +67,12 @@ pub enum Need {
     /// KVCR still filling from another (`cpu_engine_kvcr_deposit_met_filling_blocks`),
     /// so concurrent deposits of one prefix can be judged (TC-17).
     DepositReports,
+    /// The engine counts the blocks of its own memory KVCR pinned and
+    /// released for peers' reads (`cpu_engine_kvcr_framework_pin_blocks`)
+    /// and the blocks it staged with `KVCR.fetch`
+    /// (`cpu_engine_kvcr_fetch_blocks`), so reads served from engine memory
+    /// and fetches can be judged (TC-18).
+    EngineMemoryReports,
     /// A link between two nodes that the run created and may cut: the
     /// two-node topology's veth (TC-13).
     NodeLink,
@@ -74,7 +80,7 @@ pub enum Need {
 
 impl Need {
     /// Every need, in the order the docs list them.
-    pub const ALL: [Need; 16] = [
+    pub const ALL: [Need; 17] = [
         Need::Topology,
         Need::Guard,
         Need::RouterHints,
@@ -90,6 +96,7 @@ impl Need {
         Need::IndependentIntervalLog,
         Need::FirstTokenStamps,
         Need::DepositReports,
+        Need::EngineMemoryReports,
         Need::NodeLink,
     ];
 
@@ -111,6 +118,7 @@ impl Need {
             Need::IndependentIntervalLog => "an independent interval log",
             Need::FirstTokenStamps => "first-token stamps",
             Need::DepositReports => "deposit reports",
+            Need::EngineMemoryReports => "engine-memory reports",
             Need::NodeLink => "a link between nodes",
         }
     }

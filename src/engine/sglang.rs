@@ -356,7 +356,8 @@ impl Engine for SglangEngine {
             Need::ProductionConditions
             | Need::PoolEvictionReports
             | Need::DiskTierReports
-            | Need::DepositReports => Support::no(NEEDS_CPU_KVCR_REPORTS),
+            | Need::DepositReports
+            | Need::EngineMemoryReports => Support::no(NEEDS_CPU_KVCR_REPORTS),
             _ if topology == Topology::TwoP1D => Support::no(NO_GUARD_NO_DISAGGREGATION),
             Need::FirstTokenStamps => Support::no(NO_FIRST_TOKEN_STAMP),
             Need::NodeLink => needs::node_link(topology),

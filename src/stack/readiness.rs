@@ -310,7 +310,12 @@ pub(super) fn finish_worker(
         ready,
     };
     await_completion(stack, &frontend, &model, &worker, timeout)?;
-    if kvcr && worker.role() == crate::engine::topology::WorkerRole::Aggregated {
+    // An engine that keeps its blocks in its own memory deposits none:
+    // serving is all its readiness can show.
+    if kvcr
+        && worker.role() == crate::engine::topology::WorkerRole::Aggregated
+        && stack.plan.engine.deposits_computed_blocks()
+    {
         if let Err(wait) = await_deposit(stack, &worker, probe_salt, timeout) {
             return Err(ProvisionError::NoDeposit(Box::new(NoDeposit {
                 process: worker.process,

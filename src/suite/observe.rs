@@ -183,6 +183,26 @@ impl<'c> Observe<'c> {
         })
     }
 
+    /// The source side of a peer read served from engine memory (TC-18),
+    /// with what its KVCR pool held of the prefix before.
+    pub fn engine_memory_source(
+        &self,
+        source: &Delta,
+        pool_blocks_before: u64,
+    ) -> Result<crate::verdict::engine_memory::EngineMemorySource, Unreadable> {
+        readings::engine_memory_source(source, pool_blocks_before)
+    }
+
+    /// The target side of a read it staged with `KVCR.fetch` (TC-18), with
+    /// what its KVCR pool holds of the prefix after.
+    pub fn fetched_read(
+        &self,
+        target: &Delta,
+        pool_blocks_after: u64,
+    ) -> Result<crate::verdict::engine_memory::FetchedRead, Unreadable> {
+        readings::fetched_read(target, pool_blocks_after)
+    }
+
     /// How this stack's engine tells the prompt blocks it computed.
     pub fn prefill_accounting(&self) -> PrefillAccounting {
         if self.ctx.engine().counts_blocks() {

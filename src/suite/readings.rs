@@ -6,6 +6,7 @@
 use crate::telemetry::guard_log::{GuardEvent, GuardLogEntry};
 use crate::telemetry::{Counter, Delta, OpResult, Scope, Tier, Unreadable};
 use crate::verdict::disagg::NixlPull;
+use crate::verdict::engine_memory::{EngineMemorySource, FetchedRead};
 use crate::verdict::local::HostTierHit;
 use crate::verdict::transfer::{ComputedReading, PeerTransfer, Unsuccessful};
 
@@ -455,4 +456,52 @@ mod vllm_derivation_tests {
             Ok(86)
         );
     }
+}
+
+/// The source side of a peer read served from engine memory (TC-18):
+/// `pool_blocks_before` is what its KVCR pool held of the prefix before.
+pub fn engine_memory_source(
+    source: &Delta,
+    pool_blocks_before: u64,
+) -> Result<EngineMemorySource, Unreadable> {
+    let (pin_wait_success_ops, pin_wait_unsuccessful) = outcomes(source, Scope::FrameworkPinWait)?;
+    let (source_write_success_ops, source_write_unsuccessful) =
+        outcomes(source, Scope::SourceWrite)?;
+    let pins = |tier: &str, event: &str| {
+        source.required_count(&Counter::KvcrFrameworkPinBlocks(tier.into(), event.into()))
+    };
+    Ok(EngineMemorySource {
+        pool_blocks_before,
+        pin_wait_success_ops,
+        pin_wait_unsuccessful,
+        pinned_device_blocks: pins("device", "pinned")?,
+        pinned_host_blocks: pins("host", "pinned")?,
+        released_blocks: pins("device", "released")? + pins("host", "released")?,
+        source_write_success_ops,
+        source_write_unsuccessful,
+        source_write_blocks: source.required_count(&Counter::TransferBlocks(Scope::SourceWrite))?,
+        source_write_bytes: source.required_count(&Counter::TransferBytes(Scope::SourceWrite))?,
+    })
+}
+
+/// The target side of a read it staged with `KVCR.fetch` (TC-18):
+/// `pool_blocks_after` is what its KVCR pool holds of the prefix after.
+pub fn fetched_read(target: &Delta, pool_blocks_after: u64) -> Result<FetchedRead, Unreadable> {
+    let (remote_fetch_success_ops, remote_fetch_unsuccessful) =
+        outcomes(target, Scope::RemoteFetch)?;
+    let (delivered, not_delivered) = outcomes(target, Scope::RemoteDeliver)?;
+    let fetch = |event: &str| target.required_count(&Counter::KvcrFetchBlocks(event.into()));
+    Ok(FetchedRead {
+        remote_fetch_success_ops,
+        remote_fetch_unsuccessful,
+        remote_fetch_blocks: target.required_count(&Counter::TransferBlocks(Scope::RemoteFetch))?,
+        remote_deliver_ops: delivered + not_delivered.0.values().sum::<u64>(),
+        fetched_blocks: fetch("fetched")?,
+        fetch_failed_blocks: fetch("failed")?,
+        claims_released: fetch("released")?,
+        local_deliver_blocks: target
+            .required_count(&Counter::TransferBlocks(Scope::LocalDeliver))?,
+        read_bytes: target.required_count(&Counter::TieringReadBytes(Tier::Kvcr))?,
+        pool_blocks_after,
+    })
 }

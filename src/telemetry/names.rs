@@ -479,6 +479,14 @@ pub enum Counter {
     /// KVCR resilience events (`on_resilience_event`), by kind
     /// (`source_stalled`, `transfer_error`, `other`); CPU engine only.
     KvcrResilienceEvents(String),
+    /// Blocks of the engine's own memory KVCR pinned for a peer's read, or
+    /// released, by tier (`device`, `host`) and event (`pinned`,
+    /// `released`); CPU engine only (`cpu_engine_kvcr_framework_pin_blocks`).
+    KvcrFrameworkPinBlocks(String, String),
+    /// Blocks the engine staged into KVCR's pool with `KVCR.fetch`, by event
+    /// (`fetched`, `failed`, `released`: a fetched block's claim given
+    /// back); CPU engine only (`cpu_engine_kvcr_fetch_blocks`).
+    KvcrFetchBlocks(String),
     /// Tokens the engine generated (`vllm:generation_tokens`; vLLM only). A
     /// prefill worker generates one per request, when it answers.
     GenerationTokens,
@@ -559,6 +567,8 @@ enum Family {
     KvcrDepositBlocks,
     KvcrInventoryBlocks,
     KvcrResilienceEvents,
+    KvcrFrameworkPinBlocks,
+    KvcrFetchBlocks,
     GenerationTokens,
     NixlTransfers,
     NixlTransferBytes,
@@ -588,6 +598,8 @@ const FAMILIES: &[Family] = &[
     Family::KvcrDepositBlocks,
     Family::KvcrInventoryBlocks,
     Family::KvcrResilienceEvents,
+    Family::KvcrFrameworkPinBlocks,
+    Family::KvcrFetchBlocks,
     Family::GenerationTokens,
     Family::NixlTransfers,
     Family::NixlTransferBytes,
@@ -620,6 +632,8 @@ impl Family {
             Family::KvcrDepositBlocks => "cpu_engine_kvcr_deposit_blocks",
             Family::KvcrInventoryBlocks => "cpu_engine_kvcr_inventory_blocks",
             Family::KvcrResilienceEvents => "cpu_engine_kvcr_resilience_events",
+            Family::KvcrFrameworkPinBlocks => "cpu_engine_kvcr_framework_pin_blocks",
+            Family::KvcrFetchBlocks => "cpu_engine_kvcr_fetch_blocks",
             Family::GenerationTokens => "vllm:generation_tokens",
             Family::NixlTransfers => "vllm:nixl_bytes_transferred_count",
             Family::NixlTransferBytes => "vllm:nixl_bytes_transferred_sum",
@@ -655,6 +669,8 @@ impl Family {
             Family::KvcrDepositBlocks => &["outcome"],
             Family::KvcrInventoryBlocks => &["tier", "event"],
             Family::KvcrResilienceEvents => &["kind"],
+            Family::KvcrFrameworkPinBlocks => &["tier", "event"],
+            Family::KvcrFetchBlocks => &["event"],
             _ => &[],
         }
     }
@@ -713,6 +729,10 @@ impl Family {
                 Counter::KvcrInventoryBlocks(label("tier")?, label("event")?)
             }
             Family::KvcrResilienceEvents => Counter::KvcrResilienceEvents(label("kind")?),
+            Family::KvcrFrameworkPinBlocks => {
+                Counter::KvcrFrameworkPinBlocks(label("tier")?, label("event")?)
+            }
+            Family::KvcrFetchBlocks => Counter::KvcrFetchBlocks(label("event")?),
             Family::GenerationTokens => Counter::GenerationTokens,
             Family::NixlTransfers => Counter::NixlTransfers,
             Family::NixlTransferBytes => Counter::NixlTransferBytes,
@@ -753,7 +773,9 @@ impl Counter {
             | Counter::KvcrReadPages(_)
             | Counter::KvcrDepositBlocks(_)
             | Counter::KvcrInventoryBlocks(..)
-            | Counter::KvcrResilienceEvents(_) => WhenAbsent::ZeroBeforeFirstEvent,
+            | Counter::KvcrResilienceEvents(_)
+            | Counter::KvcrFrameworkPinBlocks(..)
+            | Counter::KvcrFetchBlocks(_) => WhenAbsent::ZeroBeforeFirstEvent,
             Counter::TieringCascadeJobFailures
             | Counter::PrefixCacheQueries
             | Counter::PrefixCacheHits
@@ -818,6 +840,10 @@ impl Counter {
                 (Family::KvcrInventoryBlocks, vec![t.clone(), e.clone()])
             }
             Counter::KvcrResilienceEvents(k) => (Family::KvcrResilienceEvents, vec![k.clone()]),
+            Counter::KvcrFrameworkPinBlocks(t, e) => {
+                (Family::KvcrFrameworkPinBlocks, vec![t.clone(), e.clone()])
+            }
+            Counter::KvcrFetchBlocks(e) => (Family::KvcrFetchBlocks, vec![e.clone()]),
             Counter::GenerationTokens => (Family::GenerationTokens, vec![]),
             Counter::NixlTransfers => (Family::NixlTransfers, vec![]),
             Counter::NixlTransferBytes => (Family::NixlTransferBytes, vec![]),
@@ -998,6 +1024,10 @@ impl fmt::Display for Counter {
                 write!(f, "kvcr_inventory_blocks{{tier={t},event={e}}}")
             }
             Counter::KvcrResilienceEvents(k) => write!(f, "kvcr_resilience_events{{kind={k}}}"),
+            Counter::KvcrFrameworkPinBlocks(t, e) => {
+                write!(f, "kvcr_framework_pin_blocks{{tier={t},event={e}}}")
+            }
+            Counter::KvcrFetchBlocks(e) => write!(f, "kvcr_fetch_blocks{{event={e}}}"),
             Counter::GenerationTokens => f.write_str("generation_tokens"),
             Counter::NixlTransfers => f.write_str("nixl_transfers"),
             Counter::NixlTransferBytes => f.write_str("nixl_transfer_bytes"),
@@ -1091,6 +1121,10 @@ impl FromStr for Counter {
                 Counter::KvcrInventoryBlocks(get("tier")?.to_string(), get("event")?.to_string())
             }
             "kvcr_resilience_events" => Counter::KvcrResilienceEvents(get("kind")?.to_string()),
+            "kvcr_framework_pin_blocks" => {
+                Counter::KvcrFrameworkPinBlocks(get("tier")?.to_string(), get("event")?.to_string())
+            }
+            "kvcr_fetch_blocks" => Counter::KvcrFetchBlocks(get("event")?.to_string()),
             "generation_tokens" => Counter::GenerationTokens,
             "nixl_transfers" => Counter::NixlTransfers,
             "nixl_transfer_bytes" => Counter::NixlTransferBytes,
@@ -1353,6 +1387,8 @@ vllm:generation_tokens_total{dynamo_component="backend",dynamo_endpoint="generat
             Counter::KvcrDepositBlocks("failed".into()),
             Counter::KvcrInventoryBlocks("LOCAL_G2".into(), "removed".into()),
             Counter::KvcrResilienceEvents("source_stalled".into()),
+            Counter::KvcrFrameworkPinBlocks("device".into(), "released".into()),
+            Counter::KvcrFetchBlocks("fetched".into()),
             Counter::GenerationTokens,
             Counter::NixlTransfers,
             Counter::NixlTransferBytes,

@@ -8,6 +8,7 @@
 pub mod concurrent;
 pub mod disagg;
 pub mod disk;
+pub mod engine_memory;
 pub mod findings;
 pub mod guard;
 pub mod interval;

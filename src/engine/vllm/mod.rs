@@ -326,6 +326,7 @@ const NO_POOL_EVICTION_REPORTS: &str = "TC-07 reads which blocks left KVCR's poo
 const NO_DISK_TIER_REPORTS: &str = "TC-12 proves a spill to disk and a read from it block by block (KVCR's `stored` events in G3, /kvcr/holding answering `g3`, deliveries `from=g3`); vLLM's KVCR adapter accepts a `g3` tier but reports none of these per block";
 
 /// Why TC-17 does not run on vLLM.
+const NO_ENGINE_MEMORY_REPORTS: &str = "TC-18 judges a peer read served from engine memory and a fetch from the engine's counts of the blocks KVCR pinned, released and fetched; vLLM's KVCR adapter reports none of them";
 const NO_DEPOSIT_REPORTS: &str = "TC-17 judges concurrent deposits of one prefix from the engine's per-block deposit outcomes and the blocks a deposit found KVCR still filling; vLLM's KVCR adapter reports neither";
 
 const NO_FIRST_TOKEN_STAMP: &str =
@@ -370,6 +371,7 @@ impl Engine for VllmEngine {
             Need::DiskTierReports => Support::no(NO_DISK_TIER_REPORTS),
             Need::FirstTokenStamps => Support::no(NO_FIRST_TOKEN_STAMP),
             Need::DepositReports => Support::no(NO_DEPOSIT_REPORTS),
+            Need::EngineMemoryReports => Support::no(NO_ENGINE_MEMORY_REPORTS),
             Need::NodeLink => needs::node_link(topology),
             Need::FaultSwitches
             | Need::PagesPerKind
