@@ -10,6 +10,7 @@ pub mod disagg;
 pub mod disk;
 pub mod findings;
 pub mod guard;
+pub mod hostile_start;
 pub mod interval;
 pub mod ledger;
 pub mod load;
