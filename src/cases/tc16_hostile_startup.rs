@@ -48,20 +48,17 @@ pub fn run_planting_a_file(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn run_with(ctx: &CaseCtx, sabotage: Sabotage) -> CaseResult {
-    let mut attempts = Vec::new();
+    // Each attempt judged as soon as it ended (its evidence is
+    // `hostile-<attempt>.json` either way).
     for hostility in Hostility::ALL {
-        attempts.push(ctx.hostile_start().attempt(hostility, sabotage)?);
-    }
-    ctx.record("attempts.json", &attempts);
-
-    for (hostility, attempt) in Hostility::ALL.iter().zip(&attempts) {
+        let attempt = ctx.hostile_start().attempt(hostility, sabotage)?;
         let name = format!("{}.json", hostility.word());
         if hostility.must_start() {
-            ctx.check(&name, attempt, expect_reserved_at_start(attempt))?;
+            ctx.check(&name, &attempt, expect_reserved_at_start(&attempt))?;
         } else {
-            ctx.check(&name, attempt, expect_refused(attempt))?;
+            ctx.check(&name, &attempt, expect_refused(&attempt))?;
         }
-        ctx.check(&name, attempt, expect_nothing_left(attempt))?;
+        ctx.check(&name, &attempt, expect_nothing_left(&attempt))?;
     }
 
     // The rest of the stack still serves.
