@@ -126,7 +126,6 @@ pub enum Sabotage {
 
 /// The attempt's paths, inside its own `/dev/shm`.
 struct Dirs {
-    root: PathBuf,
     pools: PathBuf,
     sockets: PathBuf,
     work: PathBuf,
@@ -139,7 +138,6 @@ impl Dirs {
             pools: root.join("pools"),
             sockets: root.join("sock"),
             work: root.join("work"),
-            root,
         }
     }
 
@@ -338,6 +336,12 @@ impl Stack {
         {
             return Err(not_applied(format!("{failed} (log {})", log.display())));
         }
+        let mut left = left_files(&text);
+        // Made only inside the namespace: on the machine it means a mount
+        // did not hold.
+        if Path::new(ROOT).exists() {
+            left.push(format!("{ROOT} on the machine's own /dev/shm"));
+        }
         Ok(StartAttempt {
             attempt: hostility.word().to_string(),
             component: component.to_string(),
@@ -353,7 +357,7 @@ impl Stack {
             elapsed_ms,
             deadline_ms: deadline.as_millis() as u64,
             exceptions: traceback_exceptions(&text),
-            left_files: left_files(&text),
+            left_files: left,
             listed: text.lines().any(|l| l == format!("{MARK} listed")),
             left_processes: procfs::group_members(process.pid()),
             pool_files,
@@ -451,8 +455,7 @@ fn pool_files_seen_by(pid: u32, pools: &Path) -> Vec<PoolFileSpace> {
 struct Script {
     lines: Vec<String>,
     after: Vec<String>,
-    /// The attempt's root, pool, socket and work directories, quoted.
-    root: String,
+    /// The attempt's pool and socket directories and its socket, quoted.
     pools: String,
     sockets: String,
     socket: String,
@@ -496,7 +499,6 @@ impl Script {
         Self {
             lines,
             after: Vec::new(),
-            root: d(&dirs.root),
             pools: d(&dirs.pools),
             sockets: d(&dirs.sockets),
             socket: d(&dirs.socket()),
@@ -558,10 +560,11 @@ impl Script {
         );
         lines.push("say \"exit $rc\"".into());
         lines.extend(self.after.iter().cloned());
-        lines.push(format!(
-            "find {} -mindepth 1 ! -type d | while read -r f; do say \"left $f\"; done",
-            self.root
-        ));
+        // The namespace's own /dev/shm: whatever is there, the attempt made.
+        lines.push(
+            "find /dev/shm -mindepth 1 ! -type d | while read -r f; do say \"left $f\"; done"
+                .into(),
+        );
         lines.push("say listed".into());
         lines.push("exit $rc".into());
         lines.join("\n")
@@ -619,7 +622,7 @@ mod tests {
         assert!(at("environment ready") < at("kvcr-planted-by-the-harness"));
         assert!(at("kvcr-planted-by-the-harness") < at("say listed"));
         assert!(text.contains("exec env -u 'NATS_SERVER' 'A=it'\\''s' '/venv/bin/python' '-m'"));
-        assert!(text.contains("find '/dev/shm/hostile/pool_dir_too_small' -mindepth 1"));
+        assert!(text.contains("find /dev/shm -mindepth 1 ! -type d"));
     }
 
     #[test]

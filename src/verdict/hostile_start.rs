@@ -86,8 +86,13 @@ pub fn expect_refused(a: &StartAttempt) -> Result<(), Violation> {
         )
     })
     .check(!a.hung, || {
+        let said = if a.exceptions.is_empty() {
+            String::new()
+        } else {
+            format!(" (it logged `{}` but did not exit)", a.exceptions.join(" <- "))
+        };
         format!(
-            "{} was still running {} ms after its start (the start-up timeout) without refusing; log {log}",
+            "{} was still running {} ms after its start (the start-up timeout) without refusing{said}; log {log}",
             a.who(),
             a.deadline_ms
         )
@@ -287,6 +292,18 @@ mod tests {
         };
         let v = expect_refused(&a).unwrap_err();
         assert!(v.detail.contains("still running 60000 ms"), "{v}");
+        let stuck = StartAttempt {
+            hung: true,
+            exit_code: None,
+            ..refused()
+        };
+        let v = expect_refused(&stuck).unwrap_err();
+        assert!(
+            v.detail.contains(
+                "it logged `OSError: [Errno 28] No space left on device` but did not exit"
+            ),
+            "{v}"
+        );
     }
 
     #[test]
