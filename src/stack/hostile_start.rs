@@ -13,7 +13,6 @@
 //! port taken is held by the harness itself, an unusable transport is the
 //! component's `UCX_TLS`.
 
-use std::io::Read;
 use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -37,6 +36,9 @@ pub const GUARD_JOURNAL_BYTES: u64 = 100 << 20;
 const PAGE: u64 = 4096;
 /// Where every attempt's directories live, inside its own `/dev/shm`.
 const ROOT: &str = "/dev/shm/hostile";
+/// How much of an attempt's log is read (a Guard at DEBUG writes little
+/// before it exits).
+const LOG_BYTES: u64 = 16 << 20;
 /// The wrapper's own lines in the component's log.
 const MARK: &str = "hostile-start:";
 /// A worker's line once it serves (`cpu_engine.worker`: `registered
@@ -297,7 +299,8 @@ impl Stack {
                 if let Some(status) = process.exit_status() {
                     return Poll::Ready(Some(status.code()));
                 }
-                if log_text(&log)
+                if process
+                    .log_since_spawn(LOG_BYTES)
                     .lines()
                     .any(|l| ready_line.iter().all(|part| l.contains(part)))
                 {
@@ -329,7 +332,8 @@ impl Stack {
         }
         drop(held_port);
         let elapsed_ms = started.elapsed().as_millis() as u64;
-        let text = log_text(&log);
+        // Since its spawn: a later attempt of the same name appends.
+        let text = process.log_since_spawn(LOG_BYTES);
         if let Some(failed) = text
             .lines()
             .find(|l| l.starts_with(&format!("{MARK} setup failed")))
@@ -385,7 +389,7 @@ pub fn pool_group_bytes(pool_sizes_gb: &str) -> Option<u64> {
     let mut total = GUARD_JOURNAL_BYTES;
     for size in pool_sizes_gb.split(',') {
         let gb: f64 = size.trim().parse().ok()?;
-        if !(gb > 0.0) {
+        if !gb.is_finite() || gb <= 0.0 {
             return None;
         }
         let bytes = (gb * (1u64 << 30) as f64) as u64 / PAGE * PAGE;
@@ -406,14 +410,6 @@ fn set_flag(spec: &mut ProcessSpec, flag: &str, value: &str) {
             *v = value.to_string();
         }
     }
-}
-
-fn log_text(log: &Path) -> String {
-    let mut text = String::new();
-    if let Ok(mut f) = std::fs::File::open(log) {
-        let _ = f.read_to_string(&mut text);
-    }
-    text
 }
 
 /// The files the wrapper listed after the component exited.
