@@ -44,6 +44,9 @@ const MARK: &str = "hostile-start:";
 /// A worker's line once it serves (`cpu_engine.worker`: `registered
 /// <model> as <role> instance <id>`), both parts.
 const WORKER_READY: [&str; 2] = ["registered ", " instance "];
+/// A Guard pool of one page, in KVCR's GB (`0.000004` GB is 4294 bytes,
+/// one page once rounded down).
+const ONE_PAGE_GB: &str = "0.000004";
 /// What the `no_usable_transport` attempt gives the worker: InfiniBand RC
 /// only, while the stack confines UCX to loopback.
 const UNUSABLE_UCX_TLS: &str = "rc";
@@ -148,10 +151,18 @@ impl Dirs {
     }
 }
 
+/// An attempt ready to run: the wrapper's script around its component,
+/// the harness's account of the condition, and the port the harness holds.
+struct Arranged {
+    wrapper: ProcessSpec,
+    cause: String,
+    held_port: Option<TcpListener>,
+}
+
 impl Stack {
     /// Starts one component in `hostility` and returns what it did: its
     /// exit (polled until the start-up timeout), its exceptions, the files
-    /// left under its directories and the processes left in its group.
+    /// left under its `/dev/shm` and the processes left in its group.
     /// An environment the wrapper could not set up fails as "fault not
     /// applied".
     pub fn attempt_hostile_start(
@@ -159,134 +170,16 @@ impl Stack {
         hostility: Hostility,
         sabotage: Sabotage,
     ) -> Result<StartAttempt, StackError> {
-        let not_applied =
-            |why: String| StackError::FaultNotApplied(format!("{}: {why}", hostility.word()));
         let dirs = Dirs::of(hostility);
-        let ctx = LaunchContext {
-            work_dir: dirs.work.clone(),
-            ..self
-                .plan
-                .ctx
-                .for_guard(dirs.socket(), dirs.pools.clone(), 1)
-        };
-        let guard = self
-            .plan
-            .engine
-            .guard(&ctx)
-            .ok_or_else(|| not_applied("this engine runs no Guard service".into()))?;
-        let guard = self.plan.placement.wrap(0, guard);
-        let group_bytes = pool_group_bytes(guard.flag_value("--pool-sizes-gb").unwrap_or(""))
-            .ok_or_else(|| not_applied("the Guard's --pool-sizes-gb is not readable".into()))?;
-        let hostile = sabotage != Sabotage::Benign;
-        let logs = &self.plan.ctx.logs_dir;
-        let log = logs.join(format!("hostile-{}.log", hostility.word()));
-
-        let mut held_port: Option<TcpListener> = None;
-        let mut plan = Script::new(&dirs, group_bytes);
-        let cause;
-        let subject = if hostility.starts_a_worker() {
-            let ports = free_ports_in(&ctx.host, 2, STACK_PORT_RANGE)
-                .map_err(|e| not_applied(format!("no free ports: {e}")))?;
-            let mut slot = self
-                .plan
-                .slots
-                .first()
-                .cloned()
-                .ok_or_else(|| not_applied("the stack has no worker slot".into()))?;
-            slot.guard_socket = dirs.socket();
-            slot.guard_index = 0;
-            slot.control_port = ports[0];
-            slot.metrics_port = ports[1];
-            slot.ready_file = dirs.work.join("ready");
-            let mut helper = guard.clone();
-            let mut worker = self
-                .plan
-                .placement
-                .wrap(0, self.plan.engine.worker(&ctx, &slot));
-            cause = match hostility {
-                Hostility::PortTaken => {
-                    if hostile {
-                        held_port = Some(
-                            TcpListener::bind((ctx.host.as_str(), slot.control_port)).map_err(
-                                |e| {
-                                    not_applied(format!(
-                                        "binding its control port {}: {e}",
-                                        slot.control_port
-                                    ))
-                                },
-                            )?,
-                        );
-                    }
-                    format!(
-                        "its KVCR control port {}:{} is already bound (by the harness)",
-                        ctx.host, slot.control_port
-                    )
-                }
-                Hostility::NoUsableTransport => {
-                    if hostile {
-                        worker = worker.env("UCX_TLS", UNUSABLE_UCX_TLS);
-                    }
-                    format!(
-                        "UCX_TLS={UNUSABLE_UCX_TLS} (InfiniBand RC only) with UCX_NET_DEVICES={}",
-                        worker.env_var("UCX_NET_DEVICES").unwrap_or("unset")
-                    )
-                }
-                _ => {
-                    let pools = helper_pool_count(&helper);
-                    if hostile {
-                        set_flag(
-                            &mut helper,
-                            "--pool-sizes-gb",
-                            &vec!["0.000004"; pools].join(","),
-                        );
-                    }
-                    format!("its Guard's pool is one page ({PAGE} bytes), smaller than one block of {} bytes", self.plan.engine.geometry().bytes_per_block())
-                }
-            };
-            helper.log = logs.join(format!("hostile-{}.guard.log", hostility.word()));
-            plan.helper_guard(&helper);
-            worker
+        let Arranged {
+            wrapper,
+            cause,
+            held_port,
+        } = self.arrange_hostile_start(hostility, sabotage, &dirs)?;
+        let (component, ready_line): (&str, &[&str]) = if hostility.starts_a_worker() {
+            ("worker", &WORKER_READY)
         } else {
-            cause = match hostility {
-                Hostility::PoolDirTooSmall => {
-                    let size = GUARD_JOURNAL_BYTES / 2;
-                    if hostile {
-                        plan.pool_dir_tmpfs(size);
-                    }
-                    format!("its pool directory is a tmpfs of {size} bytes; its pool group needs {group_bytes}")
-                }
-                Hostility::PoolDirFullAfterStart => {
-                    plan.pool_dir_tmpfs(group_bytes);
-                    format!("its pool directory is a tmpfs of exactly its pool group's {group_bytes} bytes: no room for anything after start")
-                }
-                _ => {
-                    if hostile {
-                        plan.read_only_sockets();
-                    }
-                    format!(
-                        "its socket directory {} is a read-only mount",
-                        dirs.sockets.display()
-                    )
-                }
-            };
-            guard
-        };
-        if sabotage == Sabotage::PlantFile {
-            plan.plant_file();
-        }
-        let wrapper = ProcessSpec::new(format!("hostile-{}", hostility.word()), "unshare", &log)
-            .args(unshare_args())
-            .args(["sh", "-c", &plan.script(&subject), "hostile-start"]);
-
-        let component = if hostility.starts_a_worker() {
-            "worker"
-        } else {
-            "guard"
-        };
-        let ready_line: &[&str] = if hostility.starts_a_worker() {
-            &WORKER_READY
-        } else {
-            &[SERVICE_READY]
+            ("guard", &[SERVICE_READY])
         };
         let deadline = self.plan.options.startup_timeout;
         let started = Instant::now();
@@ -338,7 +231,11 @@ impl Stack {
             .lines()
             .find(|l| l.starts_with(&format!("{MARK} setup failed")))
         {
-            return Err(not_applied(format!("{failed} (log {})", log.display())));
+            return Err(StackError::FaultNotApplied(format!(
+                "{}: {failed} (log {})",
+                hostility.word(),
+                wrapper.log.display()
+            )));
         }
         let mut left = left_files(&text);
         // Made only inside the namespace: on the machine it means a mount
@@ -365,7 +262,138 @@ impl Stack {
             listed: text.lines().any(|l| l == format!("{MARK} listed")),
             left_processes: procfs::group_members(process.pid()),
             pool_files,
-            log,
+            log: wrapper.log,
+        })
+    }
+
+    /// The component as the stack launches it, in `dirs`, with the hostile
+    /// condition (none under [`Sabotage::Benign`]) set up by its wrapper or
+    /// held by the harness.
+    fn arrange_hostile_start(
+        &self,
+        hostility: Hostility,
+        sabotage: Sabotage,
+        dirs: &Dirs,
+    ) -> Result<Arranged, StackError> {
+        let not_applied =
+            |why: String| StackError::FaultNotApplied(format!("{}: {why}", hostility.word()));
+        let ctx = LaunchContext {
+            work_dir: dirs.work.clone(),
+            ..self
+                .plan
+                .ctx
+                .for_guard(dirs.socket(), dirs.pools.clone(), 1)
+        };
+        let guard = self
+            .plan
+            .engine
+            .guard(&ctx)
+            .ok_or_else(|| not_applied("this engine runs no Guard service".into()))?;
+        let guard = self.plan.placement.wrap(0, guard);
+        let group_bytes = pool_group_bytes(guard.flag_value("--pool-sizes-gb").unwrap_or(""))
+            .ok_or_else(|| not_applied("the Guard's --pool-sizes-gb is not readable".into()))?;
+        let hostile = sabotage != Sabotage::Benign;
+        let logs = &self.plan.ctx.logs_dir;
+        let mut script = Script::new(dirs, group_bytes);
+        let mut held_port = None;
+        let (subject, cause) = match hostility {
+            Hostility::PoolDirTooSmall => {
+                let size = GUARD_JOURNAL_BYTES / 2;
+                if hostile {
+                    script.pool_dir_tmpfs(size);
+                }
+                let cause = format!(
+                    "its pool directory is a tmpfs of {size} bytes; its pool group needs {group_bytes}"
+                );
+                (guard, cause)
+            }
+            Hostility::PoolDirFullAfterStart => {
+                script.pool_dir_tmpfs(group_bytes);
+                let cause = format!("its pool directory is a tmpfs of exactly its pool group's {group_bytes} bytes: no room for anything after start");
+                (guard, cause)
+            }
+            Hostility::SocketDirReadOnly => {
+                if hostile {
+                    script.read_only_sockets();
+                }
+                let cause = format!(
+                    "its socket directory {} is a read-only mount",
+                    dirs.sockets.display()
+                );
+                (guard, cause)
+            }
+            Hostility::PortTaken | Hostility::NoUsableTransport | Hostility::PoolBelowOneBlock => {
+                let ports = free_ports_in(&ctx.host, 2, STACK_PORT_RANGE)
+                    .map_err(|e| not_applied(format!("no free ports: {e}")))?;
+                let mut slot = self
+                    .plan
+                    .slots
+                    .first()
+                    .cloned()
+                    .ok_or_else(|| not_applied("the stack has no worker slot".into()))?;
+                slot.guard_socket = dirs.socket();
+                slot.guard_index = 0;
+                slot.control_port = ports[0];
+                slot.metrics_port = ports[1];
+                slot.ready_file = dirs.work.join("ready");
+                let mut helper = guard;
+                let mut worker = self
+                    .plan
+                    .placement
+                    .wrap(0, self.plan.engine.worker(&ctx, &slot));
+                let cause = match hostility {
+                    Hostility::PortTaken => {
+                        if hostile {
+                            let port = TcpListener::bind((ctx.host.as_str(), slot.control_port))
+                                .map_err(|e| {
+                                    not_applied(format!(
+                                        "binding its control port {}: {e}",
+                                        slot.control_port
+                                    ))
+                                })?;
+                            held_port = Some(port);
+                        }
+                        format!(
+                            "its KVCR control port {}:{} is already bound (by the harness)",
+                            ctx.host, slot.control_port
+                        )
+                    }
+                    Hostility::NoUsableTransport => {
+                        if hostile {
+                            worker = worker.env("UCX_TLS", UNUSABLE_UCX_TLS);
+                        }
+                        format!(
+                            "UCX_TLS={UNUSABLE_UCX_TLS} (InfiniBand RC only) with UCX_NET_DEVICES={}",
+                            worker.env_var("UCX_NET_DEVICES").unwrap_or("unset")
+                        )
+                    }
+                    _ => {
+                        if hostile {
+                            let pages = vec![ONE_PAGE_GB; helper_pool_count(&helper)];
+                            set_flag(&mut helper, "--pool-sizes-gb", &pages.join(","));
+                        }
+                        format!(
+                            "its Guard's pool is one page ({PAGE} bytes), smaller than one block of {} bytes",
+                            self.plan.engine.geometry().bytes_per_block()
+                        )
+                    }
+                };
+                helper.log = logs.join(format!("hostile-{}.guard.log", hostility.word()));
+                script.helper_guard(&helper);
+                (worker, cause)
+            }
+        };
+        if sabotage == Sabotage::PlantFile {
+            script.plant_file();
+        }
+        let log = logs.join(format!("hostile-{}.log", hostility.word()));
+        let wrapper = ProcessSpec::new(format!("hostile-{}", hostility.word()), "unshare", log)
+            .args(unshare_args())
+            .args(["sh", "-c", &script.script(&subject), "hostile-start"]);
+        Ok(Arranged {
+            wrapper,
+            cause,
+            held_port,
         })
     }
 }
