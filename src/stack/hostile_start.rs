@@ -237,6 +237,18 @@ impl Stack {
                 wrapper.log.display()
             )));
         }
+        if !text
+            .lines()
+            .any(|l| l == format!("{MARK} environment ready"))
+        {
+            // `unshare` itself refused (no CAP_SYS_ADMIN, no user namespaces).
+            return Err(StackError::FaultNotApplied(format!(
+                "{}: the wrapper never started the component (exit {exit_code:?}): {} (log {})",
+                hostility.word(),
+                text.lines().last().unwrap_or("no output"),
+                wrapper.log.display()
+            )));
+        }
         let mut left = left_files(&text);
         // Made only inside the namespace: on the machine it means a mount
         // did not hold.
