@@ -24,6 +24,7 @@ pub mod tc12_disk_tier;
 
 pub mod tc13_partition_and_heal;
 pub mod tc15_peer_pause;
+pub mod tc16_hostile_startup;
 pub mod tc17_concurrent_same_prefix;
 pub mod tc18_engine_memory_peer_read;
 mod unreachable_source;
@@ -80,9 +81,14 @@ pub const PHASE2_VLLM: &[Case] = &[
 pub const WORKLOAD: &[Case] = &[wl01_trace_replay::CASE];
 
 /// Phase 3 on the CPU stack (`phase3` profile): concurrent requests for one
-/// new prefix (TC-17), then a source paused past the operation timeout
-/// (TC-15, destructive: it restarts A).
-pub const PHASE3: &[Case] = &[tc17_concurrent_same_prefix::CASE, tc15_peer_pause::CASE];
+/// new prefix (TC-17), components started where they must refuse (TC-16),
+/// then a source paused past the operation timeout (TC-15, destructive: it
+/// restarts A).
+pub const PHASE3: &[Case] = &[
+    tc17_concurrent_same_prefix::CASE,
+    tc16_hostile_startup::CASE,
+    tc15_peer_pause::CASE,
+];
 
 /// Phase 3 on two nodes (`phase3_two_node`): the link between them cut and
 /// healed (TC-13).

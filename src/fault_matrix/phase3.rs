@@ -4,10 +4,13 @@
 //! (`p3-*`).
 
 use crate::cases::tc15_peer_pause as tc15;
+use crate::cases::tc16_hostile_startup as tc16;
 use crate::cases::tc17_concurrent_same_prefix as tc17;
 use crate::engine::Need;
-use crate::suite::{EngineFault, Expect, Fault, FaultRow, RowDoc, Workers};
-use crate::verdict::{concurrent, stall};
+use crate::suite::{
+    expect_red, CaseCtx, CaseResult, EngineFault, Expect, Fault, FaultRow, RowDoc, Workers,
+};
+use crate::verdict::{concurrent, hostile_start, stall};
 
 const A: Workers = Workers::Slots(&["A"]);
 
@@ -23,6 +26,34 @@ pub static ROWS: &[FaultRow] = &[
             fault: "`hits_during_prefill`: a block a prefill in flight computes is a device hit for the other requests at once, so only the first request computes and deposits the prefix",
             caught_by: "TC-17 (the overlap)",
             message: "`a deposit met blocks KVCR was still filling: no deposit met a filling block: 8 requests for one 5-block prefix computed 5 blocks and deposited 5, never while KVCR was still copying another's`",
+        },
+    },
+    // The first attempt runs without its hostile condition: the Guard that
+    // must refuse starts.
+    FaultRow {
+        case: tc16::CASE,
+        name: "start_that_is_not_refused_is_caught",
+        needs: &[],
+        fault: Fault::Arranged(benign_start),
+        expect: Expect::clause(hostile_start::REFUSED, "started and logged its ready line"),
+        doc: RowDoc {
+            fault: "the harness leaves the hostile condition out: the Guard's pool directory has room, so the start that must be refused succeeds",
+            caught_by: "TC-16 (the refusal)",
+            message: "`a KVCR component refuses a hostile start with its own exception: the guard (its pool directory is a tmpfs of 52428800 bytes; its pool group needs …) started and logged its ready line although it must refuse; log …/hostile-pool_dir_too_small.log`",
+        },
+    },
+    // The harness writes a file into the pool directory after the refused
+    // Guard exited: the leftover check must see it.
+    FaultRow {
+        case: tc16::CASE,
+        name: "file_left_in_the_pool_directory_is_caught",
+        needs: &[],
+        fault: Fault::Arranged(planted_file),
+        expect: Expect::clause(hostile_start::NOTHING_LEFT, "kvcr-planted-by-the-harness"),
+        doc: RowDoc {
+            fault: "the harness writes `kvcr-planted-by-the-harness` into the attempt's pool directory after the component exited, before the listing",
+            caught_by: "TC-16 (what is left)",
+            message: "`a refused start leaves no pool file, socket or process: the guard (…) left /dev/shm/hostile/pool_dir_too_small/pools/kvcr-planted-by-the-harness`",
         },
     },
     // The engine drops KVCR's source-stall latch: the pause leaves no trace.
@@ -42,3 +73,11 @@ pub static ROWS: &[FaultRow] = &[
         },
     },
 ];
+
+fn benign_start(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
+    expect_red(ctx, tc16::run_benign, &row.expect)
+}
+
+fn planted_file(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
+    expect_red(ctx, tc16::run_planting_a_file, &row.expect)
+}

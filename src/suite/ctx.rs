@@ -447,6 +447,11 @@ impl<'a> CaseCtx<'a> {
         Perf::new(self)
     }
 
+    /// A KVCR component started alone where it must refuse (TC-16).
+    pub fn hostile_start(&self) -> super::HostileStart<'_> {
+        super::HostileStart::new(self)
+    }
+
     /// A bounded streaming load through the router with a fault in its middle.
     pub fn load(&self) -> Load<'_> {
         Load::new(self)

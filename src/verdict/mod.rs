@@ -11,6 +11,7 @@ pub mod disk;
 pub mod engine_memory;
 pub mod findings;
 pub mod guard;
+pub mod hostile_start;
 pub mod interval;
 pub mod ledger;
 pub mod load;

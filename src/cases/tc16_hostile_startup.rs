@@ -1,0 +1,77 @@
+//! TC-16 hostile start-up: a KVCR component started alone where it must
+//! refuse. A Guard service whose pool directory is a tmpfs too small for
+//! its pool group, and one whose socket directory is a read-only mount; a
+//! worker (the engine with KVCR) whose control port is already bound, whose
+//! `UCX_TLS` names no transport it can use, and whose Guard's pool is
+//! smaller than one block. Each must exit non-zero within the start-up
+//! timeout with KVCR's own exception naming the cause, and leave no pool
+//! file, socket or process. A Guard whose pool directory has room for its
+//! pool group and not a page more must start: KVCR reserves the whole pool
+//! at start (`posix_fallocate`), so no later deposit can find the directory
+//! full; it must hold every byte of its pool from the start and stop
+//! cleanly. Every attempt runs in a mount namespace of its own, so nothing
+//! reaches the machine's own `/dev/shm`. Then the stack still serves the
+//! reference tokens on both workers.
+
+use serde_json::json;
+
+use crate::engine::Need;
+use crate::stack::{Hostility, Sabotage};
+use crate::suite::{Case, CaseCtx, CaseResult};
+use crate::verdict::hostile_start::{
+    expect_nothing_left, expect_refused, expect_reserved_at_start,
+};
+
+pub const CASE: Case = Case {
+    id: "TC-16",
+    name: "hostile_startup",
+    destructive: false,
+    needs: &[Need::Guard],
+    optional: &[],
+    run,
+};
+
+pub fn run(ctx: &CaseCtx) -> CaseResult {
+    run_with(ctx, Sabotage::None)
+}
+
+/// The attempts in a benign environment: a start that must be refused
+/// succeeds (the fault row proving the refusal verdict can fail).
+pub fn run_benign(ctx: &CaseCtx) -> CaseResult {
+    run_with(ctx, Sabotage::Benign)
+}
+
+/// The harness plants a file in each attempt's pool directory after the
+/// component exits (the fault row proving the leftover check can fail).
+pub fn run_planting_a_file(ctx: &CaseCtx) -> CaseResult {
+    run_with(ctx, Sabotage::PlantFile)
+}
+
+fn run_with(ctx: &CaseCtx, sabotage: Sabotage) -> CaseResult {
+    // Each attempt judged as soon as it ended (its evidence is
+    // `hostile-<attempt>.json` either way).
+    for hostility in Hostility::ALL {
+        let attempt = ctx.hostile_start().attempt(hostility, sabotage)?;
+        let name = format!("{}.json", hostility.word());
+        if hostility.must_start() {
+            ctx.check(&name, &attempt, expect_reserved_at_start(&attempt))?;
+        } else {
+            ctx.check(&name, &attempt, expect_refused(&attempt))?;
+        }
+        ctx.check(&name, &attempt, expect_nothing_left(&attempt))?;
+    }
+
+    // The rest of the stack still serves.
+    let family = ctx.family()?;
+    for (i, name) in ["A", "B"].into_iter().enumerate() {
+        let worker = ctx.worker(name)?;
+        let prompt = family.variant(i);
+        let answer = ctx.complete_on(&worker, prompt)?;
+        ctx.expect_reference(prompt, &answer.tokens)?;
+        ctx.record(
+            &format!("served-{name}.json"),
+            &json!({"prompt": prompt.key(), "tokens": answer.tokens.len()}),
+        );
+    }
+    Ok(())
+}

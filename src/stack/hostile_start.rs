@@ -1,0 +1,670 @@
+//! One KVCR component started alone in a hostile environment (TC-16), and
+//! what it did: its exit, its exceptions, and what it left.
+//!
+//! Each attempt runs inside a mount namespace of its own (`unshare -m`,
+//! private propagation), under a small shell that first mounts a tmpfs on
+//! `/dev/shm` (so nothing the attempt writes reaches the machine's own
+//! `/dev/shm`), makes the attempt's directories there, applies the hostile
+//! condition (a size-limited tmpfs on the pool directory, a read-only bind
+//! of the socket directory) and verifies it, starts a Guard for a worker
+//! attempt, then runs the component. After the component exits the shell
+//! stops its Guard and lists every file left under its `/dev/shm`: those
+//! mounts vanish with the namespace, so the listing is taken inside it. A
+//! port taken is held by the harness itself, an unusable transport is the
+//! component's `UCX_TLS`.
+
+use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use serde::Serialize;
+
+use crate::engine::LaunchContext;
+use crate::proc::{procfs, ProcessSpec, Supervised};
+use crate::telemetry::names::kvcr_log::SERVICE_READY;
+use crate::verdict::hostile_start::{traceback_exceptions, PoolFileSpace, StartAttempt};
+use crate::wait::{self, Poll};
+
+use super::ports::{free_ports_in, STACK_PORT_RANGE};
+use super::{Stack, StackError};
+
+/// KVCR 0.1.1's Guard journal at the head of every pool group
+/// (`kvcr_service._DEFAULT_JOURNAL_BYTES`, not settable from its CLI).
+pub const GUARD_JOURNAL_BYTES: u64 = 100 << 20;
+const PAGE: u64 = 4096;
+/// Where every attempt's directories live, inside its own `/dev/shm`.
+const ROOT: &str = "/dev/shm/hostile";
+/// How much of an attempt's log is read (a Guard at DEBUG writes little
+/// before it exits).
+const LOG_BYTES: u64 = 16 << 20;
+/// The wrapper's own lines in the component's log.
+const MARK: &str = "hostile-start:";
+/// A worker's line once it serves (`cpu_engine.worker`: `registered
+/// <model> as <role> instance <id>`), both parts.
+const WORKER_READY: [&str; 2] = ["registered ", " instance "];
+/// A Guard pool of one page, in KVCR's GB (`0.000004` GB is 4294 bytes,
+/// one page once rounded down).
+const ONE_PAGE_GB: &str = "0.000004";
+/// What the `no_usable_transport` attempt gives the worker: InfiniBand RC
+/// only, while the stack confines UCX to loopback.
+const UNUSABLE_UCX_TLS: &str = "rc";
+
+/// A hostile condition a component starts into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hostility {
+    /// The Guard's pool directory is a tmpfs smaller than its pool group.
+    PoolDirTooSmall,
+    /// The Guard's pool directory has room for its pool group and not a
+    /// page more: it must start, holding the whole pool from the start.
+    PoolDirFullAfterStart,
+    /// The Guard's socket directory is a read-only mount.
+    SocketDirReadOnly,
+    /// The worker's KVCR control port is bound (by the harness).
+    PortTaken,
+    /// The worker's `UCX_TLS` names no transport it can use.
+    NoUsableTransport,
+    /// The worker claims a Guard pool smaller than one of its blocks.
+    PoolBelowOneBlock,
+}
+
+impl Hostility {
+    pub const ALL: [Hostility; 6] = [
+        Hostility::PoolDirTooSmall,
+        Hostility::PoolDirFullAfterStart,
+        Hostility::SocketDirReadOnly,
+        Hostility::PortTaken,
+        Hostility::NoUsableTransport,
+        Hostility::PoolBelowOneBlock,
+    ];
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Hostility::PoolDirTooSmall => "pool_dir_too_small",
+            Hostility::PoolDirFullAfterStart => "pool_dir_full_after_start",
+            Hostility::SocketDirReadOnly => "socket_dir_read_only",
+            Hostility::PortTaken => "port_taken",
+            Hostility::NoUsableTransport => "no_usable_transport",
+            Hostility::PoolBelowOneBlock => "pool_below_one_block",
+        }
+    }
+
+    /// The Guard service, or the worker (the engine with KVCR).
+    pub fn starts_a_worker(self) -> bool {
+        matches!(
+            self,
+            Hostility::PortTaken | Hostility::NoUsableTransport | Hostility::PoolBelowOneBlock
+        )
+    }
+
+    /// The one attempt that must start (and then stop cleanly).
+    pub fn must_start(self) -> bool {
+        self == Hostility::PoolDirFullAfterStart
+    }
+
+    /// Words one of which KVCR's exception must contain to name the cause.
+    fn cause_words(self) -> &'static [&'static str] {
+        match self {
+            Hostility::PoolDirTooSmall => &["No space left on device", "ENOSPC"],
+            Hostility::PoolDirFullAfterStart => &[],
+            Hostility::SocketDirReadOnly => &["Read-only file system", "EROFS"],
+            Hostility::PortTaken => &["Address already in use", "EADDRINUSE"],
+            Hostility::NoUsableTransport => &["NIXL_ERR", "UCX", "transport"],
+            Hostility::PoolBelowOneBlock => &["at least one complete KV block"],
+        }
+    }
+}
+
+/// How the harness itself spoils an attempt (the fault rows proving the
+/// verdicts can fail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sabotage {
+    None,
+    /// The hostile condition is left out: the component starts normally.
+    Benign,
+    /// The harness writes a file into the pool directory after the
+    /// component exited, before the listing.
+    PlantFile,
+}
+
+/// The attempt's paths, inside its own `/dev/shm`.
+struct Dirs {
+    pools: PathBuf,
+    sockets: PathBuf,
+    work: PathBuf,
+}
+
+impl Dirs {
+    fn of(hostility: Hostility) -> Self {
+        let root = Path::new(ROOT).join(hostility.word());
+        Self {
+            pools: root.join("pools"),
+            sockets: root.join("sock"),
+            work: root.join("work"),
+        }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.sockets.join("g.sock")
+    }
+}
+
+/// An attempt ready to run: the wrapper's script around its component,
+/// the harness's account of the condition, and the port the harness holds.
+struct Arranged {
+    wrapper: ProcessSpec,
+    cause: String,
+    held_port: Option<TcpListener>,
+}
+
+impl Stack {
+    /// Starts one component in `hostility` and returns what it did: its
+    /// exit (polled until the start-up timeout), its exceptions, the files
+    /// left under its `/dev/shm` and the processes left in its group.
+    /// An environment the wrapper could not set up fails as "fault not
+    /// applied".
+    pub fn attempt_hostile_start(
+        &self,
+        hostility: Hostility,
+        sabotage: Sabotage,
+    ) -> Result<StartAttempt, StackError> {
+        let dirs = Dirs::of(hostility);
+        let Arranged {
+            wrapper,
+            cause,
+            held_port,
+        } = self.arrange_hostile_start(hostility, sabotage, &dirs)?;
+        let (component, ready_line): (&str, &[&str]) = if hostility.starts_a_worker() {
+            ("worker", &WORKER_READY)
+        } else {
+            ("guard", &[SERVICE_READY])
+        };
+        let deadline = self.plan.options.startup_timeout;
+        let started = Instant::now();
+        let process = Supervised::spawn(&wrapper).map_err(super::ProvisionError::from)?;
+        let seen = wait::until(
+            format!("the {component} to refuse ({cause}) or to start"),
+            deadline,
+            Duration::from_millis(50),
+            || {
+                if let Some(status) = process.exit_status() {
+                    return Poll::Ready(Some(status.code()));
+                }
+                if process
+                    .log_since_spawn(LOG_BYTES)
+                    .lines()
+                    .any(|l| ready_line.iter().all(|part| l.contains(part)))
+                {
+                    return Poll::Ready(None);
+                }
+                Poll::Pending("neither exited nor ready".into())
+            },
+        );
+        let (mut exit_code, ready, mut hung) = match seen {
+            Ok(Some(code)) => (code, false, false),
+            Ok(None) => (None, true, false),
+            Err(_) => (None, false, true),
+        };
+        let mut pool_files = Vec::new();
+        if ready || hung {
+            if ready && hostility.must_start() {
+                pool_files = pool_files_seen_by(process.pid(), &dirs.pools);
+            }
+            // Stopped as the stack stops it; the wrapper passes SIGTERM on.
+            let _ = process.signal(Signal::SIGTERM);
+            match process.wait_exit(self.plan.options.kill_timeout) {
+                Some(status) => exit_code = status.code(),
+                None => {
+                    let _ = process.kill_group();
+                    let _ = process.wait_exit(self.plan.options.kill_timeout);
+                    hung = true;
+                }
+            }
+        }
+        drop(held_port);
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        // Since its spawn: a later attempt of the same name appends.
+        let text = process.log_since_spawn(LOG_BYTES);
+        if let Some(failed) = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{MARK} setup failed")))
+        {
+            return Err(StackError::FaultNotApplied(format!(
+                "{}: {failed} (log {})",
+                hostility.word(),
+                wrapper.log.display()
+            )));
+        }
+        if !text
+            .lines()
+            .any(|l| l == format!("{MARK} environment ready"))
+        {
+            // `unshare` itself refused (no CAP_SYS_ADMIN, no user namespaces).
+            return Err(StackError::FaultNotApplied(format!(
+                "{}: the wrapper never started the component (exit {exit_code:?}): {} (log {})",
+                hostility.word(),
+                text.lines().last().unwrap_or("no output"),
+                wrapper.log.display()
+            )));
+        }
+        let mut left = left_files(&text);
+        // Made only inside the namespace: on the machine it means a mount
+        // did not hold.
+        if Path::new(ROOT).exists() {
+            left.push(format!("{ROOT} on the machine's own /dev/shm"));
+        }
+        Ok(StartAttempt {
+            attempt: hostility.word().to_string(),
+            component: component.to_string(),
+            cause,
+            cause_words: hostility
+                .cause_words()
+                .iter()
+                .map(|w| w.to_string())
+                .collect(),
+            exit_code,
+            ready,
+            hung,
+            elapsed_ms,
+            deadline_ms: deadline.as_millis() as u64,
+            exceptions: traceback_exceptions(&text),
+            left_files: left,
+            listed: text.lines().any(|l| l == format!("{MARK} listed")),
+            left_processes: procfs::group_members(process.pid()),
+            pool_files,
+            log: wrapper.log,
+        })
+    }
+
+    /// The component as the stack launches it, in `dirs`, with the hostile
+    /// condition (none under [`Sabotage::Benign`]) set up by its wrapper or
+    /// held by the harness.
+    fn arrange_hostile_start(
+        &self,
+        hostility: Hostility,
+        sabotage: Sabotage,
+        dirs: &Dirs,
+    ) -> Result<Arranged, StackError> {
+        let not_applied =
+            |why: String| StackError::FaultNotApplied(format!("{}: {why}", hostility.word()));
+        let ctx = LaunchContext {
+            work_dir: dirs.work.clone(),
+            ..self
+                .plan
+                .ctx
+                .for_guard(dirs.socket(), dirs.pools.clone(), 1)
+        };
+        let guard = self
+            .plan
+            .engine
+            .guard(&ctx)
+            .ok_or_else(|| not_applied("this engine runs no Guard service".into()))?;
+        let guard = self.plan.placement.wrap(0, guard);
+        let group_bytes = pool_group_bytes(guard.flag_value("--pool-sizes-gb").unwrap_or(""))
+            .ok_or_else(|| not_applied("the Guard's --pool-sizes-gb is not readable".into()))?;
+        let hostile = sabotage != Sabotage::Benign;
+        let logs = &self.plan.ctx.logs_dir;
+        let mut script = Script::new(dirs, group_bytes);
+        let mut held_port = None;
+        let (subject, cause) = match hostility {
+            Hostility::PoolDirTooSmall => {
+                let size = GUARD_JOURNAL_BYTES / 2;
+                if hostile {
+                    script.pool_dir_tmpfs(size);
+                }
+                let cause = format!(
+                    "its pool directory is a tmpfs of {size} bytes; its pool group needs {group_bytes}"
+                );
+                (guard, cause)
+            }
+            Hostility::PoolDirFullAfterStart => {
+                script.pool_dir_tmpfs(group_bytes);
+                let cause = format!("its pool directory is a tmpfs of exactly its pool group's {group_bytes} bytes: no room for anything after start");
+                (guard, cause)
+            }
+            Hostility::SocketDirReadOnly => {
+                if hostile {
+                    script.read_only_sockets();
+                }
+                let cause = format!(
+                    "its socket directory {} is a read-only mount",
+                    dirs.sockets.display()
+                );
+                (guard, cause)
+            }
+            Hostility::PortTaken | Hostility::NoUsableTransport | Hostility::PoolBelowOneBlock => {
+                let ports = free_ports_in(&ctx.host, 2, STACK_PORT_RANGE)
+                    .map_err(|e| not_applied(format!("no free ports: {e}")))?;
+                let mut slot = self
+                    .plan
+                    .slots
+                    .first()
+                    .cloned()
+                    .ok_or_else(|| not_applied("the stack has no worker slot".into()))?;
+                slot.guard_socket = dirs.socket();
+                slot.guard_index = 0;
+                slot.control_port = ports[0];
+                slot.metrics_port = ports[1];
+                slot.ready_file = dirs.work.join("ready");
+                let mut helper = guard;
+                let mut worker = self
+                    .plan
+                    .placement
+                    .wrap(0, self.plan.engine.worker(&ctx, &slot));
+                let cause = match hostility {
+                    Hostility::PortTaken => {
+                        if hostile {
+                            let port = TcpListener::bind((ctx.host.as_str(), slot.control_port))
+                                .map_err(|e| {
+                                    not_applied(format!(
+                                        "binding its control port {}: {e}",
+                                        slot.control_port
+                                    ))
+                                })?;
+                            held_port = Some(port);
+                        }
+                        format!(
+                            "its KVCR control port {}:{} is already bound (by the harness)",
+                            ctx.host, slot.control_port
+                        )
+                    }
+                    Hostility::NoUsableTransport => {
+                        if hostile {
+                            worker = worker.env("UCX_TLS", UNUSABLE_UCX_TLS);
+                        }
+                        format!(
+                            "UCX_TLS={UNUSABLE_UCX_TLS} (InfiniBand RC only) with UCX_NET_DEVICES={}",
+                            worker.env_var("UCX_NET_DEVICES").unwrap_or("unset")
+                        )
+                    }
+                    _ => {
+                        if hostile {
+                            let pages = vec![ONE_PAGE_GB; helper_pool_count(&helper)];
+                            set_flag(&mut helper, "--pool-sizes-gb", &pages.join(","));
+                        }
+                        format!(
+                            "its Guard's pool is one page ({PAGE} bytes), smaller than one block of {} bytes",
+                            self.plan.engine.geometry().bytes_per_block()
+                        )
+                    }
+                };
+                helper.log = logs.join(format!("hostile-{}.guard.log", hostility.word()));
+                script.helper_guard(&helper);
+                (worker, cause)
+            }
+        };
+        if sabotage == Sabotage::PlantFile {
+            script.plant_file();
+        }
+        let log = logs.join(format!("hostile-{}.log", hostility.word()));
+        let wrapper = ProcessSpec::new(format!("hostile-{}", hostility.word()), "unshare", log)
+            .args(unshare_args())
+            .args(["sh", "-c", &script.script(&subject), "hostile-start"]);
+        Ok(Arranged {
+            wrapper,
+            cause,
+            held_port,
+        })
+    }
+}
+
+/// `unshare` for a private mount namespace: directly with CAP_SYS_ADMIN,
+/// otherwise inside a user namespace of its own (where it has it).
+fn unshare_args() -> Vec<&'static str> {
+    const CAP_SYS_ADMIN: u64 = 1 << 21;
+    let root = procfs::effective_capabilities().is_ok_and(|caps| caps & CAP_SYS_ADMIN != 0);
+    let mut args = vec!["-m", "--propagation", "private"];
+    if !root {
+        args.splice(0..0, ["-U", "-r"]);
+    }
+    args.push("--");
+    args
+}
+
+/// The bytes one Guard pool group maps: its journal and its pools, each
+/// pool as KVCR sizes it (GB of 2^30 bytes, down to whole pages).
+pub fn pool_group_bytes(pool_sizes_gb: &str) -> Option<u64> {
+    let mut total = GUARD_JOURNAL_BYTES;
+    for size in pool_sizes_gb.split(',') {
+        let gb: f64 = size.trim().parse().ok()?;
+        if !gb.is_finite() || gb <= 0.0 {
+            return None;
+        }
+        let bytes = (gb * (1u64 << 30) as f64) as u64 / PAGE * PAGE;
+        total += bytes;
+    }
+    Some(total)
+}
+
+fn helper_pool_count(guard: &ProcessSpec) -> usize {
+    guard
+        .flag_value("--pool-sizes-gb")
+        .map_or(1, |sizes| sizes.split(',').count())
+}
+
+fn set_flag(spec: &mut ProcessSpec, flag: &str, value: &str) {
+    if let Some(i) = spec.args.iter().position(|a| a == flag) {
+        if let Some(v) = spec.args.get_mut(i + 1) {
+            *v = value.to_string();
+        }
+    }
+}
+
+/// The files the wrapper listed after the component exited.
+pub fn left_files(log: &str) -> Vec<String> {
+    let prefix = format!("{MARK} left ");
+    log.lines()
+        .filter_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The pool files of a running attempt, seen through its mount namespace
+/// (`/proc/<pid>/root`): size and allocated bytes.
+fn pool_files_seen_by(pid: u32, pools: &Path) -> Vec<PoolFileSpace> {
+    let inside = Path::new("/proc")
+        .join(pid.to_string())
+        .join("root")
+        .join(pools.strip_prefix("/").unwrap_or(pools));
+    let mut files: Vec<PoolFileSpace> = std::fs::read_dir(inside)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    let m = e.metadata().ok()?;
+                    Some(PoolFileSpace {
+                        name: e.file_name().to_string_lossy().into_owned(),
+                        size_bytes: m.len(),
+                        allocated_bytes: m.blocks() * 512,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    files
+}
+
+/// The wrapper's shell script, built up step by step.
+struct Script {
+    lines: Vec<String>,
+    after: Vec<String>,
+    /// The attempt's pool and socket directories and its socket, quoted.
+    pools: String,
+    sockets: String,
+    socket: String,
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// `spec` as one shell command: its directory, its environment, its
+/// command line.
+fn command(spec: &ProcessSpec) -> String {
+    let mut words = vec!["env".to_string()];
+    for key in &spec.env_remove {
+        words.push(format!("-u {}", quote(key)));
+    }
+    for (k, v) in &spec.env {
+        words.push(quote(&format!("{k}={v}")));
+    }
+    words.push(quote(&spec.program.display().to_string()));
+    words.extend(spec.args.iter().map(|a| quote(a)));
+    let cd = spec
+        .cwd
+        .as_ref()
+        .map(|d| format!("cd {} && ", quote(&d.display().to_string())))
+        .unwrap_or_default();
+    format!("{cd}exec {}", words.join(" "))
+}
+
+impl Script {
+    fn new(dirs: &Dirs, group_bytes: u64) -> Self {
+        let d = |p: &Path| quote(&p.display().to_string());
+        let made = [&dirs.pools, &dirs.sockets, &dirs.work.join("discovery")].map(|p| d(p));
+        // Room for one pool group, its snapshot and the work files.
+        let shm = group_bytes + (256 << 20);
+        let lines = vec![
+            format!("say() {{ echo \"{MARK} $*\"; }}"),
+            format!("mount -t tmpfs -o size={shm} tmpfs /dev/shm || {{ say 'setup failed: no tmpfs on /dev/shm'; exit 90; }}"),
+            format!("mkdir -p {} || {{ say 'setup failed: mkdir'; exit 90; }}", made.join(" ")),
+        ];
+        Self {
+            lines,
+            after: Vec::new(),
+            pools: d(&dirs.pools),
+            sockets: d(&dirs.sockets),
+            socket: d(&dirs.socket()),
+        }
+    }
+
+    fn pool_dir_tmpfs(&mut self, bytes: u64) {
+        let pools = &self.pools;
+        self.lines.push(format!(
+            "mount -t tmpfs -o size={bytes} tmpfs {pools} && [ \"$(df -B1 --output=size {pools} | tail -1 | tr -d ' ')\" -le {} ] || {{ say 'setup failed: no tmpfs of {bytes} bytes on the pool directory'; exit 90; }}",
+            bytes.div_ceil(PAGE) * PAGE
+        ));
+        self.lines.push(format!(
+            "say \"pool directory: $(df -B1 --output=size,avail {pools} | tail -1)\""
+        ));
+    }
+
+    fn read_only_sockets(&mut self) {
+        let sockets = &self.sockets;
+        self.lines.push(format!(
+            "mount --bind {sockets} {sockets} && mount -o remount,bind,ro {sockets} || {{ say 'setup failed: no read-only bind on the socket directory'; exit 90; }}"
+        ));
+        self.lines.push(format!(
+            "if ( : > {sockets}/probe ) 2>/dev/null; then say 'setup failed: the socket directory is writable'; exit 90; fi"
+        ));
+    }
+
+    /// A Guard the worker claims from, started first, stopped after it.
+    fn helper_guard(&mut self, guard: &ProcessSpec) {
+        let socket = &self.socket;
+        let log = quote(&guard.log.display().to_string());
+        self.lines
+            .push(format!("( {} ) > {log} 2>&1 &", command(guard)));
+        self.lines.push("helper=$!".into());
+        // Polled with a deadline of 30 s (600 × 50 ms).
+        self.lines.push(format!(
+            "n=0; until [ -S {socket} ]; do n=$((n+1)); if [ $n -gt 600 ] || ! kill -0 $helper 2>/dev/null; then say \"setup failed: its Guard did not start (log \"{log}\")\"; exit 90; fi; sleep 0.05; done"
+        ));
+        self.after.push(
+            "kill -TERM $helper 2>/dev/null; wait $helper; say \"its Guard exited $?\"".into(),
+        );
+    }
+
+    fn plant_file(&mut self) {
+        self.after
+            .push(format!(": > {}/kvcr-planted-by-the-harness", self.pools));
+    }
+
+    fn script(&self, subject: &ProcessSpec) -> String {
+        let mut lines = self.lines.clone();
+        lines.push("say 'environment ready'".into());
+        lines.push(format!("( {} ) &", command(subject)));
+        lines.push("child=$!".into());
+        lines.push("trap 'kill -TERM $child 2>/dev/null' TERM INT".into());
+        // `wait` returns early when the trap runs; the loop ends once the
+        // child is reaped, with its own status.
+        lines.push(
+            "while :; do wait $child; rc=$?; kill -0 $child 2>/dev/null || break; done".into(),
+        );
+        lines.push("say \"exit $rc\"".into());
+        lines.extend(self.after.iter().cloned());
+        // The namespace's own /dev/shm: whatever is there, the attempt made.
+        lines.push(
+            "find /dev/shm -mindepth 1 ! -type d | while read -r f; do say \"left $f\"; done"
+                .into(),
+        );
+        lines.push("say listed".into());
+        lines.push("exit $rc".into());
+        lines.join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_group_is_its_journal_and_its_pages() {
+        // 0.05 GB is 53687091 bytes, 53686272 in whole pages.
+        assert_eq!(pool_group_bytes("0.05"), Some(104_857_600 + 53_686_272));
+        assert_eq!(
+            pool_group_bytes("0.05,0.000004"),
+            Some(104_857_600 + 53_686_272 + 4096)
+        );
+        assert_eq!(pool_group_bytes(""), None);
+        assert_eq!(pool_group_bytes("0"), None);
+    }
+
+    #[test]
+    fn the_listing_is_read_back_from_the_log() {
+        let log = "x\nhostile-start: left /dev/shm/hostile/a/pools/kvcr-pool_0-ab\nhostile-start: listed\n";
+        assert_eq!(
+            left_files(log),
+            vec!["/dev/shm/hostile/a/pools/kvcr-pool_0-ab".to_string()]
+        );
+        assert!(left_files("hostile-start: listed\n").is_empty());
+    }
+
+    #[test]
+    fn the_script_mounts_first_and_lists_last() {
+        let dirs = Dirs::of(Hostility::PoolDirTooSmall);
+        let mut script = Script::new(&dirs, 158_543_872);
+        script.pool_dir_tmpfs(52_428_800);
+        script.plant_file();
+        let subject = ProcessSpec::new("guard", "/venv/bin/python", "/logs/g.log")
+            .args([
+                "-m",
+                "kvcr.kvcr_service",
+                "--pool-dir",
+                "/dev/shm/hostile/x/pools",
+            ])
+            .env("A", "it's")
+            .env_remove("NATS_SERVER");
+        let text = script.script(&subject);
+        let at = |needle: &str| {
+            text.find(needle)
+                .unwrap_or_else(|| panic!("{needle} in {text}"))
+        };
+        assert!(at("tmpfs /dev/shm") < at("size=52428800"));
+        assert!(at("size=52428800") < at("environment ready"));
+        assert!(at("environment ready") < at("kvcr-planted-by-the-harness"));
+        assert!(at("kvcr-planted-by-the-harness") < at("say listed"));
+        assert!(text.contains("exec env -u 'NATS_SERVER' 'A=it'\\''s' '/venv/bin/python' '-m'"));
+        assert!(text.contains("find /dev/shm -mindepth 1 ! -type d"));
+    }
+
+    #[test]
+    fn every_refusal_names_its_cause_words() {
+        for h in Hostility::ALL {
+            assert_eq!(h.cause_words().is_empty(), h.must_start(), "{}", h.word());
+        }
+    }
+}
