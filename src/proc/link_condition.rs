@@ -105,8 +105,8 @@ impl LinkCondition {
     }
 
     /// `tc qdisc add` arguments of a rate cap on `iface`; `None` for the
-    /// other conditions. The burst holds a few full-size packets (tbf
-    /// cannot send a packet larger than its burst); a packet that would
+    /// other conditions. The burst (4 KiB) holds two full-size packets, so
+    /// any reply of a few KiB already waits for tokens; a packet that would
     /// wait past 400 ms is dropped.
     pub fn qdisc(&self, iface: &str) -> Option<Vec<String>> {
         match self {
@@ -121,7 +121,7 @@ impl LinkCondition {
                     "rate",
                     &format!("{kbit}kbit"),
                     "burst",
-                    "16kb",
+                    "4kb",
                     "latency",
                     "400ms",
                 ]
@@ -627,7 +627,7 @@ mod tests {
         assert!(rate.rules("kvn1f").is_empty());
         assert_eq!(
             rate.qdisc("kvn1f").unwrap().join(" "),
-            "qdisc add dev kvn1f root tbf rate 1000kbit burst 16kb latency 400ms"
+            "qdisc add dev kvn1f root tbf rate 1000kbit burst 4kb latency 400ms"
         );
         assert_eq!(delay.label(), "delay 20 ± 10 ms each way");
         assert_eq!(

@@ -256,6 +256,31 @@ impl DelayStats {
     }
 }
 
+/// The `kvcr-e2e` program that runs the delayer: `KVCR_E2E_BIN` when set;
+/// this program when it is `kvcr-e2e`; else the `kvcr-e2e` cargo built
+/// beside this test binary (`target/<profile>/deps/<test>` →
+/// `target/<profile>/kvcr-e2e`).
+pub fn harness_binary() -> Result<PathBuf, String> {
+    if let Some(bin) = std::env::var_os("KVCR_E2E_BIN") {
+        return Ok(PathBuf::from(bin));
+    }
+    let me = std::env::current_exe().map_err(|e| format!("which program is this: {e}"))?;
+    if me.file_name().is_some_and(|n| n == "kvcr-e2e") {
+        return Ok(me);
+    }
+    let beside = me
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join("kvcr-e2e"))
+        .filter(|p| p.is_file());
+    beside.ok_or_else(|| {
+        format!(
+            "no kvcr-e2e program beside {} (build it with `cargo build`, or set KVCR_E2E_BIN)",
+            me.display()
+        )
+    })
+}
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_term(_: libc::c_int) {
