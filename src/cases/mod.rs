@@ -23,6 +23,7 @@ pub mod tc11_source_stall_latch;
 pub mod tc12_disk_tier;
 
 pub mod tc13_partition_and_heal;
+pub mod tc14_degraded_link;
 pub mod tc15_peer_pause;
 pub mod tc17_concurrent_same_prefix;
 mod unreachable_source;
@@ -84,8 +85,11 @@ pub const WORKLOAD: &[Case] = &[wl01_trace_replay::CASE];
 pub const PHASE3: &[Case] = &[tc17_concurrent_same_prefix::CASE, tc15_peer_pause::CASE];
 
 /// Phase 3 on two nodes (`phase3_two_node`): the link between them cut and
-/// healed (TC-13).
-pub const PHASE3_TWO_NODE: &[Case] = &[tc13_partition_and_heal::CASE];
+/// healed (TC-13), then degraded: delay, loss, a rate cap (TC-14).
+pub const PHASE3_TWO_NODE: &[Case] = &[
+    tc13_partition_and_heal::CASE,
+    tc14_degraded_link::CASE,
+];
 
 /// KVCR's disk tier (TC-12), on the `phase2-g3` stack.
 pub const PHASE2_G3: &[Case] = &[tc12_disk_tier::CASE];
