@@ -15,7 +15,7 @@
 use serde_json::json;
 
 use crate::engine::Need;
-use crate::evidence::Arm;
+use crate::evidence::{Arm, TTFT_BY_CONDITION};
 use crate::proc::link_condition::LinkCondition;
 use crate::stack::Worker;
 use crate::stats::Bootstrap;
@@ -100,7 +100,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     }
 
     let summaries = summarize(&conditions, &pulls, &Bootstrap::default());
-    ctx.measure("ttft_by_condition", &summaries);
+    ctx.measure(TTFT_BY_CONDITION, &summaries);
     ctx.record_text("ttft-by-condition.md", &table(&summaries));
     let all: Vec<DegradedPull> = pulls.into_iter().map(|(p, _)| p).collect();
     ctx.check(

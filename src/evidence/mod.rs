@@ -18,6 +18,7 @@
 //! ```
 
 mod charts;
+mod degraded_link_report;
 mod errors;
 pub mod expected;
 mod gpu;
@@ -59,6 +60,7 @@ pub use record::{
     ReferenceSummary, RetriedAttempt, RunRecord, StackSummary, StartupTiming, HEALED_BEFORE,
     LEFT_BROKEN,
 };
+pub use degraded_link_report::TTFT_BY_CONDITION;
 pub use report::{render_page, render_report, write_report, LOAD_TIMELINE};
 pub use results::{Results, RESULTS_SCHEMA_VERSION};
 pub use run_dir::RunDir;
