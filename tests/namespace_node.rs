@@ -304,7 +304,8 @@ fn each_degraded_link_condition_shows_in_its_counters_and_comes_off_clean() {
     use std::io::Write;
 
     let logs = tempfile::tempdir().unwrap();
-    let node = NamespaceNode::create("test-degrade", logs.path(), BUDGET).expect("a namespace node");
+    let node =
+        NamespaceNode::create("test-degrade", logs.path(), BUDGET).expect("a namespace node");
     // A listener on node 1 that answers every connection with 64 KiB (bulk
     // data out of node 1, through a rate cap's qdisc).
     let script = format!(
@@ -313,9 +314,12 @@ fn each_degraded_link_condition_shows_in_its_counters_and_comes_off_clean() {
          while True:\n c,_=s.accept()\n try: c.sendall(b'x'*65536)\n except OSError: pass\n c.close()\n",
         node.addresses().node
     );
-    let listener = kvcr_e2e::proc::Supervised::spawn(&node.wrap(
-        ProcessSpec::new("listener", "python3", logs.path().join("listener.log")).args(["-c", &script]),
-    ))
+    let listener = kvcr_e2e::proc::Supervised::spawn(
+        &node.wrap(
+            ProcessSpec::new("listener", "python3", logs.path().join("listener.log"))
+                .args(["-c", &script]),
+        ),
+    )
     .unwrap();
     let port: u16 = poll("the listener's port", BUDGET, || {
         listener.log_tail(1).trim().parse().ok()
@@ -335,7 +339,10 @@ fn each_degraded_link_condition_shows_in_its_counters_and_comes_off_clean() {
     assert_eq!(clean.failed, 0, "the clean link answers: {clean:?}");
 
     for condition in [
-        LinkCondition::Delay { delay_ms: 20, jitter_ms: 10 },
+        LinkCondition::Delay {
+            delay_ms: 20,
+            jitter_ms: 10,
+        },
         LinkCondition::Loss { percent: 20.0 },
         LinkCondition::RateCap { kbit: 1000 },
     ] {
@@ -353,18 +360,24 @@ fn each_degraded_link_condition_shows_in_its_counters_and_comes_off_clean() {
         let not_applied = expect_applied(&condition, &start, &unmoved, &clean, &off_link);
         assert!(not_applied.is_err(), "{}: {unmoved:?}", condition.label());
         // Traffic across it does.
-        let verified = poll(&format!("{} in its counters", condition.label()), BUDGET, || {
-            let probe = probe_connects(target, 10, Duration::from_millis(500));
-            bulk();
-            expect_applied(&condition, &start, &applied.counters(), &clean, &probe).ok()
-        });
+        let verified = poll(
+            &format!("{} in its counters", condition.label()),
+            BUDGET,
+            || {
+                let probe = probe_connects(target, 10, Duration::from_millis(500));
+                bulk();
+                expect_applied(&condition, &start, &applied.counters(), &clean, &probe).ok()
+            },
+        );
         let () = verified;
         let leftovers = applied.remove().unwrap_or_else(|e| panic!("{e}"));
         assert!(leftovers.is_empty(), "{leftovers:?}");
         let iface = node.node_interface();
         let rules = node.run_in_net("iptables", &["-S"]).unwrap();
         assert!(!rules.contains("-A "), "rules left: {rules}");
-        let qdisc = node.run_in_net("tc", &["qdisc", "show", "dev", &iface]).unwrap();
+        let qdisc = node
+            .run_in_net("tc", &["qdisc", "show", "dev", &iface])
+            .unwrap();
         assert!(!qdisc.contains("tbf"), "qdisc left: {qdisc}");
     }
     let after = probe_connects(target, 10, Duration::from_secs(1));

@@ -86,10 +86,7 @@ pub const PHASE3: &[Case] = &[tc17_concurrent_same_prefix::CASE, tc15_peer_pause
 
 /// Phase 3 on two nodes (`phase3_two_node`): the link between them cut and
 /// healed (TC-13), then degraded: delay, loss, a rate cap (TC-14).
-pub const PHASE3_TWO_NODE: &[Case] = &[
-    tc13_partition_and_heal::CASE,
-    tc14_degraded_link::CASE,
-];
+pub const PHASE3_TWO_NODE: &[Case] = &[tc13_partition_and_heal::CASE, tc14_degraded_link::CASE];
 
 /// KVCR's disk tier (TC-12), on the `phase2-g3` stack.
 pub const PHASE2_G3: &[Case] = &[tc12_disk_tier::CASE];

@@ -45,7 +45,10 @@ pub fn render(measured: &[(&str, &Value)]) -> String {
         for s in summaries.as_array().into_iter().flatten() {
             let ttft = &s["remote_hit_ttft_ms"];
             let num = |v: &Value| v.as_f64().map_or("–".to_string(), |x| format!("{x:.1}"));
-            let interval = match (ttft["interval"]["lo"].as_f64(), ttft["interval"]["hi"].as_f64()) {
+            let interval = match (
+                ttft["interval"]["lo"].as_f64(),
+                ttft["interval"]["hi"].as_f64(),
+            ) {
                 (Some(lo), Some(hi)) => format!("{lo:.1} – {hi:.1}"),
                 _ => "–".into(),
             };

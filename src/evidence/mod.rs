@@ -43,6 +43,7 @@ mod tests;
 
 pub use crate::pyenv::{ComponentImport, GitState, KvcrBuild, KvcrProvenance, PatchState};
 pub use crate::utc::UtcTime;
+pub use degraded_link_report::TTFT_BY_CONDITION;
 pub use errors::EvidenceError;
 pub use junit::{
     junit_report, junit_xml, workload_properties, write_junit, write_junit_with,
@@ -60,7 +61,6 @@ pub use record::{
     ReferenceSummary, RetriedAttempt, RunRecord, StackSummary, StartupTiming, HEALED_BEFORE,
     LEFT_BROKEN,
 };
-pub use degraded_link_report::TTFT_BY_CONDITION;
 pub use report::{render_page, render_report, write_report, LOAD_TIMELINE};
 pub use results::{Results, RESULTS_SCHEMA_VERSION};
 pub use run_dir::RunDir;

@@ -315,10 +315,7 @@ pub fn expect_applied(
     if let LinkCondition::Delay { delay_ms, .. } = condition {
         let held = |s: &Option<DelayStats>| s.as_ref().map_or(0, |s| s.released);
         if held(&after.delayer) <= held(&before.delayer) {
-            wrong.push(format!(
-                "the delayer held no packet ({:?})",
-                after.delayer
-            ));
+            wrong.push(format!("the delayer held no packet ({:?})", after.delayer));
         }
         match (clean.median_connect_ms, probed.median_connect_ms) {
             (Some(c), Some(p)) if p - c >= f64::from(*delay_ms) => {}
@@ -730,10 +727,15 @@ qdisc tbf 8002: root refcnt 2 rate 1Mbit burst 16Kb lat 400ms
     #[test]
     fn a_loss_whose_rules_counted_both_ways_is_applied_else_not() {
         let loss = LinkCondition::Loss { percent: 3.0 };
-        assert!(expect_applied(&loss, &rules(0, 0), &rules(2, 1), &probe(0.2), &probe(0.2)).is_ok());
+        assert!(
+            expect_applied(&loss, &rules(0, 0), &rules(2, 1), &probe(0.2), &probe(0.2)).is_ok()
+        );
         let one_way = expect_applied(&loss, &rules(0, 0), &rules(0, 4), &probe(0.2), &probe(0.2))
             .unwrap_err();
-        assert!(one_way.contains("the INPUT rule dropped no packet"), "{one_way}");
+        assert!(
+            one_way.contains("the INPUT rule dropped no packet"),
+            "{one_way}"
+        );
         let none = expect_applied(
             &loss,
             &ConditionCounters::default(),
@@ -771,9 +773,11 @@ qdisc tbf 8002: root refcnt 2 rate 1Mbit burst 16Kb lat 400ms
             delayer: Some(held(0)),
             ..rules(20, 20)
         };
-        assert!(expect_applied(&delay, &before, &idle, &probe(0.3), &probe(40.0))
-            .unwrap_err()
-            .contains("the delayer held no packet"));
+        assert!(
+            expect_applied(&delay, &before, &idle, &probe(0.3), &probe(40.0))
+                .unwrap_err()
+                .contains("the delayer held no packet")
+        );
     }
 
     #[test]
@@ -801,8 +805,10 @@ qdisc tbf 8002: root refcnt 2 rate 1Mbit burst 16Kb lat 400ms
             }),
             ..ConditionCounters::default()
         };
-        assert!(expect_applied(&rate, &tbf(0, 0), &gone, &probe(0.2), &probe(0.2))
-            .unwrap_err()
-            .contains("no tbf qdisc"));
+        assert!(
+            expect_applied(&rate, &tbf(0, 0), &gone, &probe(0.2), &probe(0.2))
+                .unwrap_err()
+                .contains("no tbf qdisc")
+        );
     }
 }

@@ -389,13 +389,11 @@ mod tests {
 
     #[test]
     fn the_arguments_round_trip_and_a_bad_one_is_refused() {
-        let args =
-            DelayArgs::parse(&strings("--queue 14 --delay-ms 20 --jitter-ms 10 --stats /t/s.json"))
-                .unwrap();
-        assert_eq!(
-            (args.queue, args.delay_ms, args.jitter_ms),
-            (14, 20, 10)
-        );
+        let args = DelayArgs::parse(&strings(
+            "--queue 14 --delay-ms 20 --jitter-ms 10 --stats /t/s.json",
+        ))
+        .unwrap();
+        assert_eq!((args.queue, args.delay_ms, args.jitter_ms), (14, 20, 10));
         assert_eq!(DelayArgs::parse(&args.to_args()).unwrap(), args);
         assert!(DelayArgs::parse(&strings("--queue 14 --stats s"))
             .unwrap_err()
@@ -437,7 +435,10 @@ mod tests {
         line.push(ms(20), "middle");
         assert_eq!(line.next_due(), Some(ms(10)));
         assert!(line.pop_due(ms(9)).is_empty());
-        assert_eq!(line.pop_due(ms(20)), vec!["early", "early-second", "middle"]);
+        assert_eq!(
+            line.pop_due(ms(20)),
+            vec!["early", "early-second", "middle"]
+        );
         assert_eq!(line.len(), 1);
         assert_eq!(line.drain(), vec!["late"]);
         assert!(line.is_empty() && line.next_due().is_none());

@@ -80,9 +80,8 @@ impl<'a> LinkDegradation<'a> {
         let harness = crate::proc::net_delay::harness_binary()
             .map_err(|e| CaseError::fault_not_applied(format!("{}: {e}", condition.label())))?;
         let clean_probe = probe_connects(listener, PROBES, PROBE_TIMEOUT);
-        let inner = Degradation::apply(node, condition, &harness, &logs_dir).map_err(|e| {
-            CaseError::fault_not_applied(format!("{}: {e}", condition.label()))
-        })?;
+        let inner = Degradation::apply(node, condition, &harness, &logs_dir)
+            .map_err(|e| CaseError::fault_not_applied(format!("{}: {e}", condition.label())))?;
         let counters_at_start = inner.counters();
         let mut last = (ProbeRound::default(), ConditionCounters::default());
         let verified = wait::until(

@@ -59,10 +59,10 @@ pub use discovery_faults::{cannot_step_the_clock, drop_out_of_discovery, WallClo
 pub use engine_fault::EngineFault;
 pub use fault_row::{caught, expect_red, judge_caught, Fault, FaultRow, RowDoc, Workers};
 pub use faults::{EngineFaults, Faults, LinkCut, Stopped, ThreadFaults};
-pub use link_degradation::{listener_of, AppliedCondition, LinkDegradation, RemovedCondition};
 pub use guard::{GuardAttempt, GuardFollower, GuardView, Guards};
 pub use ignore::{machine_cannot_run_trial, machine_trial, require_all_from_env, Skip};
 pub use lifecycle::{install_teardown_on_signal, Suite};
+pub use link_degradation::{listener_of, AppliedCondition, LinkDegradation, RemovedCondition};
 pub use load::{Load, LoadRequest, LoadRun};
 pub use neighbours::registry_dir;
 pub use observe::{Observe, PeerTransferDeltas};

@@ -19,8 +19,7 @@ use crate::stats::{estimate, Bootstrap, Estimate, Statistic};
 pub const DEGRADED_TRANSFER: &str =
     "a hinted pull across a degraded link reconciles or fails cleanly";
 /// Claim: no request across a degraded link waits past the request budget.
-pub const WITHIN_BUDGET: &str =
-    "no request across a degraded link waits past the request budget";
+pub const WITHIN_BUDGET: &str = "no request across a degraded link waits past the request budget";
 
 /// One hinted pull B → A under one condition of the link.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -265,7 +264,11 @@ mod tests {
         let v = expect_reconciled_or_failed_cleanly(&doubled, 8192).unwrap_err();
         assert_eq!(v.claim, DEGRADED_TRANSFER);
         assert!(v.detail.contains("≠ source_write bytes"), "{}", v.detail);
-        assert!(v.detail.contains("4 blocks (32768 bytes) came across"), "{}", v.detail);
+        assert!(
+            v.detail.contains("4 blocks (32768 bytes) came across"),
+            "{}",
+            v.detail
+        );
         // A failure the source reports as a successful write.
         let mut landed = failed();
         landed.transfer.source_write_success_ops = 1;
@@ -335,7 +338,10 @@ mod tests {
         assert_eq!(s.len(), 3);
         assert_eq!(s[0].ratio_to_clean, Some(1.0));
         let delay = &s[1];
-        assert_eq!((delay.pulls, delay.reconciled, delay.failed_cleanly), (4, 3, 1));
+        assert_eq!(
+            (delay.pulls, delay.reconciled, delay.failed_cleanly),
+            (4, 3, 1)
+        );
         let p50 = delay.remote_hit_ttft_ms.unwrap();
         assert_eq!(p50.value, 200.0, "the failed pull's TTFT is no remote hit");
         assert!(p50.interval.lo <= 200.0 && p50.interval.hi >= 200.0);
@@ -343,7 +349,13 @@ mod tests {
         assert_eq!(s[2].pulls, 0);
         assert_eq!(s[2].ratio_to_clean, None);
         let t = table(&s);
-        assert!(t.contains("| delay 20 ± 10 ms each way | 4 | 3 | 1 | 200.0 |"), "{t}");
-        assert!(t.contains("| loss 3 % each way | 0 | 0 | 0 | – | – | – |"), "{t}");
+        assert!(
+            t.contains("| delay 20 ± 10 ms each way | 4 | 3 | 1 | 200.0 |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| loss 3 % each way | 0 | 0 | 0 | – | – | – |"),
+            "{t}"
+        );
     }
 }
