@@ -360,7 +360,7 @@ fn each_degraded_link_condition_shows_in_its_counters_and_comes_off_clean() {
         let not_applied = expect_applied(&condition, &start, &unmoved, &clean, &off_link);
         assert!(not_applied.is_err(), "{}: {unmoved:?}", condition.label());
         // Traffic across it does.
-        let verified = poll(
+        poll(
             &format!("{} in its counters", condition.label()),
             BUDGET,
             || {
@@ -369,7 +369,6 @@ fn each_degraded_link_condition_shows_in_its_counters_and_comes_off_clean() {
                 expect_applied(&condition, &start, &applied.counters(), &clean, &probe).ok()
             },
         );
-        let () = verified;
         let leftovers = applied.remove().unwrap_or_else(|e| panic!("{e}"));
         assert!(leftovers.is_empty(), "{leftovers:?}");
         let iface = node.node_interface();
