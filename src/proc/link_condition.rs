@@ -361,6 +361,8 @@ pub fn listed_rules(listing: &str) -> Vec<String> {
 /// A condition on node 1's link, until [`Degradation::remove`] (or drop).
 pub struct Degradation<'n> {
     node: &'n NamespaceNode,
+    /// The node's interface it is on (its veth end).
+    iface: String,
     pub condition: LinkCondition,
     rules: Vec<Rule>,
     qdisc_added: bool,
@@ -380,9 +382,23 @@ impl<'n> Degradation<'n> {
         harness: &Path,
         logs_dir: &Path,
     ) -> Result<Self, NodeError> {
-        let iface = node.node_interface();
+        Self::apply_on(node, &node.node_interface(), condition, harness, logs_dir)
+    }
+
+    /// [`Degradation::apply`] on the node's interface `iface` (its veth
+    /// end; another, such as `lo`, only as a fault of the harness whose
+    /// condition must then be found not applied).
+    pub fn apply_on(
+        node: &'n NamespaceNode,
+        iface: &str,
+        condition: LinkCondition,
+        harness: &Path,
+        logs_dir: &Path,
+    ) -> Result<Self, NodeError> {
+        let iface = iface.to_string();
         let mut applied = Self {
             node,
+            iface: iface.clone(),
             condition,
             rules: Vec::new(),
             qdisc_added: false,
@@ -459,7 +475,7 @@ impl<'n> Degradation<'n> {
 
     /// The kernel's and the delayer's counts now.
     pub fn counters(&self) -> ConditionCounters {
-        let iface = self.node.node_interface();
+        let iface = self.iface.clone();
         let rule = |chain: &str| {
             let target = self.condition.target()?;
             let listing = self
@@ -486,7 +502,7 @@ impl<'n> Degradation<'n> {
     /// `Err` lists what is.
     pub fn remove(&mut self) -> Result<Leftovers, NodeError> {
         self.removed = true;
-        let iface = self.node.node_interface();
+        let iface = self.iface.clone();
         let mut errors = Vec::new();
         for rule in std::mem::take(&mut self.rules) {
             if let Err(e) = self.node.run_in_net("iptables", &as_strs(&rule.args("-D"))) {

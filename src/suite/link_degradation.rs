@@ -13,6 +13,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -30,6 +31,27 @@ pub const VERIFY_BUDGET: Duration = Duration::from_secs(20);
 /// Connects per probe round, and how long each may take.
 const PROBES: u32 = 8;
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Set while [`ConditionsOffTheLink`] lives.
+static OFF_THE_LINK: AtomicBool = AtomicBool::new(false);
+
+/// A fault of the harness itself, for the fault matrix: while this lives,
+/// every condition goes on node 1's loopback instead of its veth, so it
+/// takes no effect on the link and must be found "not applied".
+pub struct ConditionsOffTheLink(());
+
+impl ConditionsOffTheLink {
+    pub fn now() -> Self {
+        OFF_THE_LINK.store(true, Ordering::SeqCst);
+        ConditionsOffTheLink(())
+    }
+}
+
+impl Drop for ConditionsOffTheLink {
+    fn drop(&mut self) {
+        OFF_THE_LINK.store(false, Ordering::SeqCst);
+    }
+}
 
 /// A condition on node 1's link, verified; taken off on [`Self::remove`]
 /// or drop.
@@ -80,7 +102,11 @@ impl<'a> LinkDegradation<'a> {
         let harness = crate::proc::net_delay::harness_binary()
             .map_err(|e| CaseError::fault_not_applied(format!("{}: {e}", condition.label())))?;
         let clean_probe = probe_connects(listener, PROBES, PROBE_TIMEOUT);
-        let inner = Degradation::apply(node, condition, &harness, &logs_dir)
+        let iface = match OFF_THE_LINK.load(Ordering::SeqCst) {
+            true => "lo".to_string(),
+            false => node.node_interface(),
+        };
+        let inner = Degradation::apply_on(node, &iface, condition, &harness, &logs_dir)
             .map_err(|e| CaseError::fault_not_applied(format!("{}: {e}", condition.label())))?;
         let counters_at_start = inner.counters();
         let mut last = (ProbeRound::default(), ConditionCounters::default());

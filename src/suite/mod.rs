@@ -62,7 +62,9 @@ pub use faults::{EngineFaults, Faults, LinkCut, Stopped, ThreadFaults};
 pub use guard::{GuardAttempt, GuardFollower, GuardView, Guards};
 pub use ignore::{machine_cannot_run_trial, machine_trial, require_all_from_env, Skip};
 pub use lifecycle::{install_teardown_on_signal, Suite};
-pub use link_degradation::{listener_of, AppliedCondition, LinkDegradation, RemovedCondition};
+pub use link_degradation::{
+    listener_of, AppliedCondition, ConditionsOffTheLink, LinkDegradation, RemovedCondition,
+};
 pub use load::{Load, LoadRequest, LoadRun};
 pub use neighbours::registry_dir;
 pub use observe::{Observe, PeerTransferDeltas};
