@@ -22,6 +22,8 @@ fn main() -> ExitCode {
         Some("mutants") => cli::mutants(&repo_root, &args[1..]),
         Some("replay") => cli::replay(&repo_root, &args[1..]),
         Some("live-runs") => cli::live_runs(&repo_root, &args[1..]),
+        // Hidden: the degraded link's packet delayer (TC-14), started by the harness.
+        Some("net-delay") => cli::net_delay(&args[1..]),
         Some("workload") if args.get(1).map(String::as_str) == Some("side-by-side") => {
             kvcr_e2e::peer_bench::side_by_side::command(&repo_root, &args[2..], USAGE)
         }

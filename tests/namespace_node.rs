@@ -42,6 +42,10 @@ fn main() -> std::process::ExitCode {
             "a_wrapped_process_starts_in_its_own_working_directory",
             a_wrapped_process_starts_in_its_own_working_directory,
         ),
+        trial(
+            "each_degraded_link_condition_shows_in_its_counters_and_comes_off_clean",
+            each_degraded_link_condition_shows_in_its_counters_and_comes_off_clean,
+        ),
     ];
     libtest_mimic::run(&libtest_mimic::Arguments::from_args(), trials).exit_code()
 }
@@ -285,4 +289,97 @@ fn a_wrapped_process_starts_in_its_own_working_directory() {
         wrapped.command_line()
     );
     node.stop();
+}
+
+/// TC-14's conditions on a real node's veth (src/proc/link_condition.rs):
+/// each shows in its own counters under traffic to a listener on node 1,
+/// a delay lengthens a TCP connect by at least the delay, traffic that
+/// does not cross the link moves nothing (the "fault not applied" side),
+/// and taking a condition off leaves no rule, qdisc or delayer.
+fn each_degraded_link_condition_shows_in_its_counters_and_comes_off_clean() {
+    use kvcr_e2e::proc::link_condition::{
+        expect_applied, probe_connects, Degradation, LinkCondition,
+    };
+    use kvcr_e2e::proc::ProcessSpec;
+    use std::io::Write;
+
+    let logs = tempfile::tempdir().unwrap();
+    let node =
+        NamespaceNode::create("test-degrade", logs.path(), BUDGET).expect("a namespace node");
+    // A listener on node 1 that answers every connection with 64 KiB (bulk
+    // data out of node 1, through a rate cap's qdisc).
+    let script = format!(
+        "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n\
+         s.bind(('{}',0))\ns.listen(64)\nprint(s.getsockname()[1],flush=True)\n\
+         while True:\n c,_=s.accept()\n try: c.sendall(b'x'*65536)\n except OSError: pass\n c.close()\n",
+        node.addresses().node
+    );
+    let listener = kvcr_e2e::proc::Supervised::spawn(
+        &node.wrap(
+            ProcessSpec::new("listener", "python3", logs.path().join("listener.log"))
+                .args(["-c", &script]),
+        ),
+    )
+    .unwrap();
+    let port: u16 = poll("the listener's port", BUDGET, || {
+        listener.log_tail(1).trim().parse().ok()
+    });
+    let target = std::net::SocketAddr::from((node.addresses().node, port));
+    let bulk = || {
+        if let Ok(mut c) = std::net::TcpStream::connect_timeout(&target, Duration::from_secs(1)) {
+            let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = c.write_all(b"x");
+            let _ = std::io::copy(&mut c, &mut std::io::sink());
+        }
+    };
+    // A listener on this host: traffic to it never crosses the veth.
+    let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let local_addr = local.local_addr().unwrap();
+    let clean = probe_connects(target, 10, Duration::from_secs(1));
+    assert_eq!(clean.failed, 0, "the clean link answers: {clean:?}");
+
+    for condition in [
+        LinkCondition::Delay {
+            delay_ms: 20,
+            jitter_ms: 10,
+        },
+        LinkCondition::Loss { percent: 20.0 },
+        LinkCondition::RateCap { kbit: 1000 },
+    ] {
+        let mut applied = Degradation::apply(
+            &node,
+            condition,
+            std::path::Path::new(env!("CARGO_BIN_EXE_kvcr-e2e")),
+            logs.path(),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", condition.label()));
+        let start = applied.counters();
+        // Traffic that does not cross the link shows nothing.
+        let off_link = probe_connects(local_addr, 10, Duration::from_millis(300));
+        let unmoved = applied.counters();
+        let not_applied = expect_applied(&condition, &start, &unmoved, &clean, &off_link);
+        assert!(not_applied.is_err(), "{}: {unmoved:?}", condition.label());
+        // Traffic across it does.
+        poll(
+            &format!("{} in its counters", condition.label()),
+            BUDGET,
+            || {
+                let probe = probe_connects(target, 10, Duration::from_millis(500));
+                bulk();
+                expect_applied(&condition, &start, &applied.counters(), &clean, &probe).ok()
+            },
+        );
+        let leftovers = applied.remove().unwrap_or_else(|e| panic!("{e}"));
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        let iface = node.node_interface();
+        let rules = node.run_in_net("iptables", &["-S"]).unwrap();
+        assert!(!rules.contains("-A "), "rules left: {rules}");
+        let qdisc = node
+            .run_in_net("tc", &["qdisc", "show", "dev", &iface])
+            .unwrap();
+        assert!(!qdisc.contains("tbf"), "qdisc left: {qdisc}");
+    }
+    let after = probe_connects(target, 10, Duration::from_secs(1));
+    assert_eq!(after.failed, 0, "the link is clean again: {after:?}");
+    listener.stop(Duration::from_secs(2));
 }

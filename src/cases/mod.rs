@@ -23,6 +23,7 @@ pub mod tc11_source_stall_latch;
 pub mod tc12_disk_tier;
 
 pub mod tc13_partition_and_heal;
+pub mod tc14_degraded_link;
 pub mod tc15_peer_pause;
 pub mod tc16_hostile_startup;
 pub mod tc17_concurrent_same_prefix;
@@ -91,8 +92,8 @@ pub const PHASE3: &[Case] = &[
 ];
 
 /// Phase 3 on two nodes (`phase3_two_node`): the link between them cut and
-/// healed (TC-13).
-pub const PHASE3_TWO_NODE: &[Case] = &[tc13_partition_and_heal::CASE];
+/// healed (TC-13), then degraded: delay, loss, a rate cap (TC-14).
+pub const PHASE3_TWO_NODE: &[Case] = &[tc13_partition_and_heal::CASE, tc14_degraded_link::CASE];
 
 /// The KVCR calls a GPU engine makes (`phase3_api`): a peer read served
 /// from engine memory through framework pins, staged with `KVCR.fetch`

@@ -18,6 +18,7 @@
 //! ```
 
 mod charts;
+mod degraded_link_report;
 mod errors;
 pub mod expected;
 mod gpu;
@@ -42,6 +43,7 @@ mod tests;
 
 pub use crate::pyenv::{ComponentImport, GitState, KvcrBuild, KvcrProvenance, PatchState};
 pub use crate::utc::UtcTime;
+pub use degraded_link_report::TTFT_BY_CONDITION;
 pub use errors::EvidenceError;
 pub use junit::{
     junit_report, junit_xml, workload_properties, write_junit, write_junit_with,

@@ -1,7 +1,7 @@
 //! The fault matrix of the two-node topology (`cargo test --test
-//! fault_matrix_two_node`): both rows target TC-03's transfer across the
+//! fault_matrix_two_node`): two rows target TC-03's transfer across the
 //! veth, and each needs its own arrangement (a cut timed to the transfer,
-//! a second stack).
+//! a second stack); one puts TC-14's degraded link off the link.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -12,12 +12,13 @@ use super::worker_log;
 use crate::stack::NODE_WITHOUT_PID_NAMESPACE;
 use crate::suite::claim::Request;
 use crate::suite::{
-    clause, expect_red, CaseCtx, CaseError, CaseResult, Claim, Expect, Fault, FaultRow, LinkCut,
-    RowDoc,
+    clause, expect_red, CaseCtx, CaseError, CaseResult, Claim, ConditionsOffTheLink, Expect, Fault,
+    FaultRow, LinkCut, RowDoc,
 };
 use crate::wait::{self, Poll};
 
 use crate::cases::tc03_hinted_peer_transfer as tc03;
+use crate::cases::tc14_degraded_link as tc14;
 
 pub static ROWS: &[FaultRow] = &[
     NODE_CUT_OFF,
@@ -31,6 +32,18 @@ pub static ROWS: &[FaultRow] = &[
             fault: "launch fault `node_without_pid_namespace` on a second two-node stack: node 1 gets its own network and mount namespaces but this host's PID namespace, so UCX takes A and B for same-host peers; TC-03 runs on that stack (a real transfer: tokens and byte counts pass first)",
             caught_by: "TC-03 (the network check)",
             message: "`a peer transfer between nodes crossed the network: A (…) -> B (…): at A: expected a remote memory read or write to an inter-node peer over tcp/kvh…, UCX saw only same-node peers: [\"… intra-node cfg#1 cma/memory\" …]: the transfer went over shared memory, not the network; …`",
+        },
+    },
+    FaultRow {
+        case: tc14::CASE,
+        name: "degraded_link_not_on_the_link_is_caught",
+        fault: Fault::Arranged(conditions_off_the_link),
+        needs: &[],
+        expect: Expect::with(Claim::FaultNotApplied, "not 20 ms longer"),
+        doc: RowDoc {
+            fault: "a harness fault: TC-14's conditions go on node 1's loopback instead of its veth (rules, delayer and qdisc all real, on the wrong interface), so the link is not degraded",
+            caught_by: "TC-14 (verifying its first condition, the delay)",
+            message: "`fault not applied: gave up waiting for delay 20 ± 10 ms each way to show in its counters …: the INPUT rule queued no packet …; a TCP connect across the link took Some(0.…) ms against Some(0.…) ms on the clean link: not 20 ms longer`",
         },
     },
 ];
@@ -123,4 +136,12 @@ fn shared_memory_transfer(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
         &[NODE_WITHOUT_PID_NAMESPACE.to_string()],
         |nested| expect_red(nested, row.case.run, &row.expect),
     )?
+}
+
+/// TC-14 with its conditions put on node 1's loopback instead of its veth:
+/// the link is never degraded, so verifying the first condition must fail
+/// as "fault not applied" rather than let the case pass on a clean link.
+fn conditions_off_the_link(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
+    let _off = ConditionsOffTheLink::now();
+    expect_red(ctx, row.case.run, &row.expect)
 }

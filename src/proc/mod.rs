@@ -18,7 +18,9 @@
 //!    also covers grandchildren and a SIGKILLed harness.
 
 pub mod clock_watch;
+pub mod link_condition;
 pub mod live_runs;
+pub mod net_delay;
 pub mod netns;
 pub mod procfs;
 pub mod reaper;

@@ -230,6 +230,15 @@ impl NamespaceNode {
         }
     }
 
+    /// Runs a short command (`tc`, `iptables`) in the node's network
+    /// namespace only; its stdout, or an error quoting its stderr.
+    pub fn run_in_net(&self, program: &str, args: &[&str]) -> Result<String, NodeError> {
+        let init = self.init_pid.to_string();
+        let mut all = vec!["--target", init.as_str(), "--net", "--", program];
+        all.extend_from_slice(args);
+        run("nsenter", &all)
+    }
+
     /// Host pid of the namespace's first process.
     pub fn init_pid(&self) -> u32 {
         self.init_pid

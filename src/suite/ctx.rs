@@ -357,6 +357,11 @@ impl<'a> CaseCtx<'a> {
         self.evidence.record(name, value)
     }
 
+    /// Writes `text` as `cases/<id>/<name>` (a table for people).
+    pub fn record_text(&self, name: &str, text: &str) -> PathBuf {
+        self.evidence.record_text(name, text)
+    }
+
     /// Adds a measurement to the case's record in results.json.
     pub fn measure(&self, key: &str, value: impl Serialize) {
         self.evidence.measure(key, value)

@@ -276,6 +276,19 @@ impl<'a> ThreadFaults<'a> {
         LinkCut::now(self.stack)
     }
 
+    /// Puts `condition` on node 1's link now, verified with probe traffic
+    /// to `listener` and `bulk_url` on node 1 (TC-14); taken off on
+    /// [`super::LinkDegradation::remove`] or drop.
+    pub fn degrade_node_link(
+        &self,
+        condition: crate::proc::link_condition::LinkCondition,
+        listener: std::net::SocketAddr,
+        bulk_url: &str,
+        logs_dir: std::path::PathBuf,
+    ) -> Result<super::LinkDegradation<'a>, CaseError> {
+        super::LinkDegradation::now(self.stack, condition, listener, bulk_url, logs_dir)
+    }
+
     /// Node 1's link as both ends of its veth report it now; `None` on a
     /// stack without node 1.
     pub fn node_link_state(&self) -> Option<crate::proc::netns::LinkState> {

@@ -33,6 +33,7 @@ mod ignore;
 mod kvcr_checks;
 mod kvcr_coverage;
 mod lifecycle;
+mod link_degradation;
 mod load;
 mod neighbours;
 mod observe;
@@ -63,6 +64,9 @@ pub use guard::{GuardAttempt, GuardFollower, GuardView, Guards};
 pub use hostile_start::HostileStart;
 pub use ignore::{machine_cannot_run_trial, machine_trial, require_all_from_env, Skip};
 pub use lifecycle::{install_teardown_on_signal, Suite};
+pub use link_degradation::{
+    listener_of, AppliedCondition, ConditionsOffTheLink, LinkDegradation, RemovedCondition,
+};
 pub use load::{Load, LoadRequest, LoadRun};
 pub use neighbours::registry_dir;
 pub use observe::{Observe, PeerTransferDeltas};
