@@ -21,6 +21,7 @@ mod charts;
 mod errors;
 pub mod expected;
 mod gpu;
+pub mod guard_costs;
 mod junit;
 pub mod kvcr_coverage;
 pub mod kvcr_coverage_merge;

@@ -28,6 +28,7 @@ mod expected;
 mod fault_row;
 mod faults;
 mod guard;
+mod guard_costs;
 mod ignore;
 mod kvcr_checks;
 mod kvcr_coverage;

@@ -36,6 +36,8 @@ pub const STARTUP_STAGE: &str = "progress_startup_stage";
 pub const MEMORY_REGISTRATION: &str = "memory registration";
 /// The stage that follows a registration at once in a core that starts.
 pub const METADATA_CAPTURE: &str = "agent metadata capture";
+/// `Leaving KVCR pool still in use: <path>` (the service, at start).
+const POOL_LEFT_IN_USE: &str = "Leaving KVCR pool still in use:";
 /// The stages that bound a Guard's handback to the next primary.
 pub const HANDBACK_START: &str = "handback_start";
 pub const HANDBACK_DONE: &str = "handback_done";
@@ -59,6 +61,11 @@ pub struct LoggedCosts {
     pub promotions: Vec<Step>,
     /// Each handback to a replacement (`handback_start` → `handback_done`).
     pub handbacks: Vec<Step>,
+    /// Pool files a restarted service found still mapped by live workers
+    /// and left (`Leaving KVCR pool still in use: <path>`): a killed
+    /// service's pools, which only the next start reclaims
+    /// (docs/kvcr-findings.md 1).
+    pub pools_left_in_use: Vec<String>,
 }
 
 impl LoggedCosts {
@@ -81,6 +88,10 @@ impl LoggedCosts {
                 if stage.stage == MEMORY_REGISTRATION {
                     registering.insert(stage.agent, stage.monotonic_ns);
                 }
+                continue;
+            }
+            if let Some((_, path)) = line.split_once(POOL_LEFT_IN_USE) {
+                costs.pools_left_in_use.push(path.trim().to_string());
                 continue;
             }
             match guard_log::parse_line(line) {
@@ -128,8 +139,12 @@ pub struct Shutdown {
     pub needed_sigkill: bool,
     /// The exit status, as the harness saw it (`exit status: 0`).
     pub exit: Option<String>,
-    /// Pool files under `/dev/shm` the service still had once it was gone.
+    /// Pool files in the service's pool directory once it was gone.
     pub pool_files_left: Vec<String>,
+    /// Of those, the pools of a service killed earlier that this one found
+    /// still mapped at its start and left (KVCR reclaims them only at the
+    /// next start, docs/kvcr-findings.md 1): not this shutdown's to remove.
+    pub killed_service_pools: Vec<String>,
 }
 
 /// One `progress_startup_stage` line.
@@ -183,6 +198,7 @@ INFO:kvcr.guard:KVCR_EVENT guard_promoted guard=0 pool=pool_0 recovered_blocks=6
 DEBUG:kvcr.guard:KVCR_EVENT guard_promotion_stage stage=handback_start guard=0 pool=pool_0 tid=12 monotonic_ns=9000000000 thread_cpu_ns=5
 DEBUG:kvcr.guard:KVCR_EVENT guard_promotion_stage stage=core_closed guard=0 pool=pool_0 tid=12 monotonic_ns=9100000000 thread_cpu_ns=5
 DEBUG:kvcr.guard:KVCR_EVENT guard_promotion_stage stage=handback_done guard=0 pool=pool_0 tid=12 monotonic_ns=9250000000 thread_cpu_ns=5
+INFO:kvcr.kvcr_service:Leaving KVCR pool still in use: /dev/shm/kvcr-e2e-x/pool/kvcr-pool_0-0123
 ";
 
     #[test]
@@ -219,6 +235,10 @@ DEBUG:kvcr.guard:KVCR_EVENT guard_promotion_stage stage=handback_done guard=0 po
                 ms: 250.0
             }]
         );
+        assert_eq!(
+            c.pools_left_in_use,
+            vec!["/dev/shm/kvcr-e2e-x/pool/kvcr-pool_0-0123".to_string()]
+        );
     }
 
     #[test]
@@ -232,6 +252,7 @@ DEBUG:kvcr.progress:KVCR_EVENT progress_startup_stage stage=ready agent=KVCR-Gua
 ";
         let c = LoggedCosts::parse(log);
         assert!(c.registrations.is_empty() && c.handbacks.is_empty() && c.promotions.is_empty());
+        assert!(c.pools_left_in_use.is_empty());
         assert_eq!(c.pool_bytes(), 0);
     }
 
