@@ -193,6 +193,13 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let deadlines = KvcrDeadlines::kvcr_0_1_1(
         super::unreachable_source::operation_timeout(ctx).as_millis() as u64,
     );
+    let registration_logged = ctx.engine().logs_kvcr_startup_stages();
+    if !registration_logged {
+        ctx.not_checked(
+            "A' registering the pool with NIXL within KVCR's startup timeout",
+            "this engine's log has no KVCR startup stages (kvcr.progress at DEBUG)",
+        );
+    }
     ctx.measure("pool_bytes", costs.pool_bytes());
     ctx.measure("registration_ms", steps.registration_ms.first().copied());
     ctx.measure("handback_ms", steps.handback_ms.last().copied());
@@ -225,7 +232,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             "handed_back": handed_back,
             "guard_log": costs,
         }),
-        expect_steps_within_deadlines(&steps, &deadlines),
+        expect_steps_within_deadlines(&steps, &deadlines, registration_logged),
     )
 }
 

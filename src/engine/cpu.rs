@@ -434,6 +434,10 @@ impl Engine for CpuEngine {
         true
     }
 
+    fn logs_kvcr_startup_stages(&self) -> bool {
+        true
+    }
+
     fn guard_heartbeat_timeout_ms(&self) -> Option<u64> {
         self.profile.guard_heartbeat_timeout_ms
     }

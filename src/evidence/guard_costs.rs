@@ -129,15 +129,18 @@ pub fn section(costs: Option<&GuardCosts>) -> Result<String, EvidenceError> {
     }
     o.push_str("</tbody></table>\n");
     if let Some(svg) = super::charts::guard_costs(&rows)? {
-        let _ = write!(o, "<div class=\"charts\">{svg}</div>\n");
+        let _ = writeln!(o, "<div class=\"charts\">{svg}</div>");
     }
     o.push_str("</section>\n");
     Ok(o)
 }
 
+/// One step's value in a row.
+type StepOf = fn(&PoolCostRow) -> Option<f64>;
+
 /// The points of each step's series: (pool GiB, ms), by pool size.
 pub(crate) fn series(rows: &[&PoolCostRow]) -> Vec<(&'static str, Vec<(f64, f64)>)> {
-    let steps: [(&'static str, fn(&PoolCostRow) -> Option<f64>); 4] = [
+    let steps: [(&'static str, StepOf); 4] = [
         ("registration", |r| r.registration_ms),
         ("promotion", |r| r.promotion_ms),
         ("handback", |r| r.handback_ms),

@@ -55,12 +55,15 @@ pub struct StepCosts {
     pub handback_ms: Vec<f64>,
 }
 
-/// Each step was seen at least once and each finished within its deadline.
+/// Each step was seen at least once and each finished within its deadline;
+/// a pool registration must be seen where the engine logs KVCR's startup
+/// stages (`registration_logged`).
 pub fn expect_steps_within_deadlines(
     steps: &StepCosts,
     deadlines: &KvcrDeadlines,
+    registration_logged: bool,
 ) -> Result<(), Violation> {
-    judge_steps(steps, deadlines, true)
+    judge_steps(steps, deadlines, [registration_logged, true, true])
 }
 
 /// Each step a whole run saw finished within its deadline (a run of some of
@@ -69,16 +72,17 @@ pub fn expect_seen_steps_within_deadlines(
     steps: &StepCosts,
     deadlines: &KvcrDeadlines,
 ) -> Result<(), Violation> {
-    judge_steps(steps, deadlines, false)
+    judge_steps(steps, deadlines, [false; 3])
 }
 
+/// `must_see`: registration, promotion, handback.
 fn judge_steps(
     steps: &StepCosts,
     deadlines: &KvcrDeadlines,
-    each_seen: bool,
+    must_see: [bool; 3],
 ) -> Result<(), Violation> {
     let mut c = Checks::new(STEPS_WITHIN_DEADLINES);
-    for (step, values, deadline, which) in [
+    for ((step, values, deadline, which), must) in [
         (
             "pool registration",
             &steps.registration_ms,
@@ -97,8 +101,11 @@ fn judge_steps(
             deadlines.join_ms,
             "the progress thread's join timeout",
         ),
-    ] {
-        c.check(!each_seen || !values.is_empty(), || {
+    ]
+    .into_iter()
+    .zip(must_see)
+    {
+        c.check(!must || !values.is_empty(), || {
             format!("the Guard log shows no {step}: its cost is unknown, not small")
         });
         for ms in values {
@@ -185,7 +192,7 @@ mod tests {
     #[test]
     fn steps_within_their_deadlines_pass() {
         assert_eq!(
-            expect_steps_within_deadlines(&steps(), &deadlines()),
+            expect_steps_within_deadlines(&steps(), &deadlines(), true),
             Ok(())
         );
     }
@@ -195,7 +202,7 @@ mod tests {
         let mut s = steps();
         s.promotion_ms = vec![2500.0];
         s.registration_ms.push(31_000.0);
-        let v = expect_steps_within_deadlines(&s, &deadlines()).unwrap_err();
+        let v = expect_steps_within_deadlines(&s, &deadlines(), true).unwrap_err();
         assert_eq!(v.claim, STEPS_WITHIN_DEADLINES);
         assert!(v
             .detail
@@ -203,7 +210,7 @@ mod tests {
         assert!(v.detail.contains("a pool registration took 31000 ms"));
         let mut s = steps();
         s.handback_ms = vec![10_001.0];
-        let v = expect_steps_within_deadlines(&s, &deadlines()).unwrap_err();
+        let v = expect_steps_within_deadlines(&s, &deadlines(), true).unwrap_err();
         assert!(v.detail.contains("join timeout (10000 ms)"));
     }
 
@@ -211,10 +218,25 @@ mod tests {
     fn a_step_not_seen_fails() {
         let mut s = steps();
         s.handback_ms.clear();
-        let v = expect_steps_within_deadlines(&s, &deadlines()).unwrap_err();
+        let v = expect_steps_within_deadlines(&s, &deadlines(), true).unwrap_err();
         assert!(v.detail.contains("no handback"), "{v}");
-        let v = expect_steps_within_deadlines(&StepCosts::default(), &deadlines()).unwrap_err();
+        let v =
+            expect_steps_within_deadlines(&StepCosts::default(), &deadlines(), true).unwrap_err();
         assert!(v.detail.contains("no pool registration") && v.detail.contains("no promotion"));
+        // An engine that does not log KVCR's startup stages: no registration
+        // to see, the promotion and the handback still must be.
+        let mut s = steps();
+        s.registration_ms.clear();
+        assert_eq!(
+            expect_steps_within_deadlines(&s, &deadlines(), false),
+            Ok(())
+        );
+        s.promotion_ms.clear();
+        let v = expect_steps_within_deadlines(&s, &deadlines(), false).unwrap_err();
+        assert!(
+            v.detail.contains("no promotion") && !v.detail.contains("registration"),
+            "{v}"
+        );
     }
 
     #[test]
