@@ -294,7 +294,7 @@ pub const LANES: &[Lane] = &[
         trials: Trials::Cases(cases::PHASE3_SCALE),
     },
     // The same at 4 GiB per worker (scale-4g.toml): 8 GiB of /dev/shm, near
-    // 17 GiB of memory at TC-08's peak. Ignored unless asked for.
+    // 18 GiB of memory at TC-08's peak. Ignored unless asked for.
     Lane {
         target: "phase3_scale_4g",
         stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),

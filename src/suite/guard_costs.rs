@@ -7,7 +7,6 @@
 
 use std::path::Path;
 
-use crate::config::Settings;
 use crate::evidence::guard_costs::{GuardCosts, PoolCostRow, FILE};
 use crate::evidence::RunDir;
 use crate::proc::StopReport;
@@ -23,9 +22,12 @@ const PRODUCTION_POOL_BYTES: u64 = 1 << 30;
 const KVCR_DEFAULT_OPERATION_TIMEOUT_MS: u64 = 5000;
 
 /// The run's Guard pool costs and the violations of KVCR's deadlines and of
-/// a clean shutdown; `None` on a pool smaller than a production one.
+/// a clean shutdown (`operation_timeout_ms`: the workers' KVCR operation
+/// timeout, as the engine sets it); `None` on a pool smaller than a
+/// production one. Every engine's stack is judged so: the vLLM stacks'
+/// Guard pools are 4 GiB.
 pub(super) fn collect(
-    settings: &Settings,
+    operation_timeout_ms: Option<u64>,
     run: &RunDir,
     target: &str,
     stops: &[StopReport],
@@ -45,10 +47,7 @@ pub(super) fn collect(
             .collect();
     let shutdowns = shutdowns(stops, &left, &logged.pools_left_in_use);
     let deadlines = KvcrDeadlines::kvcr_0_1_1(
-        settings
-            .cpu_engine
-            .operation_timeout_ms
-            .unwrap_or(KVCR_DEFAULT_OPERATION_TIMEOUT_MS),
+        operation_timeout_ms.unwrap_or(KVCR_DEFAULT_OPERATION_TIMEOUT_MS),
     );
     let steps = StepCosts {
         registration_ms: registrations_ms.clone(),

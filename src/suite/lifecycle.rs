@@ -929,7 +929,11 @@ impl Suite {
                 teardown = stops;
             }
         }
-        let guard_costs = super::guard_costs::collect(&self.settings, run, self.target, &teardown);
+        let operation_timeout_ms = stack
+            .as_ref()
+            .and_then(|s| s.plan.engine.kvcr_operation_timeout_ms());
+        let guard_costs =
+            super::guard_costs::collect(operation_timeout_ms, run, self.target, &teardown);
         let coverage = super::kvcr_coverage::collect(
             &self.settings,
             run,
