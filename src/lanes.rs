@@ -289,6 +289,33 @@ pub const LANES: &[Lane] = &[
         ignored: false,
         trials: Trials::Cases(cases::PHASE3_API),
     },
+    // Production-size Guard pools: 1 GiB per worker (scale.toml), the cases
+    // whose costs grow with the pool (TC-12, TC-09, TC-04, TC-06, TC-08); the
+    // report shows registration, promotion, handback and shutdown against
+    // pool size. Ignored unless asked for (`-- --ignored`): 2 GiB of
+    // /dev/shm (4 GiB while TC-08's restarted service and the old one both
+    // hold pools) and minutes. Exclusive: it waits until no other run is
+    // live on the machine, and warns later ones.
+    Lane {
+        target: "phase3_scale",
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
+        profile: Some("scale"),
+        flags: &["--exclusive"],
+        flags_at_start: None,
+        ignored: true,
+        trials: Trials::Cases(cases::PHASE3_SCALE),
+    },
+    // The same at 4 GiB per worker (scale-4g.toml): 8 GiB of /dev/shm, near
+    // 18 GiB of memory at TC-08's peak. Ignored unless asked for.
+    Lane {
+        target: "phase3_scale_4g",
+        stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),
+        profile: Some("scale-4g"),
+        flags: &["--exclusive"],
+        flags_at_start: None,
+        ignored: true,
+        trials: Trials::Cases(cases::PHASE3_SCALE),
+    },
     // The production cases' fault rows, on the phase2 stack.
     Lane {
         target: "fault_matrix_phase2",
@@ -511,6 +538,11 @@ mod tests {
         assert_eq!(flags("fault_matrix_vllm"), ["--profile", "vllm-cpu"]);
         assert_eq!(flags("phase2"), ["--profile", "phase2"]);
         assert_eq!(flags("phase2_g3"), ["--profile", "phase2-g3"]);
+        assert_eq!(flags("phase3_scale"), ["--profile", "scale", "--exclusive"]);
+        assert_eq!(
+            flags("phase3_scale_4g"),
+            ["--profile", "scale-4g", "--exclusive"]
+        );
         assert_eq!(flags("fault_matrix_phase2"), ["--profile", "phase2"]);
         assert_eq!(flags("phase2_vllm"), ["--profile", "vllm-phase2"]);
         assert_eq!(
@@ -538,16 +570,24 @@ mod tests {
         );
     }
 
-    /// Only the vLLM production lane and the vLLM 2P+1D lanes wait for
-    /// `--ignored`; every case the production lane runs applies to vLLM.
+    /// Only the production-size pool lanes and the vLLM 2P+1D lanes wait
+    /// for `--ignored`; every case the production lane runs applies to vLLM.
     #[test]
-    fn only_the_vllm_2p1d_lanes_are_ignored_by_default() {
+    fn only_the_scale_and_vllm_2p1d_lanes_are_ignored_by_default() {
         let ignored: Vec<&str> = LANES
             .iter()
             .filter(|l| l.ignored)
             .map(|l| l.target)
             .collect();
-        assert_eq!(ignored, ["phase1_vllm_2p1d", "fault_matrix_vllm_2p1d"]);
+        assert_eq!(
+            ignored,
+            [
+                "phase3_scale",
+                "phase3_scale_4g",
+                "phase1_vllm_2p1d",
+                "fault_matrix_vllm_2p1d"
+            ]
+        );
         let Trials::Cases(cases) = Lane::of("phase2_vllm").unwrap().trials else {
             panic!("phase2_vllm runs cases");
         };
@@ -573,6 +613,38 @@ mod tests {
             let settings = config::resolve(&harness, &env).unwrap().settings;
             assert_eq!(settings.stack(), lane.stack, "lane {}", lane.target);
         }
+    }
+
+    /// The production-size lanes resolve to GiB Guard pools (1 and 4 GiB a
+    /// worker) sized by `guard_pool_gb`, of the same 256 blocks, with the
+    /// disk tier TC-12 needs and room for TC-12's prompts.
+    #[test]
+    fn the_scale_lanes_resolve_to_gib_pools_of_the_same_blocks() {
+        let mut pools = Vec::new();
+        for target in ["phase3_scale", "phase3_scale_4g"] {
+            let lane = Lane::of(target).unwrap();
+            let argv = std::iter::once(lane.target.to_string()).chain(lane.default_flags());
+            let (harness, _) = config::split_args(argv).unwrap();
+            let env = Env::from_pairs(Vec::<(String, String)>::new());
+            let settings = config::resolve(&harness, &env).unwrap().settings;
+            let cpu = &settings.cpu_engine;
+            assert_eq!(cpu.guard_pool_blocks, None, "{target}: sized in GiB");
+            assert_eq!(cpu.attn_pages, 1, "{target}: the disk tier's one page");
+            assert!(
+                cpu.g3_capacity_blocks.is_some(),
+                "{target}: TC-12's disk tier"
+            );
+            let bytes = (cpu.guard_pool_gb * f64::from(1u32 << 30)) as u64;
+            assert_eq!(bytes / cpu.attn_page_bytes, 256, "{target}");
+            assert!(settings.prompts.families >= 65 + 35, "{target}");
+            assert!(settings.exclusive, "{target}: alone on the machine");
+            pools.push(cpu.guard_pool_gb);
+        }
+        assert_eq!(pools, [1.0, 4.0]);
+        assert_eq!(
+            Lane::of("phase3_scale").unwrap().cases().unwrap().len(),
+            cases::PHASE3_SCALE.len()
+        );
     }
 
     /// The fault matrix's flags give it room for its rows' prompt families

@@ -103,6 +103,18 @@ pub const PHASE3_API: &[Case] = &[tc18_engine_memory_peer_read::CASE];
 /// KVCR's disk tier (TC-12), on the `phase2-g3` stack.
 pub const PHASE2_G3: &[Case] = &[tc12_disk_tier::CASE];
 
+/// The cases whose costs grow with the Guard pool, on production-size pools
+/// (`phase3_scale`, `phase3_scale_4g`): the disk tier first (its prompts
+/// fill the pool), the clean restart's handback, the takeover and its
+/// timing, and the Guard service crash last (it leaves a restarted service).
+pub const PHASE3_SCALE: &[Case] = &[
+    tc12_disk_tier::CASE,
+    tc09_clean_restart::CASE,
+    tc04_guard_takeover::CASE,
+    tc06_guard_recovery_timing::CASE,
+    tc08_guard_service_crash::CASE,
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,13 @@
 //! telemetry scrapes and Guard-log reads around an attempt are not in them.
 //! Nothing lost, block by block: the ledger of A's pool (as in TC-04)
 //! classifies every block A committed after the takeover and, once t2 is
-//! stamped, after the reclaim.
+//! stamped, after the reclaim. What the pool cost at its size, from KVCR's
+//! own lines: A' registering the pool with NIXL as it started (its startup
+//! stages), the promotion, and the Guard's handback to A' (`handback_start`
+//! → `handback_done`); each must finish within KVCR's own deadline (the
+//! progress thread's startup timeout, the workers' operation timeout, its
+//! join timeout), and the figures carry the pool's size (`compare` judges
+//! them per size).
 
 use std::time::{Duration, Instant};
 
@@ -24,6 +30,7 @@ use crate::suite::{clause, Case, CaseCtx, CaseError, CaseResult, Claim};
 use crate::telemetry::guard_log::GuardEvent;
 use crate::verdict::guard::{expect_recovered_covers, AttemptOutcome};
 use crate::verdict::local::expect_host_tier_hit;
+use crate::verdict::scale::{expect_steps_within_deadlines, KvcrDeadlines, StepCosts};
 
 use super::production_common::LedgerWatch;
 
@@ -161,8 +168,41 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         &ctx.delta_since(&replacement, &before)?,
         answer.cached_tokens,
     )?;
+    // After t2: the Guard handed A's pool back to A'; what each step cost.
+    let handed_back = guard_events.await_handback(a.slot.guard_index)?;
+    let costs = guard.costs()?;
+    timeline.guard_pool_bytes = Some(costs.pool_bytes());
     ctx.perf().report_recovery(&timeline);
     ctx.record("timeline.json", &timeline);
+    let guard_index = a.slot.guard_index.to_string();
+    let steps = StepCosts {
+        registration_ms: ctx
+            .guard()
+            .registrations(&replacement)
+            .iter()
+            .map(|s| s.ms)
+            .collect(),
+        promotion_ms: vec![promotion.promotion_ms],
+        handback_ms: costs
+            .handbacks
+            .iter()
+            .filter(|s| s.who == guard_index)
+            .map(|s| s.ms)
+            .collect(),
+    };
+    let deadlines = KvcrDeadlines::kvcr_0_1_1(
+        super::unreachable_source::operation_timeout(ctx).as_millis() as u64,
+    );
+    let registration_logged = ctx.engine().logs_kvcr_startup_stages();
+    if !registration_logged {
+        ctx.not_checked(
+            "A' registering the pool with NIXL within KVCR's startup timeout",
+            "this engine's log has no KVCR startup stages (kvcr.progress at DEBUG)",
+        );
+    }
+    ctx.measure("pool_bytes", costs.pool_bytes());
+    ctx.measure("registration_ms", steps.registration_ms.first().copied());
+    ctx.measure("handback_ms", steps.handback_ms.last().copied());
     // After t2 (its queries would delay it): every block A committed is
     // held by A', nothing lost.
     if let Some(ledger) = ledger {
@@ -182,7 +222,18 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     .map_err(|e| CaseError {
         message: format!("t2: replacement A' did not reclaim the pool: {}", e.message),
         ..e
-    })
+    })?;
+    ctx.check(
+        "pool-costs.json",
+        &serde_json::json!({
+            "pool_bytes": costs.pool_bytes(),
+            "steps": steps,
+            "deadlines": deadlines,
+            "handed_back": handed_back,
+            "guard_log": costs,
+        }),
+        expect_steps_within_deadlines(&steps, &deadlines, registration_logged),
+    )
 }
 
 fn summarize(timeline: &RecoveryTimeline) -> String {

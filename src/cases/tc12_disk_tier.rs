@@ -2,8 +2,10 @@
 //!
 //! A stack whose workers each have a G3 file (the `g3_capacity_blocks`
 //! knob; `<run dir>/g3/<slot>.bin`, on the filesystem the run directory is
-//! on) beside a Guard pool of 8 blocks. Commit three prompts (12 blocks) on
-//! worker A: the oldest blocks spill from the pool to disk, by KVCR's own
+//! on) beside a Guard pool (8 blocks on `phase2_g3`, 256 on the production-size
+//! pools of `phase3_scale`). Commit one prompt more than the pool holds (three
+//! prompts of 4 blocks for a pool of 8) on worker A: the oldest blocks spill
+//! from the pool to disk, by KVCR's own
 //! inventory events (`stored` in `G3`), and KVCR holds them there
 //! (`FETCHABLE, G3`), its `g3_store` counting them. The first prompt's
 //! prefix on A comes back from disk: delivered `from=g3`, `g3_deliver`
@@ -42,7 +44,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     }
     let a = ctx.worker("A")?;
     let guard = ctx.guard().of(&a)?;
-    let families = ctx.families(3)?;
+    let pool_blocks = ctx.pressure().guard_pool_blocks(&a)?;
+    let per_prompt = u64::from(ctx.settings().prompts.prefix_blocks);
+    let families = ctx.families(prompts_to_spill(&pool_blocks, per_prompt))?;
+    ctx.measure("pool_blocks", pool_blocks.iter().min().copied());
     let first = ctx.pressure().block_hashes(&a, families[0].variant(0))?;
 
     // Pressure: the oldest blocks spill to disk.
@@ -98,4 +103,28 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         expect_g3_survives(&first, &held, &from_disk),
     )?;
     ctx.pressure().expect_no_bad_lines_since(&marks, &[])
+}
+
+/// Prompts of `per_prompt` blocks that overflow the smallest of the pools by
+/// at least one prompt's blocks: the first prompt's blocks are then the
+/// oldest the pool had to drop (any block an earlier case left is older).
+fn prompts_to_spill(pool_blocks: &[u64], per_prompt: u64) -> usize {
+    let pool = pool_blocks.iter().min().copied().unwrap_or(0);
+    (pool.div_ceil(per_prompt.max(1)) + 1) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prompts_to_spill;
+
+    #[test]
+    fn one_prompt_more_than_the_pool_holds() {
+        // phase2_g3: a pool of 8 blocks, prompts of 4: three prompts.
+        assert_eq!(prompts_to_spill(&[8], 4), 3);
+        // The production-size pools: 256 blocks.
+        assert_eq!(prompts_to_spill(&[256], 4), 65);
+        // A pool that is not a whole number of prompts, several pools.
+        assert_eq!(prompts_to_spill(&[10, 30], 4), 4);
+        assert!(prompts_to_spill(&[256], 4) as u64 * 4 > 256 + 3);
+    }
 }

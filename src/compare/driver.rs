@@ -336,6 +336,16 @@ mod tests {
         assert!(a.harness.is_empty());
     }
 
+    /// TC-06 on production-size pools: the profile goes to every round's
+    /// lane run, the case filter stays the driver's.
+    #[test]
+    fn tc06_on_the_scale_profile() {
+        let a = parse("--base pypi:0.1.1 --head pypi:0.1.1 --profile scale --cases TC-06").unwrap();
+        assert_eq!(a.target, "phase1");
+        assert_eq!(a.trials, ["TC-06"]);
+        assert_eq!(a.harness, args("--profile scale"));
+    }
+
     #[test]
     fn every_flag_and_harness_flags_in_order() {
         let a = parse(

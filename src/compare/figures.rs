@@ -9,7 +9,7 @@
 //! | `TC-05::concurrency_sweep::c<N>::throughput` | the level's ok requests/s | mean | lower |
 //! | `TC-05::concurrency_sweep::c<N>::ttft_p50` | each ok request's TTFT at that level | p50 | higher |
 //! | `TC-05::concurrency_sweep::r<rate>::{throughput,ttft_p50}` | the same, for an open-loop level | as above | as above |
-//! | `TC-06::guard_recovery_timing::{t1,t2,promotion}` | the run's t1, t2, Guard promotion time | p50 | higher |
+//! | `TC-06::guard_recovery_timing::{t1,t2,promotion}` | the run's t1, t2, Guard promotion time; on a Guard pool of 1 GiB or more the id ends with its size (`promotion@4GiB`) | p50 | higher |
 //! | `TC-05::<trial>::failed_requests` | the trial's requests that got no answer, one count per run | mean | any increase |
 //! | `TC-05::<trial>::wrong_tokens` | the trial's requests answered with tokens other than the reference's | mean | any increase |
 //! | `WL-01::hit_rate::{device,dram,peer,disk,total}` | the trace replay's (KVCR on) prompt tokens served from that tier, % of its prompt tokens, one value per run | mean | lower |
@@ -46,6 +46,29 @@ use super::errors::CompareError;
 use crate::drive::{TrialOutcome, TrialRecord};
 use crate::evidence::{Arm, PerfSummary, RequestRecord, RESULTS_SCHEMA_VERSION, WORKLOAD_CASE};
 use crate::stats::{quantile, Statistic};
+
+/// A Guard pool from this size on is a production-size one (the `scale`
+/// profiles): TC-06's figures then carry its size, so a promotion at 1 GiB
+/// is never compared with one at 4 GiB, nor with the default small pool's.
+const PRODUCTION_POOL_BYTES: u64 = 1 << 30;
+
+/// The id suffix and label words of TC-06's figures for a Guard pool of
+/// `bytes`: `@4GiB` and `, 4 GiB pool` on a production-size pool, nothing
+/// on a smaller one (the figures of the default stack keep their ids).
+fn pool_size_words(bytes: Option<u64>) -> (String, String) {
+    match bytes {
+        Some(b) if b >= PRODUCTION_POOL_BYTES => {
+            let gib = b as f64 / PRODUCTION_POOL_BYTES as f64;
+            let gib = if gib.fract() == 0.0 {
+                format!("{gib:.0}")
+            } else {
+                format!("{gib:.2}")
+            };
+            (format!("@{gib}GiB"), format!(", {gib} GiB pool"))
+        }
+        _ => (String::new(), String::new()),
+    }
+}
 
 /// The TC-05 trial that sends sweep requests (records without an arm).
 const SWEEP_TRIAL: &str = "concurrency_sweep";
@@ -328,6 +351,7 @@ impl RunResults {
             );
         }
         if let Some(t) = &self.perf.recovery {
+            let (at, on) = pool_size_words(t.guard_pool_bytes);
             for (name, label, value) in [
                 ("t1", "TC-06 t1 (Guard serves)", t.t1_ms),
                 ("t2", "TC-06 t2 (replacement serves)", t.t2_ms),
@@ -335,8 +359,8 @@ impl RunResults {
             ] {
                 push(
                     FigureSpec::new(
-                        format!("TC-06::guard_recovery_timing::{name}"),
-                        label.to_string(),
+                        format!("TC-06::guard_recovery_timing::{name}{at}"),
+                        format!("{label}{on}"),
                         "ms",
                         Statistic::P50,
                         Better::Lower,
@@ -562,6 +586,49 @@ mod tests {
                 }),
                 ..PerfSummary::default()
             },
+        }
+    }
+
+    /// On a production-size pool TC-06's figures carry its size in their id
+    /// and label; on the default small pool they keep their ids.
+    #[test]
+    fn tc06_figures_carry_a_production_pool_size() {
+        let ids = |bytes: Option<u64>| {
+            let mut run = sample_run();
+            if let Some(t) = run.perf.recovery.as_mut() {
+                t.guard_pool_bytes = bytes;
+            }
+            run.figures()
+                .into_iter()
+                .filter(|f| f.spec.id.starts_with("TC-06"))
+                .map(|f| (f.spec.id.clone(), f.spec.label.clone()))
+                .collect::<Vec<_>>()
+        };
+        let at_4g = ids(Some(4 << 30));
+        assert_eq!(
+            at_4g,
+            vec![
+                (
+                    "TC-06::guard_recovery_timing::t1@4GiB".to_string(),
+                    "TC-06 t1 (Guard serves), 4 GiB pool".to_string()
+                ),
+                (
+                    "TC-06::guard_recovery_timing::promotion@4GiB".to_string(),
+                    "TC-06 Guard promotion, 4 GiB pool".to_string()
+                ),
+            ]
+        );
+        assert_eq!(
+            ids(Some(1 << 30))[1].0,
+            "TC-06::guard_recovery_timing::promotion@1GiB"
+        );
+        assert_eq!(
+            ids(Some(3 << 29))[1].0,
+            "TC-06::guard_recovery_timing::promotion@1.50GiB"
+        );
+        // 0.05 GB, the default stack's pool, and a run that did not say.
+        for small in [Some(53_687_091), None] {
+            assert_eq!(ids(small)[1].0, "TC-06::guard_recovery_timing::promotion");
         }
     }
 

@@ -464,6 +464,10 @@ impl Engine for CpuEngine {
         !self.profile.framework_regions
     }
 
+    fn logs_kvcr_startup_stages(&self) -> bool {
+        true
+    }
+
     fn guard_heartbeat_timeout_ms(&self) -> Option<u64> {
         self.profile.guard_heartbeat_timeout_ms
     }

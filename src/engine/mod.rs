@@ -405,6 +405,13 @@ pub trait Engine: Send + Sync {
         None
     }
 
+    /// Whether the worker's log carries KVCR's startup stages
+    /// (`progress_startup_stage`, kvcr.progress at DEBUG), from which the
+    /// pool's registration with NIXL is read (the CPU engine's does).
+    fn logs_kvcr_startup_stages(&self) -> bool {
+        false
+    }
+
     /// Whether KVCR runs in a child process of the worker's process (vLLM's
     /// EngineCore): a stop of the worker must stop its whole process group,
     /// and a Guard's heartbeat fence SIGKILLs that child, not the worker's

@@ -620,3 +620,34 @@ pub(crate) fn workload_goodput(
     })
     .map(Some)
 }
+
+/// Guard pool cost against pool size: each step's slowest, one line per step.
+pub(crate) fn guard_costs(
+    rows: &[&super::guard_costs::PoolCostRow],
+) -> Result<Option<String>, EvidenceError> {
+    let series = super::guard_costs::series(rows);
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let xmax = top(series.iter().flat_map(|(_, p)| p.iter().map(|(x, _)| *x)));
+    let ymax = top(series.iter().flat_map(|(_, p)| p.iter().map(|(_, y)| *y)));
+    draw("guard pool cost", |root| {
+        let mut chart = plane(
+            root,
+            "Guard pool cost against pool size",
+            ("pool per worker (GiB)", xmax),
+            ("ms (slowest in the run)", ymax),
+        )?;
+        for ((name, points), color) in series.iter().zip(ARM_COLORS) {
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+                .label(*name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            chart.draw_series(points.iter().map(|p| Circle::new(*p, 4, color.filled())))?;
+        }
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
+    })
+    .map(Some)
+}

@@ -22,6 +22,7 @@ mod degraded_link_report;
 mod errors;
 pub mod expected;
 mod gpu;
+pub mod guard_costs;
 mod junit;
 pub mod kvcr_coverage;
 pub mod kvcr_coverage_merge;

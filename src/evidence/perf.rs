@@ -411,6 +411,10 @@ pub struct RecoveryTimeline {
     pub t2_ms: Option<f64>,
     /// The Guard's own promotion time, as it logged it.
     pub promotion_ms: Option<f64>,
+    /// Bytes of the promoted Guard's pools (its `ready` line): the figures
+    /// of a production-size pool carry its size (`compare`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard_pool_bytes: Option<u64>,
     /// Every attempt in order.
     pub attempts: Vec<RecoveryAttempt>,
     /// Why there is no t1, when there is none.

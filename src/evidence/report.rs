@@ -110,6 +110,7 @@ pub fn render_report(results: &Results) -> Result<String, EvidenceError> {
     o.push_str(&sweep_section(perf)?);
     o.push_str(&ttft_accuracy_section(perf));
     o.push_str(&recovery_section(perf)?);
+    o.push_str(&super::guard_costs::section(results.guard_costs.as_ref())?);
     o.push_str(&load_section(run));
     o.push_str(&super::degraded_link_report::section(run));
     o.push_str(&super::gpu::section(results.gpu.as_ref())?);

@@ -30,6 +30,9 @@ pub struct Results {
     /// kvcr's line and branch coverage (`--kvcr-coverage`). Absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kvcr_coverage: Option<super::KvcrCoverage>,
+    /// What the Guard pool cost against its size (a production-size pool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard_costs: Option<super::guard_costs::GuardCosts>,
 }
 
 impl Results {
@@ -42,12 +45,19 @@ impl Results {
             perf,
             gpu: None,
             kvcr_coverage: None,
+            guard_costs: None,
         }
     }
 
     /// The run's KVCR coverage, when it measured it.
     pub fn with_kvcr_coverage(mut self, coverage: Option<super::KvcrCoverage>) -> Self {
         self.kvcr_coverage = coverage;
+        self
+    }
+
+    /// What the Guard pool cost against its size, on a production-size pool.
+    pub fn with_guard_costs(mut self, costs: Option<super::guard_costs::GuardCosts>) -> Self {
+        self.guard_costs = costs;
         self
     }
 

@@ -322,6 +322,7 @@ pub(crate) fn perf() -> PerfSummary {
             t1_ms: Some(1_412.0),
             t2_ms: Some(5_230.0),
             promotion_ms: Some(310.0),
+            guard_pool_bytes: None,
             attempts: (0..22)
                 .map(|i| RecoveryAttempt {
                     at_ms: if i < 21 {

@@ -81,6 +81,12 @@ fn hold_owner_file(owner_file: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// KVCR's pool file names start so (kvcr 0.1.1 `memory._POOL_PREFIX`).
+const POOL_FILE_PREFIX: &str = "kvcr-";
+/// The logs directory's record of the pool files left once every Guard
+/// service of the stack stopped at teardown (a JSON list of paths).
+pub const POOL_FILES_AFTER_SHUTDOWN: &str = "pool-files-after-shutdown.json";
+
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Layout {
     pub logs_dir: PathBuf,
@@ -131,6 +137,45 @@ impl Layout {
         slots::ready_file(&self.scratch_dir, process_name)
     }
 
+    /// KVCR pool files (`kvcr-<pool>-<generation>`) in the pool directories
+    /// of this scratch directory (`pool`, `pool-<service>`): once every
+    /// Guard service stopped, the files its shutdown left behind.
+    pub fn pool_files(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for dir in fs::read_dir(&self.scratch_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = dir.file_name();
+            let name = name.to_string_lossy();
+            if name != "pool" && !name.starts_with("pool-") {
+                continue;
+            }
+            for file in fs::read_dir(dir.path()).into_iter().flatten().flatten() {
+                if file
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(POOL_FILE_PREFIX)
+                {
+                    found.push(file.path());
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+
+    /// Writes [`Layout::pool_files`] into the logs directory
+    /// ([`POOL_FILES_AFTER_SHUTDOWN`]): what the run's evidence reads of the
+    /// Guard services' cleanup after the scratch directory is gone.
+    pub fn record_pool_files_after_shutdown(&self) {
+        let left = self.pool_files();
+        if let Ok(json) = serde_json::to_string_pretty(&left) {
+            let _ = fs::write(self.logs_dir.join(POOL_FILES_AFTER_SHUTDOWN), json);
+        }
+    }
+
     pub fn remove_scratch(&self) {
         if fs::remove_dir_all(&self.scratch_dir).is_ok() || !self.scratch_dir.exists() {
             reaper::forget_path(&self.scratch_dir);
@@ -150,6 +195,46 @@ mod tests {
             fs::write(dir.join(OWNER_FILE), pid.to_string()).unwrap();
         }
         dir
+    }
+
+    /// The pool files left in the pool directories, and nothing else, are
+    /// what the record of a shutdown lists.
+    #[test]
+    fn pool_files_are_kvcr_files_of_the_pool_directories() {
+        let base = tempfile::tempdir().unwrap();
+        let logs = base.path().join("logs");
+        fs::create_dir_all(&logs).unwrap();
+        let dir = scratch(base.path(), "run", None);
+        fs::create_dir_all(dir.join("pool-guard-b")).unwrap();
+        fs::create_dir_all(dir.join("discovery")).unwrap();
+        fs::write(dir.join("pool-guard-b/kvcr-pool_0-y"), b"").unwrap();
+        fs::write(dir.join("pool/not-a-pool"), b"").unwrap();
+        fs::write(dir.join("discovery/kvcr-z"), b"").unwrap();
+        let layout = Layout {
+            logs_dir: logs.clone(),
+            scratch_dir: dir.clone(),
+        };
+        assert_eq!(
+            layout.pool_files(),
+            vec![
+                dir.join("pool/kvcr-pool_0-x"),
+                dir.join("pool-guard-b/kvcr-pool_0-y")
+            ]
+        );
+        layout.record_pool_files_after_shutdown();
+        let recorded: Vec<PathBuf> = serde_json::from_str(
+            &fs::read_to_string(logs.join(POOL_FILES_AFTER_SHUTDOWN)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(recorded.len(), 2);
+        // A clean shutdown: nothing left, an empty list recorded.
+        fs::remove_file(dir.join("pool/kvcr-pool_0-x")).unwrap();
+        fs::remove_file(dir.join("pool-guard-b/kvcr-pool_0-y")).unwrap();
+        layout.record_pool_files_after_shutdown();
+        assert_eq!(
+            fs::read_to_string(logs.join(POOL_FILES_AFTER_SHUTDOWN)).unwrap(),
+            "[]"
+        );
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub use hooks::{described_pid, hooks, run_hook, HookRun, Hooks};
 pub use hostile_start::{Hostility, Sabotage};
 pub use kill::KillReport;
 pub use latch::Latched;
-pub use layout::Layout;
+pub use layout::{Layout, POOL_FILES_AFTER_SHUTDOWN};
 pub use nodes::{Crossing, Placement, Side};
 pub use plan::StackPlan;
 pub use provision::{
@@ -413,6 +413,9 @@ impl Stack {
             reports.push(guard.stop(grace));
         }
         self.plan.placement.stop();
+        // What the Guard services' shutdown left in their pool directories,
+        // before the scratch directory goes.
+        self.plan.layout.record_pool_files_after_shutdown();
         self.plan.layout.remove_scratch();
         reports
     }

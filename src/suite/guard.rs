@@ -58,6 +58,13 @@ impl<'c> Guards<'c> {
         Self { ctx }
     }
 
+    /// `worker`'s KVCR registering its pool with NIXL as it started, by its
+    /// own startup stages (the start of its log).
+    pub fn registrations(&self, worker: &Worker) -> Vec<crate::telemetry::guard_costs::Step> {
+        let start = worker.process.log_since_spawn(4 << 20);
+        crate::telemetry::guard_costs::LoggedCosts::parse(&start).registrations
+    }
+
     /// The Guard service holding `worker`'s pool (the stack's only one, or
     /// the worker's own where each slot has a Guard).
     pub fn of(&self, worker: &Worker) -> Result<GuardView, CaseError> {
@@ -223,6 +230,14 @@ impl GuardView {
             .map_err(|e| unreadable(&self.log, e))
     }
 
+    /// What the Guard's pool cost so far, by its own log: registration at
+    /// start, promotions, handbacks (`telemetry::guard_costs`).
+    pub fn costs(&self) -> Result<crate::telemetry::guard_costs::LoggedCosts, CaseError> {
+        std::fs::read_to_string(&self.log)
+            .map(|text| crate::telemetry::guard_costs::LoggedCosts::parse(&text))
+            .map_err(|e| unreadable(&self.log, e))
+    }
+
     /// No `KVCR pool recovery disabled` / `KVCR Guard N failed` in the log.
     pub fn expect_no_failures(&self) -> CaseResult {
         let reader = self.read_all()?;
@@ -238,6 +253,32 @@ impl GuardView {
 }
 
 impl GuardFollower {
+    /// Waits for the Guard of group `guard` to log `handback_done` (its
+    /// handback to a replacement that claimed the group); `false` when it
+    /// did not within the deadline.
+    pub fn await_handback(&mut self, guard: u32) -> Result<bool, CaseError> {
+        let what = format!("guard_promotion_stage stage=handback_done guard={guard}");
+        let waited = crate::rt::block_on(self.reader.wait_for(
+            &what,
+            GUARD_DEADLINE,
+            GUARD_POLL,
+            |e| match e {
+                GuardEvent::PromotionStage(s)
+                    if s.guard == guard
+                        && s.stage == crate::telemetry::guard_costs::HANDBACK_DONE =>
+                {
+                    Some(())
+                }
+                _ => None,
+            },
+        ));
+        match waited {
+            Ok(()) => Ok(true),
+            Err(GuardWaitError::Deadline { .. }) => Ok(false),
+            Err(GuardWaitError::Tail(e)) => Err(unreadable(&self.log, e)),
+        }
+    }
+
     /// Waits for `guard_promoted` of group `guard`; `Ok(None)` when the
     /// Guard did not promote within the deadline (the verdict then says so),
     /// `Err` when its log could not be read.

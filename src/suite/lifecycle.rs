@@ -116,8 +116,10 @@ impl Suite {
             .collect();
         let _ = suite.planned.set(planned);
         let conclusion = libtest_mimic::run(&args, trials);
-        if !args.list {
-            suite.finish();
+        // A run-level check (the Guard services' shutdown on a
+        // production-size pool) judged after the trials fails the program.
+        if !args.list && !suite.finish() && !conclusion.has_failed() {
+            return ExitCode::FAILURE;
         }
         conclusion.exit_code()
     }
@@ -894,10 +896,12 @@ impl Suite {
     }
 
     /// After the trials: teardown (unless kept), then every evidence writer
-    /// over the same records.
-    pub fn finish(&self) {
+    /// over the same records. `false` when a check of the whole run failed
+    /// (on a production-size Guard pool: the steps' deadlines and the Guard
+    /// services' shutdown, `guard-costs.json`).
+    pub fn finish(&self) -> bool {
         let Some(Ok(run)) = self.run_dir.get() else {
-            return;
+            return true;
         };
         // Replacements started during the cases report their kvcr too.
         let seen = crate::pyenv::import_report::scan(&run.logs_dir());
@@ -910,6 +914,7 @@ impl Suite {
         if let Some(live) = self.live_run.lock().ok().as_mut().and_then(|l| l.as_mut()) {
             live.look_at_end();
         }
+        let mut teardown = Vec::new();
         if let Some(stack) = &stack {
             if self.settings.keep_stack {
                 events::emit(RunEvent::StackKept {
@@ -921,8 +926,14 @@ impl Suite {
                     *live = None;
                 }
                 let _ = run.write_root_json("teardown.json", &stops);
+                teardown = stops;
             }
         }
+        let operation_timeout_ms = stack
+            .as_ref()
+            .and_then(|s| s.plan.engine.kvcr_operation_timeout_ms());
+        let guard_costs =
+            super::guard_costs::collect(operation_timeout_ms, run, self.target, &teardown);
         let coverage = super::kvcr_coverage::collect(
             &self.settings,
             run,
@@ -936,7 +947,8 @@ impl Suite {
         let results = self
             .results_so_far(run)
             .with_gpu(crate::gpu::run::finish())
-            .with_kvcr_coverage(coverage);
+            .with_kvcr_coverage(coverage)
+            .with_guard_costs(guard_costs.as_ref().map(|(costs, _)| costs.clone()));
         let junit = self.settings.junit_path(run.root());
         let written = self
             .write_results(run, &results)
@@ -961,10 +973,23 @@ impl Suite {
             path: run.root().to_path_buf(),
             junit,
         });
+        let violations = guard_costs.map(|(_, v)| v).unwrap_or_default();
+        for violation in &violations {
+            eprintln!(
+                "{}",
+                self.redactor.scrub(&format!(
+                    "the run failed after its trials: {violation} (evidence: {})",
+                    run.root()
+                        .join(crate::evidence::guard_costs::FILE)
+                        .display()
+                ))
+            );
+        }
         if let Some(live) = self.live_run.lock().ok().and_then(|mut l| l.take()) {
             live.end();
         }
         crate::proc::reaper::finish();
+        violations.is_empty()
     }
 }
 

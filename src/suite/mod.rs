@@ -29,6 +29,7 @@ mod fault_row;
 mod faults;
 mod guard;
 mod hostile_start;
+mod guard_costs;
 mod ignore;
 mod kvcr_checks;
 mod kvcr_coverage;

@@ -27,6 +27,7 @@
 
 pub mod discovery_log;
 pub mod engine_kvcr_log;
+pub mod guard_costs;
 pub mod guard_log;
 pub mod interval_log;
 pub mod names;

@@ -21,6 +21,7 @@ pub mod log_scan;
 pub mod partition;
 pub mod pressure;
 pub mod restart;
+pub mod scale;
 pub mod service;
 pub mod stall;
 pub mod tokens;
