@@ -380,13 +380,22 @@ impl Stack {
                         )
                     }
                     _ => {
+                        // KVCR's block in a pool is one page of the engine's
+                        // (its pool layout): pages of two memory pages make
+                        // a one-page pool hold less than one block.
+                        if worker.flag_value("--attn-page-bytes").is_none() {
+                            return Err(not_applied(
+                                "the worker takes no --attn-page-bytes to set".into(),
+                            ));
+                        }
+                        set_flag(&mut worker, "--attn-page-bytes", &(2 * PAGE).to_string());
                         if hostile {
                             let pages = vec![ONE_PAGE_GB; helper_pool_count(&helper)];
                             set_flag(&mut helper, "--pool-sizes-gb", &pages.join(","));
                         }
                         format!(
-                            "its Guard's pool is one page ({PAGE} bytes), smaller than one block of {} bytes",
-                            self.plan.engine.geometry().bytes_per_block()
+                            "its Guard's pool is one page ({PAGE} bytes), smaller than one KVCR block of the worker's ({} bytes: one page of its pool layout)",
+                            2 * PAGE
                         )
                     }
                 };

@@ -677,16 +677,25 @@ pub async fn scrape_with(
     timeout: Duration,
 ) -> Result<Snapshot, ScrapeError> {
     let url = metrics_url(url);
-    let resp = client
-        .get(&url)
-        .timeout(timeout)
-        .send()
-        .await
-        .map_err(|source| ScrapeError::Request {
-            url: url.clone(),
-            timeout,
-            source,
-        })?;
+    let started = std::time::Instant::now();
+    let mut retried = false;
+    let resp = loop {
+        let left = timeout.saturating_sub(started.elapsed());
+        match client.get(&url).timeout(left).send().await {
+            Ok(resp) => break resp,
+            // A pooled keep-alive connection the worker closed just as the
+            // request went out fails the send (a slow link widens that
+            // window): the GET is idempotent, so once more on a new one.
+            Err(e) if !retried && !e.is_timeout() && !left.is_zero() => retried = true,
+            Err(source) => {
+                return Err(ScrapeError::Request {
+                    url,
+                    timeout,
+                    source,
+                })
+            }
+        }
+    };
     let status = resp.status().as_u16();
     let body = resp.text().await.map_err(|source| ScrapeError::Body {
         url: url.clone(),
