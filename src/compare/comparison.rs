@@ -8,7 +8,9 @@ use super::errors::CompareError;
 use super::figures::{Better, FigureSpec, Judged, RunResults};
 use super::gate::Gate;
 use super::rounds::{Build, Round};
-use crate::stats::{difference, Bootstrap, Difference, PairSamples};
+use crate::stats::{
+    difference, min_detectable_effect, paired_difference, Bootstrap, Difference, PairSamples,
+};
 
 /// Version of the compare.json layout.
 pub const COMPARE_SCHEMA_VERSION: u32 = 1;
@@ -34,7 +36,9 @@ fn default_min_pairs() -> u32 {
 pub struct Rule {
     /// Confidence of the interval (0.95: a 95 % interval).
     pub confidence: f64,
-    /// The smallest |head − base| / |base| that counts (0.10: 10 %).
+    /// The smallest |head − base| / |base| that counts (0.05: 5 %). Half
+    /// the change a comparison is meant to find: with the size rule at 10 %,
+    /// a true 10 % change would pass it only half the time.
     pub min_relative_change: f64,
     /// The fewest complete round pairs for a verdict; with fewer a figure is
     /// [`Verdict::Inconclusive`] ([`DEFAULT_MIN_PAIRS`]).
@@ -46,15 +50,47 @@ pub struct Rule {
     /// Absent in files written before it existed: per figure.
     #[serde(default)]
     pub familywise: bool,
+    /// How head − base and its interval are estimated. Absent in files
+    /// written before it existed: [`Method::Pooled`].
+    #[serde(default = "Method::pooled")]
+    pub method: Method,
+}
+
+/// How a figure's head − base and its interval are estimated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// The mean of the per-pair differences of the statistic, with a
+    /// Student-t interval over the pairs ([`crate::stats::paired_difference`]):
+    /// the drift a pair shares cancels inside its difference (the default).
+    Paired,
+    /// The statistic of each build's pooled samples, with a round-pair
+    /// bootstrap interval ([`crate::stats::difference`]; `--pooled`).
+    Pooled,
+}
+
+impl Method {
+    fn pooled() -> Self {
+        Method::Pooled
+    }
+
+    /// `paired` or `pooled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Paired => "paired",
+            Method::Pooled => "pooled",
+        }
+    }
 }
 
 impl Default for Rule {
     fn default() -> Self {
         Rule {
             confidence: 0.95,
-            min_relative_change: 0.10,
+            min_relative_change: 0.05,
             min_pairs: DEFAULT_MIN_PAIRS,
             familywise: true,
+            method: Method::Paired,
         }
     }
 }
@@ -105,8 +141,12 @@ impl Rule {
             true => "family-wise interval (Bonferroni over the figures judged)",
             false => "interval (per figure)",
         };
+        let estimate = match self.method {
+            Method::Paired => "mean paired difference",
+            Method::Pooled => "head − base",
+        };
         format!(
-            "the {:.0} % {scope} of head − base excludes 0 and |change| ≥ {:.0} % of base, \
+            "the {:.0} % {scope} of {estimate} excludes 0 and |change| ≥ {:.0} % of base, \
              over at least {} round pairs",
             self.confidence * 100.0,
             self.min_relative_change * 100.0,
@@ -225,6 +265,12 @@ pub struct FigureResult {
     /// or a relative bound, and for counts (judged by any increase).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cannot_exclude: Option<f64>,
+    /// The minimum detectable effect, as a fraction of |base|: the smallest
+    /// change this run's spread would report as a verdict four times in
+    /// five ([`crate::stats::min_detectable_effect`]); absent without an
+    /// interval over two pairs or more, with base 0, and for counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mde: Option<f64>,
 }
 
 /// A round as the comparison records it.
@@ -591,7 +637,10 @@ fn compare_figure(
         seed: figure_seed(bootstrap.seed, &spec.id),
         ..*bootstrap
     };
-    let diff = difference(&pairs, spec.statistic, confidence, &boot);
+    let diff = match rule.method {
+        Method::Paired => paired_difference(&pairs, spec.statistic, confidence),
+        Method::Pooled => difference(&pairs, spec.statistic, confidence, &boot),
+    };
     let (base, head) = (side(Build::Base), side(Build::Head));
     let (verdict, reason) = match (&diff, constant(samples)) {
         (None, _) => (Verdict::Missing, missing_reason(&pairs)),
@@ -626,6 +675,17 @@ fn compare_figure(
         Judged::Interval => diff.as_ref().and_then(largest_unexcluded_change),
         Judged::AnyIncrease => None,
     };
+    let mde = match (spec.judged, &diff) {
+        (Judged::Interval, Some(d)) if d.base != 0.0 => min_detectable_effect(
+            (d.interval.hi - d.interval.lo) / 2.0,
+            complete as usize,
+            confidence,
+            rule.min_relative_change,
+            d.base,
+        )
+        .map(|abs| abs / d.base.abs()),
+        _ => None,
+    };
     FigureResult {
         spec: spec.clone(),
         base,
@@ -635,6 +695,7 @@ fn compare_figure(
         verdict,
         reason,
         cannot_exclude,
+        mde,
     }
 }
 
@@ -842,8 +903,8 @@ mod tests {
         // Interval contains 0.
         let wide = diff(100.0, 120.0, -1.0, 30.0);
         assert_eq!(verdict(&wide, Better::Lower, &rule), Verdict::NoChange);
-        // Real but under 10 %.
-        let small = diff(100.0, 105.0, 2.0, 8.0);
+        // Real but under 5 %.
+        let small = diff(100.0, 104.0, 2.0, 8.0);
         assert_eq!(verdict(&small, Better::Lower, &rule), Verdict::NoChange);
         let loose = Rule {
             min_relative_change: 0.02,
@@ -988,10 +1049,10 @@ mod tests {
 
     #[test]
     fn a_tight_no_change_says_how_far_it_reaches_and_a_wide_one_says_it_is_too_wide() {
-        let tight = no_change_of([1.0, -1.0, 2.0, -2.0, 1.0, -1.0]);
+        let tight = no_change_of([1.0, -1.0, 1.0, -1.0, 1.0, -1.0]);
         assert_eq!(tight.verdict, Verdict::NoChange, "{}", tight.reason);
         let reach = tight.cannot_exclude.unwrap();
-        assert!(reach > 0.0 && reach <= 0.10, "{reach}");
+        assert!(reach > 0.0 && reach <= 0.05, "{reach}");
         assert!(
             tight.reason.ends_with(&format!(
                 "contains 0: no change beyond ±{:.1} %",
@@ -1002,10 +1063,12 @@ mod tests {
         );
         let wide = no_change_of([20.0, -25.0, 30.0, -20.0, 15.0, -18.0]);
         assert_eq!(wide.verdict, Verdict::NoChangeTooWide, "{}", wide.reason);
-        assert!(wide.cannot_exclude.unwrap() > 0.10);
+        assert!(wide.cannot_exclude.unwrap() > 0.05);
+        // The MDE reads the same spread: small for the tight one.
+        assert!(tight.mde.unwrap() < wide.mde.unwrap(), "{tight:?} {wide:?}");
         assert!(
             wide.reason.contains("but it cannot exclude a change of ±")
-                && wide.reason.ends_with("too wide to rule out 10 %"),
+                && wide.reason.ends_with("too wide to rule out 5 %"),
             "{}",
             wide.reason
         );

@@ -88,6 +88,7 @@ impl CompareDriveArgs {
                     | "--min-change"
                     | "--min-pairs"
                     | "--scope"
+                    | "--method"
             );
             if !ours {
                 harness.push(arg.clone());

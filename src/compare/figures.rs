@@ -525,6 +525,7 @@ mod tests {
             sent_at_ms: None,
             rate_per_s: None,
             schedule: None,
+            kvcr_ops: Vec::new(),
         }
     }
 

@@ -153,9 +153,10 @@ fn a_against_a_with_drift_is_rarely_a_verdict_at_the_minimum() {
     // At the default minimum the interval itself keeps false verdicts
     // (either direction) near the nominal 5 %.
     for shape in [TC06, TC05_P50] {
+        // 150 comparisons: 5 % nominal plus sampling error (sd 1.8 %).
         let r = rates(shape, 6, 0.0, &Rule::default(), 150, 300);
         assert!(
-            r.regression + r.improvement <= 0.05,
+            r.regression + r.improvement <= 0.08,
             "{}: {r:?}",
             shape.name
         );

@@ -24,6 +24,7 @@ mod gpu;
 mod junit;
 pub mod kvcr_coverage;
 pub mod kvcr_coverage_merge;
+mod kvcr_ops;
 mod not_checked;
 mod perf;
 mod record;
@@ -48,6 +49,7 @@ pub use junit::{
     write_junit_with_gpu, SUITE,
 };
 pub use kvcr_coverage::KvcrCoverage;
+pub use kvcr_ops::KvcrOps;
 pub use not_checked::{NotChecked, NOT_CHECKED};
 pub use perf::{
     percentiles, ttft_offsets, Arm, ArmSummary, Baseline, DeltaVsBaseline, FirstTokenPair,

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::kvcr_ops::KvcrOps;
+
 use crate::stats::{
     estimate, quantile_interval, small_sample_widening, windowed_throughput, Bootstrap,
     DelaySummary, Interval, QuantileInterval, ScheduledSend, Statistic,
@@ -66,6 +68,10 @@ pub struct RequestRecord {
     /// schedule delay between them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduledSend>,
+    /// KVCR's own operations during the request, per worker, scope and
+    /// result (TC-05's arms); empty where not recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kvcr_ops: Vec<KvcrOps>,
 }
 
 /// A TC-05 performance arm.
@@ -550,6 +556,7 @@ mod interval_tests {
             sent_at_ms: sent_at,
             rate_per_s: None,
             schedule: None,
+            kvcr_ops: Vec::new(),
         }
     }
 

@@ -251,6 +251,7 @@ fn req(arm: Option<Arm>, conc: Option<u32>, ttft: f64, tpot: f64, worker: u64) -
         sent_at_ms: None,
         rate_per_s: None,
         schedule: None,
+        kvcr_ops: Vec::new(),
     }
 }
 
