@@ -54,6 +54,18 @@ pub struct Rule {
     /// written before it existed: [`Method::Pooled`].
     #[serde(default = "Method::pooled")]
     pub method: Method,
+    /// How many times the rounds are looked at for a verdict (`--early-stop`:
+    /// one look per ABBA block from the pair minimum on,
+    /// [`Rule::early_stop_looks`]); the error rate is split over them
+    /// (Bonferroni across looks), so stopping at the first look where every
+    /// figure has a verdict keeps the chance of any false verdict within
+    /// 1 − confidence. 1 without early stop.
+    #[serde(default = "one_look")]
+    pub looks: u32,
+}
+
+fn one_look() -> u32 {
+    1
 }
 
 /// How a figure's head − base and its interval are estimated.
@@ -91,6 +103,7 @@ impl Default for Rule {
             min_pairs: DEFAULT_MIN_PAIRS,
             familywise: true,
             method: Method::Paired,
+            looks: 1,
         }
     }
 }
@@ -109,6 +122,11 @@ impl Rule {
                 "the minimum relative change must be a fraction of at least 0 (0.10 for 10 %), got {}",
                 self.min_relative_change
             )));
+        }
+        if self.looks == 0 {
+            return Err(CompareError::Setting(
+                "a comparison looks at its rounds at least once".into(),
+            ));
         }
         if self.min_pairs < 2 {
             return Err(CompareError::Setting(format!(
@@ -129,10 +147,22 @@ impl Rule {
     /// at 95 % each, two builds that are the same got a false verdict in 3
     /// of 4 runs on the 2-core machine (docs/benchmarks.md, "Proof runs").
     pub fn figure_confidence(&self, judged: usize) -> f64 {
+        let looks = f64::from(self.looks.max(1));
         match self.familywise && judged > 1 {
-            true => 1.0 - (1.0 - self.confidence) / judged as f64,
-            false => self.confidence,
+            true => 1.0 - (1.0 - self.confidence) / (judged as f64 * looks),
+            false => 1.0 - (1.0 - self.confidence) / looks,
         }
+    }
+
+    /// The pair counts at which an early-stopping comparison of `pairs`
+    /// pairs looks: every second pair (one ABBA block, over which a linear
+    /// drift cancels) from the pair minimum on, and the last pair.
+    pub fn early_stop_looks(&self, pairs: u32) -> Vec<u32> {
+        let mut looks: Vec<u32> = (self.min_pairs..pairs).step_by(2).collect();
+        if pairs >= self.min_pairs {
+            looks.push(pairs);
+        }
+        looks
     }
 
     /// The rule in words.
@@ -145,9 +175,13 @@ impl Rule {
             Method::Paired => "mean paired difference",
             Method::Pooled => "head − base",
         };
+        let looks = match self.looks {
+            0 | 1 => String::new(),
+            n => format!(", split over {n} looks (early stop)"),
+        };
         format!(
             "the {:.0} % {scope} of {estimate} excludes 0 and |change| ≥ {:.0} % of base, \
-             over at least {} round pairs",
+             over at least {} round pairs{looks}",
             self.confidence * 100.0,
             self.min_relative_change * 100.0,
             self.min_pairs
@@ -370,6 +404,47 @@ impl Comparison {
         } else {
             Gate::Pass
         }
+    }
+
+    /// Whether every figure has its verdict and every round is clean
+    /// evidence: no figure inconclusive or too wide to rule out the rule's
+    /// change. An early-stopping comparison stops at the first look where
+    /// this holds.
+    pub fn decided(&self) -> bool {
+        !self.figures.is_empty()
+            && self.without_verdict().is_empty()
+            && self.figures.iter().all(|f| {
+                matches!(
+                    f.verdict,
+                    Verdict::Regression
+                        | Verdict::Improvement
+                        | Verdict::NoChange
+                        | Verdict::Missing
+                )
+            })
+    }
+
+    /// One line on where the comparison stands (printed as rounds finish):
+    /// the verdicts so far, and the regressions by id.
+    pub fn progress(&self) -> String {
+        let k = self.counts();
+        let regressions: Vec<&str> = self
+            .figures
+            .iter()
+            .filter(|f| f.verdict.fails())
+            .map(|f| f.spec.id.as_str())
+            .collect();
+        let open = k.inconclusive + k.too_wide;
+        let mut line = format!(
+            "{} regression(s) or missing, {} improvement(s), {} no change, {open} without a verdict yet",
+            k.regression + k.missing,
+            k.improvement,
+            k.no_change
+        );
+        if !regressions.is_empty() {
+            line.push_str(&format!(": {}", regressions.join(", ")));
+        }
+        line
     }
 
     /// Every figure judged, no regression, nothing missing, and every round
@@ -914,6 +989,26 @@ mod tests {
         // Point and interval disagree on the sign: no verdict.
         let odd = diff(100.0, 80.0, 1.0, 5.0);
         assert_eq!(verdict(&odd, Better::Lower, &rule), Verdict::NoChange);
+    }
+
+    #[test]
+    fn looks_split_the_error_rate_and_fall_on_abba_blocks() {
+        let rule = Rule::default();
+        assert_eq!(rule.early_stop_looks(8), [6, 8]);
+        assert_eq!(rule.early_stop_looks(9), [6, 8, 9]);
+        assert_eq!(rule.early_stop_looks(6), [6]);
+        assert!(rule.early_stop_looks(5).is_empty());
+        let two = Rule { looks: 2, ..rule };
+        // 10 figures, 2 looks: each interval at 1 − 0.05/20.
+        assert!((two.figure_confidence(10) - 0.9975).abs() < 1e-12);
+        assert!((rule.figure_confidence(10) - 0.995).abs() < 1e-12);
+        let per_figure = Rule {
+            familywise: false,
+            ..two
+        };
+        assert!((per_figure.figure_confidence(10) - 0.975).abs() < 1e-12);
+        assert!(two.describe().ends_with("split over 2 looks (early stop)"));
+        assert!(Rule { looks: 0, ..rule }.checked().is_err());
     }
 
     #[test]
