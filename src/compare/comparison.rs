@@ -406,10 +406,19 @@ impl Comparison {
         }
     }
 
+    /// Whether an early-stopping comparison may stop at this look: a
+    /// figure is a regression (the comparison fails whatever the rounds
+    /// still to come add), or every figure has its verdict ([`Self::decided`]).
+    pub fn may_stop(&self) -> bool {
+        self.figures
+            .iter()
+            .any(|f| f.verdict == Verdict::Regression)
+            || self.decided()
+    }
+
     /// Whether every figure has its verdict and every round is clean
     /// evidence: no figure inconclusive or too wide to rule out the rule's
-    /// change. An early-stopping comparison stops at the first look where
-    /// this holds.
+    /// change.
     pub fn decided(&self) -> bool {
         !self.figures.is_empty()
             && self.without_verdict().is_empty()

@@ -57,9 +57,9 @@ pub struct CompareDriveArgs {
     pub bootstrap: Bootstrap,
     /// Harness flags for every round, in order.
     pub harness: Vec<String>,
-    /// `--early-stop`: stop at the first look where every figure has a
-    /// verdict ([`Rule::early_stop_looks`]; the error rate is split over
-    /// the looks).
+    /// `--early-stop`: stop at the first look where a figure is a
+    /// regression or every figure has a verdict ([`Rule::early_stop_looks`];
+    /// the error rate is split over the looks).
     pub early_stop: bool,
 }
 
@@ -340,10 +340,12 @@ fn run_rounds_with(
             if pairs >= 2 {
                 let so_far = collector.compare(&rule, &args.bootstrap);
                 println!("[pair {pairs}/{}] {}", total / 2, so_far.progress());
-                if looks.contains(&pairs) && pairs < total as u32 / 2 && so_far.decided() {
-                    println!(
-                        "[compare] early stop after {pairs} pair(s): every figure has a verdict"
-                    );
+                if looks.contains(&pairs) && pairs < total as u32 / 2 && so_far.may_stop() {
+                    let why = match so_far.decided() {
+                        true => "every figure has a verdict",
+                        false => "a figure is a regression",
+                    };
+                    println!("[compare] early stop after {pairs} pair(s): {why}");
                     break;
                 }
             }
