@@ -23,8 +23,10 @@ use crate::stats::Bootstrap;
 /// verdict through two lost rounds (in different pairs). A round that
 /// failed still makes the comparison a no-verdict (exit 3): the spare pairs
 /// keep the figures judged, so the summary shows what the rounds measured.
-/// Cost: about 40 s a round with the default trials, so 16 rounds take some
-/// 11 minutes instead of 8.
+/// Cost: about 33 s a round with the default trials on the 2-core machine
+/// (30–40 s in a recorded A-against-A comparison), so 16 rounds take about
+/// 9 minutes; with `--early-stop` a comparison that stops at its first look
+/// runs 12 (about 7 minutes).
 pub const DEFAULT_ROUNDS: u32 = 2 * (DEFAULT_MIN_PAIRS + 2);
 
 /// Trial filters without `--trials`: every TC-05 arm and TC-06.

@@ -11,6 +11,7 @@
 //! | `TC-05::concurrency_sweep::c<N>::ttft_p50` | each ok request's TTFT at that level | p50 | higher |
 //! | `TC-05::concurrency_sweep::r<rate>::{throughput,ttft_p50}` | the same, for an open-loop level | as above | as above |
 //! | `TC-06::guard_recovery_timing::{t1,t2,promotion}` | the run's t1, t2, Guard promotion time | p50 | higher |
+//! | `TC-06::guard_recovery_timing::promotion_{recovery,setup,start}` | the promotion's stages as the Guard logged them | p50 | higher |
 //! | `TC-05::<trial>::failed_requests` | the trial's requests that got no answer, one count per run | mean | any increase |
 //! | `TC-05::<trial>::wrong_tokens` | the trial's requests answered with tokens other than the reference's | mean | any increase |
 //! | `WL-01::hit_rate::{device,dram,peer,disk,total}` | the trace replay's (KVCR on) prompt tokens served from that tier, % of its prompt tokens, one value per run | mean | lower |
@@ -362,6 +363,26 @@ impl RunResults {
                     ),
                     value.into_iter().collect(),
                 );
+            }
+            // The promotion's stages isolate where a slower promotion
+            // spends its time.
+            if let Some(stages) = &t.promotion_stages {
+                for (name, value) in [
+                    ("recovery", stages.recovery_ms),
+                    ("setup", stages.setup_ms),
+                    ("start", stages.start_ms),
+                ] {
+                    push(
+                        FigureSpec::new(
+                            format!("TC-06::guard_recovery_timing::promotion_{name}"),
+                            format!("TC-06 Guard promotion, {name} stage"),
+                            "ms",
+                            Statistic::P50,
+                            Better::Lower,
+                        ),
+                        vec![value],
+                    );
+                }
             }
         }
         self.workload_figures(&mut push);
@@ -722,6 +743,22 @@ evidence: a"
             result: result.into(),
             count,
             seconds: ms / 1000.0,
+        }
+    }
+
+    #[test]
+    fn the_guard_promotion_stages_are_figures_when_recorded() {
+        let mut run = sample_run();
+        assert!(values(&run, "TC-06::guard_recovery_timing::promotion_setup").is_none());
+        run.perf.recovery.as_mut().unwrap().promotion_stages =
+            Some(crate::evidence::PromotionStages {
+                recovery_ms: 0.2,
+                setup_ms: 0.5,
+                start_ms: 6.0,
+            });
+        for (id, want) in [("recovery", 0.2), ("setup", 0.5), ("start", 6.0)] {
+            let id = format!("TC-06::guard_recovery_timing::promotion_{id}");
+            assert_eq!(values(&run, &id).unwrap().1, [want], "{id}");
         }
     }
 

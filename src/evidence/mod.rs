@@ -53,8 +53,9 @@ pub use kvcr_ops::KvcrOps;
 pub use not_checked::{NotChecked, NOT_CHECKED};
 pub use perf::{
     percentiles, ttft_offsets, Arm, ArmSummary, Baseline, DeltaVsBaseline, FirstTokenPair,
-    OffsetStats, OpenLoopLevel, Percentiles, PerfSummary, RecoveryAttempt, RecoveryTimeline,
-    RequestRecord, SweepLevel, TtftAccuracy, INTERVAL_CONFIDENCE, THROUGHPUT_WINDOWS,
+    OffsetStats, OpenLoopLevel, Percentiles, PerfSummary, PromotionStages, RecoveryAttempt,
+    RecoveryTimeline, RequestRecord, SweepLevel, TtftAccuracy, INTERVAL_CONFIDENCE,
+    THROUGHPUT_WINDOWS,
 };
 pub use record::{
     duration_ms, settings_digest, CaseRecord, IgnoredBecause, Neighbourhood, Outcome,

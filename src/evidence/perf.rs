@@ -417,11 +417,27 @@ pub struct RecoveryTimeline {
     pub t2_ms: Option<f64>,
     /// The Guard's own promotion time, as it logged it.
     pub promotion_ms: Option<f64>,
+    /// The promotion's stages as the Guard logged them (`guard_promoted`'s
+    /// `recovery_ms`, `setup_ms`, `start_ms`); absent in runs recorded
+    /// before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion_stages: Option<PromotionStages>,
     /// Every attempt in order.
     pub attempts: Vec<RecoveryAttempt>,
     /// Why there is no t1, when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_t1_reason: Option<String>,
+}
+
+/// The stages of a Guard promotion, ms, as the Guard measured them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PromotionStages {
+    /// Draining the dead primary's journal and recovering its records.
+    pub recovery_ms: f64,
+    /// Setting up the pool to serve.
+    pub setup_ms: f64,
+    /// Starting the serving core.
+    pub start_ms: f64,
 }
 
 /// What a TTFT delta is worth: per request, the client's first-chunk arrival

@@ -339,6 +339,7 @@ pub(crate) fn perf() -> PerfSummary {
                 })
                 .collect(),
             no_t1_reason: None,
+            promotion_stages: None,
         }),
         ttft_accuracy: vec![
             TtftAccuracy {
