@@ -1151,6 +1151,62 @@ mod tests {
         c.compare(&Rule::default(), &Bootstrap::default()).figures[0].clone()
     }
 
+    /// Six pairs of one figure where head is `shift` above base in every
+    /// pair, with a little spread.
+    fn shifted(shift: f64) -> Comparison {
+        let mut c = Collector::default();
+        let spread = [1.0, -1.0, 0.5, -0.5, 1.0, -1.0];
+        for round in crate::compare::RoundPlan::abba(12).unwrap().rounds() {
+            let value = match round.build {
+                Build::Base => 100.0,
+                Build::Head => 100.0 + shift + spread[round.pair() as usize],
+            };
+            c.add_samples(*round, &spec("f"), &[value]);
+        }
+        c.compare(&Rule::default(), &Bootstrap::default())
+    }
+
+    #[test]
+    fn a_regression_may_stop_early_and_the_progress_line_names_it() {
+        let slow = shifted(20.0);
+        assert!(slow.may_stop() && slow.decided());
+        assert_eq!(
+            slow.progress(),
+            "1 regression(s) or missing, 0 improvement(s), 0 no change, 0 without a verdict yet: f"
+        );
+        // No change within the rule: decided, may stop, nothing named.
+        let same = shifted(0.0);
+        assert_eq!(same.figures[0].verdict, Verdict::NoChange);
+        assert!(same.may_stop());
+        assert!(same
+            .progress()
+            .ends_with("1 no change, 0 without a verdict yet"));
+        // A too-wide figure keeps the comparison going.
+        let wide = no_change_of([20.0, -25.0, 30.0, -20.0, 15.0, -18.0]);
+        let c = Comparison {
+            figures: vec![wide],
+            ..same.clone()
+        };
+        assert!(!c.decided() && !c.may_stop());
+        // So does a round that is no clean evidence.
+        let mut flagged = same.clone();
+        flagged.rounds[0].problem = Some("its run exited 101".into());
+        assert!(!flagged.decided());
+    }
+
+    #[test]
+    fn the_mde_grows_with_the_spread_and_stays_above_the_size_rule() {
+        let tight = shifted(0.0).figures[0].mde.unwrap();
+        let wide = no_change_of([20.0, -25.0, 30.0, -20.0, 15.0, -18.0])
+            .mde
+            .unwrap();
+        assert!(
+            tight > Rule::default().min_relative_change && tight < 0.08,
+            "{tight}"
+        );
+        assert!(wide > 0.25, "{wide}");
+    }
+
     #[test]
     fn a_tight_no_change_says_how_far_it_reaches_and_a_wide_one_says_it_is_too_wide() {
         let tight = no_change_of([1.0, -1.0, 1.0, -1.0, 1.0, -1.0]);

@@ -140,3 +140,16 @@ pub fn render_summary(c: &Comparison) -> String {
     );
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use super::mde_text;
+
+    #[test]
+    fn an_mde_prints_as_a_percentage_and_none_as_a_dash() {
+        assert_eq!(mde_text(Some(0.0621)), "6.2%");
+        assert_eq!(mde_text(Some(1.5)), "150.0%");
+        assert_eq!(mde_text(None), "–");
+        assert_eq!(mde_text(Some(f64::INFINITY)), "–");
+    }
+}
