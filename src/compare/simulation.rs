@@ -144,6 +144,16 @@ fn rates(shape: Shape, pairs: u32, shift: f64, rule: &Rule, trials: u32, resampl
 fn ungated() -> Rule {
     Rule {
         min_pairs: 2,
+        ..pooled()
+    }
+}
+
+/// The rule of the rate table: the pooled bootstrap at the 10 % size rule
+/// it was made for (`--method pooled --min-change 0.10`).
+fn pooled() -> Rule {
+    Rule {
+        method: super::comparison::Method::Pooled,
+        min_relative_change: 0.10,
         ..Rule::default()
     }
 }
@@ -208,9 +218,9 @@ fn rate_table() {
                 .map(|pairs| {
                     s.spawn(move || {
                         let aa = rates(shape, pairs, 0.0, &ungated(), trials, resamples);
-                        let gated = rates(shape, pairs, 0.0, &Rule::default(), trials, resamples);
-                        let d20 = rates(shape, pairs, 0.2, &Rule::default(), trials, resamples);
-                        let d50 = rates(shape, pairs, 0.5, &Rule::default(), trials, resamples);
+                        let gated = rates(shape, pairs, 0.0, &pooled(), trials, resamples);
+                        let d20 = rates(shape, pairs, 0.2, &pooled(), trials, resamples);
+                        let d50 = rates(shape, pairs, 0.5, &pooled(), trials, resamples);
                         let pct = |x: f64| format!("{:.1} %", x * 100.0);
                         format!(
                             "| {pairs} | {} | {} | {} | {} | {} | {} |",
