@@ -101,4 +101,23 @@ mod tests {
         assert!((ops[0].mean_ms().unwrap() - 5.0).abs() < 1e-9);
         assert!(KvcrOps::from_delta("A", &delta(&[])).is_empty());
     }
+
+    #[test]
+    fn a_request_record_carries_its_ops_and_omits_none() {
+        let mut r = crate::evidence::RequestRecord::default();
+        let bare = serde_json::to_value(&r).unwrap();
+        assert!(bare.get("kvcr_ops").is_none());
+        r.kvcr_ops = vec![KvcrOps {
+            worker: "B".into(),
+            scope: "remote_deliver".into(),
+            result: "success".into(),
+            count: 1,
+            seconds: 0.004,
+        }];
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"kvcr_ops\":[{\"worker\":\"B\""), "{text}");
+        let back: crate::evidence::RequestRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.kvcr_ops[0].mean_ms(), Some(4.0));
+    }
 }
