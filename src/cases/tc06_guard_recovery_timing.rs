@@ -90,6 +90,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         match outcome {
             AttemptOutcome::GuardServed => {
                 timeline.t1_ms = Some(ms(attempt.answered_at.saturating_duration_since(t0)));
+                timeline.t1_kvcr_ops = attempt.kvcr_ops.clone();
                 break;
             }
             AttemptOutcome::WrongTokens(mismatch) => {

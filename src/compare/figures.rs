@@ -12,6 +12,7 @@
 //! | `TC-05::concurrency_sweep::r<rate>::{throughput,ttft_p50}` | the same, for an open-loop level | as above | as above |
 //! | `TC-06::guard_recovery_timing::{t1,t2,promotion}` | the run's t1, t2, Guard promotion time | p50 | higher |
 //! | `TC-06::guard_recovery_timing::promotion_{recovery,setup,start}` | the promotion's stages as the Guard logged them | p50 | higher |
+//! | `TC-06::guard_recovery_timing::t1_kvcr::<scope>` | the mean duration of one KVCR operation of that scope on the target during t1's request (the pull from the Guard: `remote_deliver`), one value per run | p50 | higher |
 //! | `TC-05::<trial>::failed_requests` | the trial's requests that got no answer, one count per run | mean | any increase |
 //! | `TC-05::<trial>::wrong_tokens` | the trial's requests answered with tokens other than the reference's | mean | any increase |
 //! | `WL-01::hit_rate::{device,dram,peer,disk,total}` | the trace replay's (KVCR on) prompt tokens served from that tier, % of its prompt tokens, one value per run | mean | lower |
@@ -51,7 +52,9 @@ use serde::{Deserialize, Serialize};
 
 use super::errors::CompareError;
 use crate::drive::{TrialOutcome, TrialRecord};
-use crate::evidence::{Arm, PerfSummary, RequestRecord, RESULTS_SCHEMA_VERSION, WORKLOAD_CASE};
+use crate::evidence::{
+    Arm, KvcrOps, PerfSummary, RequestRecord, RESULTS_SCHEMA_VERSION, WORKLOAD_CASE,
+};
 use crate::stats::{quantile, Statistic};
 
 /// The TC-05 trial that sends sweep requests (records without an arm).
@@ -364,6 +367,20 @@ impl RunResults {
                     value.into_iter().collect(),
                 );
             }
+            // KVCR's own time serving t1's request (the pull from the
+            // Guard), one value per run.
+            for (scope, values) in kvcr_ops_times(&t.t1_kvcr_ops) {
+                push(
+                    FigureSpec::new(
+                        format!("TC-06::guard_recovery_timing::t1_kvcr::{scope}"),
+                        format!("TC-06 t1 request, KVCR {scope} (mean per op)"),
+                        "ms",
+                        Statistic::P50,
+                        Better::Lower,
+                    ),
+                    values,
+                );
+            }
             // The promotion's stages isolate where a slower promotion
             // spends its time.
             if let Some(stages) = &t.promotion_stages {
@@ -544,22 +561,26 @@ fn after_warm_up<'r>(ok: &'r [&'r RequestRecord]) -> &'r [&'r RequestRecord] {
 fn kvcr_op_times(requests: &[&RequestRecord]) -> Vec<(String, Vec<f64>)> {
     let mut by_scope: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     for r in requests {
-        let mut sums: std::collections::BTreeMap<&str, (u64, f64)> = Default::default();
-        for op in r.kvcr_ops.iter().filter(|op| op.result == "success") {
-            let slot = sums.entry(op.scope.as_str()).or_default();
-            slot.0 += op.count;
-            slot.1 += op.seconds;
-        }
-        for (scope, (count, seconds)) in sums {
-            if count > 0 && seconds.is_finite() {
-                by_scope
-                    .entry(scope.to_string())
-                    .or_default()
-                    .push(seconds * 1000.0 / count as f64);
-            }
+        for (scope, mut values) in kvcr_ops_times(&r.kvcr_ops) {
+            by_scope.entry(scope).or_default().append(&mut values);
         }
     }
     by_scope.into_iter().collect()
+}
+
+/// The mean duration of one successful operation per scope of one
+/// request's ops, ms, over every worker (one value each).
+fn kvcr_ops_times(ops: &[KvcrOps]) -> Vec<(String, Vec<f64>)> {
+    let mut sums: std::collections::BTreeMap<&str, (u64, f64)> = Default::default();
+    for op in ops.iter().filter(|op| op.result == "success") {
+        let slot = sums.entry(op.scope.as_str()).or_default();
+        slot.0 += op.count;
+        slot.1 += op.seconds;
+    }
+    sums.into_iter()
+        .filter(|(_, (count, seconds))| *count > 0 && seconds.is_finite())
+        .map(|(scope, (count, seconds))| (scope.to_string(), vec![seconds * 1000.0 / count as f64]))
+        .collect()
 }
 
 /// Bad requests of one trial in one run.
@@ -760,6 +781,14 @@ evidence: a"
             let id = format!("TC-06::guard_recovery_timing::promotion_{id}");
             assert_eq!(values(&run, &id).unwrap().1, [want], "{id}");
         }
+        // The pull from the Guard for t1's request.
+        let t1 = "TC-06::guard_recovery_timing::t1_kvcr::remote_deliver";
+        assert!(values(&run, t1).is_none());
+        run.perf.recovery.as_mut().unwrap().t1_kvcr_ops = vec![
+            op("B", "remote_deliver", "success", 2, 30.0),
+            op("B", "remote_deliver", "partial", 1, 90.0),
+        ];
+        assert_eq!(values(&run, t1).unwrap().1, [15.0]);
     }
 
     #[test]

@@ -422,6 +422,11 @@ pub struct RecoveryTimeline {
     /// before they were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promotion_stages: Option<PromotionStages>,
+    /// KVCR's own operations on the target during the attempt the Guard
+    /// served (t1's request): its `remote_deliver` is the pull from the
+    /// Guard.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub t1_kvcr_ops: Vec<KvcrOps>,
     /// Every attempt in order.
     pub attempts: Vec<RecoveryAttempt>,
     /// Why there is no t1, when there is none.

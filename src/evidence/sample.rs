@@ -340,6 +340,7 @@ pub(crate) fn perf() -> PerfSummary {
                 .collect(),
             no_t1_reason: None,
             promotion_stages: None,
+            t1_kvcr_ops: Vec::new(),
         }),
         ttft_accuracy: vec![
             TtftAccuracy {
