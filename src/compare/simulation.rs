@@ -275,9 +275,9 @@ struct PairPool {
 
 /// Interval figures a default comparison judges with KVCR's operation
 /// durations (27 recorded without them, plus about 9 KVCR scopes over the
-/// four arms): the Bonferroni family each simulated figure's interval is
-/// sized for.
-const FAMILY: usize = 36;
+/// four arms, TC-06's three promotion stages and the pull from the Guard):
+/// the Bonferroni family each simulated figure's interval is sized for.
+const FAMILY: usize = 40;
 
 /// Pairs of the default comparison ([`super::DEFAULT_ROUNDS`] / 2).
 const PAIRS: u32 = super::driver::DEFAULT_ROUNDS / 2;
