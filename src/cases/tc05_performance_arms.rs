@@ -11,14 +11,17 @@
 //!   or an open loop of Poisson arrivals per rate (`perf_sweep_mode`), whose
 //!   requests record their schedule delay.
 //!
-//! Each arm reports n and its TTFT p50's order-statistic interval.
+//! Each arm reports n and its TTFT p50's order-statistic interval. Each
+//! request records KVCR's own operations over its telemetry window (count
+//! and summed duration per worker, scope and result), which `compare`
+//! judges apart from the client's TTFT.
 //!
 //! No latency thresholds: deltas against the KVCR-disabled baselines of the
 //! reference phase are recorded and plotted.
 
 use crate::config::SweepMode;
 use crate::engine::Need;
-use crate::evidence::Arm;
+use crate::evidence::{Arm, KvcrOps};
 use crate::prompts::Prompt;
 use crate::stats::OpenLoop;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
@@ -76,12 +79,13 @@ fn cold(ctx: &CaseCtx) -> CaseResult {
     for family in ctx.families(repeats(ctx))? {
         let prompt = family.variant(0);
         let before = ctx.snapshot(&a)?;
-        records.push(
-            ctx.perf()
-                .stream_measured(Some(&a), prompt, Arm::Cold)?
-                .record,
-        );
+        let mut record = ctx
+            .perf()
+            .stream_measured(Some(&a), prompt, Arm::Cold)?
+            .record;
         let delta = ctx.delta_since(&a, &before)?;
+        record.kvcr_ops = KvcrOps::from_delta(a.name(), &delta);
+        records.push(record);
         let observed = ctx.observe().host_tier_hit(&delta, None)?;
         let blocks = ctx.geometry().full_blocks(prompt.tokens.len() as u64);
         ctx.check(
@@ -101,14 +105,14 @@ fn local_hit(ctx: &CaseCtx) -> CaseResult {
     for family in ctx.families(repeats(ctx))? {
         ctx.commit(&a, family.variant(0))?;
         let before = ctx.snapshot(&a)?;
-        records.push(
-            ctx.perf()
-                .stream_measured(Some(&a), family.variant(1), Arm::LocalHit)?
-                .record,
-        );
-        let observed = ctx
-            .observe()
-            .host_tier_hit(&ctx.delta_since(&a, &before)?, None)?;
+        let mut record = ctx
+            .perf()
+            .stream_measured(Some(&a), family.variant(1), Arm::LocalHit)?
+            .record;
+        let delta = ctx.delta_since(&a, &before)?;
+        record.kvcr_ops = KvcrOps::from_delta(a.name(), &delta);
+        records.push(record);
+        let observed = ctx.observe().host_tier_hit(&delta, None)?;
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
             &observed,
@@ -134,9 +138,10 @@ fn dram_hit(ctx: &CaseCtx) -> CaseResult {
         let measured = ctx
             .perf()
             .stream_measured(Some(&a), family.variant(1), Arm::DramHit)?;
+        let delta = ctx.delta_since(&a, &before)?;
         let observed = ctx
             .observe()
-            .host_tier_hit(&ctx.delta_since(&a, &before)?, measured.cached_tokens)?;
+            .host_tier_hit(&delta, measured.cached_tokens)?;
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
             &observed,
@@ -147,7 +152,9 @@ fn dram_hit(ctx: &CaseCtx) -> CaseResult {
                 geometry.bytes_per_block(),
             ),
         )?;
-        records.push(measured.record);
+        let mut record = measured.record;
+        record.kvcr_ops = KvcrOps::from_delta(a.name(), &delta);
+        records.push(record);
     }
     ctx.perf().report_arm(Arm::DramHit, records)?;
     Ok(())
@@ -160,12 +167,16 @@ fn remote_hit(ctx: &CaseCtx) -> CaseResult {
     for family in ctx.families(repeats(ctx))? {
         ctx.commit(&a, family.variant(0))?;
         let (a_before, b_before) = (ctx.snapshot(&a)?, ctx.snapshot(&b)?);
-        records.push(
-            ctx.perf()
-                .stream_measured(Some(&b), family.variant(1), Arm::RemoteHit)?
-                .record,
-        );
+        let mut record = ctx
+            .perf()
+            .stream_measured(Some(&b), family.variant(1), Arm::RemoteHit)?
+            .record;
         let observed = ctx.observe().peer_transfer(&a, &a_before, &b, &b_before)?;
+        record.kvcr_ops = KvcrOps::from_delta(a.name(), &observed.source);
+        record
+            .kvcr_ops
+            .extend(KvcrOps::from_delta(b.name(), &observed.target));
+        records.push(record);
         ctx.check(
             &format!("{}.json", family.variant(1).key()),
             &observed,

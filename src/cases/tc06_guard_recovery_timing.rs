@@ -25,7 +25,7 @@
 use std::time::{Duration, Instant};
 
 use crate::engine::Need;
-use crate::evidence::{RecoveryAttempt, RecoveryTimeline};
+use crate::evidence::{PromotionStages, RecoveryAttempt, RecoveryTimeline};
 use crate::suite::{clause, Case, CaseCtx, CaseError, CaseResult, Claim};
 use crate::telemetry::guard_log::GuardEvent;
 use crate::verdict::guard::{expect_recovered_covers, AttemptOutcome};
@@ -97,6 +97,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         match outcome {
             AttemptOutcome::GuardServed => {
                 timeline.t1_ms = Some(ms(attempt.answered_at.saturating_duration_since(t0)));
+                timeline.t1_kvcr_ops = attempt.kvcr_ops.clone();
                 break;
             }
             AttemptOutcome::WrongTokens(mismatch) => {
@@ -118,6 +119,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         _ => None,
     });
     timeline.promotion_ms = promotion.as_ref().map(|p| p.promotion_ms);
+    timeline.promotion_stages = promotion.as_ref().map(|p| PromotionStages {
+        recovery_ms: p.recovery_ms,
+        setup_ms: p.setup_ms,
+        start_ms: p.start_ms,
+    });
     if timeline.t1_ms.is_none() {
         let reason = format!(
             "{} attempts in {:.1} s, none served by the Guard ({}); Guard promotion_ms {:?}",

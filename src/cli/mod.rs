@@ -103,7 +103,7 @@ commands:
                                completions, writes each one's stamps to PATH
   compare-results BASE_RUN... --head HEAD_RUN... [--out DIR] [--resamples N]
                     [--seed S] [--confidence C] [--min-change F] [--min-pairs K]
-                    [--scope familywise|per-figure]
+                    [--scope familywise|per-figure] [--method paired|pooled]
                                compare phase1 runs of two builds (run directories or
                                their results.json): BASE_RUN i and HEAD_RUN i form round
                                pair i. Per figure (TC-05 arms' TTFT p50/p90, TPOT and
@@ -116,7 +116,7 @@ commands:
                                figure with --scope per-figure; N resamples, default
                                10000, seeded by S) and a verdict:
                                a regression when the interval excludes 0 and the
-                               change is at least F of base (default 0.10), over
+                               change is at least F of base (default 0.05), over
                                at least K round pairs (default 6; fewer: the figure is
                                inconclusive); `no change beyond +-N %` when the
                                interval excludes any change of F, `no change detected,
@@ -134,7 +134,8 @@ commands:
                                failed or left no run directory of its own
   compare --base SPEC --head SPEC [--target LANE] [--rounds N] [--trials|--cases FILTER,...]
           [--out DIR] [--resamples N] [--seed S] [--confidence C] [--min-change F]
-          [--min-pairs K] [--scope familywise|per-figure] [HARNESS FLAGS]
+          [--min-pairs K] [--scope familywise|per-figure] [--method paired|pooled]
+          [--early-stop] [HARNESS FLAGS]
                                run a lane's perf trials (LANE: a cargo test target,
                                default phase1; trials default TC-05 and TC-06: every
                                TC-05 arm and the Guard recovery timing; on the workload
@@ -145,7 +146,11 @@ commands:
                                compare-results does; DIR (default
                                target/compare/<timestamp>) holds rounds/ and the outputs.
                                Exit codes as compare-results (docs/benchmarks.md); a
-                               round whose run exits non-zero or leaves no run gives 3
+                               round whose run exits non-zero or leaves no run gives 3.
+                               Prints where the figures stand after each pair;
+                               --early-stop stops at the first look (every second
+                               pair from K on) where every figure has a verdict, the
+                               error rate split over the looks
   gate --kvcr SPEC [--base SPEC] [--lanes LANE,...] [--keep-going] [--out DIR]
           [COMPARE FLAGS] [HARNESS FLAGS]
                                the gate of a KVCR change: each lane (default phase1,

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::comparison::Rule;
+use super::comparison::{Method, Rule};
 use crate::stats::Bootstrap;
 
 /// Parsed arguments.
@@ -71,7 +71,7 @@ impl CompareArgs {
 
 /// Applies one of the statistics flags shared by `compare-results` and
 /// `compare` (`--resamples`, `--seed`, `--confidence`, `--min-change`,
-/// `--min-pairs`, `--scope`);
+/// `--min-pairs`, `--scope`, `--method`);
 /// `Ok(false)` when `arg` is none of them.
 pub fn apply_statistics_flag(
     arg: &str,
@@ -99,6 +99,13 @@ pub fn apply_statistics_flag(
                 "familywise" => true,
                 "per-figure" => false,
                 _ => return Err(bad("not familywise or per-figure")),
+            }
+        }
+        "--method" => {
+            rule.method = match value {
+                "paired" => Method::Paired,
+                "pooled" => Method::Pooled,
+                _ => return Err(bad("not paired or pooled")),
             }
         }
         _ => return Ok(false),

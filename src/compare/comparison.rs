@@ -8,7 +8,9 @@ use super::errors::CompareError;
 use super::figures::{Better, FigureSpec, Judged, RunResults};
 use super::gate::Gate;
 use super::rounds::{Build, Round};
-use crate::stats::{difference, Bootstrap, Difference, PairSamples};
+use crate::stats::{
+    difference, min_detectable_effect, paired_difference, Bootstrap, Difference, PairSamples,
+};
 
 /// Version of the compare.json layout.
 pub const COMPARE_SCHEMA_VERSION: u32 = 1;
@@ -34,7 +36,9 @@ fn default_min_pairs() -> u32 {
 pub struct Rule {
     /// Confidence of the interval (0.95: a 95 % interval).
     pub confidence: f64,
-    /// The smallest |head − base| / |base| that counts (0.10: 10 %).
+    /// The smallest |head − base| / |base| that counts (0.05: 5 %). Half
+    /// the change a comparison is meant to find: with the size rule at 10 %,
+    /// a true 10 % change would pass it only half the time.
     pub min_relative_change: f64,
     /// The fewest complete round pairs for a verdict; with fewer a figure is
     /// [`Verdict::Inconclusive`] ([`DEFAULT_MIN_PAIRS`]).
@@ -46,15 +50,60 @@ pub struct Rule {
     /// Absent in files written before it existed: per figure.
     #[serde(default)]
     pub familywise: bool,
+    /// How head − base and its interval are estimated. Absent in files
+    /// written before it existed: [`Method::Pooled`].
+    #[serde(default = "Method::pooled")]
+    pub method: Method,
+    /// How many times the rounds are looked at for a verdict (`--early-stop`:
+    /// one look per ABBA block from the pair minimum on,
+    /// [`Rule::early_stop_looks`]); the error rate is split over them
+    /// (Bonferroni across looks), so stopping at the first look where every
+    /// figure has a verdict keeps the chance of any false verdict within
+    /// 1 − confidence. 1 without early stop.
+    #[serde(default = "one_look")]
+    pub looks: u32,
+}
+
+fn one_look() -> u32 {
+    1
+}
+
+/// How a figure's head − base and its interval are estimated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// The mean of the per-pair differences of the statistic, with a
+    /// Student-t interval over the pairs ([`crate::stats::paired_difference`]):
+    /// the drift a pair shares cancels inside its difference (the default).
+    Paired,
+    /// The statistic of each build's pooled samples, with a round-pair
+    /// bootstrap interval ([`crate::stats::difference`]; `--pooled`).
+    Pooled,
+}
+
+impl Method {
+    fn pooled() -> Self {
+        Method::Pooled
+    }
+
+    /// `paired` or `pooled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Paired => "paired",
+            Method::Pooled => "pooled",
+        }
+    }
 }
 
 impl Default for Rule {
     fn default() -> Self {
         Rule {
             confidence: 0.95,
-            min_relative_change: 0.10,
+            min_relative_change: 0.05,
             min_pairs: DEFAULT_MIN_PAIRS,
             familywise: true,
+            method: Method::Paired,
+            looks: 1,
         }
     }
 }
@@ -73,6 +122,11 @@ impl Rule {
                 "the minimum relative change must be a fraction of at least 0 (0.10 for 10 %), got {}",
                 self.min_relative_change
             )));
+        }
+        if self.looks == 0 {
+            return Err(CompareError::Setting(
+                "a comparison looks at its rounds at least once".into(),
+            ));
         }
         if self.min_pairs < 2 {
             return Err(CompareError::Setting(format!(
@@ -93,10 +147,22 @@ impl Rule {
     /// at 95 % each, two builds that are the same got a false verdict in 3
     /// of 4 runs on the 2-core machine (docs/benchmarks.md, "Proof runs").
     pub fn figure_confidence(&self, judged: usize) -> f64 {
+        let looks = f64::from(self.looks.max(1));
         match self.familywise && judged > 1 {
-            true => 1.0 - (1.0 - self.confidence) / judged as f64,
-            false => self.confidence,
+            true => 1.0 - (1.0 - self.confidence) / (judged as f64 * looks),
+            false => 1.0 - (1.0 - self.confidence) / looks,
         }
+    }
+
+    /// The pair counts at which an early-stopping comparison of `pairs`
+    /// pairs looks: every second pair (one ABBA block, over which a linear
+    /// drift cancels) from the pair minimum on, and the last pair.
+    pub fn early_stop_looks(&self, pairs: u32) -> Vec<u32> {
+        let mut looks: Vec<u32> = (self.min_pairs..pairs).step_by(2).collect();
+        if pairs >= self.min_pairs {
+            looks.push(pairs);
+        }
+        looks
     }
 
     /// The rule in words.
@@ -105,9 +171,17 @@ impl Rule {
             true => "family-wise interval (Bonferroni over the figures judged)",
             false => "interval (per figure)",
         };
+        let estimate = match self.method {
+            Method::Paired => "mean paired difference",
+            Method::Pooled => "head − base",
+        };
+        let looks = match self.looks {
+            0 | 1 => String::new(),
+            n => format!(", split over {n} looks (early stop)"),
+        };
         format!(
-            "the {:.0} % {scope} of head − base excludes 0 and |change| ≥ {:.0} % of base, \
-             over at least {} round pairs",
+            "the {:.0} % {scope} of {estimate} excludes 0 and |change| ≥ {:.0} % of base, \
+             over at least {} round pairs{looks}",
             self.confidence * 100.0,
             self.min_relative_change * 100.0,
             self.min_pairs
@@ -225,6 +299,12 @@ pub struct FigureResult {
     /// or a relative bound, and for counts (judged by any increase).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cannot_exclude: Option<f64>,
+    /// The minimum detectable effect, as a fraction of |base|: the smallest
+    /// change this run's spread would report as a verdict four times in
+    /// five ([`crate::stats::min_detectable_effect`]); absent without an
+    /// interval over two pairs or more, with base 0, and for counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mde: Option<f64>,
 }
 
 /// A round as the comparison records it.
@@ -324,6 +404,56 @@ impl Comparison {
         } else {
             Gate::Pass
         }
+    }
+
+    /// Whether an early-stopping comparison may stop at this look: a
+    /// figure is a regression (the comparison fails whatever the rounds
+    /// still to come add), or every figure has its verdict ([`Self::decided`]).
+    pub fn may_stop(&self) -> bool {
+        self.figures
+            .iter()
+            .any(|f| f.verdict == Verdict::Regression)
+            || self.decided()
+    }
+
+    /// Whether every figure has its verdict and every round is clean
+    /// evidence: no figure inconclusive or too wide to rule out the rule's
+    /// change.
+    pub fn decided(&self) -> bool {
+        !self.figures.is_empty()
+            && self.without_verdict().is_empty()
+            && self.figures.iter().all(|f| {
+                matches!(
+                    f.verdict,
+                    Verdict::Regression
+                        | Verdict::Improvement
+                        | Verdict::NoChange
+                        | Verdict::Missing
+                )
+            })
+    }
+
+    /// One line on where the comparison stands (printed as rounds finish):
+    /// the verdicts so far, and the regressions by id.
+    pub fn progress(&self) -> String {
+        let k = self.counts();
+        let regressions: Vec<&str> = self
+            .figures
+            .iter()
+            .filter(|f| f.verdict.fails())
+            .map(|f| f.spec.id.as_str())
+            .collect();
+        let open = k.inconclusive + k.too_wide;
+        let mut line = format!(
+            "{} regression(s) or missing, {} improvement(s), {} no change, {open} without a verdict yet",
+            k.regression + k.missing,
+            k.improvement,
+            k.no_change
+        );
+        if !regressions.is_empty() {
+            line.push_str(&format!(": {}", regressions.join(", ")));
+        }
+        line
     }
 
     /// Every figure judged, no regression, nothing missing, and every round
@@ -591,7 +721,10 @@ fn compare_figure(
         seed: figure_seed(bootstrap.seed, &spec.id),
         ..*bootstrap
     };
-    let diff = difference(&pairs, spec.statistic, confidence, &boot);
+    let diff = match rule.method {
+        Method::Paired => paired_difference(&pairs, spec.statistic, confidence),
+        Method::Pooled => difference(&pairs, spec.statistic, confidence, &boot),
+    };
     let (base, head) = (side(Build::Base), side(Build::Head));
     let (verdict, reason) = match (&diff, constant(samples)) {
         (None, _) => (Verdict::Missing, missing_reason(&pairs)),
@@ -626,6 +759,17 @@ fn compare_figure(
         Judged::Interval => diff.as_ref().and_then(largest_unexcluded_change),
         Judged::AnyIncrease => None,
     };
+    let mde = match (spec.judged, &diff) {
+        (Judged::Interval, Some(d)) if d.base != 0.0 => min_detectable_effect(
+            (d.interval.hi - d.interval.lo) / 2.0,
+            complete as usize,
+            confidence,
+            rule.min_relative_change,
+            d.base,
+        )
+        .map(|abs| abs / d.base.abs()),
+        _ => None,
+    };
     FigureResult {
         spec: spec.clone(),
         base,
@@ -635,6 +779,7 @@ fn compare_figure(
         verdict,
         reason,
         cannot_exclude,
+        mde,
     }
 }
 
@@ -842,8 +987,8 @@ mod tests {
         // Interval contains 0.
         let wide = diff(100.0, 120.0, -1.0, 30.0);
         assert_eq!(verdict(&wide, Better::Lower, &rule), Verdict::NoChange);
-        // Real but under 10 %.
-        let small = diff(100.0, 105.0, 2.0, 8.0);
+        // Real but under 5 %.
+        let small = diff(100.0, 104.0, 2.0, 8.0);
         assert_eq!(verdict(&small, Better::Lower, &rule), Verdict::NoChange);
         let loose = Rule {
             min_relative_change: 0.02,
@@ -853,6 +998,26 @@ mod tests {
         // Point and interval disagree on the sign: no verdict.
         let odd = diff(100.0, 80.0, 1.0, 5.0);
         assert_eq!(verdict(&odd, Better::Lower, &rule), Verdict::NoChange);
+    }
+
+    #[test]
+    fn looks_split_the_error_rate_and_fall_on_abba_blocks() {
+        let rule = Rule::default();
+        assert_eq!(rule.early_stop_looks(8), [6, 8]);
+        assert_eq!(rule.early_stop_looks(9), [6, 8, 9]);
+        assert_eq!(rule.early_stop_looks(6), [6]);
+        assert!(rule.early_stop_looks(5).is_empty());
+        let two = Rule { looks: 2, ..rule };
+        // 10 figures, 2 looks: each interval at 1 − 0.05/20.
+        assert!((two.figure_confidence(10) - 0.9975).abs() < 1e-12);
+        assert!((rule.figure_confidence(10) - 0.995).abs() < 1e-12);
+        let per_figure = Rule {
+            familywise: false,
+            ..two
+        };
+        assert!((per_figure.figure_confidence(10) - 0.975).abs() < 1e-12);
+        assert!(two.describe().ends_with("split over 2 looks (early stop)"));
+        assert!(Rule { looks: 0, ..rule }.checked().is_err());
     }
 
     #[test]
@@ -986,12 +1151,68 @@ mod tests {
         c.compare(&Rule::default(), &Bootstrap::default()).figures[0].clone()
     }
 
+    /// Six pairs of one figure where head is `shift` above base in every
+    /// pair, with a little spread.
+    fn shifted(shift: f64) -> Comparison {
+        let mut c = Collector::default();
+        let spread = [1.0, -1.0, 0.5, -0.5, 1.0, -1.0];
+        for round in crate::compare::RoundPlan::abba(12).unwrap().rounds() {
+            let value = match round.build {
+                Build::Base => 100.0,
+                Build::Head => 100.0 + shift + spread[round.pair() as usize],
+            };
+            c.add_samples(*round, &spec("f"), &[value]);
+        }
+        c.compare(&Rule::default(), &Bootstrap::default())
+    }
+
+    #[test]
+    fn a_regression_may_stop_early_and_the_progress_line_names_it() {
+        let slow = shifted(20.0);
+        assert!(slow.may_stop() && slow.decided());
+        assert_eq!(
+            slow.progress(),
+            "1 regression(s) or missing, 0 improvement(s), 0 no change, 0 without a verdict yet: f"
+        );
+        // No change within the rule: decided, may stop, nothing named.
+        let same = shifted(0.0);
+        assert_eq!(same.figures[0].verdict, Verdict::NoChange);
+        assert!(same.may_stop());
+        assert!(same
+            .progress()
+            .ends_with("1 no change, 0 without a verdict yet"));
+        // A too-wide figure keeps the comparison going.
+        let wide = no_change_of([20.0, -25.0, 30.0, -20.0, 15.0, -18.0]);
+        let c = Comparison {
+            figures: vec![wide],
+            ..same.clone()
+        };
+        assert!(!c.decided() && !c.may_stop());
+        // So does a round that is no clean evidence.
+        let mut flagged = same.clone();
+        flagged.rounds[0].problem = Some("its run exited 101".into());
+        assert!(!flagged.decided());
+    }
+
+    #[test]
+    fn the_mde_grows_with_the_spread_and_stays_above_the_size_rule() {
+        let tight = shifted(0.0).figures[0].mde.unwrap();
+        let wide = no_change_of([20.0, -25.0, 30.0, -20.0, 15.0, -18.0])
+            .mde
+            .unwrap();
+        assert!(
+            tight > Rule::default().min_relative_change && tight < 0.08,
+            "{tight}"
+        );
+        assert!(wide > 0.25, "{wide}");
+    }
+
     #[test]
     fn a_tight_no_change_says_how_far_it_reaches_and_a_wide_one_says_it_is_too_wide() {
-        let tight = no_change_of([1.0, -1.0, 2.0, -2.0, 1.0, -1.0]);
+        let tight = no_change_of([1.0, -1.0, 1.0, -1.0, 1.0, -1.0]);
         assert_eq!(tight.verdict, Verdict::NoChange, "{}", tight.reason);
         let reach = tight.cannot_exclude.unwrap();
-        assert!(reach > 0.0 && reach <= 0.10, "{reach}");
+        assert!(reach > 0.0 && reach <= 0.05, "{reach}");
         assert!(
             tight.reason.ends_with(&format!(
                 "contains 0: no change beyond ±{:.1} %",
@@ -1002,10 +1223,12 @@ mod tests {
         );
         let wide = no_change_of([20.0, -25.0, 30.0, -20.0, 15.0, -18.0]);
         assert_eq!(wide.verdict, Verdict::NoChangeTooWide, "{}", wide.reason);
-        assert!(wide.cannot_exclude.unwrap() > 0.10);
+        assert!(wide.cannot_exclude.unwrap() > 0.05);
+        // The MDE reads the same spread: small for the tight one.
+        assert!(tight.mde.unwrap() < wide.mde.unwrap(), "{tight:?} {wide:?}");
         assert!(
             wide.reason.contains("but it cannot exclude a change of ±")
-                && wide.reason.ends_with("too wide to rule out 10 %"),
+                && wide.reason.ends_with("too wide to rule out 5 %"),
             "{}",
             wide.reason
         );

@@ -88,6 +88,9 @@ fn test_case(f: &FigureResult) -> TestCase {
             format!("{:.1}", change * 100.0),
         ));
     }
+    if let Some(mde) = f.mde {
+        tc.add_property(Property::new("mde.percent", format!("{:.1}", mde * 100.0)));
+    }
     if let Some(d) = &f.difference {
         for (key, value) in [
             ("base", d.base),

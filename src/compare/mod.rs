@@ -44,8 +44,8 @@ use crate::stats::Bootstrap;
 
 pub use cli::CompareArgs;
 pub use comparison::{
-    largest_unexcluded_change, verdict, Collector, Comparison, Counts, FigureResult, RoundRecord,
-    Rule, Sample, Verdict, COMPARE_SCHEMA_VERSION, DEFAULT_MIN_PAIRS,
+    largest_unexcluded_change, verdict, Collector, Comparison, Counts, FigureResult, Method,
+    RoundRecord, Rule, Sample, Verdict, COMPARE_SCHEMA_VERSION, DEFAULT_MIN_PAIRS,
 };
 pub use driver::{
     round_runs, run_compare, CompareDriveArgs, RoundRun, DEFAULT_ROUNDS, DEFAULT_TRIALS,

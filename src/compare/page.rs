@@ -129,7 +129,8 @@ fn figures_table(c: &Comparison) -> String {
     let mut o = String::from(
         "<table><tr><th>figure</th><th>n base/head</th><th class=\"num\">base</th>\
          <th class=\"num\">head</th><th class=\"num\">change</th><th class=\"num\">interval of head − base</th>\
-         <th>verdict</th></tr>\n",
+         <th class=\"num\" title=\"minimum detectable effect: the smallest change, as % of base, this run's \
+         spread reports as a verdict 4 times in 5\">MDE</th><th>verdict</th></tr>\n",
     );
     for f in &c.figures {
         let cells = match &f.difference {
@@ -147,7 +148,7 @@ fn figures_table(c: &Comparison) -> String {
             o,
             "<tr><td><a href=\"#{id}\">{label}</a> ({unit}, {stat})</td><td>{nb}/{nh}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td><span class=\"pill {cls}\">{verdict}</span></td></tr>",
+             <td class=\"num\">{mde}</td><td><span class=\"pill {cls}\">{verdict}</span></td></tr>",
             cells[0],
             cells[1],
             cells[2],
@@ -158,6 +159,7 @@ fn figures_table(c: &Comparison) -> String {
             stat = f.spec.statistic.as_str(),
             nb = f.base.len(),
             nh = f.head.len(),
+            mde = super::summary::mde_text(f.mde),
             cls = class(f.verdict),
             verdict = f.verdict.as_str(),
         );

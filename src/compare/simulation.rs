@@ -144,6 +144,16 @@ fn rates(shape: Shape, pairs: u32, shift: f64, rule: &Rule, trials: u32, resampl
 fn ungated() -> Rule {
     Rule {
         min_pairs: 2,
+        ..pooled()
+    }
+}
+
+/// The rule of the rate table: the pooled bootstrap at the 10 % size rule
+/// it was made for (`--method pooled --min-change 0.10`).
+fn pooled() -> Rule {
+    Rule {
+        method: super::comparison::Method::Pooled,
+        min_relative_change: 0.10,
         ..Rule::default()
     }
 }
@@ -153,9 +163,10 @@ fn a_against_a_with_drift_is_rarely_a_verdict_at_the_minimum() {
     // At the default minimum the interval itself keeps false verdicts
     // (either direction) near the nominal 5 %.
     for shape in [TC06, TC05_P50] {
+        // 150 comparisons: 5 % nominal plus sampling error (sd 1.8 %).
         let r = rates(shape, 6, 0.0, &Rule::default(), 150, 300);
         assert!(
-            r.regression + r.improvement <= 0.05,
+            r.regression + r.improvement <= 0.08,
             "{}: {r:?}",
             shape.name
         );
@@ -207,9 +218,9 @@ fn rate_table() {
                 .map(|pairs| {
                     s.spawn(move || {
                         let aa = rates(shape, pairs, 0.0, &ungated(), trials, resamples);
-                        let gated = rates(shape, pairs, 0.0, &Rule::default(), trials, resamples);
-                        let d20 = rates(shape, pairs, 0.2, &Rule::default(), trials, resamples);
-                        let d50 = rates(shape, pairs, 0.5, &Rule::default(), trials, resamples);
+                        let gated = rates(shape, pairs, 0.0, &pooled(), trials, resamples);
+                        let d20 = rates(shape, pairs, 0.2, &pooled(), trials, resamples);
+                        let d50 = rates(shape, pairs, 0.5, &pooled(), trials, resamples);
                         let pct = |x: f64| format!("{:.1} %", x * 100.0);
                         format!(
                             "| {pairs} | {} | {} | {} | {} | {} | {} |",
@@ -229,6 +240,314 @@ fn rate_table() {
         });
         for row in rows {
             println!("{row}");
+        }
+    }
+}
+
+// ----- the chosen design, calibrated on real A-against-A rounds ---------
+
+/// Recorded A-against-A rounds (`testdata/aa-rounds.json`): each figure's
+/// samples per round, in running order.
+#[derive(serde::Deserialize)]
+struct Recorded {
+    comparisons: Vec<RecordedComparison>,
+}
+
+#[derive(serde::Deserialize)]
+struct RecordedComparison {
+    figures: Vec<RecordedFigure>,
+}
+
+#[derive(serde::Deserialize)]
+struct RecordedFigure {
+    id: String,
+    label: String,
+    statistic: Statistic,
+    rounds: Vec<Vec<f64>>,
+}
+
+/// A recorded figure as the simulation draws it: its round pairs, each
+/// pair's two rounds' samples (warm-up dropped as the figures do).
+struct PairPool {
+    spec: FigureSpec,
+    pairs: Vec<[Vec<f64>; 2]>,
+}
+
+/// Interval figures a default comparison judges with KVCR's operation
+/// durations (27 recorded without them, plus about 9 KVCR scopes over the
+/// four arms, TC-06's three promotion stages and the pull from the Guard):
+/// the Bonferroni family each simulated figure's interval is sized for.
+const FAMILY: usize = 40;
+
+/// Pairs of the default comparison ([`super::DEFAULT_ROUNDS`] / 2).
+const PAIRS: u32 = super::driver::DEFAULT_ROUNDS / 2;
+
+fn recorded_pools() -> Vec<PairPool> {
+    let recorded: Recorded =
+        serde_json::from_str(include_str!("testdata/aa-rounds.json")).expect("aa-rounds.json");
+    let mut pools = Vec::new();
+    for comparison in &recorded.comparisons {
+        for f in &comparison.figures {
+            let arm = f.id.starts_with("TC-05::") && !f.id.contains("concurrency_sweep");
+            let kept = |r: &Vec<f64>| -> Vec<f64> {
+                match arm && r.len() >= super::figures::WARM_UP_REQUESTS + 2 {
+                    true => r[super::figures::WARM_UP_REQUESTS..].to_vec(),
+                    false => r.clone(),
+                }
+            };
+            let pairs = f
+                .rounds
+                .chunks(2)
+                .filter(|p| p.len() == 2 && !p[0].is_empty() && !p[1].is_empty())
+                .map(|p| [kept(&p[0]), kept(&p[1])])
+                .collect();
+            pools.push(PairPool {
+                spec: FigureSpec {
+                    id: f.id.clone(),
+                    label: f.label.clone(),
+                    unit: "ms".into(),
+                    statistic: f.statistic,
+                    better: Better::Lower,
+                    judged: crate::compare::figures::Judged::Interval,
+                },
+                pairs,
+            });
+        }
+    }
+    pools
+}
+
+/// One simulated comparison: `pairs` round pairs drawn with replacement
+/// from the recorded ones, each pair's rounds in a random order (A against
+/// A, either could be base), head's samples scaled by 1 + `shift`.
+fn draw_comparison(
+    pools: &[PairPool],
+    pairs: u32,
+    shift: f64,
+    rng: &mut SplitMix64,
+) -> Vec<(u32, Build, usize, Vec<f64>)> {
+    let plan = RoundPlan::abba(2 * pairs).expect("an even plan");
+    let mut out = Vec::new();
+    for (fi, pool) in pools.iter().enumerate() {
+        let picks: Vec<(usize, bool)> = (0..pairs)
+            .map(|_| (rng.index(pool.pairs.len()), rng.unit_open() < 0.5))
+            .collect();
+        for round in plan.rounds() {
+            let (pick, swap) = picks[round.pair() as usize];
+            let [a, b] = &pool.pairs[pick];
+            let (base, head) = if swap { (b, a) } else { (a, b) };
+            let values = match round.build {
+                Build::Base => base.clone(),
+                Build::Head => head.iter().map(|v| v * (1.0 + shift)).collect(),
+            };
+            out.push((round.index, round.build, fi, values));
+        }
+    }
+    out
+}
+
+/// The rule of the simulated design: the default's, with each interval at
+/// the confidence a family of [`FAMILY`] figures gets, split over `looks`.
+fn design_rule(looks: u32) -> Rule {
+    Rule {
+        confidence: 1.0 - (1.0 - Rule::default().confidence) / FAMILY as f64,
+        familywise: false,
+        looks,
+        ..Rule::default()
+    }
+}
+
+/// The comparison of the drawn rounds with fewer than `pairs` pairs.
+fn judge(
+    pools: &[PairPool],
+    drawn: &[(u32, Build, usize, Vec<f64>)],
+    pairs: u32,
+    rule: &Rule,
+) -> super::Comparison {
+    let mut c = Collector::default();
+    for (index, build, fi, values) in drawn.iter().filter(|d| d.0 / 2 < pairs) {
+        let round = super::Round {
+            index: *index,
+            build: *build,
+        };
+        c.add_samples(round, &pools[*fi].spec, values);
+    }
+    c.compare(rule, &Bootstrap::default())
+}
+
+/// Per figure over `trials` simulated comparisons: the share with a
+/// regression verdict, with any verdict (regression or improvement), and
+/// the median MDE; with `early_stop`, the sequential rule (looks
+/// [`Rule::early_stop_looks`]) and the mean pairs it ran.
+#[derive(Debug, Clone)]
+struct Power {
+    regression: Vec<f64>,
+    any_verdict: Vec<f64>,
+    mde: Vec<f64>,
+    /// Share of comparisons with a verdict on any figure.
+    family_any: f64,
+    mean_pairs: f64,
+}
+
+fn power(pools: &[PairPool], shift: f64, early_stop: bool, trials: u32) -> Power {
+    let looks = match early_stop {
+        true => Rule::default().early_stop_looks(PAIRS),
+        false => vec![PAIRS],
+    };
+    let rule = design_rule(looks.len() as u32);
+    let mut rng = SplitMix64::new(0x9e37_79b9 ^ (shift * 1000.0) as u64 ^ u64::from(early_stop));
+    let n = pools.len();
+    let (mut reg, mut any, mut fam, mut pairs_run) = (vec![0u32; n], vec![0u32; n], 0u32, 0u64);
+    let mut mdes: Vec<Vec<f64>> = vec![Vec::new(); n];
+    for _ in 0..trials {
+        let drawn = draw_comparison(pools, PAIRS, shift, &mut rng);
+        let mut last = None;
+        for &k in &looks {
+            let c = judge(pools, &drawn, k, &rule);
+            let stop = c.may_stop();
+            last = Some((k, c));
+            if stop {
+                break;
+            }
+        }
+        let (k, c) = last.expect("at least one look");
+        pairs_run += u64::from(k);
+        let mut any_here = false;
+        for (i, f) in c.figures.iter().enumerate() {
+            let r = f.verdict == Verdict::Regression;
+            let a = r || f.verdict == Verdict::Improvement;
+            reg[i] += u32::from(r);
+            any[i] += u32::from(a);
+            any_here |= a;
+            if let Some(m) = f.mde {
+                mdes[i].push(m);
+            }
+        }
+        fam += u32::from(any_here);
+    }
+    let share = |k: u32| f64::from(k) / f64::from(trials);
+    Power {
+        regression: reg.into_iter().map(share).collect(),
+        any_verdict: any.into_iter().map(share).collect(),
+        mde: mdes
+            .iter_mut()
+            .map(|m| crate::stats::quantile(m, 0.5).unwrap_or(f64::NAN))
+            .collect(),
+        family_any: share(fam),
+        mean_pairs: pairs_run as f64 / f64::from(trials),
+    }
+}
+
+/// Comparisons per cell of the power table.
+const POWER_TRIALS: u32 = 400;
+
+/// The power table of docs/benchmarks.md ("Power of the default
+/// comparison"), from the recorded rounds.
+fn power_table() -> String {
+    let pools = recorded_pools();
+    let aa = power(&pools, 0.0, false, POWER_TRIALS);
+    let slow = power(&pools, 0.10, false, POWER_TRIALS);
+    let aa_seq = power(&pools, 0.0, true, POWER_TRIALS);
+    let slow_seq = power(&pools, 0.10, true, POWER_TRIALS);
+    let pct = |x: f64| format!("{:.0} %", x * 100.0);
+    let mut o = format!(
+        "{POWER_TRIALS} simulated comparisons per cell, {PAIRS} pairs drawn from the recorded \
+         A-against-A pairs, each interval sized for a family of {FAMILY} figures.\n\n\
+         | figure | A-A: false verdicts | +10 %: regression found | median MDE | \
+         early stop, A-A: false verdicts | early stop, +10 %: found |\n\
+         |---|---|---|---|---|---|\n"
+    );
+    for (i, pool) in pools.iter().enumerate() {
+        o.push_str(&format!(
+            "| {} | {} | {} | {:.1} % | {} | {} |\n",
+            pool.spec.label,
+            pct(aa.any_verdict[i]),
+            pct(slow.regression[i]),
+            slow.mde[i] * 100.0,
+            pct(aa_seq.any_verdict[i]),
+            pct(slow_seq.regression[i]),
+        ));
+    }
+    o.push_str(&format!(
+        "| any of these figures | {} | {} | – | {} | {} |\n\n\
+         Early stop ran {:.1} pairs on average under A against A and {:.1} with every figure \
+         10 % slower (of {PAIRS}); with every figure 50 % slower, {:.1}.\n",
+        pct(aa.family_any),
+        pct(slow.family_any),
+        pct(aa_seq.family_any),
+        pct(slow_seq.family_any),
+        aa_seq.mean_pairs,
+        slow_seq.mean_pairs,
+        power(&pools, 0.5, true, POWER_TRIALS / 4).mean_pairs,
+    ));
+    o
+}
+
+#[test]
+fn a_ten_percent_slowdown_of_a_steady_figure_is_found_and_a_against_a_is_quiet() {
+    let pools = recorded_pools();
+    let at = |id: &str| {
+        pools
+            .iter()
+            .position(|p| p.spec.id == id)
+            .expect("a recorded figure")
+    };
+    let (c1, dram) = (
+        at("TC-05::concurrency_sweep::c1::ttft_p50"),
+        at("TC-05::dram_hit::ttft_p50"),
+    );
+    let aa = power(&pools, 0.0, false, 200);
+    let slow = power(&pools, 0.10, false, 200);
+    // The steadiest recorded figure (24 requests a round): a 10 % change
+    // found 4 times in 5; the DRAM hit's (9 requests) more often than not.
+    assert!(slow.regression[c1] >= 0.8, "{slow:?}");
+    assert!(slow.regression[dram] >= 0.5, "{slow:?}");
+    // Its MDE says so: about 10 % for the DRAM hit, under it for c = 1.
+    assert!(slow.mde[c1] < 0.10 && slow.mde[dram] < 0.15, "{slow:?}");
+    // A against A: no figure called in more than 5 % (the family's whole
+    // error rate), and no more than that over all of them.
+    assert!(aa.any_verdict.iter().all(|&r| r <= 0.05), "{aa:?}");
+    assert!(aa.family_any <= 0.05, "{aa:?}");
+}
+
+#[test]
+fn early_stop_keeps_a_against_a_quiet_and_stops_early_on_a_large_change() {
+    let pools = recorded_pools();
+    let aa = power(&pools, 0.0, true, 200);
+    assert!(aa.family_any <= 0.05, "{aa:?}");
+    assert!(aa.mean_pairs > f64::from(PAIRS) - 0.5, "{aa:?}");
+    // Every figure 50 % slower: a regression at the first look, so it
+    // stops there.
+    let big = power(&pools, 0.5, true, 100);
+    assert!(big.mean_pairs < f64::from(PAIRS) - 1.5, "{big:?}");
+    assert!(big.family_any >= 0.95, "{big:?}");
+}
+
+/// Markers around the generated table in docs/benchmarks.md.
+const TABLE_BEGIN: &str = "<!-- power-table:begin (generated: UPDATE_DOCS=1 cargo test --lib compare::simulation::the_power_table) -->\n";
+const TABLE_END: &str = "<!-- power-table:end -->";
+
+/// The power table in docs/benchmarks.md is the simulation's; with
+/// `UPDATE_DOCS=1` this test writes it.
+#[test]
+fn the_power_table_in_the_docs_is_the_simulations() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/benchmarks.md");
+    let doc = std::fs::read_to_string(path).expect("docs/benchmarks.md");
+    let table = power_table();
+    let (Some(start), Some(end)) = (doc.find(TABLE_BEGIN), doc.find(TABLE_END)) else {
+        panic!("docs/benchmarks.md has no power table markers:\n{TABLE_BEGIN}{TABLE_END}");
+    };
+    let current = &doc[start + TABLE_BEGIN.len()..end];
+    if current != table {
+        if std::env::var_os("UPDATE_DOCS").is_some() {
+            let mut updated = doc[..start + TABLE_BEGIN.len()].to_string();
+            updated.push_str(&table);
+            updated.push_str(&doc[end..]);
+            std::fs::write(path, updated).expect("write docs/benchmarks.md");
+        } else {
+            panic!(
+                "the power table in docs/benchmarks.md is stale; rerun with UPDATE_DOCS=1:\n{table}"
+            );
         }
     }
 }

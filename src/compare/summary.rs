@@ -20,6 +20,15 @@ fn signed(x: f64) -> String {
     }
 }
 
+/// A minimum detectable effect as the summary and the page print it
+/// (`6.2%`, `–` where there is none).
+pub(crate) fn mde_text(mde: Option<f64>) -> String {
+    match mde {
+        Some(m) if m.is_finite() => format!("{:.1}%", m * 100.0),
+        _ => "–".into(),
+    }
+}
+
 fn row(f: &FigureResult, min_change: f64) -> String {
     let label = format!("{} ({})", f.spec.label, f.spec.unit);
     let n = format!("{}/{}", f.base.len(), f.head.len());
@@ -34,9 +43,10 @@ fn row(f: &FigureResult, min_change: f64) -> String {
         ),
         (v, _) => v.as_str().to_string(),
     };
+    let mde = mde_text(f.mde);
     match &f.difference {
         Some(d) => format!(
-            "{label:<38} {n:>7} {:>9} {:>9} {:>8} {:>22}  {verdict}",
+            "{label:<38} {n:>7} {:>9} {:>9} {:>8} {:>22} {mde:>6}  {verdict}",
             num(d.base),
             num(d.head),
             d.relative
@@ -45,7 +55,7 @@ fn row(f: &FigureResult, min_change: f64) -> String {
             format!("[{}, {}]", signed(d.interval.lo), signed(d.interval.hi)),
         ),
         None => format!(
-            "{label:<38} {n:>7} {:>9} {:>9} {:>8} {:>22}  {verdict}",
+            "{label:<38} {n:>7} {:>9} {:>9} {:>8} {:>22} {mde:>6}  {verdict}",
             "–", "–", "–", "–"
         ),
     }
@@ -67,8 +77,13 @@ pub fn render_summary(c: &Comparison) -> String {
     let _ = writeln!(o, "rule: {}", c.describe_rule());
     let _ = writeln!(
         o,
-        "{:<38} {:>7} {:>9} {:>9} {:>8} {:>22}  verdict",
-        "figure", "n b/h", "base", "head", "change", "interval of head−base"
+        "MDE: the smallest change (% of base) this run's spread reports as a verdict 4 times in 5; \
+         a \"no change\" says nothing of changes below it"
+    );
+    let _ = writeln!(
+        o,
+        "{:<38} {:>7} {:>9} {:>9} {:>8} {:>22} {:>6}  verdict",
+        "figure", "n b/h", "base", "head", "change", "interval of head−base", "MDE"
     );
     for f in &c.figures {
         let _ = writeln!(o, "{}", row(f, c.rule.min_relative_change));
@@ -124,4 +139,17 @@ pub fn render_summary(c: &Comparison) -> String {
         k.regression, k.improvement, k.no_change, k.too_wide, k.missing, k.inconclusive
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mde_text;
+
+    #[test]
+    fn an_mde_prints_as_a_percentage_and_none_as_a_dash() {
+        assert_eq!(mde_text(Some(0.0621)), "6.2%");
+        assert_eq!(mde_text(Some(1.5)), "150.0%");
+        assert_eq!(mde_text(None), "–");
+        assert_eq!(mde_text(Some(f64::INFINITY)), "–");
+    }
 }

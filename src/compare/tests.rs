@@ -78,7 +78,14 @@ fn sample_comparison() -> Comparison {
         let ramp = |from: f64, step: f64| -> Vec<f64> {
             (0..6).map(|i| from + step * f64::from(i) + k).collect()
         };
-        c.add_samples(*round, &cold, &ramp(60.0, 3.0));
+        // Cold: no change overall, but each pair's head 6 ms off its
+        // base, up in one pair and down in the next: too wide.
+        let swing = match (head, round.pair() % 2) {
+            (false, _) => 0.0,
+            (true, 0) => 6.0,
+            (true, _) => -6.0,
+        };
+        c.add_samples(*round, &cold, &ramp(60.0 + swing, 3.0));
         c.add_samples(*round, &local, &[40.0 + k / 20.0, 41.0, 40.5]);
         c.add_samples(*round, &dram, &ramp(if head { 90.0 } else { 50.0 }, 2.0));
         c.add_samples(*round, &tput, &[if head { 31.0 } else { 24.0 } + k / 4.0]);
@@ -128,7 +135,8 @@ fn compare_json_round_trips_and_names_the_rule() {
     let c = sample_comparison();
     let json = serde_json::to_value(&c).unwrap();
     assert_eq!(json["schema_version"], 1);
-    assert_eq!(json["rule"]["min_relative_change"], 0.1);
+    assert_eq!(json["rule"]["min_relative_change"], 0.05);
+    assert_eq!(json["rule"]["method"], "paired");
     assert_eq!(json["bootstrap"]["resamples"], 10_000);
     assert_eq!(json["rule"]["familywise"], true);
     let dram = &json["figures"][2];
@@ -145,6 +153,11 @@ fn compare_json_round_trips_and_names_the_rule() {
     assert!(json["figures"][1]["cannot_exclude"].as_f64().unwrap() <= 0.1);
     assert_eq!(json["figures"][6]["judged"], "any_increase");
     assert!(json["figures"][6].get("cannot_exclude").is_none());
+    // Every judged figure carries its minimum detectable effect; a count
+    // has none.
+    let mde = json["figures"][0]["mde"].as_f64().unwrap();
+    assert!(mde > json["figures"][1]["mde"].as_f64().unwrap(), "{mde}");
+    assert!(json["figures"][6].get("mde").is_none());
     assert!(json["figures"][1].get("judged").is_none());
     let back: Comparison = serde_json::from_value(json).unwrap();
     assert_eq!(back, c);

@@ -26,6 +26,7 @@ pub mod guard_costs;
 mod junit;
 pub mod kvcr_coverage;
 pub mod kvcr_coverage_merge;
+mod kvcr_ops;
 mod not_checked;
 mod perf;
 mod record;
@@ -51,11 +52,13 @@ pub use junit::{
     write_junit_with_gpu, SUITE,
 };
 pub use kvcr_coverage::KvcrCoverage;
+pub use kvcr_ops::KvcrOps;
 pub use not_checked::{NotChecked, NOT_CHECKED};
 pub use perf::{
     percentiles, ttft_offsets, Arm, ArmSummary, Baseline, DeltaVsBaseline, FirstTokenPair,
-    OffsetStats, OpenLoopLevel, Percentiles, PerfSummary, RecoveryAttempt, RecoveryTimeline,
-    RequestRecord, SweepLevel, TtftAccuracy, INTERVAL_CONFIDENCE, THROUGHPUT_WINDOWS,
+    OffsetStats, OpenLoopLevel, Percentiles, PerfSummary, PromotionStages, RecoveryAttempt,
+    RecoveryTimeline, RequestRecord, SweepLevel, TtftAccuracy, INTERVAL_CONFIDENCE,
+    THROUGHPUT_WINDOWS,
 };
 pub use record::{
     duration_ms, settings_digest, CaseRecord, IgnoredBecause, Neighbourhood, Outcome,

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::kvcr_ops::KvcrOps;
+
 use crate::stats::{
     estimate, quantile_interval, small_sample_widening, windowed_throughput, Bootstrap,
     DelaySummary, Interval, QuantileInterval, ScheduledSend, Statistic,
@@ -66,6 +68,10 @@ pub struct RequestRecord {
     /// schedule delay between them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduledSend>,
+    /// KVCR's own operations during the request, per worker, scope and
+    /// result (TC-05's arms); empty where not recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kvcr_ops: Vec<KvcrOps>,
 }
 
 /// A TC-05 performance arm.
@@ -415,11 +421,32 @@ pub struct RecoveryTimeline {
     /// of a production-size pool carry its size (`compare`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guard_pool_bytes: Option<u64>,
+    /// The promotion's stages as the Guard logged them (`guard_promoted`'s
+    /// `recovery_ms`, `setup_ms`, `start_ms`); absent in runs recorded
+    /// before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion_stages: Option<PromotionStages>,
+    /// KVCR's own operations on the target during the attempt the Guard
+    /// served (t1's request): its `remote_deliver` is the pull from the
+    /// Guard.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub t1_kvcr_ops: Vec<KvcrOps>,
     /// Every attempt in order.
     pub attempts: Vec<RecoveryAttempt>,
     /// Why there is no t1, when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_t1_reason: Option<String>,
+}
+
+/// The stages of a Guard promotion, ms, as the Guard measured them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PromotionStages {
+    /// Draining the dead primary's journal and recovering its records.
+    pub recovery_ms: f64,
+    /// Setting up the pool to serve.
+    pub setup_ms: f64,
+    /// Starting the serving core.
+    pub start_ms: f64,
 }
 
 /// What a TTFT delta is worth: per request, the client's first-chunk arrival
@@ -554,6 +581,7 @@ mod interval_tests {
             sent_at_ms: sent_at,
             rate_per_s: None,
             schedule: None,
+            kvcr_ops: Vec::new(),
         }
     }
 

@@ -251,6 +251,7 @@ fn req(arm: Option<Arm>, conc: Option<u32>, ttft: f64, tpot: f64, worker: u64) -
         sent_at_ms: None,
         rate_per_s: None,
         schedule: None,
+        kvcr_ops: Vec::new(),
     }
 }
 
@@ -339,6 +340,8 @@ pub(crate) fn perf() -> PerfSummary {
                 })
                 .collect(),
             no_t1_reason: None,
+            promotion_stages: None,
+            t1_kvcr_ops: Vec::new(),
         }),
         ttft_accuracy: vec![
             TtftAccuracy {

@@ -26,7 +26,10 @@ pub const COMPARE_FLAGS: &[&str] = &[
     "--min-change",
     "--min-pairs",
     "--scope",
+    "--method",
 ];
+/// `compare`'s flags that take no value.
+pub const COMPARE_SWITCHES: &[&str] = &["--early-stop"];
 
 /// Whether a lane can run the build under test: not ignored in a plain
 /// `cargo test`, and not a lane that sets its own `--kvcr` when it starts
@@ -69,6 +72,10 @@ impl GateArgs {
             };
             if name == "--keep-going" {
                 keep_going = true;
+                continue;
+            }
+            if COMPARE_SWITCHES.contains(&name) {
+                compare_flags.push(name.to_string());
                 continue;
             }
             let ours = matches!(name, "--kvcr" | "--base" | "--lanes" | "--out");

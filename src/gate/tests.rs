@@ -431,3 +431,11 @@ fn the_outputs_are_written_and_the_page_names_the_verdict() {
     assert!(page.contains("compare.html"), "{page}");
     assert!(written.json.is_file() && written.junit.is_file());
 }
+
+#[test]
+fn compare_switches_and_the_method_go_to_the_comparison_only() {
+    let args = gate_args("--kvcr pypi:0.1.2 --early-stop --method pooled --log-level debug");
+    assert!(args.compare.early_stop);
+    assert_eq!(args.compare.rule.method, compare::Method::Pooled);
+    assert_eq!(args.harness, ["--log-level", "debug"]);
+}

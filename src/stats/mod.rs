@@ -2,8 +2,9 @@
 //! percentile-bootstrap intervals of a sample and of a head − base
 //! difference over paired rounds (widened for few pairs with Student's t),
 //! distribution-free intervals of a quantile from order statistics, the
-//! open-loop arrival schedule and its delays, and the seeded generator they
-//! all draw from. Pure functions of numbers: nothing here knows a case, a run
+//! mean of per-pair differences with its t interval and the minimum
+//! detectable effect of an interval, the open-loop arrival schedule and its
+//! delays, and the seeded generator they all draw from. Pure functions of numbers: nothing here knows a case, a run
 //! or a build.
 //!
 //! ```
@@ -17,6 +18,7 @@
 mod arrivals;
 mod bootstrap;
 mod order_interval;
+mod paired;
 mod rng;
 mod student;
 
@@ -26,4 +28,5 @@ pub use bootstrap::{
     Difference, Estimate, Interval, PairSamples, Statistic,
 };
 pub use order_interval::{min_sample_for, quantile_interval, QuantileInterval};
+pub use paired::{min_detectable_effect, paired_difference, MDE_POWER};
 pub use rng::SplitMix64;

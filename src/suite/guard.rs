@@ -118,6 +118,9 @@ pub struct GuardAttempt {
     pub outcome: AttemptOutcome,
     /// Both sides of the transfer in the attempt's window.
     pub transfer: PeerTransfer,
+    /// KVCR's own operations on the target in the attempt's window.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kvcr_ops: Vec<crate::evidence::KvcrOps>,
     /// When the request left, after the harness's own bookkeeping (a
     /// telemetry scrape, a Guard-log read) was done.
     #[serde(skip)]
@@ -172,6 +175,7 @@ impl Guards<'_> {
             prompt: prompt.key(),
             outcome: attempt_outcome(tokens, source),
             transfer,
+            kvcr_ops: crate::evidence::KvcrOps::from_delta(target.name(), &delta),
             sent_at,
             answered_at,
         })

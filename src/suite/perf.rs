@@ -383,5 +383,6 @@ pub fn stream_record(case: &str, prompt_tokens: u32, outcome: &StreamOutcome) ->
         sent_at_ms: None,
         rate_per_s: None,
         schedule: None,
+        kvcr_ops: Vec::new(),
     }
 }

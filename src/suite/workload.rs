@@ -283,6 +283,7 @@ fn record(r: &Returned, q: &crate::evidence::workload::ReplayedRequest) -> Reque
         request_id: Some(r.request_id.clone()),
         sent_at_ms: Some(ms(r.sent)),
         schedule: Some(crate::stats::ScheduledSend::new(r.intended, r.sent)),
+        kvcr_ops: Vec::new(),
         ..base
     }
 }

@@ -1,0 +1,123 @@
+//! KVCR's own time during one request: the increase of its
+//! `kvcr_duration_seconds{scope,result}` histogram (count and sum) on a
+//! worker over the request's telemetry window. A deliver that gets slower
+//! shows here even when the client's TTFT hides it (the deliver overlaps
+//! other work of the engine).
+
+use serde::{Deserialize, Serialize};
+
+use crate::telemetry::{Counter, Delta};
+
+/// Operations of one scope and result on one worker during a request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvcrOps {
+    /// The worker (`A`, `B`).
+    pub worker: String,
+    /// KVCR's `scope` label (`local_deliver`, `remote_deliver`, `source_write`).
+    pub scope: String,
+    /// KVCR's `result` label (`success`, `partial`, `failed`).
+    pub result: String,
+    /// Operations (the histogram's `_count` increase).
+    pub count: u64,
+    /// Their summed duration, seconds (the `_sum` increase).
+    pub seconds: f64,
+}
+
+impl KvcrOps {
+    /// Every scope and result whose operation count moved in `delta`, in the
+    /// delta's order. A count without its sum (a source that reports only
+    /// counts) is left out: its time is unknown, not 0.
+    pub fn from_delta(worker: &str, delta: &Delta) -> Vec<KvcrOps> {
+        delta
+            .counters
+            .iter()
+            .filter_map(|(c, &n)| match c {
+                Counter::OpCount(scope, result) if n >= 0.5 => {
+                    let seconds =
+                        delta.observed(&Counter::OpSeconds(scope.clone(), result.clone()))?;
+                    Some(KvcrOps {
+                        worker: worker.to_string(),
+                        scope: scope.label().to_string(),
+                        result: result.label().to_string(),
+                        count: n.round() as u64,
+                        seconds,
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Mean duration of one operation, ms.
+    pub fn mean_ms(&self) -> Option<f64> {
+        (self.count > 0 && self.seconds.is_finite())
+            .then(|| self.seconds * 1000.0 / self.count as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::{OpResult, Scope, Snapshot, SnapshotSource};
+
+    fn delta(counters: &[(Counter, f64)]) -> Delta {
+        let before = Snapshot::new(
+            Some("A".into()),
+            SnapshotSource::Text {
+                label: "test".into(),
+            },
+        );
+        let mut after = before.clone();
+        for (c, v) in counters {
+            after.counters.insert(c.clone(), *v);
+        }
+        after.since(&before).unwrap()
+    }
+
+    #[test]
+    fn a_moved_scope_gives_its_count_and_time_and_a_count_without_time_is_left_out() {
+        let d = delta(&[
+            (
+                Counter::OpCount(Scope::LocalDeliver, OpResult::Success),
+                2.0,
+            ),
+            (
+                Counter::OpSeconds(Scope::LocalDeliver, OpResult::Success),
+                0.010,
+            ),
+            (Counter::OpCount(Scope::LocalFill, OpResult::Success), 1.0),
+            (Counter::OpCount(Scope::SourceWrite, OpResult::Success), 0.0),
+            (
+                Counter::OpSeconds(Scope::SourceWrite, OpResult::Success),
+                0.0,
+            ),
+        ]);
+        let ops = KvcrOps::from_delta("A", &d);
+        assert_eq!(ops.len(), 1, "{ops:?}");
+        assert_eq!(
+            (ops[0].scope.as_str(), ops[0].result.as_str(), ops[0].count),
+            ("local_deliver", "success", 2)
+        );
+        assert!((ops[0].mean_ms().unwrap() - 5.0).abs() < 1e-9);
+        assert!(KvcrOps::from_delta("A", &delta(&[])).is_empty());
+    }
+
+    #[test]
+    fn a_request_record_carries_its_ops_and_omits_none() {
+        let mut r = crate::evidence::RequestRecord::default();
+        let bare = serde_json::to_value(&r).unwrap();
+        assert!(bare.get("kvcr_ops").is_none());
+        r.kvcr_ops = vec![KvcrOps {
+            worker: "B".into(),
+            scope: "remote_deliver".into(),
+            result: "success".into(),
+            count: 1,
+            seconds: 0.004,
+        }];
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"kvcr_ops\":[{\"worker\":\"B\""), "{text}");
+        let back: crate::evidence::RequestRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.kvcr_ops[0].mean_ms(), Some(4.0));
+    }
+}
