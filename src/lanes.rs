@@ -290,7 +290,7 @@ pub const LANES: &[Lane] = &[
         trials: Trials::Cases(cases::PHASE3_API),
     },
     // Production-size Guard pools: 1 GiB per worker (scale.toml), the cases
-    // whose costs grow with the pool (TC-12, TC-09, TC-04, TC-06, TC-08); the
+    // whose costs grow with the pool (TC-09, TC-04, TC-06, TC-12, TC-08); the
     // report shows registration, promotion, handback and shutdown against
     // pool size. Ignored unless asked for (`-- --ignored`): 2 GiB of
     // /dev/shm (4 GiB while TC-08's restarted service and the old one both

@@ -763,6 +763,34 @@ mod tests {
     /// A leader that stops its own children gets the SIGTERM alone: its
     /// child hears only from it (SIGUSR1 here), never the harness's SIGTERM;
     /// a group stop SIGTERMs the child directly.
+
+    #[test]
+    fn a_child_that_outlives_its_leader_gets_the_rest_of_the_grace() {
+        // As `nsenter` does: the leader dies of the group's SIGTERM at once,
+        // its child takes a while to shut down (writes what it saves at
+        // exit) and must not be SIGKILLed for it.
+        let dir = tempfile::tempdir().unwrap();
+        let saved = dir.path().join("saved.txt");
+        let script = format!(
+            "sh -c 'trap \"sleep 0.3; echo saved >> {s}; exit 0\" TERM; \
+             echo up >> {s}; while :; do sleep 0.05; done' & \
+             while :; do sleep 0.05; done",
+            s = saved.display()
+        );
+        let leader = Supervised::spawn(&sh(dir.path(), "nsenter-like", &script)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::fs::read_to_string(&saved).is_ok_and(|h| h.contains("up"))
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let report = leader.stop(Duration::from_secs(10));
+        assert!(!report.needed_sigkill, "{report:?}");
+        let heard = std::fs::read_to_string(&saved).unwrap();
+        assert_eq!(heard.lines().nth(1), Some("saved"), "{heard}");
+        assert!(procfs::group_members(leader.pid()).is_empty());
+    }
+
     #[test]
     fn a_stop_through_the_leader_leaves_its_children_to_it() {
         let dir = tempfile::tempdir().unwrap();

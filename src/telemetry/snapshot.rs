@@ -720,6 +720,8 @@ mod tests {
     use super::*;
     use crate::telemetry::names::{OpResult, Resource, Scope, Tier};
     use proptest::prelude::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
 
     const BEFORE: &str = r#"
 vllm:kvcr_transfer_blocks_total{scope="remote_deliver",engine="0"} 10
@@ -903,6 +905,58 @@ vllm:kvcr_transfer_bytes_total{scope="source_write"} NaN
             .unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains(&format!("127.0.0.1:{port}/metrics")), "{msg}");
+    }
+
+
+    /// A server that drops its first `drops` connections unanswered (as a
+    /// worker closing a pooled keep-alive connection as the request goes
+    /// out), then serves; returns its address and how many it accepted.
+    async fn dropping_server(drops: usize) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let seen = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let n = seen.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = sock.read(&mut buf).await;
+                if n < drops {
+                    continue;
+                }
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
+                    AFTER.len(),
+                    AFTER
+                );
+                sock.write_all(resp.as_bytes()).await.unwrap();
+            }
+        });
+        (addr, accepted)
+    }
+
+    #[tokio::test]
+    async fn a_scrape_whose_connection_is_dropped_once_retries_on_a_new_one() {
+        let (addr, accepted) = dropping_server(1).await;
+        let s = scrape(&format!("http://{addr}")).await.unwrap();
+        assert_eq!(
+            s.counter(&Counter::TransferBlocks(Scope::RemoteDeliver)),
+            Some(56.0)
+        );
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_scrape_dropped_twice_fails_naming_the_url() {
+        let (addr, accepted) = dropping_server(usize::MAX).await;
+        let err = scrape(&format!("http://{addr}")).await.unwrap_err();
+        assert!(
+            matches!(&err, ScrapeError::Request { url, .. } if url.ends_with("/metrics")),
+            "{err}"
+        );
+        assert_eq!(accepted.load(Ordering::SeqCst), 2, "one retry, no more");
     }
 
     #[tokio::test]
