@@ -12,7 +12,7 @@ use super::rounds::{Build, Round, RoundPlan};
 use super::{write_outputs, Written};
 use crate::config::KvcrSpec;
 use crate::drive::{self, Phase1Child};
-use crate::evidence::WORKLOAD_CASE;
+use crate::evidence::{DISK_TIER_CASE, WORKLOAD_CASE};
 use crate::pyenv::kvcr_spec;
 use crate::stats::Bootstrap;
 
@@ -38,6 +38,11 @@ pub const DEFAULT_TARGET: &str = "phase1";
 /// The lane whose trial replays a workload trace; without `--trials` its
 /// rounds run that trial ([`WORKLOAD_CASE`]).
 pub const WORKLOAD_TARGET: &str = "workload";
+
+/// The lane of KVCR's disk tier (its `phase2-g3` profile); without
+/// `--trials` its rounds run TC-12 ([`DISK_TIER_CASE`]), whose read-backs
+/// from disk are its figures.
+pub const DISK_TIER_TARGET: &str = "phase2_g3";
 
 /// Harness settings each round sets itself (profile keys).
 pub const RESERVED_KEYS: &[&str] = &["kvcr", "run_dir", "junit", "attach", "cases"];
@@ -187,10 +192,11 @@ impl CompareDriveArgs {
 }
 
 /// Trial filters without `--trials`: the trace replay on the workload
-/// lane, TC-05 and TC-06 on any other.
+/// lane, TC-12 on the disk tier's, TC-05 and TC-06 on any other.
 fn default_trials(target: &str) -> Vec<String> {
     match target {
         WORKLOAD_TARGET => vec![WORKLOAD_CASE.to_string()],
+        DISK_TIER_TARGET => vec![DISK_TIER_CASE.to_string()],
         _ => DEFAULT_TRIALS.iter().map(|t| t.to_string()).collect(),
     }
 }
@@ -373,7 +379,7 @@ mod tests {
     }
 
     /// Lane targets as the caller passes them.
-    const TARGETS: &[&str] = &["phase1", "phase1_hybrid", "workload"];
+    const TARGETS: &[&str] = &["phase1", "phase1_hybrid", "workload", "phase2_g3"];
 
     fn parse(line: &str) -> Result<CompareDriveArgs, String> {
         CompareDriveArgs::parse(&args(line), TARGETS)
@@ -404,6 +410,26 @@ mod tests {
         assert_eq!(a.target, "phase1");
         assert_eq!(a.trials, ["TC-06"]);
         assert_eq!(a.harness, args("--profile scale"));
+    }
+
+    /// The disk tier's lane runs TC-12 on its own profile: no `--profile`
+    /// or `--cases` needed, and none passed on.
+    #[test]
+    fn the_disk_tier_lane_runs_tc12() {
+        let a = parse("--base pypi:0.1.1 --head pypi:0.1.1 --target phase2_g3").unwrap();
+        assert_eq!(
+            (a.target.as_str(), a.trials.as_slice()),
+            ("phase2_g3", &["TC-12".to_string()][..])
+        );
+        assert!(a.harness.is_empty());
+        let b = parse(
+            "--base pypi:0.1.1 --head pypi:0.1.1 --target phase2_g3 --cases TC-12 --rounds 8",
+        )
+        .unwrap();
+        assert_eq!(
+            (b.trials.as_slice(), b.rounds),
+            (&["TC-12".to_string()][..], 8)
+        );
     }
 
     #[test]
@@ -447,7 +473,7 @@ mod tests {
         assert_eq!(
             err,
             "--target \"phase9\": no lane has that test target; the lanes are phase1, \
-             phase1_hybrid, workload"
+             phase1_hybrid, workload, phase2_g3"
         );
     }
 
