@@ -178,6 +178,41 @@ impl CompareDriveArgs {
         })
     }
 
+    /// Refuses a trial filter that matches no trial of the rounds' lane
+    /// (every round would run nothing of it), naming the lanes whose
+    /// trials it matches: `--cases TC-12` on `phase1` is a comparison of
+    /// nothing, on `phase2_g3` one of the disk tier. `lanes` are each
+    /// lane's test target and trial names; a target not among them is not
+    /// checked.
+    pub fn check_trials(&self, lanes: &[(&str, Vec<String>)]) -> Result<(), String> {
+        let matches = |names: &[String], filter: &str| names.iter().any(|n| n.contains(filter));
+        let Some((_, own)) = lanes.iter().find(|(target, _)| *target == self.target) else {
+            return Ok(());
+        };
+        for filter in &self.trials {
+            if matches(own, filter) {
+                continue;
+            }
+            let elsewhere: Vec<&str> = lanes
+                .iter()
+                .filter(|(_, names)| matches(names, filter))
+                .map(|(target, _)| *target)
+                .collect();
+            let hint = match elsewhere.is_empty() {
+                true => "no lane has a trial it matches".to_string(),
+                false => format!(
+                    "the lanes whose trials it matches: {} (choose one with --target)",
+                    elsewhere.join(", ")
+                ),
+            };
+            return Err(format!(
+                "trial filter {filter:?} matches no trial of the {} lane; {hint}",
+                self.target
+            ));
+        }
+        Ok(())
+    }
+
     /// The rule the rounds are judged by: with `--early-stop`, the error
     /// rate split over its looks.
     pub fn judging_rule(&self) -> Rule {
@@ -430,6 +465,41 @@ mod tests {
             (b.trials.as_slice(), b.rounds),
             (&["TC-12".to_string()][..], 8)
         );
+    }
+
+    #[test]
+    fn a_filter_that_matches_no_trial_of_the_lane_is_refused_naming_its_lanes() {
+        let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let lanes = [
+            (
+                "phase1",
+                names(&[
+                    "TC-05::cold",
+                    "TC-05::dram_hit",
+                    "TC-06::guard_recovery_timing",
+                ]),
+            ),
+            ("phase2_g3", names(&["TC-12::disk_tier"])),
+            (
+                "phase3_scale",
+                names(&["TC-12::disk_tier", "TC-06::guard_recovery_timing"]),
+            ),
+        ];
+        let check = |line: &str| parse(line).unwrap().check_trials(&lanes);
+        let on_phase1 =
+            check("--base pypi:0.1.1 --head pypi:0.1.1 --profile phase2-g3 --cases TC-12");
+        assert_eq!(
+            on_phase1.unwrap_err(),
+            "trial filter \"TC-12\" matches no trial of the phase1 lane; the lanes whose \
+             trials it matches: phase2_g3, phase3_scale (choose one with --target)"
+        );
+        assert!(check("--base pypi:0.1.1 --head pypi:0.1.1 --target phase2_g3").is_ok());
+        assert!(check("--base pypi:0.1.1 --head pypi:0.1.1").is_ok());
+        assert!(check("--base pypi:0.1.1 --head pypi:0.1.1 --cases TC-05::dram_hit").is_ok());
+        let typo = check("--base pypi:0.1.1 --head pypi:0.1.1 --cases TC-05,TC-6").unwrap_err();
+        assert!(typo.ends_with("no lane has a trial it matches"), "{typo}");
+        // A target the caller gave no trials of is not checked.
+        assert!(check("--base pypi:0.1.1 --head pypi:0.1.1 --target workload").is_ok());
     }
 
     #[test]
