@@ -4,7 +4,8 @@
 //! knob; `<run dir>/g3/<slot>.bin`, on the filesystem the run directory is
 //! on) beside a Guard pool (8 blocks on `phase2_g3`, 256 on the production-size
 //! pools of `phase3_scale`). Commit one prompt more than the pool holds (three
-//! prompts of 4 blocks for a pool of 8) on worker A: the oldest blocks spill
+//! prompts of 4 blocks for a pool of 8), and one more for each further
+//! read-back below, on worker A: the oldest blocks spill
 //! from the pool to disk, by KVCR's own
 //! inventory events (`stored` in `G3`), and KVCR holds them there
 //! (`FETCHABLE, G3`), its `g3_store` counting them. The spilled prompts'
