@@ -47,7 +47,9 @@ pub fn report_comparison<E: std::fmt::Display>(
 pub fn compare(repo_root: &Path, args: &[String]) -> ExitCode {
     use crate::compare;
     let targets: Vec<&str> = crate::lanes::LANES.iter().map(|l| l.target).collect();
-    let parsed = match compare::CompareDriveArgs::parse(args, &targets) {
+    let parsed = match compare::CompareDriveArgs::parse(args, &targets)
+        .and_then(|p| p.check_trials(&lane_trials()).map(|()| p))
+    {
         Ok(parsed) => parsed,
         Err(e) => {
             eprintln!("error: compare: {e}\n\n{USAGE}");
@@ -59,4 +61,54 @@ pub fn compare(repo_root: &Path, args: &[String]) -> ExitCode {
         repo_root.join("target/compare").join(stamp)
     });
     report_comparison("compare", compare::run_compare(repo_root, &parsed, &out))
+}
+
+/// Every lane's test target and trial names, for
+/// [`crate::compare::CompareDriveArgs::check_trials`].
+pub fn lane_trials() -> Vec<(&'static str, Vec<String>)> {
+    crate::lanes::LANES
+        .iter()
+        .map(|lane| {
+            let names = lane
+                .trials
+                .trials()
+                .iter()
+                .map(|t| t.trial_name())
+                .collect();
+            (lane.target, names)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lane_trials;
+    use crate::compare::CompareDriveArgs;
+
+    #[test]
+    fn the_documented_comparisons_pass_the_trial_check_and_tc12_on_phase1_does_not() {
+        let lanes = lane_trials();
+        let targets: Vec<&str> = lanes.iter().map(|(t, _)| *t).collect();
+        let check = |line: &str| {
+            let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+            CompareDriveArgs::parse(&args, &targets)
+                .unwrap()
+                .check_trials(&lanes)
+        };
+        for line in [
+            "--base pypi:0.1.1 --head pypi:0.1.1",
+            "--base pypi:0.1.1 --head pypi:0.1.1 --target phase2_g3",
+            "--base pypi:0.1.1 --head pypi:0.1.1 --target workload",
+            "--base pypi:0.1.1 --head pypi:0.1.1 --profile scale --cases TC-06",
+            "--base pypi:0.1.1 --head pypi:0.1.1 --trials TC-06,TC-05::dram_hit",
+        ] {
+            assert_eq!(check(line), Ok(()), "{line}");
+        }
+        let err = check("--base pypi:0.1.1 --head pypi:0.1.1 --profile phase2-g3 --cases TC-12")
+            .unwrap_err();
+        assert!(
+            err.contains("no trial of the phase1 lane") && err.contains("phase2_g3"),
+            "{err}"
+        );
+    }
 }

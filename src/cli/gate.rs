@@ -16,7 +16,10 @@ pub fn gate(repo_root: &Path, args: &[String]) -> ExitCode {
         .filter(|l| gate::takes_a_build(l))
         .map(|l| l.target)
         .collect();
-    let parsed = match gate::GateArgs::parse(args, &targets, &gateable) {
+    let parsed = match gate::GateArgs::parse(args, &targets, &gateable).and_then(|p| {
+        let lanes = super::compare::lane_trials();
+        p.compare.check_trials(&lanes).map(|()| p)
+    }) {
         Ok(parsed) => parsed,
         Err(e) => {
             eprintln!("error: gate: {e}\n\n{USAGE}");

@@ -12,7 +12,7 @@ use super::rounds::{Build, Round, RoundPlan};
 use super::{write_outputs, Written};
 use crate::config::KvcrSpec;
 use crate::drive::{self, Phase1Child};
-use crate::evidence::WORKLOAD_CASE;
+use crate::evidence::{DISK_TIER_CASE, WORKLOAD_CASE};
 use crate::pyenv::kvcr_spec;
 use crate::stats::Bootstrap;
 
@@ -38,6 +38,11 @@ pub const DEFAULT_TARGET: &str = "phase1";
 /// The lane whose trial replays a workload trace; without `--trials` its
 /// rounds run that trial ([`WORKLOAD_CASE`]).
 pub const WORKLOAD_TARGET: &str = "workload";
+
+/// The lane of KVCR's disk tier (its `phase2-g3` profile); without
+/// `--trials` its rounds run TC-12 ([`DISK_TIER_CASE`]), whose read-backs
+/// from disk are its figures.
+pub const DISK_TIER_TARGET: &str = "phase2_g3";
 
 /// Harness settings each round sets itself (profile keys).
 pub const RESERVED_KEYS: &[&str] = &["kvcr", "run_dir", "junit", "attach", "cases"];
@@ -173,6 +178,41 @@ impl CompareDriveArgs {
         })
     }
 
+    /// Refuses a trial filter that matches no trial of the rounds' lane
+    /// (every round would run nothing of it), naming the lanes whose
+    /// trials it matches: `--cases TC-12` on `phase1` is a comparison of
+    /// nothing, on `phase2_g3` one of the disk tier. `lanes` are each
+    /// lane's test target and trial names; a target not among them is not
+    /// checked.
+    pub fn check_trials(&self, lanes: &[(&str, Vec<String>)]) -> Result<(), String> {
+        let matches = |names: &[String], filter: &str| names.iter().any(|n| n.contains(filter));
+        let Some((_, own)) = lanes.iter().find(|(target, _)| *target == self.target) else {
+            return Ok(());
+        };
+        for filter in &self.trials {
+            if matches(own, filter) {
+                continue;
+            }
+            let elsewhere: Vec<&str> = lanes
+                .iter()
+                .filter(|(_, names)| matches(names, filter))
+                .map(|(target, _)| *target)
+                .collect();
+            let hint = match elsewhere.is_empty() {
+                true => "no lane has a trial it matches".to_string(),
+                false => format!(
+                    "the lanes whose trials it matches: {} (choose one with --target)",
+                    elsewhere.join(", ")
+                ),
+            };
+            return Err(format!(
+                "trial filter {filter:?} matches no trial of the {} lane; {hint}",
+                self.target
+            ));
+        }
+        Ok(())
+    }
+
     /// The rule the rounds are judged by: with `--early-stop`, the error
     /// rate split over its looks.
     pub fn judging_rule(&self) -> Rule {
@@ -187,10 +227,11 @@ impl CompareDriveArgs {
 }
 
 /// Trial filters without `--trials`: the trace replay on the workload
-/// lane, TC-05 and TC-06 on any other.
+/// lane, TC-12 on the disk tier's, TC-05 and TC-06 on any other.
 fn default_trials(target: &str) -> Vec<String> {
     match target {
         WORKLOAD_TARGET => vec![WORKLOAD_CASE.to_string()],
+        DISK_TIER_TARGET => vec![DISK_TIER_CASE.to_string()],
         _ => DEFAULT_TRIALS.iter().map(|t| t.to_string()).collect(),
     }
 }
@@ -373,7 +414,7 @@ mod tests {
     }
 
     /// Lane targets as the caller passes them.
-    const TARGETS: &[&str] = &["phase1", "phase1_hybrid", "workload"];
+    const TARGETS: &[&str] = &["phase1", "phase1_hybrid", "workload", "phase2_g3"];
 
     fn parse(line: &str) -> Result<CompareDriveArgs, String> {
         CompareDriveArgs::parse(&args(line), TARGETS)
@@ -404,6 +445,61 @@ mod tests {
         assert_eq!(a.target, "phase1");
         assert_eq!(a.trials, ["TC-06"]);
         assert_eq!(a.harness, args("--profile scale"));
+    }
+
+    /// The disk tier's lane runs TC-12 on its own profile: no `--profile`
+    /// or `--cases` needed, and none passed on.
+    #[test]
+    fn the_disk_tier_lane_runs_tc12() {
+        let a = parse("--base pypi:0.1.1 --head pypi:0.1.1 --target phase2_g3").unwrap();
+        assert_eq!(
+            (a.target.as_str(), a.trials.as_slice()),
+            ("phase2_g3", &["TC-12".to_string()][..])
+        );
+        assert!(a.harness.is_empty());
+        let b = parse(
+            "--base pypi:0.1.1 --head pypi:0.1.1 --target phase2_g3 --cases TC-12 --rounds 8",
+        )
+        .unwrap();
+        assert_eq!(
+            (b.trials.as_slice(), b.rounds),
+            (&["TC-12".to_string()][..], 8)
+        );
+    }
+
+    #[test]
+    fn a_filter_that_matches_no_trial_of_the_lane_is_refused_naming_its_lanes() {
+        let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let lanes = [
+            (
+                "phase1",
+                names(&[
+                    "TC-05::cold",
+                    "TC-05::dram_hit",
+                    "TC-06::guard_recovery_timing",
+                ]),
+            ),
+            ("phase2_g3", names(&["TC-12::disk_tier"])),
+            (
+                "phase3_scale",
+                names(&["TC-12::disk_tier", "TC-06::guard_recovery_timing"]),
+            ),
+        ];
+        let check = |line: &str| parse(line).unwrap().check_trials(&lanes);
+        let on_phase1 =
+            check("--base pypi:0.1.1 --head pypi:0.1.1 --profile phase2-g3 --cases TC-12");
+        assert_eq!(
+            on_phase1.unwrap_err(),
+            "trial filter \"TC-12\" matches no trial of the phase1 lane; the lanes whose \
+             trials it matches: phase2_g3, phase3_scale (choose one with --target)"
+        );
+        assert!(check("--base pypi:0.1.1 --head pypi:0.1.1 --target phase2_g3").is_ok());
+        assert!(check("--base pypi:0.1.1 --head pypi:0.1.1").is_ok());
+        assert!(check("--base pypi:0.1.1 --head pypi:0.1.1 --cases TC-05::dram_hit").is_ok());
+        let typo = check("--base pypi:0.1.1 --head pypi:0.1.1 --cases TC-05,TC-6").unwrap_err();
+        assert!(typo.ends_with("no lane has a trial it matches"), "{typo}");
+        // A target the caller gave no trials of is not checked.
+        assert!(check("--base pypi:0.1.1 --head pypi:0.1.1 --target workload").is_ok());
     }
 
     #[test]
@@ -447,7 +543,7 @@ mod tests {
         assert_eq!(
             err,
             "--target \"phase9\": no lane has that test target; the lanes are phase1, \
-             phase1_hybrid, workload"
+             phase1_hybrid, workload, phase2_g3"
         );
     }
 

@@ -13,6 +13,8 @@
 //! | `TC-06::guard_recovery_timing::{t1,t2,promotion}` | the run's t1, t2, Guard promotion time; on a Guard pool of 1 GiB or more the id ends with its size (`promotion@4GiB`) | p50 | higher |
 //! | `TC-06::guard_recovery_timing::promotion_{recovery,setup,start}` | the promotion's stages as the Guard logged them | p50 | higher |
 //! | `TC-06::guard_recovery_timing::t1_kvcr::<scope>` | the mean duration of one KVCR operation of that scope on the target during t1's request (the pull from the Guard: `remote_deliver`), one value per run | p50 | higher |
+//! | `TC-12::disk_tier::g3_hit` | each ok read-back's TTFT: a prefix evicted from KVCR's DRAM pool, delivered from its disk tier (G3) | p50 | higher |
+//! | `TC-12::disk_tier::kvcr::{g3_deliver,g3_fill}` | each ok read-back's mean duration of one KVCR read from disk of that scope (`result=success`), as for TC-05's arms | p50 | higher |
 //! | `TC-05::<trial>::failed_requests` | the trial's requests that got no answer, one count per run | mean | any increase |
 //! | `TC-05::<trial>::wrong_tokens` | the trial's requests answered with tokens other than the reference's | mean | any increase |
 //! | `WL-01::hit_rate::{device,dram,peer,disk,total}` | the trace replay's (KVCR on) prompt tokens served from that tier, % of its prompt tokens, one value per run | mean | lower |
@@ -34,8 +36,10 @@
 //! ok request in a run is a warm-up and takes no part
 //! ([`WARM_UP_REQUESTS`]). The KVCR figures isolate KVCR's own time (a
 //! `local_deliver` on the DRAM hit, `source_write` and `remote_deliver` on
-//! the remote hit) from the engine's and the router's, so a deliver that
-//! gets slower shows even where the client's TTFT hides it.
+//! the remote hit, `g3_deliver` on TC-12's read-back from disk) from the
+//! engine's and the router's, so a deliver that gets slower shows even
+//! where the client's TTFT hides it. TC-12's read-backs are requests of
+//! case [`DISK_TIER_CASE`] without an arm; their first is a warm-up too.
 //!
 //! The latency figures rest on the requests that succeeded; the two count
 //! figures (for each arm and for the concurrency sweep) make the others
@@ -53,7 +57,7 @@ use serde::{Deserialize, Serialize};
 use super::errors::CompareError;
 use crate::drive::{TrialOutcome, TrialRecord};
 use crate::evidence::{
-    Arm, KvcrOps, PerfSummary, RequestRecord, RESULTS_SCHEMA_VERSION, WORKLOAD_CASE,
+    Arm, KvcrOps, PerfSummary, RequestRecord, DISK_TIER_CASE, RESULTS_SCHEMA_VERSION, WORKLOAD_CASE,
 };
 use crate::stats::{quantile, Statistic};
 
@@ -82,6 +86,16 @@ fn pool_size_words(bytes: Option<u64>) -> (String, String) {
 
 /// The TC-05 trial that sends sweep requests (records without an arm).
 const SWEEP_TRIAL: &str = "concurrency_sweep";
+
+/// TC-12's trial name, whose read-backs from disk are figures.
+const DISK_TIER_TRIAL: &str = "disk_tier";
+
+/// KVCR's scopes of a read from its disk tier: straight into engine
+/// memory (`g3_deliver`, the CPU engine's path) or into DRAM first
+/// (`g3_fill`). Another scope a read-back's window happens to hold (an
+/// older block's `g3_store` finishing) is no part of the read and would
+/// come and go between rounds: no figure.
+const DISK_READ_SCOPES: &[&str] = &["g3_deliver", "g3_fill"];
 
 /// Which way a figure gets worse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -426,6 +440,7 @@ impl RunResults {
                 }
             }
         }
+        self.disk_tier_figures(&mut push);
         self.workload_figures(&mut push);
         for (trial, counts) in self.request_faults() {
             let id = |m: &str| format!("TC-05::{trial}::{m}");
@@ -439,6 +454,45 @@ impl RunResults {
             );
         }
         out
+    }
+
+    /// The figures of TC-12's read-backs from the disk tier, when the run
+    /// has any: their TTFT and KVCR's own time per read scope
+    /// ([`DISK_READ_SCOPES`]), the first read-back a warm-up.
+    fn disk_tier_figures(&self, push: &mut impl FnMut(FigureSpec, Vec<f64>)) {
+        let all: Vec<&RequestRecord> = self
+            .requests
+            .iter()
+            .filter(|r| r.ok && r.case == DISK_TIER_CASE && r.arm.is_none())
+            .collect();
+        let mine = after_warm_up(&all);
+        let id = |m: &str| format!("{DISK_TIER_CASE}::{DISK_TIER_TRIAL}::{m}");
+        let (ms, p50, lower) = ("ms", Statistic::P50, Better::Lower);
+        push(
+            FigureSpec::new(
+                id("g3_hit"),
+                "disk_tier g3_hit TTFT p50".into(),
+                ms,
+                p50,
+                lower,
+            ),
+            mine.iter().filter_map(|r| r.ttft_ms).collect(),
+        );
+        let reads = kvcr_op_times(mine)
+            .into_iter()
+            .filter(|(scope, _)| DISK_READ_SCOPES.contains(&scope.as_str()));
+        for (scope, values) in reads {
+            push(
+                FigureSpec::new(
+                    id(&format!("kvcr::{scope}")),
+                    format!("disk_tier g3_hit KVCR {scope} (mean per op)"),
+                    ms,
+                    p50,
+                    lower,
+                ),
+                values,
+            );
+        }
     }
 
     /// The figures of a workload trace replayed (KVCR on), when the run
@@ -895,6 +949,91 @@ evidence: a"
             values(&run, "TC-05::dram_hit::ttft_p50").unwrap().1,
             [90.0, 50.0]
         );
+    }
+
+    /// A phase2_g3 run's results.json in the layout TC-12 writes (ten
+    /// read-backs from disk; the values are illustrative).
+    fn tc12_run() -> RunResults {
+        RunResults::parse(include_str!("testdata/results-tc12.json")).unwrap()
+    }
+
+    #[test]
+    fn tc12_read_backs_are_the_disk_tier_figures() {
+        let run = tc12_run();
+        let ids: Vec<String> = run.figures().into_iter().map(|f| f.spec.id).collect();
+        assert_eq!(
+            ids,
+            [
+                "TC-12::disk_tier::g3_hit",
+                "TC-12::disk_tier::kvcr::g3_deliver",
+            ],
+            "no TC-05 figure and no count from TC-12's requests, and none of \
+             the store one read-back's window held"
+        );
+        // The first read-back is a warm-up: nine of ten.
+        let (hit, ttft) = values(&run, "TC-12::disk_tier::g3_hit").unwrap();
+        assert_eq!(ttft, [47.2, 45.9, 48.4, 46.6, 47.9, 45.1, 49.3, 46.2, 47.5]);
+        assert_eq!(hit.label, "disk_tier g3_hit TTFT p50");
+        assert_eq!(
+            (hit.unit.as_str(), hit.statistic, hit.better, hit.judged),
+            ("ms", Statistic::P50, Better::Lower, Judged::Interval)
+        );
+        let (read, ms) = values(&run, "TC-12::disk_tier::kvcr::g3_deliver").unwrap();
+        assert_eq!(ms.len(), 9);
+        assert!((ms[0] - 7.6).abs() < 1e-9, "{ms:?}");
+        assert_eq!(read.label, "disk_tier g3_hit KVCR g3_deliver (mean per op)");
+        assert_eq!(
+            (read.statistic, read.better),
+            (Statistic::P50, Better::Lower)
+        );
+        assert!(values(&run, "TC-12::disk_tier::kvcr::g3_store").is_none());
+        // A read into DRAM first is a read from disk too: one value per
+        // read-back after the warm-up that ran it.
+        let mut fills = tc12_run();
+        for r in fills.requests.iter_mut().take(3) {
+            r.kvcr_ops.push(op("A", "g3_fill", "success", 2, 12.0));
+        }
+        assert_eq!(
+            values(&fills, "TC-12::disk_tier::kvcr::g3_fill").unwrap().1,
+            [6.0, 6.0]
+        );
+    }
+
+    #[test]
+    fn disk_tier_figures_are_absent_without_read_backs_never_zero() {
+        // A run without TC-12 has none.
+        assert!(sample_run()
+            .figures()
+            .iter()
+            .all(|f| !f.spec.id.starts_with("TC-12")));
+        // Read-backs without KVCR's operations: the TTFT figure only.
+        let mut run = tc12_run();
+        run.requests.iter_mut().for_each(|r| r.kvcr_ops.clear());
+        let ids: Vec<String> = run.figures().into_iter().map(|f| f.spec.id).collect();
+        assert_eq!(ids, ["TC-12::disk_tier::g3_hit"]);
+        // A read-back that failed is no sample; none ok, no figure.
+        run.requests[3].ok = false;
+        assert_eq!(values(&run, "TC-12::disk_tier::g3_hit").unwrap().1.len(), 8);
+        run.requests.iter_mut().for_each(|r| r.ok = false);
+        assert!(run.figures().is_empty());
+    }
+
+    #[test]
+    fn read_backs_beside_tc05_are_no_arms_samples() {
+        let mut run = sample_run();
+        let before = run.figures();
+        let read_backs = tc12_run().requests;
+        run.requests.extend(read_backs);
+        let after = run.figures();
+        let tc05 = |figures: &[FigureValues]| -> Vec<FigureValues> {
+            figures
+                .iter()
+                .filter(|f| !f.spec.id.starts_with("TC-12"))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(tc05(&after), before);
+        assert_eq!(after.len(), before.len() + 2);
     }
 
     #[test]

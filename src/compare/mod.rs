@@ -49,6 +49,7 @@ pub use comparison::{
 };
 pub use driver::{
     round_runs, run_compare, CompareDriveArgs, RoundRun, DEFAULT_ROUNDS, DEFAULT_TRIALS,
+    DISK_TIER_TARGET,
 };
 pub use errors::CompareError;
 pub use figures::{Better, FigureSpec, FigureValues, Judged, RequestFault, RunInfo, RunResults};

@@ -662,3 +662,77 @@ fn error_rate_table() {
         }
     }
 }
+
+/// A phase2_g3 round of TC-12 (the read-backs of `testdata/results-tc12.json`),
+/// its timings moved by the round's own drift (±2 %), each read from disk
+/// (`g3_deliver`) `g3_scale` times as long.
+fn tc12_round(round: &Round, g3_scale: f64) -> RunResults {
+    let mut run = RunResults::parse(include_str!("testdata/results-tc12.json")).unwrap();
+    let drift = 1.0 + 0.01 * f64::from(round.index * 7 % 5) - 0.02;
+    for r in &mut run.requests {
+        r.ttft_ms = r.ttft_ms.map(|t| t * drift);
+        for op in &mut r.kvcr_ops {
+            op.seconds *= drift;
+            if op.scope == "g3_deliver" {
+                op.seconds *= g3_scale;
+            }
+        }
+    }
+    run
+}
+
+fn tc12_comparison(head: impl Fn(&Round) -> RunResults) -> Comparison {
+    let mut c = Collector::default();
+    for round in RoundPlan::abba(12).unwrap().rounds() {
+        let run = match round.build {
+            Build::Base => tc12_round(round, 1.0),
+            Build::Head => head(round),
+        };
+        c.add_round(*round, &run, format!("round-{}", round.index));
+    }
+    c.compare(&Rule::default(), &QUICK_BOOTSTRAP)
+}
+
+#[test]
+fn a_slower_read_from_disk_is_a_regression_of_its_kvcr_figure() {
+    let c = tc12_comparison(|round| tc12_round(round, 1.10));
+    assert_eq!(
+        verdict_of(&c, "TC-12::disk_tier::kvcr::g3_deliver"),
+        Verdict::Regression
+    );
+    assert_ne!(
+        verdict_of(&c, "TC-12::disk_tier::g3_hit"),
+        Verdict::Regression
+    );
+    assert_eq!(c.gate(), Gate::Regression);
+    // The same build against itself: no verdict against it.
+    let same = tc12_comparison(|round| tc12_round(round, 1.0));
+    assert!(
+        same.figures.iter().all(|f| f.verdict == Verdict::NoChange),
+        "{:?}",
+        same.figures.iter().map(|f| f.verdict).collect::<Vec<_>>()
+    );
+    assert_eq!(same.gate(), Gate::Pass);
+}
+
+#[test]
+fn a_build_without_g3_read_durations_is_missing_them() {
+    let c = tc12_comparison(|round| {
+        let mut run = tc12_round(round, 1.0);
+        run.requests.iter_mut().for_each(|r| r.kvcr_ops.clear());
+        run
+    });
+    let read = c
+        .figures
+        .iter()
+        .find(|f| f.spec.id == "TC-12::disk_tier::kvcr::g3_deliver")
+        .unwrap();
+    assert_eq!(read.verdict, Verdict::Missing);
+    assert!(read.head.is_empty() && read.difference.is_none());
+    assert_eq!(read.reason, "no head round has samples of this figure");
+    assert_eq!(
+        verdict_of(&c, "TC-12::disk_tier::g3_hit"),
+        Verdict::NoChange
+    );
+    assert_eq!(c.gate(), Gate::Regression, "missing fails the comparison");
+}

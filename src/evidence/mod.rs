@@ -57,7 +57,7 @@ pub use not_checked::{NotChecked, NOT_CHECKED};
 pub use perf::{
     percentiles, ttft_offsets, Arm, ArmSummary, Baseline, DeltaVsBaseline, FirstTokenPair,
     OffsetStats, OpenLoopLevel, Percentiles, PerfSummary, PromotionStages, RecoveryAttempt,
-    RecoveryTimeline, RequestRecord, SweepLevel, TtftAccuracy, INTERVAL_CONFIDENCE,
+    RecoveryTimeline, RequestRecord, SweepLevel, TtftAccuracy, DISK_TIER_CASE, INTERVAL_CONFIDENCE,
     THROUGHPUT_WINDOWS,
 };
 pub use record::{

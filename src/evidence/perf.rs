@@ -69,7 +69,7 @@ pub struct RequestRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduledSend>,
     /// KVCR's own operations during the request, per worker, scope and
-    /// result (TC-05's arms); empty where not recorded.
+    /// result (TC-05's arms, TC-12's read-backs); empty where not recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kvcr_ops: Vec<KvcrOps>,
 }
@@ -108,6 +108,11 @@ impl std::fmt::Display for Arm {
         f.write_str(self.as_str())
     }
 }
+
+/// The case whose measured requests (no arm) are read-backs from KVCR's
+/// disk tier (G3): each a prefix evicted from KVCR's DRAM pool and
+/// delivered again from disk (TC-12).
+pub const DISK_TIER_CASE: &str = "TC-12";
 
 /// Mean and nearest-rank percentiles of a sample, in the sample's unit.
 /// An empty sample has `n = 0` and every statistic `None` (JSON `null`).

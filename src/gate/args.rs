@@ -217,6 +217,27 @@ mod tests {
         );
     }
 
+    /// The disk path: the disk tier's lane, then a comparison on it
+    /// (TC-12's read-backs), with no profile passed to anything else.
+    #[test]
+    fn the_disk_path_is_gated_on_its_own_lane() {
+        let a = parse("--kvcr pypi:0.1.2 --lanes phase2_g3 --target phase2_g3").unwrap();
+        assert_eq!(a.lanes, ["phase2_g3"]);
+        assert_eq!(a.compare.target, crate::compare::DISK_TIER_TARGET);
+        assert_eq!(a.compare.trials, [crate::evidence::DISK_TIER_CASE]);
+        assert!(a.harness.is_empty() && a.compare.harness.is_empty());
+        // That lane is the disk tier's: its profile, TC-12 among its cases,
+        // and it takes a build.
+        let lane = crate::lanes::Lane::of(crate::compare::DISK_TIER_TARGET).unwrap();
+        assert_eq!(lane.profile, Some("phase2-g3"));
+        assert!(lane
+            .cases()
+            .unwrap()
+            .iter()
+            .any(|c| c.id == crate::evidence::DISK_TIER_CASE));
+        assert!(takes_a_build(lane));
+    }
+
     #[test]
     fn a_diff_spec_is_the_release_with_it() {
         let dir = tempfile::tempdir().unwrap();

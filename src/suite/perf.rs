@@ -13,7 +13,8 @@ use futures_util::stream::{self, StreamExt};
 use crate::client::StreamOutcome;
 use crate::engine::{Need, Support};
 use crate::evidence::{
-    ttft_offsets, Arm, ArmSummary, FirstTokenPair, RequestRecord, SweepLevel, TtftAccuracy,
+    percentiles, ttft_offsets, Arm, ArmSummary, FirstTokenPair, RequestRecord, SweepLevel,
+    TtftAccuracy,
 };
 use crate::prompts::Prompt;
 use crate::stack::Worker;
@@ -70,15 +71,36 @@ impl<'c> Perf<'c> {
         prompt: &Prompt,
         arm: Arm,
     ) -> Result<Measured, CaseError> {
+        let mut measured = self.stream_timed(worker, prompt)?;
+        measured.record.arm = Some(arm);
+        Ok(measured)
+    }
+
+    /// [`Perf::stream_measured`] for a request of no TC-05 arm (its record
+    /// has none): TC-12's read-backs from the disk tier.
+    pub fn stream_timed(
+        &self,
+        worker: Option<&Worker>,
+        prompt: &Prompt,
+    ) -> Result<Measured, CaseError> {
         let outcome = self.stream(worker, prompt)?;
         let tokens = outcome.generated.token_ids.clone().unwrap_or_default();
         self.ctx.expect_reference(prompt, &tokens)?;
-        let mut record = request_record(self.ctx.id, Some(arm), None, prompt, &outcome);
+        let mut record = request_record(self.ctx.id, None, None, prompt, &outcome);
         record.request_id = self.ctx.requests.id_of(&prompt.key());
         Ok(Measured {
             cached_tokens: outcome.generated.cached_tokens(),
             record,
         })
+    }
+
+    /// Records measured requests of no arm into results.json's `requests`
+    /// (where `compare` reads them), and their TTFT percentiles as the
+    /// case's measurement `key`.
+    pub fn report_requests(&self, key: &str, requests: Vec<RequestRecord>) {
+        let ttft: Vec<f64> = requests.iter().filter_map(|r| r.ttft_ms).collect();
+        self.ctx.measure(key, percentiles(&ttft));
+        self.ctx.measure(REQUESTS, &requests);
     }
 
     /// Summarises an arm against the KVCR-disabled baselines and records
