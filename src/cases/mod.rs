@@ -28,6 +28,7 @@ pub mod tc15_peer_pause;
 pub mod tc16_hostile_startup;
 pub mod tc17_concurrent_same_prefix;
 pub mod tc18_engine_memory_peer_read;
+pub mod tc19_interrupted_source_write;
 mod unreachable_source;
 
 pub mod wl01_trace_replay;
@@ -97,8 +98,12 @@ pub const PHASE3_TWO_NODE: &[Case] = &[tc13_partition_and_heal::CASE, tc14_degra
 
 /// The KVCR calls a GPU engine makes (`phase3_api`): a peer read served
 /// from engine memory through framework pins, staged with `KVCR.fetch`
-/// (TC-18).
-pub const PHASE3_API: &[Case] = &[tc18_engine_memory_peer_read::CASE];
+/// (TC-18), and a peer read whose source gets its pins late or closes first
+/// (TC-19, last: it restarts worker A).
+pub const PHASE3_API: &[Case] = &[
+    tc18_engine_memory_peer_read::CASE,
+    tc19_interrupted_source_write::CASE,
+];
 
 /// KVCR's disk tier (TC-12), on the `phase2-g3` stack.
 pub const PHASE2_G3: &[Case] = &[tc12_disk_tier::CASE];

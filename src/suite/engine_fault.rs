@@ -71,6 +71,9 @@ pub enum EngineFault {
     /// requests at once, undoing the `hits_after_prefill` knob: concurrent
     /// requests for one prefix never deposit it side by side (TC-17).
     HitsDuringPrefill,
+    /// KVCR's framework-pin requests are left unanswered until KVCR cancels
+    /// them: a peer's source write from engine memory waits for its pins (TC-19).
+    WithholdPins,
     /// The worker's KVCR memory is not page-aligned (launch only).
     UnalignedMemory,
     /// The worker claims with another tier layout (launch only, TC-09).
@@ -115,6 +118,7 @@ impl EngineFault {
             EngineFault::PhantomDeviceHit => "phantom_device_hit",
             EngineFault::IgnoreKvHints => "ignore_kv_hints",
             EngineFault::HitsDuringPrefill => "hits_during_prefill",
+            EngineFault::WithholdPins => "withhold_pins",
             EngineFault::UnalignedMemory => "unaligned_memory",
             EngineFault::ChangedLayout => "changed_layout",
             EngineFault::ExtraKvcrPool => "extra_kvcr_pool",
@@ -168,7 +172,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 31] = [
+    const EVERY: [EngineFault; 32] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -196,6 +200,7 @@ mod tests {
         EngineFault::PhantomDeviceHit,
         EngineFault::IgnoreKvHints,
         EngineFault::HitsDuringPrefill,
+        EngineFault::WithholdPins,
         EngineFault::UnalignedMemory,
         EngineFault::ChangedLayout,
         EngineFault::ExtraKvcrPool,

@@ -23,6 +23,7 @@ pub mod pressure;
 pub mod restart;
 pub mod scale;
 pub mod service;
+pub mod source_close;
 pub mod stall;
 pub mod tokens;
 pub mod transfer;
