@@ -907,7 +907,6 @@ vllm:kvcr_transfer_bytes_total{scope="source_write"} NaN
         assert!(msg.contains(&format!("127.0.0.1:{port}/metrics")), "{msg}");
     }
 
-
     /// A server that drops its first `drops` connections unanswered (as a
     /// worker closing a pooled keep-alive connection as the request goes
     /// out), then serves; returns its address and how many it accepted.
