@@ -3,7 +3,11 @@
 //! the clean link, then under each condition of [`CONDITIONS`] in turn on
 //! node 1's end of the run's veth (delay with jitter, loss, a rate cap;
 //! one at a time, each verified by its own counters before it is relied
-//! on, and taken off and checked gone after its pulls).
+//! on, and taken off and checked gone after its pulls). A condition's
+//! prefixes are committed on B before it is applied: B's KV events then
+//! reach the router whole, so the hint names every shared block and the
+//! condition acts on KVCR's transfer (committed under loss, the router
+//! once knew one block of four and hinted only that one).
 //!
 //! Every answer carries the reference tokens. On the clean link every pull
 //! reconciles; under a condition each pull reconciles or fails cleanly (a
@@ -17,6 +21,7 @@ use serde_json::json;
 use crate::engine::Need;
 use crate::evidence::{Arm, TTFT_BY_CONDITION};
 use crate::proc::link_condition::LinkCondition;
+use crate::prompts::Family;
 use crate::stack::Worker;
 use crate::stats::Bootstrap;
 use crate::suite::{listener_of, Case, CaseCtx, CaseError, CaseResult};
@@ -63,7 +68,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let mut pulls: Vec<(DegradedPull, PullOutcome)> = Vec::new();
     // The clean link: every pull reconciles.
     for i in 0..PULLS {
-        let pull = pull_across(ctx, &b, &a, "clean")?;
+        let family = commit_on(ctx, &b)?;
+        let pull = pull_across(ctx, &family, &b, &a, "clean")?;
         ctx.check(
             &format!("clean-{i}.json"),
             &pull,
@@ -76,6 +82,9 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     for condition in CONDITIONS {
         let slug = condition.slug();
         conditions.push((slug.to_string(), condition.label()));
+        let families = (0..PULLS)
+            .map(|_| commit_on(ctx, &b))
+            .collect::<Result<Vec<_>, _>>()?;
         ctx.doing(format!("putting {} on node 1's link", condition.label()))?;
         let degraded = faults.degrade_node_link(
             condition,
@@ -84,8 +93,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             ctx.logs_dir().to_path_buf(),
         )?;
         ctx.record(&format!("{slug}-applied.json"), &degraded.applied);
-        for i in 0..PULLS {
-            let pull = pull_across(ctx, &b, &a, slug)?;
+        for (i, family) in families.iter().enumerate() {
+            let pull = pull_across(ctx, family, &b, &a, slug)?;
             let verdict = expect_reconciled_or_failed_cleanly(&pull, bytes_per_block);
             let outcome = verdict.as_ref().ok().copied();
             ctx.check(
@@ -110,18 +119,24 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     )
 }
 
-/// Commits a new family's first prompt on `source`, then streams its
-/// second to `target` (hinted to `source`): the answer checked against the
-/// reference, its timings, and both sides' transfer counters.
+/// A new family whose first prompt `source` answered and deposited.
+fn commit_on(ctx: &CaseCtx, source: &Worker) -> Result<Family, CaseError> {
+    let family = ctx.family()?;
+    ctx.commit(source, family.variant(0))?;
+    Ok(family)
+}
+
+/// Streams `family`'s second prompt to `target` (hinted to `source`, which
+/// holds its first): the answer checked against the reference, its
+/// timings, and both sides' transfer counters.
 fn pull_across(
     ctx: &CaseCtx,
+    family: &Family,
     source: &Worker,
     target: &Worker,
     condition: &str,
 ) -> Result<DegradedPull, CaseError> {
-    let family = ctx.family()?;
     let prompt = family.variant(1);
-    ctx.commit(source, family.variant(0))?;
     let (source_before, target_before) = (ctx.snapshot(source)?, ctx.snapshot(target)?);
     let measured = ctx
         .perf()
