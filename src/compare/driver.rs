@@ -10,7 +10,7 @@ use super::comparison::{Collector, Comparison, Rule, DEFAULT_MIN_PAIRS};
 use super::figures::RunResults;
 use super::rounds::{Build, Round, RoundPlan};
 use super::{write_outputs, Written};
-use crate::config::KvcrSpec;
+use crate::config::{command_flags, KvcrSpec};
 use crate::drive::{self, Phase1Child};
 use crate::evidence::{DISK_TIER_CASE, WORKLOAD_CASE};
 use crate::pyenv::kvcr_spec;
@@ -85,10 +85,7 @@ impl CompareDriveArgs {
                 early_stop = true;
                 continue;
             }
-            let (name, inline) = match arg.split_once('=') {
-                Some((n, v)) if arg.starts_with("--") => (n, Some(v.to_string())),
-                _ => (arg.as_str(), None),
-            };
+            let (name, inline) = command_flags::split(arg);
             let ours = matches!(
                 name,
                 "--base"
@@ -110,18 +107,8 @@ impl CompareDriveArgs {
                 harness.push(arg.clone());
                 continue;
             }
-            let value = match inline {
-                Some(v) => v,
-                None => it
-                    .next()
-                    .cloned()
-                    .ok_or_else(|| format!("{name} needs a value"))?,
-            };
-            let spec = |value: &str| {
-                KvcrSpec::parse(value).map_err(|why| {
-                    format!("{name} {value:?}: {why}; expected {}", kvcr_spec::ACCEPTED)
-                })
-            };
+            let value = command_flags::value(name, inline, &mut it)?;
+            let spec = |value: &str| kvcr_spec::parse_flag(name, value);
             match name {
                 "--base" => base = Some(spec(&value)?),
                 "--head" => head = Some(spec(&value)?),

@@ -26,6 +26,7 @@
 //! accepted.
 
 mod args;
+pub mod command_flags;
 mod env;
 mod errors;
 pub mod keys;

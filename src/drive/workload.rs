@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::{check_harness_flags, test_binary, Phase1Child};
+use crate::config::command_flags;
 use crate::evidence::workload::{ReplaySummary, WorkloadSummary};
 
 /// The lane the replay runs on.
@@ -33,16 +34,8 @@ impl ReplayArgs {
         let (mut trace, mut out) = (None, None);
         let mut it = args.iter().peekable();
         while let Some(arg) = it.next() {
-            let (name, inline) = match arg.split_once('=') {
-                Some((n, v)) if arg.starts_with("--") => (n, Some(v.to_string())),
-                _ => (arg.as_str(), None),
-            };
-            let mut value = |name: &str| -> Result<String, String> {
-                inline
-                    .clone()
-                    .or_else(|| it.next().cloned())
-                    .ok_or_else(|| format!("{name} needs a value"))
-            };
+            let (name, inline) = command_flags::split(arg);
+            let mut value = |name: &str| command_flags::value(name, inline.clone(), &mut it);
             match name {
                 "--trace" => trace = Some(value(name)?),
                 "--rate" => flags.extend(["--workload-rate".into(), value(name)?]),

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::compare::CompareDriveArgs;
-use crate::config::KvcrSpec;
+use crate::config::{command_flags, KvcrSpec};
 use crate::lanes::Lane;
 use crate::pyenv::kvcr_spec;
 
@@ -66,10 +66,7 @@ impl GateArgs {
         let (mut compare_flags, mut harness) = (Vec::new(), Vec::new());
         let mut it = args.iter();
         while let Some(arg) = it.next() {
-            let (name, inline) = match arg.split_once('=') {
-                Some((n, v)) if arg.starts_with("--") => (n, Some(v.to_string())),
-                _ => (arg.as_str(), None),
-            };
+            let (name, inline) = command_flags::split(arg);
             if name == "--keep-going" {
                 keep_going = true;
                 continue;
@@ -83,18 +80,8 @@ impl GateArgs {
                 harness.push(arg.clone());
                 continue;
             }
-            let value = match inline {
-                Some(v) => v,
-                None => it
-                    .next()
-                    .cloned()
-                    .ok_or_else(|| format!("{name} needs a value"))?,
-            };
-            let spec = |value: &str| {
-                KvcrSpec::parse(value).map_err(|why| {
-                    format!("{name} {value:?}: {why}; expected {}", kvcr_spec::ACCEPTED)
-                })
-            };
+            let value = command_flags::value(name, inline, &mut it)?;
+            let spec = |value: &str| kvcr_spec::parse_flag(name, value);
             match name {
                 "--kvcr" => kvcr = Some(spec(&value)?),
                 "--base" => base = Some(spec(&value)?),

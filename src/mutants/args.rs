@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use super::plan::RESERVED_KEYS;
+use crate::config::command_flags;
 use crate::drive;
 use crate::engine::{Kind, StackSpec};
 
@@ -61,10 +62,7 @@ impl MutantsArgs {
         let mut draw_only = false;
         let mut it = args.iter();
         while let Some(arg) = it.next() {
-            let (name, inline) = match arg.split_once('=') {
-                Some((n, v)) if arg.starts_with("--") => (n, Some(v.to_string())),
-                _ => (arg.as_str(), None),
-            };
+            let (name, inline) = command_flags::split(arg);
             if name == "--draw-only" {
                 draw_only = true;
                 continue;
@@ -83,13 +81,7 @@ impl MutantsArgs {
                 parsed.harness.push(arg.clone());
                 continue;
             }
-            let value = match inline {
-                Some(v) => v,
-                None => it
-                    .next()
-                    .cloned()
-                    .ok_or_else(|| format!("{name} needs a value"))?,
-            };
+            let value = command_flags::value(name, inline, &mut it)?;
             match name {
                 "--only" => {
                     let names: Vec<String> = value

@@ -30,6 +30,12 @@ pub const ACCEPTED: &str =
      holding pyproject.toml, setup.py or setup.cfg), or SPEC+FILE.diff (that build with a diff applied; \
      a bare FILE.diff applies it to the default)";
 
+/// `value` of a command's flag `flag` (`--base`, `--head`, `--kvcr`) as a
+/// build; the error names the flag, the value and what is accepted.
+pub fn parse_flag(flag: &str, value: &str) -> Result<KvcrSpec, String> {
+    KvcrSpec::parse(value).map_err(|why| format!("{flag} {value:?}: {why}; expected {ACCEPTED}"))
+}
+
 /// The KVCR build under test, as the user named it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum KvcrSpec {
