@@ -7,7 +7,8 @@
 //! the kvcr package directory [`SOURCE_ENV`] names), and when the process
 //! exits normally or on SIGTERM it saves one data file there,
 //! `.coverage.<host>.pid<pid>.<random>`, if the process imported kvcr. A
-//! SIGKILLed process saves nothing. A run turns it on by starting its stack
+//! SIGKILLed process saves nothing, unless the harness asked it first
+//! ([`checkpoint`]: SIGUSR2, answered once the data is saved). A run turns it on by starting its stack
 //! through [`measured_python`], a wrapper that sets both variables and execs
 //! the KVCR env's interpreter; nothing else changes.
 //!
