@@ -462,7 +462,7 @@ fn io(path: &Path, source: std::io::Error) -> CoverageError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -556,7 +556,7 @@ class Coverage:
 "#;
 
     /// The hook alone, the fake coverage.py and a `kvcr` package to import.
-    fn fake_site(dir: &Path) -> PathBuf {
+    pub(crate) fn fake_site(dir: &Path) -> PathBuf {
         let site = dir.join("site");
         fs::create_dir_all(site.join("kvcr")).expect("mkdir");
         fs::write(site.join("kvcr/__init__.py"), "").expect("kvcr");
@@ -656,9 +656,11 @@ class Coverage:
         assert_eq!(status, Some(-15));
     }
 
-    /// Starts `code` under the hook, measured into `data`, stdin a pipe,
-    /// and returns it once it printed its first line.
-    fn started_under_hook(dir: &Path, code: &str, data: &Path) -> std::process::Child {
+    /// Starts `code` under the hook with the fake coverage.py (its calls in
+    /// `<dir>/calls`), measured into `data`, stdin a pipe, in a process
+    /// group of its own, and returns it once it printed its first line.
+    pub(crate) fn started_under_hook(dir: &Path, code: &str, data: &Path) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
         let site = fake_site(dir);
         fs::create_dir_all(data).expect("data dir");
         let mut child = Command::new("python3")
@@ -669,6 +671,7 @@ class Coverage:
             .env(SOURCE_ENV, site.join("kvcr"))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
+            .process_group(0)
             .spawn()
             .expect("python3 runs");
         let mut line = String::new();
