@@ -284,3 +284,53 @@ fn two_runs_merge_into_one_table_where_each_line_counts_once() {
     assert!(md.contains("| **merged** |"), "{md}");
     assert!(md.contains("| `kvcr/kvcr_service.py` |"), "{md}");
 }
+
+/// A crash the harness delivers (SIGKILL) loses nothing the process ran
+/// before it: asked first, the process saves with coverage.py still
+/// running, answers, and its data file outlives the SIGKILL.
+#[test]
+fn a_process_asked_to_save_before_its_sigkill_keeps_what_it_ran() {
+    let env = kvcr_env();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cov_dir = dir.path().join(kvcr_coverage::DIR);
+    let measured =
+        coverage::measured_python(&env.python, &env.build.location, &cov_dir).expect("wrapper");
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).expect("logs");
+    let log_file = std::fs::File::create(logs.join("guard.log")).expect("log");
+    let code = format!("{PARSE_A_HINT}import time\nprint('ready', flush=True)\ntime.sleep(120)\n");
+    let mut child = Command::new(&measured)
+        .args(["-c", &code])
+        .env_remove(DATA_DIR_ENV)
+        .env_remove(SOURCE_ENV)
+        .stdout(Stdio::piped())
+        .stderr(log_file)
+        .spawn()
+        .expect("spawns");
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut ready)
+        .expect("ready");
+    assert_eq!(ready.trim(), "ready");
+
+    let answers = coverage::checkpoint(&[child.id()], std::time::Duration::from_secs(30));
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert!(answers[0].saved(), "{answers:?}");
+    assert!(kvcr_e2e::proc::procfs::is_alive(child.id()), "it runs on");
+    child.kill().expect("SIGKILL");
+    let status = child.wait().expect("exits");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "{status:?}");
+
+    let imports = pyenv::import_report::scan(&logs);
+    let record = KvcrCoverage::collect(&env.python, dir.path(), &env.build, &imports, &logs);
+    let table = record
+        .table
+        .as_ref()
+        .unwrap_or_else(|| panic!("no table: {:?}", record.error));
+    assert!(table
+        .module("kvcr/hint_parser.py")
+        .is_some_and(|m| m.counts.missed < m.counts.statements));
+    assert!(record.processes[0].data_file.is_some(), "{record:?}");
+    assert!(record.hook_errors.is_empty(), "{:?}", record.hook_errors);
+}

@@ -1,6 +1,8 @@
 //! TC-16 hostile start-up: a KVCR component started alone where it must
 //! refuse. A Guard service whose pool directory is a tmpfs too small for
-//! its pool group, and one whose socket directory is a read-only mount; a
+//! its pool group, one of two pool groups with room for the first only
+//! (the first group's Guard, already started, must be closed and its pool
+//! file removed), and one whose socket directory is a read-only mount; a
 //! worker (the engine with KVCR) whose control port is already bound, whose
 //! `UCX_TLS` names no transport it can use, and whose Guard's pool is
 //! smaller than one block. Each must exit non-zero within the start-up

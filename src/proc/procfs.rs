@@ -287,9 +287,58 @@ pub fn pid_namespace() -> Option<String> {
         .map(|p| p.display().to_string())
 }
 
+/// The value of variable `name` in the environment `pid` started with
+/// (`/proc/<pid>/environ`), or `None` when it has none or cannot be read.
+pub fn environ_var(pid: u32, name: &str) -> Option<String> {
+    let bytes = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    parse_environ_var(&bytes, name)
+}
+
+fn parse_environ_var(environ: &[u8], name: &str) -> Option<String> {
+    environ.split(|b| *b == 0).find_map(|entry| {
+        let entry = std::str::from_utf8(entry).ok()?;
+        let (key, value) = entry.split_once('=')?;
+        (key == name).then(|| value.to_string())
+    })
+}
+
+/// True when `pid` has a handler of its own for signal number `signo`
+/// (`SigCgt` of `/proc/<pid>/status`): the signal will not end it.
+pub fn catches_signal(pid: u32, signo: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| caught_mask(&status))
+        .is_some_and(|mask| (1..=64).contains(&signo) && mask & (1u64 << (signo - 1)) != 0)
+}
+
+fn caught_mask(status: &str) -> Option<u64> {
+    let hex = status.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_environment_variable_and_a_caught_signal_are_read() {
+        let environ = b"A=1\0KVCR_E2E_COVERAGE=/run/x=y\0B=\0";
+        assert_eq!(
+            parse_environ_var(environ, "KVCR_E2E_COVERAGE").as_deref(),
+            Some("/run/x=y")
+        );
+        assert_eq!(parse_environ_var(environ, "B").as_deref(), Some(""));
+        assert_eq!(parse_environ_var(environ, "KVCR"), None);
+        // SIGUSR2 (12) is bit 11, SIGTERM (15) bit 14.
+        let status = "Name:\tpython\nSigCgt:\t0000000000004800\n";
+        let mask = caught_mask(status).expect("mask");
+        assert_eq!(mask & (1 << 11), 1 << 11);
+        assert_eq!(caught_mask("Name:\tx\n"), None);
+        // This test process catches no SIGUSR2.
+        assert!(!catches_signal(std::process::id(), 12));
+        assert!(!catches_signal(std::process::id(), 0));
+        assert_eq!(environ_var(u32::MAX, "PATH"), None);
+    }
 
     #[test]
     fn start_time_and_load_average_are_parsed() {

@@ -7,7 +7,8 @@
 //! the kvcr package directory [`SOURCE_ENV`] names), and when the process
 //! exits normally or on SIGTERM it saves one data file there,
 //! `.coverage.<host>.pid<pid>.<random>`, if the process imported kvcr. A
-//! SIGKILLed process saves nothing. A run turns it on by starting its stack
+//! SIGKILLed process saves nothing, unless the harness asked it first
+//! ([`checkpoint`]: SIGUSR2, answered once the data is saved). A run turns it on by starting its stack
 //! through [`measured_python`], a wrapper that sets both variables and execs
 //! the KVCR env's interpreter; nothing else changes.
 //!
@@ -106,6 +107,31 @@ def _kvcr_e2e_coverage():
 
         signal.signal(signal.SIGTERM, on_sigterm)
 
+    # SIGUSR2: the harness is about to SIGKILL this process (a crash a case
+    # delivers). Save what ran so far, go on running, and say so in
+    # checkpoint.<pid> (the pid this process sees), written whole.
+    def on_checkpoint(signum, frame):
+        outcome = "nothing: kvcr not imported"
+        if saved:
+            outcome = "nothing: already saved"
+        elif "kvcr" in sys.modules:
+            try:
+                cov.save()
+                outcome = "saved"
+            except Exception as e:
+                fail("checkpoint", e)
+                outcome = "failed: %s: %s" % (type(e).__name__, e)
+        try:
+            done = os.path.join(data_dir, "checkpoint.%d" % os.getpid())
+            with open(done + ".part", "w") as f:
+                f.write(outcome + "\n")
+            os.replace(done + ".part", done)
+        except Exception as e:
+            fail("checkpoint", e)
+
+    if signal.getsignal(signal.SIGUSR2) == signal.SIG_DFL:
+        signal.signal(signal.SIGUSR2, on_checkpoint)
+
 
 _kvcr_e2e_coverage()
 "#;
@@ -183,6 +209,105 @@ pub fn measured_python(
 /// Where [`measured_python`] has the processes save their data.
 pub fn data_dir(dir: &Path) -> PathBuf {
     dir.join("data")
+}
+
+/// The signal the hook answers by saving what its process ran so far
+/// ([`checkpoint`]).
+pub const CHECKPOINT_SIGNAL: nix::sys::signal::Signal = nix::sys::signal::Signal::SIGUSR2;
+
+/// What one process did when asked to save before the harness SIGKILLed it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Checkpoint {
+    pub pid: u32,
+    /// The hook's answer (`saved`, `nothing: kvcr not imported`,
+    /// `failed: …`), or why there was none.
+    pub outcome: String,
+    pub after_ms: u128,
+}
+
+impl Checkpoint {
+    pub fn saved(&self) -> bool {
+        self.outcome == "saved"
+    }
+}
+
+/// The file the hook of a process that calls itself `pid` writes once it
+/// has answered [`CHECKPOINT_SIGNAL`].
+pub fn checkpoint_answer(data_dir: &Path, pid: u32) -> PathBuf {
+    data_dir.join(format!("checkpoint.{pid}"))
+}
+
+/// Asks every process of `pids` that runs under the hook (its environment
+/// names a data directory and it catches [`CHECKPOINT_SIGNAL`]) to save its
+/// kvcr coverage now, and waits up to `budget` for all their answers. Called
+/// just before a crash the harness delivers with SIGKILL, which would
+/// otherwise lose everything the process ran. The processes run on; the
+/// others are not signalled and not listed (an unmeasured run gets an
+/// empty list at no cost).
+pub fn checkpoint(pids: &[u32], budget: std::time::Duration) -> Vec<Checkpoint> {
+    use crate::proc::procfs;
+    use nix::sys::signal::kill;
+    use nix::unistd::Pid;
+    use std::time::Instant;
+
+    let started = Instant::now();
+    let mut asked: Vec<(u32, PathBuf)> = Vec::new();
+    let mut done: Vec<Checkpoint> = Vec::new();
+    for &pid in pids {
+        let Some(dir) = procfs::environ_var(pid, DATA_DIR_ENV).filter(|d| !d.is_empty()) else {
+            continue;
+        };
+        if !procfs::catches_signal(pid, CHECKPOINT_SIGNAL as i32) {
+            continue;
+        }
+        let dir = PathBuf::from(dir);
+        let answered = |outcome: String| Checkpoint {
+            pid,
+            outcome,
+            after_ms: started.elapsed().as_millis(),
+        };
+        if !dir.is_dir() {
+            done.push(answered(format!(
+                "not asked: its data directory {} is not visible from the harness",
+                dir.display()
+            )));
+            continue;
+        }
+        // The hook names its answer with the pid it sees itself as.
+        let own_pid = procfs::ns_pids(pid)
+            .and_then(|n| n.last().copied())
+            .unwrap_or(pid);
+        let answer = checkpoint_answer(&dir, own_pid);
+        let _ = fs::remove_file(&answer);
+        match kill(Pid::from_raw(pid as i32), CHECKPOINT_SIGNAL) {
+            Ok(()) => asked.push((pid, answer)),
+            Err(e) => done.push(answered(format!("not asked: {e}"))),
+        }
+    }
+    for (pid, answer) in asked {
+        let read = crate::wait::until(
+            format!(
+                "process {pid} to save its kvcr coverage ({})",
+                answer.display()
+            ),
+            budget.saturating_sub(started.elapsed()),
+            std::time::Duration::from_millis(10),
+            || match fs::read_to_string(&answer) {
+                Ok(text) => crate::wait::Poll::Ready(text.trim().to_string()),
+                Err(_) if !procfs::is_alive(pid) => {
+                    crate::wait::Poll::Abort("the process is gone".into())
+                }
+                Err(_) => crate::wait::Poll::Pending("no answer yet".into()),
+            },
+        );
+        done.push(Checkpoint {
+            pid,
+            outcome: read.unwrap_or_else(|e| format!("no answer: {e}")),
+            after_ms: started.elapsed().as_millis(),
+        });
+    }
+    done.sort_by_key(|c| c.pid);
+    done
 }
 
 /// One process's data file.
@@ -337,7 +462,7 @@ fn io(path: &Path, source: std::io::Error) -> CoverageError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -431,7 +556,7 @@ class Coverage:
 "#;
 
     /// The hook alone, the fake coverage.py and a `kvcr` package to import.
-    fn fake_site(dir: &Path) -> PathBuf {
+    pub(crate) fn fake_site(dir: &Path) -> PathBuf {
         let site = dir.join("site");
         fs::create_dir_all(site.join("kvcr")).expect("mkdir");
         fs::write(site.join("kvcr/__init__.py"), "").expect("kvcr");
@@ -529,6 +654,93 @@ class Coverage:
             "{calls}"
         );
         assert_eq!(status, Some(-15));
+    }
+
+    /// Starts `code` under the hook with the fake coverage.py (its calls in
+    /// `<dir>/calls`), measured into `data`, stdin a pipe, in a process
+    /// group of its own, and returns it once it printed its first line.
+    pub(crate) fn started_under_hook(dir: &Path, code: &str, data: &Path) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
+        let site = fake_site(dir);
+        fs::create_dir_all(data).expect("data dir");
+        let mut child = Command::new("python3")
+            .args(["-c", code])
+            .env("PYTHONPATH", &site)
+            .env("FAKE_CALLS", dir.join("calls"))
+            .env(DATA_DIR_ENV, data)
+            .env(SOURCE_ENV, site.join("kvcr"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+            &mut line,
+        )
+        .expect("ready line");
+        child
+    }
+
+    #[test]
+    fn a_checkpoint_saves_answers_and_the_process_runs_on_to_its_own_exit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        // It exits on its own once its stdin closes, after the checkpoint.
+        let code = "import kvcr, sys\nprint('ready', flush=True)\nsys.stdin.read()";
+        let mut child = started_under_hook(dir.path(), code, &data);
+        let pid = child.id();
+        let answers = checkpoint(&[pid], std::time::Duration::from_secs(10));
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        assert_eq!(
+            (answers[0].pid, answers[0].outcome.as_str()),
+            (pid, "saved")
+        );
+        assert!(answers[0].saved());
+        assert!(checkpoint_answer(&data, pid).is_file());
+        // Still running: the final save comes at its own exit.
+        drop(child.stdin.take());
+        assert!(child.wait().expect("exits").success());
+        let calls = fs::read_to_string(dir.path().join("calls")).expect("calls");
+        assert_eq!(
+            calls.lines().skip(1).collect::<Vec<_>>(),
+            ["start", "save", "stop", "save"],
+            "{calls}"
+        );
+        // The answer is no data file for `coverage combine`.
+        assert!(data_files(&data).is_empty());
+    }
+
+    #[test]
+    fn a_checkpoint_asks_only_measured_processes_and_says_what_each_did() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        // Measured, but kvcr never imported: it answers, having nothing.
+        let mut idle = started_under_hook(
+            dir.path(),
+            "import time\nprint('ready', flush=True)\ntime.sleep(60)",
+            &data,
+        );
+        // Not measured at all: never signalled (SIGUSR2 would end it).
+        let mut plain = Command::new("sleep")
+            .arg("60")
+            .env_remove(DATA_DIR_ENV)
+            .spawn()
+            .expect("sleep runs");
+        let answers = checkpoint(&[idle.id(), plain.id()], std::time::Duration::from_secs(10));
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        assert_eq!(answers[0].pid, idle.id());
+        assert_eq!(answers[0].outcome, "nothing: kvcr not imported");
+        assert!(!answers[0].saved());
+        assert!(crate::proc::procfs::is_alive(plain.id()), "never signalled");
+        assert!(crate::proc::procfs::is_alive(idle.id()), "runs on");
+        for child in [&mut idle, &mut plain] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // A process that is gone before it answers is no answer, at once.
+        assert!(checkpoint(&[idle.id()], std::time::Duration::from_secs(10)).is_empty());
     }
 
     #[test]

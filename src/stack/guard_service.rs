@@ -7,14 +7,19 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::proc::{procfs, Supervised};
+use crate::pyenv::coverage::{self, Checkpoint};
 
 use super::provision::{self, GuardPlan};
 use super::{readiness, Stack, StackError, Worker};
+
+/// How long a measured Guard service may take to save its coverage before
+/// its SIGKILL (a save takes well under a second).
+const CHECKPOINT_BUDGET: Duration = Duration::from_secs(5);
 
 /// What a SIGKILL of a Guard service did, checked from outside.
 #[derive(Debug, Clone, Serialize)]
@@ -25,6 +30,10 @@ pub struct GuardServiceKill {
     pub gone_after_ms: u128,
     /// The socket file the dead service left behind.
     pub socket_left: bool,
+    /// Under `--kvcr-coverage`: the service asked to save what it ran
+    /// before the SIGKILL, which would lose it (none in other runs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub coverage_saved: Vec<Checkpoint>,
     #[serde(skip)]
     pub sent_at: Instant,
 }
@@ -50,6 +59,9 @@ impl Stack {
         let service = &worker.slot.guard_service;
         let guard = self.restartable_guard(service)?;
         let pid = guard.pid();
+        // Its Guards' whole history (every case before this one) would go
+        // with the SIGKILL; saved now, the crash itself is unchanged.
+        let coverage_saved = coverage::checkpoint(&procfs::group_members(pid), CHECKPOINT_BUDGET);
         let sent_at = Instant::now();
         guard.kill_group().map_err(|e| {
             StackError::FaultNotApplied(format!("SIGKILL of the Guard service {service}: {e}"))
@@ -67,6 +79,7 @@ impl Stack {
             pid,
             gone_after_ms: sent_at.elapsed().as_millis(),
             socket_left: socket.exists(),
+            coverage_saved,
             sent_at,
         })
     }

@@ -60,6 +60,11 @@ pub enum Hostility {
     /// The Guard's pool directory has room for its pool group and not a
     /// page more: it must start, holding the whole pool from the start.
     PoolDirFullAfterStart,
+    /// A Guard service of two pool groups whose pool directory has room for
+    /// one: the second group's allocation fails after the first group's
+    /// Guard started, and the service must close that Guard and remove its
+    /// pool file before it exits.
+    PoolDirForOneOfTwoGroups,
     /// The Guard's socket directory is a read-only mount.
     SocketDirReadOnly,
     /// The worker's KVCR control port is bound (by the harness).
@@ -71,9 +76,10 @@ pub enum Hostility {
 }
 
 impl Hostility {
-    pub const ALL: [Hostility; 6] = [
+    pub const ALL: [Hostility; 7] = [
         Hostility::PoolDirTooSmall,
         Hostility::PoolDirFullAfterStart,
+        Hostility::PoolDirForOneOfTwoGroups,
         Hostility::SocketDirReadOnly,
         Hostility::PortTaken,
         Hostility::NoUsableTransport,
@@ -84,6 +90,7 @@ impl Hostility {
         match self {
             Hostility::PoolDirTooSmall => "pool_dir_too_small",
             Hostility::PoolDirFullAfterStart => "pool_dir_full_after_start",
+            Hostility::PoolDirForOneOfTwoGroups => "pool_dir_for_one_of_two_groups",
             Hostility::SocketDirReadOnly => "socket_dir_read_only",
             Hostility::PortTaken => "port_taken",
             Hostility::NoUsableTransport => "no_usable_transport",
@@ -109,6 +116,7 @@ impl Hostility {
         match self {
             Hostility::PoolDirTooSmall => &["No space left on device", "ENOSPC"],
             Hostility::PoolDirFullAfterStart => &[],
+            Hostility::PoolDirForOneOfTwoGroups => &["No space left on device", "ENOSPC"],
             Hostility::SocketDirReadOnly => &["Read-only file system", "EROFS"],
             Hostility::PortTaken => &["Address already in use", "EADDRINUSE"],
             Hostility::NoUsableTransport => &["NIXL_ERR", "UCX", "transport"],
@@ -323,6 +331,32 @@ impl Stack {
                 script.pool_dir_tmpfs(group_bytes);
                 let cause = format!("its pool directory is a tmpfs of exactly its pool group's {group_bytes} bytes: no room for anything after start");
                 (guard, cause)
+            }
+            Hostility::PoolDirForOneOfTwoGroups => {
+                // Exactly one group's room: the first group fits, as the
+                // `pool_dir_full_after_start` attempt shows; the second cannot.
+                let size = if hostile {
+                    group_bytes
+                } else {
+                    2 * group_bytes
+                };
+                script.pool_dir_tmpfs(size);
+                let two = LaunchContext {
+                    work_dir: dirs.work.clone(),
+                    ..self
+                        .plan
+                        .ctx
+                        .for_guard(dirs.socket(), dirs.pools.clone(), 2)
+                };
+                let guard = self
+                    .plan
+                    .engine
+                    .guard(&two)
+                    .ok_or_else(|| not_applied("this engine runs no Guard service".into()))?;
+                let cause = format!(
+                    "it holds two pool groups of {group_bytes} bytes each and its pool directory is a tmpfs of {size} bytes"
+                );
+                (self.plan.placement.wrap(0, guard), cause)
             }
             Hostility::SocketDirReadOnly => {
                 if hostile {

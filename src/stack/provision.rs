@@ -670,6 +670,10 @@ pub const DUPLICATE_GUARD_INDEX: &str = "duplicate_guard_index";
 /// through `cma` (shared memory), not the veth.
 pub const NODE_WITHOUT_PID_NAMESPACE: &str = "node_without_pid_namespace";
 
+/// How long the measured processes of a failed start may take to save
+/// their coverage before its SIGKILL (a save takes well under a second).
+const COVERAGE_CHECKPOINT_BUDGET: Duration = Duration::from_secs(5);
+
 /// Process groups started by a provisioning attempt that has not finished.
 #[derive(Default)]
 struct Partial {
@@ -683,8 +687,24 @@ impl Partial {
         }
     }
 
+    /// SIGKILLs every group started. Under `--kvcr-coverage` the measured
+    /// processes among them (the Guard service that refused a claim, say)
+    /// save what they ran first: the refusals these starts exist to see
+    /// are run by them alone.
     fn stop_all(&self) {
         let pids = self.processes.lock().map(|p| p.clone()).unwrap_or_default();
+        let members: Vec<u32> = pids
+            .iter()
+            .flat_map(|pid| crate::proc::procfs::group_members(*pid))
+            .collect();
+        for saved in crate::pyenv::coverage::checkpoint(&members, COVERAGE_CHECKPOINT_BUDGET) {
+            tracing::info!(
+                "kvcr coverage of pid {} before the failed start's SIGKILL: {} ({} ms)",
+                saved.pid,
+                saved.outcome,
+                saved.after_ms
+            );
+        }
         for pid in pids {
             let _ = nix::sys::signal::killpg(
                 nix::unistd::Pid::from_raw(pid as i32),
@@ -692,5 +712,32 @@ impl Partial {
             );
             crate::proc::reaper::forget_group(pid);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pyenv::coverage::tests::started_under_hook;
+
+    /// A failed start's measured processes save before its SIGKILL; the
+    /// kill still comes (and would, with nothing measured).
+    #[test]
+    fn a_failed_start_saves_its_measured_processes_then_kills_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let code = "import kvcr, time\nprint('ready', flush=True)\ntime.sleep(60)";
+        let mut child = started_under_hook(dir.path(), code, &data);
+        let started = Partial::default();
+        started.add(child.id());
+        started.stop_all();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(child.wait().expect("reaped").signal(), Some(9));
+        let calls = std::fs::read_to_string(dir.path().join("calls")).expect("calls");
+        assert_eq!(
+            calls.lines().skip(1).collect::<Vec<_>>(),
+            ["start", "save"],
+            "saved once, by the checkpoint: {calls}"
+        );
     }
 }

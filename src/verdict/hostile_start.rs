@@ -334,6 +334,30 @@ mod tests {
             .contains("does not name the cause"));
     }
 
+    /// A service refused at its second pool group must give back the
+    /// first group's pool file too: refused and clean passes, the first
+    /// group's file left fails, naming it.
+    #[test]
+    fn a_start_refused_at_its_second_group_must_leave_the_first_groups_file_neither() {
+        let clean = StartAttempt {
+            attempt: "pool_dir_for_one_of_two_groups".into(),
+            cause: "it holds two pool groups of 158543872 bytes each and its pool directory is a tmpfs of 158543872 bytes".into(),
+            ..refused()
+        };
+        assert_eq!(expect_refused(&clean), Ok(()));
+        assert_eq!(expect_nothing_left(&clean), Ok(()));
+        let kept = StartAttempt {
+            left_files: vec![
+                "/dev/shm/hostile/pool_dir_for_one_of_two_groups/pools/kvcr-pool_0-ab".into(),
+            ],
+            ..clean
+        };
+        let v = expect_nothing_left(&kept).unwrap_err();
+        assert_eq!(v.claim, NOTHING_LEFT);
+        assert!(v.detail.contains("two pool groups"), "{v}");
+        assert!(v.detail.contains("pools/kvcr-pool_0-ab"), "{v}");
+    }
+
     #[test]
     fn a_file_a_process_or_no_listing_left_fails() {
         let file = StartAttempt {
