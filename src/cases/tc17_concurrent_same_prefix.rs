@@ -28,7 +28,7 @@ use crate::engine::topology::WorkerRole;
 use crate::engine::Need;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult, FanOutTarget, Sending};
 use crate::verdict::concurrent::{expect_deposited_once, expect_no_failed_deposit, expect_overlap};
-use crate::verdict::fan_out::{expect_fan_out_reconciled, expect_pulls_overlapped};
+use crate::verdict::fan_out::{expect_fan_out_reconciled, expect_pulls_overlapped, overlap_ms};
 
 pub const CASE: Case = Case {
     id: "TC-17",
@@ -110,6 +110,10 @@ fn hinted_fan_out(ctx: &CaseCtx, sending: Sending) -> CaseResult {
         "bytes_per_block": ctx.geometry().bytes_per_block(), "reading": reading, "answers": answers,
     });
     ctx.measure("fan_out_windows", &reading.windows);
+    ctx.measure(
+        "fan_out_overlap_ms",
+        overlap_ms(&reading.windows[0], &reading.windows[1]),
+    );
     // The premise first: pulls that never overlapped prove nothing about
     // concurrent pulls, whatever their counters say.
     ctx.check(

@@ -29,6 +29,21 @@ pub static ROWS: &[FaultRow] = &[
             message: "`a deposit met blocks KVCR was still filling: no deposit met a filling block: 8 requests for one 5-block prefix computed 5 blocks and deposited 5, never while KVCR was still copying another's`",
         },
     },
+    // One target reads more bytes than KVCR delivered: the fan-out's
+    // reconciliation must name it. Before the row below, so that B and C
+    // pull from A for the first time here, as in the case.
+    FaultRow {
+        case: tc17::CASE,
+        name: "fan_out_target_misreading_bytes_is_caught",
+        needs: &[Need::FaultSwitches],
+        fault: Fault::Engine(C, EngineFault::WrongTransferBytes),
+        expect: Expect::clause(fan_out::FAN_OUT_RECONCILED, "target C read"),
+        doc: RowDoc {
+            fault: "`wrong_transfer_bytes` on C: its engine counts one page more than KVCR wrote into the blocks it delivered",
+            caught_by: "TC-17 (the fan-out's reconciliation)",
+            message: "`a prefix pulled by two targets at once reconciles: target C read 36864 bytes ≠ 4 blocks × 8192 bytes`",
+        },
+    },
     // The fan-out's two requests go one after the other: the pulls never
     // overlap, and TC-17 must not pass them as concurrent.
     FaultRow {
@@ -41,20 +56,6 @@ pub static ROWS: &[FaultRow] = &[
             fault: "the harness sends the fan-out's request to C only once B's was answered, so B's and C's pulls of the prefix from A run one after the other",
             caught_by: "TC-17 (the fan-out's overlap)",
             message: "`the two targets' pulls of one prefix were in flight at once: not in flight at once: B's pull ran 0.0–… ms and C's …–… ms (from the first start): one after the other, … ms apart`",
-        },
-    },
-    // One target reads more bytes than KVCR delivered: the fan-out's
-    // reconciliation must name it.
-    FaultRow {
-        case: tc17::CASE,
-        name: "fan_out_target_misreading_bytes_is_caught",
-        needs: &[Need::FaultSwitches],
-        fault: Fault::Engine(C, EngineFault::WrongTransferBytes),
-        expect: Expect::clause(fan_out::FAN_OUT_RECONCILED, "target C read"),
-        doc: RowDoc {
-            fault: "`wrong_transfer_bytes` on C: its engine counts one page more than KVCR wrote into the blocks it delivered",
-            caught_by: "TC-17 (the fan-out's reconciliation)",
-            message: "`a prefix pulled by two targets at once reconciles: target C read 36864 bytes ≠ 4 blocks × 8192 bytes`",
         },
     },
     // The first attempt runs without its hostile condition: the Guard that

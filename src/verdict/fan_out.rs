@@ -50,6 +50,15 @@ fn ms(ns: i128) -> String {
     format!("{:.1}", ns as f64 / 1e6)
 }
 
+/// How long both pulls were in flight, ms (negative: how far apart they
+/// ran); `None` when a target logged no pull.
+pub fn overlap_ms(first: &TargetWindow, second: &TargetWindow) -> Option<f64> {
+    match (&first.window, &second.window) {
+        (Some(a), Some(b)) => Some(overlap_ns(a, b) as f64 / 1e6),
+        _ => None,
+    }
+}
+
 /// The two pulls were both in flight for some time: the later one started
 /// before the earlier one ended. Windows that only touch, or a target that
 /// logged no pull at all, fail.
@@ -258,9 +267,11 @@ mod tests {
         );
         assert_eq!(expect_pulls_overlapped(&b, &c), Ok(()));
         assert_eq!(expect_pulls_overlapped(&c, &b), Ok(()));
+        assert_eq!(overlap_ms(&b, &c), Some(7.0));
         // One inside the other.
         let inner = window("C", 3_000_000, 4_000_000);
         assert_eq!(expect_pulls_overlapped(&b, &inner), Ok(()));
+        assert_eq!(overlap_ms(&inner, &b), Some(1.0));
     }
 
     #[test]
@@ -273,6 +284,7 @@ mod tests {
             expect_pulls_overlapped(&b, &c).unwrap_err().to_string(),
             "the two targets' pulls of one prefix were in flight at once: not in flight at once: B's pull ran 0.0–4.2 ms and C's 61.3–63.0 ms (from the first start): one after the other, 57.1 ms apart"
         );
+        assert_eq!(overlap_ms(&b, &c), Some(-57.1));
         // Windows that only touch were never both in flight.
         let touching = window("C", 9_200_000, 10_000_000);
         assert!(expect_pulls_overlapped(&b, &touching)
