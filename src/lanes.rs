@@ -245,7 +245,8 @@ pub const LANES: &[Lane] = &[
         trials: Trials::Rows(fault_matrix::workload::ROWS),
     },
     // Phase 3 on the CPU stack: concurrent requests for one new prefix
-    // each deposit it (TC-17; fixtures/profiles/phase3.toml).
+    // each deposit it, and a third worker pulls a hinted prefix beside a
+    // second (TC-17; fixtures/profiles/phase3.toml).
     Lane {
         target: "phase3",
         stack: StackSpec::new(Kind::Cpu, Topology::Agg, GeometryKind::Dense),

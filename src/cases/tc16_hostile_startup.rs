@@ -13,7 +13,7 @@
 //! full; it must hold every byte of its pool from the start and stop
 //! cleanly. Every attempt runs in a mount namespace of its own, so nothing
 //! reaches the machine's own `/dev/shm`. Then the stack still serves the
-//! reference tokens on both workers.
+//! reference tokens on every worker.
 
 use serde_json::json;
 
@@ -65,8 +65,8 @@ fn run_with(ctx: &CaseCtx, sabotage: Sabotage) -> CaseResult {
 
     // The rest of the stack still serves.
     let family = ctx.family()?;
-    for (i, name) in ["A", "B"].into_iter().enumerate() {
-        let worker = ctx.worker(name)?;
+    for (i, worker) in ctx.workers().into_iter().enumerate() {
+        let name = worker.name();
         let prompt = family.variant(i);
         let answer = ctx.complete_on(&worker, prompt)?;
         ctx.expect_reference(prompt, &answer.tokens)?;

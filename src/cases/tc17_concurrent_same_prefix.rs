@@ -1,25 +1,40 @@
-//! TC-17 concurrent same prefix: eight requests for one new prompt, pinned
-//! to worker A, sent at once. On the `phase3` stack the CPU engine makes a
-//! block a device hit only once the prefill computing it has ended (as vLLM
-//! does), so each request computes the prefix and deposits it into KVCR,
-//! and KVCR meets deposits of blocks it is still filling from another
-//! (its FILLING state). Expect: every answer has the reference tokens, at
-//! least one deposit met a filling block (the engine asks KVCR before each
-//! deposit: `cpu_engine_kvcr_deposit_met_filling_blocks`), no deposit
-//! failed or was dropped, and KVCR copied each block of the prefix once
+//! TC-17 concurrent same prefix, in two parts.
+//!
+//! One worker, one new prompt, eight requests at once: pinned to worker A,
+//! sent together. On the `phase3` stack the CPU engine makes a block a
+//! device hit only once the prefill computing it has ended (as vLLM does),
+//! so each request computes the prefix and deposits it into KVCR, and KVCR
+//! meets deposits of blocks it is still filling from another (its FILLING
+//! state). Expect: every answer has the reference tokens, at least one
+//! deposit met a filling block (the engine asks KVCR before each deposit:
+//! `cpu_engine_kvcr_deposit_met_filling_blocks`), no deposit failed or was
+//! dropped, and KVCR copied each block of the prefix once
 //! (`kvcr_transfer_blocks{scope=local_fill}` equals the prefix's blocks).
+//!
+//! One source, two targets at once: a prefix committed on A, then a prompt
+//! sharing it sent to B and to C (the `phase3` stack's third worker) at the
+//! same time, each pinned, each hinted by the router to pull from A. KVCR
+//! claims a READY block once per source write, so both pulls must be
+//! served. Expect: reference tokens on both; the two targets' deliveries
+//! were in flight at once (each engine logs when its `deliver` call ran,
+//! on the host's monotonic clock); each target got every block of the
+//! prefix once with nothing partial or failed; A's `source_write` blocks
+//! and bytes are the prefix's twice, and its writes are as many as the
+//! targets' `remote_deliver` successes.
 
 use serde_json::json;
 
+use crate::engine::topology::WorkerRole;
 use crate::engine::Need;
-use crate::suite::{Case, CaseCtx, CaseResult};
+use crate::suite::{Case, CaseCtx, CaseError, CaseResult, FanOutTarget, Sending};
 use crate::verdict::concurrent::{expect_deposited_once, expect_no_failed_deposit, expect_overlap};
+use crate::verdict::fan_out::{expect_fan_out_reconciled, expect_pulls_overlapped, overlap_ms};
 
 pub const CASE: Case = Case {
     id: "TC-17",
     name: "concurrent_same_prefix",
     destructive: false,
-    needs: &[Need::DepositReports],
+    needs: &[Need::DepositReports, Need::RouterHints],
     optional: &[],
     run,
 };
@@ -28,6 +43,17 @@ pub const CASE: Case = Case {
 const REQUESTS: usize = 8;
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
+    same_prefix_burst(ctx)?;
+    hinted_fan_out(ctx, Sending::AtOnce)
+}
+
+/// The fan-out alone, its two requests sent one after the other: the
+/// pulls never overlap (the fault row proving the overlap check can fail).
+pub fn run_fan_out_one_after_another(ctx: &CaseCtx) -> CaseResult {
+    hinted_fan_out(ctx, Sending::OneAfterAnother)
+}
+
+fn same_prefix_burst(ctx: &CaseCtx) -> CaseResult {
     let a = ctx.worker("A")?;
     let family = ctx.family()?;
     let prompt = family.variant(0);
@@ -51,4 +77,74 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         expect_no_failed_deposit(&deposits),
     )?;
     ctx.check("deposits.json", &evidence, expect_deposited_once(&deposits))
+}
+
+fn hinted_fan_out(ctx: &CaseCtx, sending: Sending) -> CaseResult {
+    let a = ctx.worker("A")?;
+    let targets = [ctx.worker("B")?, third_worker(ctx)?];
+    let family = ctx.family()?;
+    ctx.commit(&a, family.variant(0))?;
+    let prompt = family.variant(1);
+    let mut prefix = ctx.pressure().block_hashes(&a, prompt)?;
+    prefix.truncate(family.shared_blocks() as usize);
+
+    let a_before = ctx.snapshot(&a)?;
+    let mut fan = Vec::with_capacity(targets.len());
+    for worker in &targets {
+        fan.push(FanOutTarget {
+            before: ctx.snapshot(worker)?,
+            mark: ctx.pressure().log_mark(worker),
+            worker: worker.clone(),
+        });
+    }
+    let to: Vec<&crate::stack::Worker> = targets.iter().map(|w| w.as_ref()).collect();
+    let answers = ctx.shared_prefix().fan_out(prompt, &to, sending)?;
+    for answer in &answers {
+        ctx.expect_reference(prompt, &answer.tokens)?;
+    }
+    let reading = ctx
+        .shared_prefix()
+        .fan_out_reading(&a, &a_before, &fan, &answers)?;
+    let evidence = json!({
+        "source": "A", "sending": sending, "prompt": prompt.key(), "prefix_hashes": prefix,
+        "bytes_per_block": ctx.geometry().bytes_per_block(), "reading": reading, "answers": answers,
+    });
+    ctx.measure("fan_out_windows", &reading.windows);
+    ctx.measure(
+        "fan_out_overlap_ms",
+        overlap_ms(&reading.windows[0], &reading.windows[1]),
+    );
+    // The premise first: pulls that never overlapped prove nothing about
+    // concurrent pulls, whatever their counters say.
+    ctx.check(
+        "fan-out.json",
+        &evidence,
+        expect_pulls_overlapped(&reading.windows[0], &reading.windows[1]),
+    )?;
+    ctx.check(
+        "fan-out.json",
+        &evidence,
+        expect_fan_out_reconciled(
+            &reading.source,
+            &reading.targets,
+            &prefix,
+            ctx.geometry().bytes_per_block(),
+        ),
+    )
+}
+
+/// Worker C, the fan-out's second target, aggregated like B: the `phase3`
+/// profile starts it (`cpu_engine.agg_workers = 3`).
+fn third_worker(ctx: &CaseCtx) -> Result<std::sync::Arc<crate::stack::Worker>, CaseError> {
+    let needs = "TC-17's fan-out needs a third aggregated worker, C (profile key `cpu_engine.agg_workers = 3` on the agg topology, as the phase3 profile sets)";
+    let c = ctx
+        .worker("C")
+        .map_err(|e| CaseError::new(format!("{needs}: {}", e.message)))?;
+    if c.role() != WorkerRole::Aggregated {
+        return Err(CaseError::new(format!(
+            "{needs}; this stack's C is a {} worker",
+            c.role().disaggregation_mode()
+        )));
+    }
+    Ok(c)
 }

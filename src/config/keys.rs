@@ -658,6 +658,14 @@ pub const KEYS: &[KeySpec] = &[
         "UCX keepalive of the CPU engine's workers, seconds (UCX_KEEPALIVE_INTERVAL, UCX_TCP_KEEPIDLE/KEEPINTVL, UCX_TCP_KEEPCNT=2); unset = UCX's defaults",
     ),
     k(
+        "cpu_engine.agg_workers",
+        None,
+        "PHASE1_CPU_ENGINE_AGG_WORKERS",
+        Kind::Uint { min: 2 },
+        false,
+        "aggregated workers of the CPU engine's agg topology, slots A, B, C, ... (at most 26; unset = 2)",
+    ),
+    k(
         "cpu_engine.g3_dir",
         None,
         "PHASE1_CPU_ENGINE_G3_DIR",

@@ -623,6 +623,7 @@ fn settings_build_the_engine_they_name() {
     for (flags, name, workers) in [
         (&[][..], "cpu", 2),
         (&["--topology", "2p1d"][..], "cpu", 3),
+        (&["--profile", "phase3"][..], "cpu", 3),
         (&["--profile", "vllm-cpu"][..], "vllm", 2),
         (&["--engine", "sglang"][..], "sglang", 2),
     ] {

@@ -98,6 +98,11 @@ pub struct CpuEngineProfile {
     /// unreachable within seconds (TC-13); `None` = UCX's defaults.
     #[serde(default)]
     pub ucx_keepalive_s: Option<u64>,
+    /// Aggregated workers of the `agg` topology, slots `A`, `B`, `C`, ...
+    /// (the `phase3` profile runs three: a prefix hinted from one source to
+    /// two targets at once, TC-17); `None` = the topology's two.
+    #[serde(default)]
+    pub agg_workers: Option<u32>,
 }
 
 impl CpuEngineProfile {
@@ -378,7 +383,10 @@ impl Engine for CpuEngine {
     }
 
     fn worker_plans(&self) -> Vec<WorkerPlan> {
-        topology::plan_cpu_workers(self.topology)
+        match (self.topology, self.profile.agg_workers) {
+            (Topology::Agg, Some(n)) => topology::plan_agg_workers(n),
+            _ => topology::plan_cpu_workers(self.topology),
+        }
     }
 
     /// One Guard service per node: each node's worker keeps its pool on its

@@ -8,7 +8,7 @@
 //!
 //! | topology | workers | GPUs (2-GPU runner, 1 GPU per worker) |
 //! |---|---|---|
-//! | `agg` | A, B aggregated | A: 0, B: 1 |
+//! | `agg` | A, B aggregated (the CPU engine: more with `cpu_engine.agg_workers`) | A: 0, B: 1 |
 //! | `2p1d` | A, B prefill; C decode | A: 0, B: 0 (shared), C: 1 |
 //! | `two-node` | A on node 0, B on node 1, aggregated | A: 0, B: 0 (each on its node) |
 
@@ -237,6 +237,22 @@ pub fn plan_cpu_workers(topology: Topology) -> Vec<WorkerPlan> {
     slots(topology).into_iter().map(|s| s.plan).collect()
 }
 
+/// `n` aggregated workers on the local node, slots `A`, `B`, `C`, ...: the
+/// CPU engine's `agg` topology with more workers than its two (at least 2,
+/// at most 26).
+pub fn plan_agg_workers(n: u32) -> Vec<WorkerPlan> {
+    (b'A'..=b'Z')
+        .take(n.max(2) as usize)
+        .map(|letter| WorkerPlan {
+            slot: char::from(letter).to_string(),
+            role: WorkerRole::Aggregated,
+            node: 0,
+            gpus: Vec::new(),
+            gpu_sharers: 1,
+        })
+        .collect()
+}
+
 /// One slot of a topology's shape: its plan (GPU list empty) and which
 /// GPU group of its node it takes.
 struct Shape {
@@ -355,6 +371,20 @@ mod tests {
     fn two_node_puts_one_worker_on_each_node() {
         let plans = plan_workers(Topology::TwoNode, &[0], 1).expect("one GPU per node is enough");
         assert_eq!(plans.iter().map(|p| p.node).collect::<Vec<_>>(), [0, 1]);
+    }
+
+    #[test]
+    fn more_aggregated_workers_take_the_next_slots_on_the_local_node() {
+        let plans = plan_agg_workers(3);
+        assert_eq!(
+            plans.iter().map(|p| p.slot.as_str()).collect::<Vec<_>>(),
+            ["A", "B", "C"]
+        );
+        assert!(plans
+            .iter()
+            .all(|p| p.role == WorkerRole::Aggregated && p.node == 0 && p.gpus.is_empty()));
+        assert_eq!(plan_agg_workers(2), plan_cpu_workers(Topology::Agg));
+        assert_eq!(plan_agg_workers(40).len(), 26);
     }
 
     #[test]

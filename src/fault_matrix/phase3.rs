@@ -10,9 +10,10 @@ use crate::engine::Need;
 use crate::suite::{
     expect_red, CaseCtx, CaseResult, EngineFault, Expect, Fault, FaultRow, RowDoc, Workers,
 };
-use crate::verdict::{concurrent, hostile_start, stall};
+use crate::verdict::{concurrent, fan_out, hostile_start, stall};
 
 const A: Workers = Workers::Slots(&["A"]);
+const C: Workers = Workers::Slots(&["C"]);
 
 pub static ROWS: &[FaultRow] = &[
     // The requests' deposits never overlap: TC-17 would prove nothing.
@@ -26,6 +27,35 @@ pub static ROWS: &[FaultRow] = &[
             fault: "`hits_during_prefill`: a block a prefill in flight computes is a device hit for the other requests at once, so only the first request computes and deposits the prefix",
             caught_by: "TC-17 (the overlap)",
             message: "`a deposit met blocks KVCR was still filling: no deposit met a filling block: 8 requests for one 5-block prefix computed 5 blocks and deposited 5, never while KVCR was still copying another's`",
+        },
+    },
+    // One target reads more bytes than KVCR delivered: the fan-out's
+    // reconciliation must name it. Before the row below, so that B and C
+    // pull from A for the first time here, as in the case.
+    FaultRow {
+        case: tc17::CASE,
+        name: "fan_out_target_misreading_bytes_is_caught",
+        needs: &[Need::FaultSwitches],
+        fault: Fault::Engine(C, EngineFault::WrongTransferBytes),
+        expect: Expect::clause(fan_out::FAN_OUT_RECONCILED, "target C read"),
+        doc: RowDoc {
+            fault: "`wrong_transfer_bytes` on C: its engine counts one page more than KVCR wrote into the blocks it delivered",
+            caught_by: "TC-17 (the fan-out's reconciliation)",
+            message: "`a prefix pulled by two targets at once reconciles: target C read 36864 bytes ≠ 4 blocks × 8192 bytes`",
+        },
+    },
+    // The fan-out's two requests go one after the other: the pulls never
+    // overlap, and TC-17 must not pass them as concurrent.
+    FaultRow {
+        case: tc17::CASE,
+        name: "fan_out_pulls_one_after_another_are_caught",
+        needs: &[],
+        fault: Fault::Arranged(fan_out_one_after_another),
+        expect: Expect::clause(fan_out::PULLS_OVERLAPPED, "not in flight at once"),
+        doc: RowDoc {
+            fault: "the harness sends the fan-out's request to C only once B's was answered, so B's and C's pulls of the prefix from A run one after the other",
+            caught_by: "TC-17 (the fan-out's overlap)",
+            message: "`the two targets' pulls of one prefix were in flight at once: not in flight at once: B's pull ran 0.0–… ms and C's …–… ms (from the first start): one after the other, … ms apart`",
         },
     },
     // The first attempt runs without its hostile condition: the Guard that
@@ -73,6 +103,10 @@ pub static ROWS: &[FaultRow] = &[
         },
     },
 ];
+
+fn fan_out_one_after_another(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
+    expect_red(ctx, tc17::run_fan_out_one_after_another, &row.expect)
+}
 
 fn benign_start(ctx: &CaseCtx, row: &FaultRow) -> CaseResult {
     expect_red(ctx, tc16::run_benign, &row.expect)

@@ -75,6 +75,6 @@ pub use perf::{Measured, Perf};
 pub use pressure::{Latch, LogMark, LogMarks, Pressure};
 pub use pressure_probes::{ClaimProbe, StoppedWorker};
 pub use readings::PrefillAccounting;
-pub use shared_prefix::SharedPrefix;
+pub use shared_prefix::{FanOutReading, FanOutTarget, Sending, SharedPrefix};
 pub use trial::Trial;
 pub use workload::{Replayed, Workload};

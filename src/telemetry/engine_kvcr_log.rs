@@ -33,6 +33,15 @@ pub enum EngineKvcrLine {
         from: String,
         hashes: Vec<u64>,
     },
+    /// When one `deliver` call of a request was in flight, on the host's
+    /// monotonic clock (ns), the blocks it asked for and those delivered.
+    DeliverWindow {
+        request_id: String,
+        started_ns: u64,
+        ended_ns: u64,
+        asked: u64,
+        delivered: u64,
+    },
     /// A resilience event (`source_stalled`: the latch).
     Resilience { kind: String, message: String },
     /// `KVCR.close()` released the Guard group.
@@ -93,6 +102,18 @@ pub fn parse(line: &str) -> Option<EngineKvcrLine> {
             request_id: request_id.to_string(),
             from: field(rest, "from")?.to_string(),
             hashes: hashes(field(rest, "hashes")?)?,
+        });
+    }
+    if let Some(i) = line.find(names::DELIVER_WINDOW) {
+        let body = &line[i + names::DELIVER_WINDOW.len()..];
+        let (request_id, rest) = body.split_once(": ")?;
+        let number = |key: &str| field(rest, key)?.parse().ok();
+        return Some(EngineKvcrLine::DeliverWindow {
+            request_id: request_id.to_string(),
+            started_ns: number("started_ns")?,
+            ended_ns: number("ended_ns")?,
+            asked: number("asked")?,
+            delivered: number("delivered")?,
         });
     }
     if let Some(i) = line.find(names::RESILIENCE) {
@@ -254,6 +275,39 @@ pub fn delivered_from(lines: &[Located], source: &str) -> BTreeSet<u64> {
         .collect()
 }
 
+/// The blocks delivered into request `request_id`, from every source, in
+/// the order logged (a block delivered twice is listed twice).
+pub fn delivered_to(lines: &[Located], request_id: &str) -> Vec<u64> {
+    lines
+        .iter()
+        .filter_map(|l| match &l.event {
+            EngineKvcrLine::Delivered {
+                request_id: r,
+                hashes,
+                ..
+            } if r == request_id => Some(hashes),
+            _ => None,
+        })
+        .flatten()
+        .copied()
+        .collect()
+}
+
+/// When request `request_id`'s delivery was in flight, `(started_ns,
+/// ended_ns)`: its first `deliver` call's window (the engine makes one per
+/// request).
+pub fn deliver_window(lines: &[Located], request_id: &str) -> Option<(u64, u64)> {
+    lines.iter().find_map(|l| match &l.event {
+        EngineKvcrLine::DeliverWindow {
+            request_id: r,
+            started_ns,
+            ended_ns,
+            ..
+        } if r == request_id => Some((*started_ns, *ended_ns)),
+        _ => None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +345,25 @@ mod tests {
                 from: "tcp://127.0.0.1:5".into(),
                 hashes: vec![8, 9]
             })
+        );
+        assert_eq!(
+            parse(&format!(
+                "{PREFIX}KVCR deliver window request 4f2a: started_ns=100 ended_ns=250 asked=4 delivered=3"
+            )),
+            Some(EngineKvcrLine::DeliverWindow {
+                request_id: "4f2a".into(),
+                started_ns: 100,
+                ended_ns: 250,
+                asked: 4,
+                delivered: 3
+            })
+        );
+        assert_eq!(
+            parse(&format!(
+                "{PREFIX}KVCR deliver window request 4f2a: started_ns=x ended_ns=250 asked=4 delivered=3"
+            )),
+            None,
+            "a window without its numbers is no window"
         );
         assert_eq!(
             parse(&format!("{PREFIX}KVCR resilience event kind=source_stalled: KVCR source progress stalled for 1512.7 ms")),
@@ -332,6 +405,20 @@ mod tests {
                 })
             })
             .collect()
+    }
+
+    #[test]
+    fn a_requests_deliveries_and_window_are_its_own() {
+        let lines = located(&[
+            "KVCR deliver window request r1: started_ns=10 ended_ns=20 asked=2 delivered=2",
+            "KVCR delivered request r1: from=tcp://a:1 hashes=5,6",
+            "KVCR delivered request r2: from=tcp://a:1 hashes=5",
+            "KVCR delivered request r1: from=local hashes=6",
+        ]);
+        assert_eq!(delivered_to(&lines, "r1"), [5, 6, 6]);
+        assert_eq!(delivered_to(&lines, "r3"), Vec::<u64>::new());
+        assert_eq!(deliver_window(&lines, "r1"), Some((10, 20)));
+        assert_eq!(deliver_window(&lines, "r2"), None);
     }
 
     #[test]

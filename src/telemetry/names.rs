@@ -88,6 +88,9 @@ pub mod engine_kvcr_log {
     pub const INVENTORY: &str = "KVCR inventory ";
     /// `KVCR delivered request ID: from=local|g3|tcp://host:port hashes=h,h`.
     pub const DELIVERED: &str = "KVCR delivered request ";
+    /// `KVCR deliver window request ID: started_ns=N ended_ns=N asked=N delivered=N`
+    /// (one `deliver` call, on the host's monotonic clock).
+    pub const DELIVER_WINDOW: &str = "KVCR deliver window request ";
     /// `KVCR resilience event kind=source_stalled: <KVCR's message>`.
     pub const RESILIENCE: &str = "KVCR resilience event kind=";
     /// The kind of the source-stall latch.

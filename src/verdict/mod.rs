@@ -10,6 +10,7 @@ pub mod degraded_link;
 pub mod disagg;
 pub mod disk;
 pub mod engine_memory;
+pub mod fan_out;
 pub mod findings;
 pub mod guard;
 pub mod hostile_start;
