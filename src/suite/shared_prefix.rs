@@ -228,17 +228,18 @@ impl<'c> SharedPrefix<'c> {
         for (t, answer) in targets.iter().zip(answers) {
             target_deltas.push(ctx.delta_since(&t.worker, &t.before)?);
             let lines = ctx.pressure().kvcr_lines_since(&t.worker, t.mark)?;
+            let engine_id = engine_request_id(ctx, &lines, &answer.request_id);
             windows.push(TargetWindow {
                 target: t.worker.name().to_string(),
                 request_id: answer.request_id.clone(),
-                window: engine_kvcr_log::deliver_window(&lines, &answer.request_id).map(
+                window: engine_kvcr_log::deliver_window(&lines, &engine_id).map(
                     |(started_ns, ended_ns)| PullWindow {
                         started_ns,
                         ended_ns,
                     },
                 ),
             });
-            delivered.push(engine_kvcr_log::delivered_to(&lines, &answer.request_id));
+            delivered.push(engine_kvcr_log::delivered_to(&lines, &engine_id));
         }
         let success = Counter::OpCount(Scope::RemoteDeliver, OpResult::Success);
         let mut writes = 0;
@@ -289,4 +290,29 @@ impl<'c> SharedPrefix<'c> {
             target_deltas,
         })
     }
+}
+
+/// The id under which an engine logged a request we sent with
+/// `x_request_id`: Dynamo gives each request its own id, which the worker's
+/// lines name, and the frontend logs it beside ours. Among the engine's
+/// delivery windows, the one whose id a line of our request names (ours
+/// itself where an engine logs that); ours when none does.
+fn engine_request_id(
+    ctx: &CaseCtx,
+    lines: &[engine_kvcr_log::Located],
+    x_request_id: &str,
+) -> String {
+    let linked = ctx.observe().log_lines_of(x_request_id);
+    lines
+        .iter()
+        .find_map(|l| match &l.event {
+            engine_kvcr_log::EngineKvcrLine::DeliverWindow { request_id, .. }
+                if request_id == x_request_id
+                    || linked.iter().any(|t| t.contains(request_id.as_str())) =>
+            {
+                Some(request_id.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| x_request_id.to_string())
 }
