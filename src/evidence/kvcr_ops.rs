@@ -55,6 +55,47 @@ impl KvcrOps {
     }
 }
 
+/// TC-05's deliver bench: KVCR's host-tier deliver timed apart from any
+/// request. Worker `worker` delivered one committed prompt's blocks from
+/// KVCR's local pool into their own device slots `ops` times in a row
+/// (`POST /kvcr/bench/deliver`); `kvcr_ops` is KVCR's own histogram
+/// increase over the bench, so hundreds of delivers make one round's mean.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvcrBench {
+    /// The worker (`A`).
+    pub worker: String,
+    /// Delivers asked for (after the warm-up, which is not counted).
+    pub ops: u64,
+    /// Delivers the worker saw fail (raised, or a block undelivered).
+    pub failed: u64,
+    /// Blocks in each deliver.
+    pub blocks_per_op: u64,
+    /// The worker's wall time of the bench, seconds.
+    pub wall_seconds: f64,
+    /// The first failed deliver, as the worker described it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_failure: Option<String>,
+    /// KVCR's operations over the bench, per scope and result.
+    pub kvcr_ops: Vec<KvcrOps>,
+}
+
+impl KvcrBench {
+    /// KVCR's scope of a deliver from its local pool (the bench's scope).
+    pub const SCOPE: &'static str = "local_deliver";
+
+    /// KVCR's `local_deliver` operations over the bench: how many
+    /// succeeded, and the others as (result, count).
+    pub fn local_delivers(&self) -> (u64, Vec<(String, u64)>) {
+        let mine = self.kvcr_ops.iter().filter(|o| o.scope == Self::SCOPE);
+        let (success, other): (Vec<&KvcrOps>, Vec<&KvcrOps>) =
+            mine.partition(|o| o.result == "success");
+        (
+            success.iter().map(|o| o.count).sum(),
+            other.iter().map(|o| (o.result.clone(), o.count)).collect(),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
