@@ -9,13 +9,14 @@
 //! - **concurrency sweep**: throughput (with its interval) and TTFT/TPOT
 //!   percentiles per level; a closed loop per concurrency level by default,
 //!   or an open loop of Poisson arrivals per rate (`perf_sweep_mode`), whose
-//!   requests record their schedule delay.
-//!
-//! - **KVCR deliver bench**: KVCR's host-tier deliver timed apart from any
-//!   request: worker A delivers one committed prompt's blocks from KVCR's
-//!   pool into their own device slots `perf_kvcr_bench_ops` times in a row,
-//!   after a warm-up; KVCR's own `local_deliver` histogram over the bench
-//!   must count every deliver, all successful.
+//!   requests record their schedule delay;
+//! - **KVCR deliver bench** (CPU engine): KVCR's host-tier deliver timed
+//!   apart from any request: worker A delivers one committed prompt's
+//!   blocks from KVCR's pool into their own device slots
+//!   `perf_kvcr_bench_ops` times in a row, after a warm-up; KVCR's own
+//!   `local_deliver` histogram over the bench must count every deliver, all
+//!   successful. Hundreds of delivers a round resolve a change of KVCR's
+//!   deliver that the arms' ten requests cannot.
 //!
 //! Each arm reports n and its TTFT p50's order-statistic interval. Each
 //! request records KVCR's own operations over its telemetry window (count

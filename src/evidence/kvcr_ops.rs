@@ -2,7 +2,8 @@
 //! `kvcr_duration_seconds{scope,result}` histogram (count and sum) on a
 //! worker over the request's telemetry window. A deliver that gets slower
 //! shows here even when the client's TTFT hides it (the deliver overlaps
-//! other work of the engine).
+//! other work of the engine). [`KvcrBench`] is the same increase over
+//! TC-05's deliver bench: hundreds of delivers timed apart from requests.
 
 use serde::{Deserialize, Serialize};
 
@@ -141,6 +142,36 @@ mod tests {
         );
         assert!((ops[0].mean_ms().unwrap() - 5.0).abs() < 1e-9);
         assert!(KvcrOps::from_delta("A", &delta(&[])).is_empty());
+    }
+
+    #[test]
+    fn a_bench_splits_its_local_delivers_by_result() {
+        let op = |scope: &str, result: &str, count| KvcrOps {
+            worker: "A".into(),
+            scope: scope.into(),
+            result: result.into(),
+            count,
+            seconds: 0.1,
+        };
+        let mut bench = KvcrBench {
+            worker: "A".into(),
+            ops: 400,
+            failed: 0,
+            blocks_per_op: 4,
+            wall_seconds: 2.0,
+            first_failure: None,
+            kvcr_ops: vec![
+                op("local_deliver", "success", 398),
+                op("transfer", "success", 400),
+                op("local_deliver", "failed", 2),
+            ],
+        };
+        assert_eq!(
+            bench.local_delivers(),
+            (398, vec![("failed".to_string(), 2)])
+        );
+        bench.kvcr_ops.clear();
+        assert_eq!(bench.local_delivers(), (0, Vec::new()));
     }
 
     #[test]
