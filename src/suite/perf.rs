@@ -1,5 +1,5 @@
-//! Measured streaming requests and per-arm summaries (TC-05, TC-06),
-//! through `ctx.perf()`.
+//! Measured streaming requests and per-arm summaries (TC-05, TC-06), and
+//! TC-05's KVCR deliver bench, through `ctx.perf()`.
 //!
 //! A case streams a prompt, checks the tokens, and gets a [`RequestRecord`]
 //! with the client-side timings. Summaries go into the case's measurements
