@@ -55,6 +55,8 @@ fn expected_figures() -> BTreeSet<String> {
             ids.insert(format!("TC-05::concurrency_sweep::c{c}::{m}"));
         }
     }
+    // The deliver bench's KVCR local_deliver (the CPU engine's stack).
+    ids.insert("TC-05::kvcr_deliver_bench::local_deliver".to_string());
     ids
 }
 

@@ -9,7 +9,14 @@
 //! - **concurrency sweep**: throughput (with its interval) and TTFT/TPOT
 //!   percentiles per level; a closed loop per concurrency level by default,
 //!   or an open loop of Poisson arrivals per rate (`perf_sweep_mode`), whose
-//!   requests record their schedule delay.
+//!   requests record their schedule delay;
+//! - **KVCR deliver bench** (CPU engine): KVCR's host-tier deliver timed
+//!   apart from any request: worker A delivers one committed prompt's
+//!   blocks from KVCR's pool into their own device slots
+//!   `perf_kvcr_bench_ops` times in a row, after a warm-up; KVCR's own
+//!   `local_deliver` histogram over the bench must count every deliver, all
+//!   successful. Hundreds of delivers a round resolve a change of KVCR's
+//!   deliver that the arms' ten requests cannot.
 //!
 //! Each arm reports n and its TTFT p50's order-statistic interval. Each
 //! request records KVCR's own operations over its telemetry window (count
@@ -21,10 +28,11 @@
 
 use crate::config::SweepMode;
 use crate::engine::Need;
-use crate::evidence::{Arm, KvcrOps};
+use crate::evidence::{Arm, KvcrBench, KvcrOps};
 use crate::prompts::Prompt;
 use crate::stats::OpenLoop;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
+use crate::verdict::kvcr_bench::{expect_bench_delivered, BenchCounts};
 use crate::verdict::local::{expect_computed, expect_device_hit, expect_host_tier_hit};
 use crate::verdict::transfer::expect_peer_transfer;
 
@@ -68,6 +76,19 @@ pub const SWEEP: Case = Case {
     optional: &[Need::FirstTokenStamps],
     run: sweep,
 };
+
+pub const DELIVER_BENCH: Case = Case {
+    id: "TC-05",
+    name: "kvcr_deliver_bench",
+    destructive: false,
+    needs: &[Need::PerformanceArms, Need::DeliverBench],
+    optional: &[],
+    run: deliver_bench,
+};
+
+/// Delivers the bench runs before it is timed: the first ones pay for
+/// what a cold path costs once (a first transfer set-up).
+const BENCH_WARM_UP_OPS: u32 = 20;
 
 fn repeats(ctx: &CaseCtx) -> usize {
     ctx.settings().perf_repeats as usize
@@ -188,6 +209,60 @@ fn remote_hit(ctx: &CaseCtx) -> CaseResult {
         )?;
     }
     ctx.perf().report_arm(Arm::RemoteHit, records)?;
+    Ok(())
+}
+
+fn deliver_bench(ctx: &CaseCtx) -> CaseResult {
+    let a = ctx.worker("A")?;
+    let family = ctx.family()?;
+    let prompt = family.variant(0);
+    ctx.commit(&a, prompt)?;
+    let pressure = ctx.pressure();
+    let hashes = pressure.block_hashes(&a, prompt)?;
+    let holding = pressure.holding(&a, &hashes)?;
+    if holding.values().any(|w| w != "local") {
+        let path = ctx.record("holding.json", &holding);
+        return Err(CaseError::new(format!(
+            "after committing {}, worker {}'s KVCR does not hold all its {} blocks in its pool: {holding:?}",
+            prompt.key(),
+            a.name(),
+            hashes.len()
+        ))
+        .with_evidence(path));
+    }
+    let warm_up = ctx.perf().deliver_bench(&a, &hashes, BENCH_WARM_UP_OPS)?;
+    ctx.measure("warm_up", &warm_up);
+    let ops = ctx.settings().perf_kvcr_bench_ops;
+    let before = ctx.snapshot(&a)?;
+    let answer = ctx.perf().deliver_bench(&a, &hashes, ops)?;
+    let delta = ctx.delta_since(&a, &before)?;
+    let bench = KvcrBench {
+        worker: a.name().to_string(),
+        ops: u64::from(ops),
+        failed: answer.failed,
+        blocks_per_op: answer.blocks_per_op,
+        wall_seconds: answer.wall_seconds,
+        first_failure: answer.first_failure.clone(),
+        kvcr_ops: KvcrOps::from_delta(a.name(), &delta),
+    };
+    let (kvcr_success, kvcr_unsuccessful) = bench.local_delivers();
+    let counts = BenchCounts {
+        worker: bench.worker.clone(),
+        asked: bench.ops,
+        ran: answer.ops,
+        failed: bench.failed,
+        first_failure: bench.first_failure.clone(),
+        kvcr_success,
+        kvcr_unsuccessful,
+    };
+    ctx.record("kvcr_bench.json", &bench);
+    ctx.check(
+        "kvcr_bench_counts.json",
+        &counts,
+        expect_bench_delivered(&counts),
+    )?;
+    // Only a bench whose every deliver KVCR timed becomes a figure.
+    ctx.perf().report_kvcr_bench(&bench);
     Ok(())
 }
 

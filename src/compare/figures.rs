@@ -7,6 +7,7 @@
 //! | `TC-05::<arm>::tpot_p50` | each ok request's TPOT | p50 | higher |
 //! | `TC-05::<arm>::itl_p50` | each ok request's median inter-token gap | p50 | higher |
 //! | `TC-05::<arm>::kvcr::<scope>` | the mean duration of one KVCR operation of that scope (`result=success`, all workers) over the arm's ok requests after the warm-up: their `kvcr_duration_seconds` sum increases over their count increases, one value per run | mean | higher |
+//! | `TC-05::kvcr_deliver_bench::local_deliver` | the mean duration of one KVCR `local_deliver` (`result=success`) over TC-05's deliver bench: hundreds of delivers of one prompt's blocks from KVCR's pool, timed apart from any request; their summed seconds over their count, one value per run | mean | higher |
 //! | `TC-05::concurrency_sweep::c<N>::throughput` | the level's ok requests/s | mean | lower |
 //! | `TC-05::concurrency_sweep::c<N>::ttft_p50` | each ok request's TTFT at that level | p50 | higher |
 //! | `TC-05::concurrency_sweep::r<rate>::{throughput,ttft_p50}` | the same, for an open-loop level | as above | as above |
@@ -57,7 +58,8 @@ use serde::{Deserialize, Serialize};
 use super::errors::CompareError;
 use crate::drive::{TrialOutcome, TrialRecord};
 use crate::evidence::{
-    Arm, KvcrOps, PerfSummary, RequestRecord, DISK_TIER_CASE, RESULTS_SCHEMA_VERSION, WORKLOAD_CASE,
+    Arm, KvcrBench, KvcrOps, PerfSummary, RequestRecord, DISK_TIER_CASE, RESULTS_SCHEMA_VERSION,
+    WORKLOAD_CASE,
 };
 use crate::stats::{quantile, Statistic};
 
@@ -86,6 +88,9 @@ fn pool_size_words(bytes: Option<u64>) -> (String, String) {
 
 /// The TC-05 trial that sends sweep requests (records without an arm).
 const SWEEP_TRIAL: &str = "concurrency_sweep";
+
+/// TC-05's deliver bench: KVCR's host-tier deliver timed apart from requests.
+const DELIVER_BENCH_TRIAL: &str = "kvcr_deliver_bench";
 
 /// TC-12's trial name, whose read-backs from disk are figures.
 const DISK_TIER_TRIAL: &str = "disk_tier";
@@ -369,6 +374,7 @@ impl RunResults {
                 );
             }
         }
+        self.deliver_bench_figures(&mut push);
         for level in &self.perf.sweep {
             // `c4` for a closed-loop level, `r8` for an open-loop one.
             let key = level.key();
@@ -473,6 +479,33 @@ impl RunResults {
             );
         }
         out
+    }
+
+    /// The figure of TC-05's deliver bench, when the run has one: KVCR's
+    /// mean `local_deliver` over every bench deliver it timed (hundreds a
+    /// run, where an arm has ten requests).
+    fn deliver_bench_figures(&self, push: &mut impl FnMut(FigureSpec, Vec<f64>)) {
+        let ops: Vec<&KvcrOps> = self
+            .perf
+            .kvcr_bench
+            .iter()
+            .flat_map(|b| &b.kvcr_ops)
+            .collect();
+        let delivers = mean_op_times(ops)
+            .into_iter()
+            .filter(|(scope, _)| scope == KvcrBench::SCOPE);
+        for (scope, values) in delivers {
+            push(
+                FigureSpec::new(
+                    format!("TC-05::{DELIVER_BENCH_TRIAL}::{scope}"),
+                    format!("KVCR {scope}, bench (mean per op)"),
+                    "ms",
+                    Statistic::Mean,
+                    Better::Lower,
+                ),
+                values,
+            );
+        }
     }
 
     /// The figures of TC-12's read-backs from the disk tier, when the run
@@ -975,6 +1008,60 @@ evidence: a"
             values(&run, "TC-05::dram_hit::ttft_p50").unwrap().1,
             [90.0, 50.0]
         );
+    }
+
+    #[test]
+    fn a_deliver_bench_is_one_local_deliver_figure_per_run() {
+        let id = "TC-05::kvcr_deliver_bench::local_deliver";
+        let mut run = sample_run();
+        assert!(values(&run, id).is_none(), "no bench, no figure");
+        let bench = |kvcr_ops| crate::evidence::KvcrBench {
+            worker: "A".into(),
+            ops: 400,
+            failed: 0,
+            blocks_per_op: 4,
+            wall_seconds: 2.0,
+            first_failure: None,
+            kvcr_ops,
+        };
+        // 400 delivers in 2 s: 5 ms each; the steps inside them and an
+        // unsuccessful deliver take no part.
+        run.perf.kvcr_bench = vec![bench(vec![
+            op("A", "local_deliver", "success", 400, 2_000.0),
+            op("A", "local_deliver", "failed", 1, 900.0),
+            op("A", "transfer", "success", 400, 1_200.0),
+        ])];
+        let (spec, v) = values(&run, id).unwrap();
+        assert_eq!(v, [5.0]);
+        assert_eq!(spec.label, "KVCR local_deliver, bench (mean per op)");
+        assert_eq!(
+            (spec.unit.as_str(), spec.statistic, spec.better, spec.judged),
+            ("ms", Statistic::Mean, Better::Lower, Judged::Interval)
+        );
+        assert!(run
+            .figures()
+            .iter()
+            .all(|f| !f.spec.id.starts_with("TC-05::kvcr_deliver_bench::transfer")));
+        // Two benches in one run are one value: summed time over summed count.
+        run.perf.kvcr_bench.push(bench(vec![op(
+            "A",
+            "local_deliver",
+            "success",
+            100,
+            1_000.0,
+        )]));
+        assert_eq!(values(&run, id).unwrap().1, [6.0]);
+        // A bench KVCR timed none of has no figure (absent is not 0).
+        run.perf.kvcr_bench = vec![bench(Vec::new())];
+        assert!(values(&run, id).is_none());
+        // Read back from results.json: the figure survives the round trip.
+        run.perf.kvcr_bench = vec![bench(vec![op("A", "local_deliver", "success", 2, 8.0)])];
+        let text = serde_json::to_string(&run.perf).unwrap();
+        let back: PerfSummary = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.kvcr_bench, run.perf.kvcr_bench);
+        assert!(!serde_json::to_string(&PerfSummary::default())
+            .unwrap()
+            .contains("kvcr_bench"));
     }
 
     /// A phase2_g3 run's results.json in the layout TC-12 writes (ten

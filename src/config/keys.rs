@@ -170,6 +170,14 @@ pub const KEYS: &[KeySpec] = &[
         "fresh prompts per TC-05 arm (R): the n of each arm's p50/p90 and interval",
     ),
     k(
+        "perf_kvcr_bench_ops",
+        Some("--perf-kvcr-bench-ops"),
+        "PHASE1_PERF_KVCR_BENCH_OPS",
+        Kind::Uint { min: 1 },
+        true,
+        "KVCR delivers timed by TC-05's deliver bench, each of one prompt's blocks from KVCR's pool",
+    ),
+    k(
         "perf_sweep_requests",
         Some("--perf-sweep-requests"),
         "PHASE1_PERF_SWEEP_REQUESTS",

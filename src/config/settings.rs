@@ -94,6 +94,8 @@ pub struct Settings {
     pub perf_concurrency_levels: Vec<u32>,
     /// Fresh prompts per TC-05 arm.
     pub perf_repeats: u32,
+    /// KVCR delivers timed by TC-05's deliver bench.
+    pub perf_kvcr_bench_ops: u32,
     /// Requests per TC-05 sweep level (closed loop: at least `perf_sweep_waves` × the level).
     pub perf_sweep_requests: u32,
     /// Closed-loop sweep: the fewest waves per level (requests ≥ waves × level).
@@ -236,6 +238,7 @@ impl Settings {
             perf_evict_filler: 0,
             perf_concurrency_levels: Vec::new(),
             perf_repeats: 0,
+            perf_kvcr_bench_ops: 0,
             perf_sweep_requests: 0,
             perf_sweep_waves: 0,
             perf_sweep_mode: SweepMode::Closed,
@@ -334,6 +337,7 @@ impl Settings {
             "perf_evict_filler" => self.perf_evict_filler = v.uint()?,
             "perf_concurrency_levels" => self.perf_concurrency_levels = v.uint_list()?,
             "perf_repeats" => self.perf_repeats = v.uint()?,
+            "perf_kvcr_bench_ops" => self.perf_kvcr_bench_ops = v.uint()?,
             "perf_sweep_requests" => self.perf_sweep_requests = v.uint()?,
             "perf_sweep_waves" => self.perf_sweep_waves = v.uint()?,
             "perf_sweep_mode" => self.perf_sweep_mode = v.word(SweepMode::from_word)?,

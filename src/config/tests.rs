@@ -200,6 +200,7 @@ fn defaults_come_from_the_default_profile() {
     assert_eq!(s.geometry, Geometry::Dense);
     assert_eq!(s.perf_concurrency_levels, vec![1, 2, 4, 8]);
     assert_eq!(s.perf_repeats, 10);
+    assert_eq!(s.perf_kvcr_bench_ops, 400);
     assert_eq!(s.perf_sweep_requests, 24);
     assert_eq!(s.perf_sweep_waves, 6);
     assert_eq!(s.perf_sweep_mode, crate::config::SweepMode::Closed);

@@ -331,7 +331,8 @@ impl Engine for CpuEngine {
             | Need::RelayedKvcrEvents
             | Need::FirstTokenStamps
             | Need::DepositReports
-            | Need::EngineMemoryReports => Support::Yes,
+            | Need::EngineMemoryReports
+            | Need::DeliverBench => Support::Yes,
         }
     }
 

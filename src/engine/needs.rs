@@ -76,11 +76,15 @@ pub enum Need {
     /// A link between two nodes that the run created and may cut: the
     /// two-node topology's veth (TC-13).
     NodeLink,
+    /// The worker runs KVCR delivers of blocks it holds on request, timed
+    /// apart from any request (`POST /kvcr/bench/deliver`), so TC-05 can
+    /// time hundreds of host-tier delivers a round.
+    DeliverBench,
 }
 
 impl Need {
     /// Every need, in the order the docs list them.
-    pub const ALL: [Need; 17] = [
+    pub const ALL: [Need; 18] = [
         Need::Topology,
         Need::Guard,
         Need::RouterHints,
@@ -98,6 +102,7 @@ impl Need {
         Need::DepositReports,
         Need::EngineMemoryReports,
         Need::NodeLink,
+        Need::DeliverBench,
     ];
 
     /// How the docs name it.
@@ -120,6 +125,7 @@ impl Need {
             Need::DepositReports => "deposit reports",
             Need::EngineMemoryReports => "engine-memory reports",
             Need::NodeLink => "a link between nodes",
+            Need::DeliverBench => "a deliver bench",
         }
     }
 }
@@ -188,6 +194,7 @@ pub fn without(need: Need, engine: &str) -> Support {
         Need::FirstTokenStamps => format!(
             "{engine} records no per-request first-token instant the harness can read"
         ),
+        Need::DeliverBench => "only the CPU engine runs KVCR delivers on request (POST /kvcr/bench/deliver); on this engine KVCR's deliver time is read from TC-05's arms".into(),
         Need::FaultSwitches => format!(
             "the {engine} engine has no fault switches (the fault rows that turn one on run on the CPU engine)"
         ),

@@ -372,7 +372,8 @@ impl Engine for SglangEngine {
             | Need::ExactHintMembership
             | Need::BlockLedger
             | Need::RelayedKvcrEvents
-            | Need::IndependentIntervalLog => needs::without(need, "sglang"),
+            | Need::IndependentIntervalLog
+            | Need::DeliverBench => needs::without(need, "sglang"),
         }
     }
 
@@ -514,6 +515,7 @@ mod tests {
             Support::no(applicability::PERFORMANCE_ON_AGG)
         );
         assert!(!s(Need::FaultSwitches, Topology::Agg).is_yes());
+        assert!(!s(Need::DeliverBench, Topology::Agg).is_yes());
         assert_eq!(
             s(Need::FirstTokenStamps, Topology::Agg),
             Support::no(NO_FIRST_TOKEN_STAMP)

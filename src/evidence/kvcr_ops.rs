@@ -2,7 +2,8 @@
 //! `kvcr_duration_seconds{scope,result}` histogram (count and sum) on a
 //! worker over the request's telemetry window. A deliver that gets slower
 //! shows here even when the client's TTFT hides it (the deliver overlaps
-//! other work of the engine).
+//! other work of the engine). [`KvcrBench`] is the same increase over
+//! TC-05's deliver bench: hundreds of delivers timed apart from requests.
 
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +56,47 @@ impl KvcrOps {
     }
 }
 
+/// TC-05's deliver bench: KVCR's host-tier deliver timed apart from any
+/// request. Worker `worker` delivered one committed prompt's blocks from
+/// KVCR's local pool into their own device slots `ops` times in a row
+/// (`POST /kvcr/bench/deliver`); `kvcr_ops` is KVCR's own histogram
+/// increase over the bench, so hundreds of delivers make one round's mean.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvcrBench {
+    /// The worker (`A`).
+    pub worker: String,
+    /// Delivers asked for (after the warm-up, which is not counted).
+    pub ops: u64,
+    /// Delivers the worker saw fail (raised, or a block undelivered).
+    pub failed: u64,
+    /// Blocks in each deliver.
+    pub blocks_per_op: u64,
+    /// The worker's wall time of the bench, seconds.
+    pub wall_seconds: f64,
+    /// The first failed deliver, as the worker described it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_failure: Option<String>,
+    /// KVCR's operations over the bench, per scope and result.
+    pub kvcr_ops: Vec<KvcrOps>,
+}
+
+impl KvcrBench {
+    /// KVCR's scope of a deliver from its local pool (the bench's scope).
+    pub const SCOPE: &'static str = "local_deliver";
+
+    /// KVCR's `local_deliver` operations over the bench: how many
+    /// succeeded, and the others as (result, count).
+    pub fn local_delivers(&self) -> (u64, Vec<(String, u64)>) {
+        let mine = self.kvcr_ops.iter().filter(|o| o.scope == Self::SCOPE);
+        let (success, other): (Vec<&KvcrOps>, Vec<&KvcrOps>) =
+            mine.partition(|o| o.result == "success");
+        (
+            success.iter().map(|o| o.count).sum(),
+            other.iter().map(|o| (o.result.clone(), o.count)).collect(),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +142,36 @@ mod tests {
         );
         assert!((ops[0].mean_ms().unwrap() - 5.0).abs() < 1e-9);
         assert!(KvcrOps::from_delta("A", &delta(&[])).is_empty());
+    }
+
+    #[test]
+    fn a_bench_splits_its_local_delivers_by_result() {
+        let op = |scope: &str, result: &str, count| KvcrOps {
+            worker: "A".into(),
+            scope: scope.into(),
+            result: result.into(),
+            count,
+            seconds: 0.1,
+        };
+        let mut bench = KvcrBench {
+            worker: "A".into(),
+            ops: 400,
+            failed: 0,
+            blocks_per_op: 4,
+            wall_seconds: 2.0,
+            first_failure: None,
+            kvcr_ops: vec![
+                op("local_deliver", "success", 398),
+                op("transfer", "success", 400),
+                op("local_deliver", "failed", 2),
+            ],
+        };
+        assert_eq!(
+            bench.local_delivers(),
+            (398, vec![("failed".to_string(), 2)])
+        );
+        bench.kvcr_ops.clear();
+        assert_eq!(bench.local_delivers(), (0, Vec::new()));
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub use junit::{
     write_junit_with_gpu, SUITE,
 };
 pub use kvcr_coverage::KvcrCoverage;
-pub use kvcr_ops::KvcrOps;
+pub use kvcr_ops::{KvcrBench, KvcrOps};
 pub use not_checked::{NotChecked, NOT_CHECKED};
 pub use perf::{
     percentiles, ttft_offsets, Arm, ArmSummary, Baseline, DeltaVsBaseline, FirstTokenPair,

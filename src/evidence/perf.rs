@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::kvcr_ops::KvcrOps;
+use super::kvcr_ops::{KvcrBench, KvcrOps};
 
 use crate::stats::{
     estimate, quantile_interval, small_sample_widening, windowed_throughput, Bootstrap,
@@ -560,6 +560,10 @@ pub struct PerfSummary {
     /// A workload trace replayed, KVCR on and off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<super::workload::WorkloadSummary>,
+    /// TC-05's deliver bench: KVCR's host-tier deliver timed apart from
+    /// requests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kvcr_bench: Vec<KvcrBench>,
 }
 
 #[cfg(test)]

@@ -366,6 +366,7 @@ pub(crate) fn perf() -> PerfSummary {
             },
         ],
         workload: Some(workload()),
+        kvcr_bench: Vec::new(),
     }
 }
 

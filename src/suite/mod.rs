@@ -71,7 +71,7 @@ pub use link_degradation::{
 pub use load::{Load, LoadRequest, LoadRun};
 pub use neighbours::registry_dir;
 pub use observe::{Observe, PeerTransferDeltas};
-pub use perf::{Measured, Perf};
+pub use perf::{BenchAnswer, Measured, Perf};
 pub use pressure::{Latch, LogMark, LogMarks, Pressure};
 pub use pressure_probes::{ClaimProbe, StoppedWorker};
 pub use readings::PrefillAccounting;

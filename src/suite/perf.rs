@@ -1,5 +1,5 @@
-//! Measured streaming requests and per-arm summaries (TC-05, TC-06),
-//! through `ctx.perf()`.
+//! Measured streaming requests and per-arm summaries (TC-05, TC-06), and
+//! TC-05's KVCR deliver bench, through `ctx.perf()`.
 //!
 //! A case streams a prompt, checks the tokens, and gets a [`RequestRecord`]
 //! with the client-side timings. Summaries go into the case's measurements
@@ -13,8 +13,8 @@ use futures_util::stream::{self, StreamExt};
 use crate::client::StreamOutcome;
 use crate::engine::{Need, Support};
 use crate::evidence::{
-    percentiles, ttft_offsets, Arm, ArmSummary, FirstTokenPair, RequestRecord, SweepLevel,
-    TtftAccuracy,
+    percentiles, ttft_offsets, Arm, ArmSummary, FirstTokenPair, KvcrBench, RequestRecord,
+    SweepLevel, TtftAccuracy,
 };
 use crate::prompts::Prompt;
 use crate::stack::Worker;
@@ -22,8 +22,29 @@ use crate::stats::{OpenLoop, ScheduledSend};
 
 use super::ask;
 use super::claim::clause;
-use super::records::{ARM, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
+use super::records::{ARM, KVCR_BENCH, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
 use super::{CaseCtx, CaseError};
+
+/// How long a deliver bench may take: a base, and a generous bound per
+/// deliver (one takes milliseconds; on a loaded machine up to 30).
+const BENCH_TIMEOUT_BASE: Duration = Duration::from_secs(30);
+const BENCH_TIMEOUT_PER_OP: Duration = Duration::from_millis(100);
+
+/// A worker's answer to its deliver bench (`POST /kvcr/bench/deliver`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BenchAnswer {
+    /// Delivers run.
+    pub ops: u64,
+    /// Delivers that raised or left a block undelivered.
+    pub failed: u64,
+    /// Blocks in each deliver.
+    pub blocks_per_op: u64,
+    /// The worker's wall time of the bench, seconds.
+    pub wall_seconds: f64,
+    /// The first failure, as the worker described it.
+    #[serde(default)]
+    pub first_failure: Option<String>,
+}
 
 /// A measured request and what the server said about its cache use.
 pub struct Measured {
@@ -218,6 +239,44 @@ impl<'c> Perf<'c> {
                 }
             }
         }
+    }
+
+    /// Has `worker` deliver `hashes` from KVCR's local pool into their own
+    /// device slots `ops` times in a row (`POST /kvcr/bench/deliver`, the
+    /// CPU engine's deliver bench) and returns its answer. The worker
+    /// refuses (HTTP 409, an error here naming the blocks) unless its device
+    /// cache and KVCR's pool hold every block.
+    pub fn deliver_bench(
+        &self,
+        worker: &Worker,
+        hashes: &[u64],
+        ops: u32,
+    ) -> Result<BenchAnswer, CaseError> {
+        let ctx = self.ctx;
+        ctx.doing(format!(
+            "timing {ops} KVCR delivers of {} blocks on worker {}",
+            hashes.len(),
+            worker.name()
+        ))?;
+        let url = format!("{}/kvcr/bench/deliver", worker.admin_url());
+        let body = serde_json::json!({"hashes": hashes, "ops": ops});
+        let timeout = BENCH_TIMEOUT_BASE + BENCH_TIMEOUT_PER_OP * ops;
+        let answer = ask::block_on(ctx, super::pressure::post_json_within(&url, &body, timeout))?
+            .map_err(|e| {
+            CaseError::new(format!(
+                "the deliver bench on worker {}: {e}",
+                worker.name()
+            ))
+        })?;
+        serde_json::from_value(answer.clone()).map_err(|e| {
+            CaseError::new(format!("{url} answered {answer}, not a bench result: {e}"))
+        })
+    }
+
+    /// Records TC-05's deliver bench into results.json's `perf.kvcr_bench`
+    /// (where `compare` reads it).
+    pub fn report_kvcr_bench(&self, bench: &KvcrBench) {
+        self.ctx.measure(KVCR_BENCH, bench);
     }
 
     /// Records the recovery timeline of TC-06.

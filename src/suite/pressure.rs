@@ -52,8 +52,18 @@ pub struct LogMark(pub u64);
 pub struct LogMarks(pub(super) BTreeMap<PathBuf, u64>);
 
 async fn post_json(url: &str, body: &Value) -> Result<Value, String> {
+    post_json_within(url, body, HTTP_TIMEOUT).await
+}
+
+/// `POST url` with a JSON body, answered within `timeout`; a status other
+/// than 2xx is an error carrying the answer's text.
+pub(super) async fn post_json_within(
+    url: &str,
+    body: &Value,
+    timeout: Duration,
+) -> Result<Value, String> {
     let client = reqwest::Client::builder()
-        .timeout(HTTP_TIMEOUT)
+        .timeout(timeout)
         .build()
         .map_err(|e| e.to_string())?;
     let response = client

@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 use crate::evidence::{
-    ArmSummary, CaseRecord, PerfSummary, RecoveryTimeline, ReferenceSummary, RequestRecord,
-    StackSummary, StartupTiming, SweepLevel, WorkloadSummary,
+    ArmSummary, CaseRecord, KvcrBench, PerfSummary, RecoveryTimeline, ReferenceSummary,
+    RequestRecord, StackSummary, StartupTiming, SweepLevel, WorkloadSummary,
 };
 use crate::reference::References;
 use crate::stack::Stack;
@@ -19,6 +19,7 @@ pub const SWEEP: &str = "sweep";
 pub const RECOVERY: &str = "recovery";
 pub const TTFT_ACCURACY: &str = "ttft_accuracy";
 pub const WORKLOAD: &str = "workload";
+pub const KVCR_BENCH: &str = "kvcr_bench";
 
 fn take<T: DeserializeOwned>(case: &mut CaseRecord, key: &str, keep: bool) -> Option<T> {
     let value = if keep {
@@ -53,6 +54,8 @@ pub fn collect_perf(
         if let Some(workload) = take::<WorkloadSummary>(case, WORKLOAD, false) {
             perf.workload = Some(workload);
         }
+        perf.kvcr_bench
+            .extend(take::<KvcrBench>(case, KVCR_BENCH, true));
         perf.ttft_accuracy
             .extend(take::<crate::evidence::TtftAccuracy>(
                 case,
@@ -143,6 +146,31 @@ pub fn reference_summary(r: &References) -> ReferenceSummary {
 mod tests {
     use super::*;
     use crate::events::{ComponentReady, RunEvent};
+
+    #[test]
+    fn a_deliver_bench_measurement_reaches_the_perf_summary() {
+        let bench = KvcrBench {
+            worker: "A".into(),
+            ops: 400,
+            failed: 0,
+            blocks_per_op: 4,
+            wall_seconds: 2.1,
+            first_failure: None,
+            kvcr_ops: Vec::new(),
+        };
+        let mut case = CaseRecord::start("TC-05", "TC-05::kvcr_deliver_bench");
+        case.measurements
+            .insert(KVCR_BENCH.into(), serde_json::to_value(&bench).unwrap());
+        let mut other = CaseRecord::start("TC-05", "TC-05::cold");
+        let (_, perf) = collect_perf(std::slice::from_mut(&mut case), None);
+        assert_eq!(perf.kvcr_bench, vec![bench]);
+        assert!(
+            case.measurements.contains_key(KVCR_BENCH),
+            "kept in the case"
+        );
+        let (_, none) = collect_perf(std::slice::from_mut(&mut other), None);
+        assert!(none.kvcr_bench.is_empty());
+    }
 
     #[test]
     fn a_stack_ready_event_carries_each_stage_and_each_worker() {

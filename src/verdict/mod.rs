@@ -15,6 +15,7 @@ pub mod findings;
 pub mod guard;
 pub mod hostile_start;
 pub mod interval;
+pub mod kvcr_bench;
 pub mod ledger;
 pub mod load;
 pub mod local;

@@ -377,7 +377,8 @@ impl Engine for VllmEngine {
             | Need::PagesPerKind
             | Need::ExactHintMembership
             | Need::BlockLedger
-            | Need::RelayedKvcrEvents => needs::without(need, "vllm"),
+            | Need::RelayedKvcrEvents
+            | Need::DeliverBench => needs::without(need, "vllm"),
         }
     }
 
@@ -615,6 +616,9 @@ mod tests {
             s(Need::BlockLedger, Topology::Agg),
             Support::no("vllm workers log no KVCR inventory events per block and answer no per-block holding query")
         );
+        assert!(s(Need::DeliverBench, Topology::Agg)
+            .reason()
+            .is_some_and(|r| r.starts_with("only the CPU engine runs KVCR delivers")));
         assert_eq!(
             s(Need::PagesPerKind, Topology::Agg),
             Support::no(

@@ -1,0 +1,143 @@
+//! TC-05's deliver bench: every deliver the worker ran is one KVCR counted.
+//!
+//! The bench's figure is KVCR's own `local_deliver` histogram over the
+//! bench, so the histogram must show exactly the delivers asked for, all
+//! successful: a count that did not move (a KVCR that stopped timing its
+//! delivers, or delivers that went another way) would leave the figure
+//! resting on nothing, and a failed deliver times a different path.
+
+use serde::Serialize;
+
+use super::{Checks, Violation};
+
+/// Claim: KVCR timed every bench deliver, and each succeeded.
+pub const BENCH_DELIVERED: &str = "KVCR timed every bench deliver as a successful local_deliver";
+
+/// What a deliver bench ran, as the worker and KVCR counted it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BenchCounts {
+    /// The worker (`A`).
+    pub worker: String,
+    /// Delivers asked for.
+    pub asked: u64,
+    /// Delivers the worker ran, and how many of them failed (raised or
+    /// left a block undelivered), with the first one described.
+    pub ran: u64,
+    pub failed: u64,
+    pub first_failure: Option<String>,
+    /// KVCR's `local_deliver` operations over the bench: successful, and
+    /// the others as (result, count).
+    pub kvcr_success: u64,
+    pub kvcr_unsuccessful: Vec<(String, u64)>,
+}
+
+/// The worker ran every deliver asked for without a failure, and KVCR's
+/// `local_deliver` success count rose by exactly that many, with no
+/// unsuccessful `local_deliver`.
+pub fn expect_bench_delivered(c: &BenchCounts) -> Result<(), Violation> {
+    let unsuccessful: Vec<String> = c
+        .kvcr_unsuccessful
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(result, n)| format!("{n} {result}"))
+        .collect();
+    Checks::new(BENCH_DELIVERED)
+        .check(c.ran == c.asked, || {
+            format!(
+                "worker {} ran {} delivers, {} were asked for",
+                c.worker, c.ran, c.asked
+            )
+        })
+        .check(c.failed == 0, || {
+            format!(
+                "worker {} saw {} of {} delivers fail (first: {})",
+                c.worker,
+                c.failed,
+                c.ran,
+                c.first_failure.as_deref().unwrap_or("not described")
+            )
+        })
+        .check(c.kvcr_success != 0, || {
+            format!(
+                "KVCR's local_deliver success count on worker {} did not move over {} bench delivers (its kvcr_duration_seconds histogram is the figure's evidence)",
+                c.worker, c.asked
+            )
+        })
+        .check(c.kvcr_success == 0 || c.kvcr_success == c.asked, || {
+            format!(
+                "KVCR's local_deliver success count on worker {} rose by {}, expected exactly the {} bench delivers",
+                c.worker, c.kvcr_success, c.asked
+            )
+        })
+        .check(unsuccessful.is_empty(), || {
+            format!(
+                "KVCR counted local_deliver operations that did not succeed on worker {}: {}",
+                c.worker,
+                unsuccessful.join(", ")
+            )
+        })
+        .verdict()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(ran: u64, failed: u64, success: u64) -> BenchCounts {
+        BenchCounts {
+            worker: "A".into(),
+            asked: 400,
+            ran,
+            failed,
+            first_failure: (failed > 0).then(|| "op 7: RuntimeError: boom".into()),
+            kvcr_success: success,
+            kvcr_unsuccessful: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn every_deliver_counted_and_successful_passes() {
+        assert_eq!(expect_bench_delivered(&counts(400, 0, 400)), Ok(()));
+    }
+
+    #[test]
+    fn a_count_that_did_not_move_fails() {
+        let v = expect_bench_delivered(&counts(400, 0, 0)).unwrap_err();
+        assert_eq!(v.claim, BENCH_DELIVERED);
+        assert!(v.detail.contains("did not move over 400"), "{v}");
+    }
+
+    #[test]
+    fn a_count_other_than_the_ops_fails() {
+        let v = expect_bench_delivered(&counts(400, 0, 399)).unwrap_err();
+        assert!(
+            v.detail.contains("rose by 399, expected exactly the 400"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn a_failed_deliver_fails_whichever_side_saw_it() {
+        let v = expect_bench_delivered(&counts(400, 1, 400)).unwrap_err();
+        assert!(
+            v.detail.contains("saw 1 of 400 delivers fail (first: op 7"),
+            "{v}"
+        );
+        let mut kvcr = counts(400, 0, 399);
+        kvcr.kvcr_unsuccessful = vec![("failed".into(), 1)];
+        let v = expect_bench_delivered(&kvcr).unwrap_err();
+        assert!(
+            v.detail.contains("did not succeed on worker A: 1 failed"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn a_worker_that_ran_fewer_delivers_fails() {
+        let v = expect_bench_delivered(&counts(10, 0, 10)).unwrap_err();
+        assert!(
+            v.detail.contains("ran 10 delivers, 400 were asked for"),
+            "{v}"
+        );
+    }
+}
