@@ -11,6 +11,7 @@ pub mod disagg;
 pub mod disk;
 pub mod engine_memory;
 pub mod findings;
+pub mod full_tiers;
 pub mod guard;
 pub mod hostile_start;
 pub mod interval;
