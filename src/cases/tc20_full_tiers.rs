@@ -12,9 +12,13 @@
 //! disk's allocated slots moved by what it stored less what it removed.
 //! Once KVCR is idle every slot of both tiers is evictable again: no claim,
 //! fill or spill left behind. The oldest prefix still on disk comes back
-//! from it with the reference tokens; an evicted one is computed again,
-//! nothing of it delivered from disk, with the reference tokens; and after
-//! those read-backs the slots are back again.
+//! from it with the reference tokens. The next one is fetched into the full
+//! pool (`KVCR.fetch` through the engine's `POST /kvcr/fetch`): every block
+//! arrives, `g3_fill` counts it, its claims are given back. The evicted
+//! prefixes are computed again, nothing of them delivered from disk, with
+//! the reference tokens; their deposits push the fetched blocks out of the
+//! pool, and KVCR holds them on disk again without storing them twice.
+//! After those read-backs the slots are back again.
 
 use std::time::Duration;
 
@@ -26,7 +30,8 @@ use crate::telemetry::names::engine_kvcr_log::TIER_G3;
 use crate::telemetry::{Counter, Gauge, OpResult, Resource, Scope, Snapshot};
 use crate::verdict::disk::expect_served_from_disk;
 use crate::verdict::full_tiers::{
-    expect_full_tiers_evict, expect_recomputed, expect_slots_back, FullTiers, Layout, Slots,
+    expect_back_on_disk, expect_fetched_from_disk, expect_full_tiers_evict, expect_recomputed,
+    expect_slots_back, FromDisk, FullTiers, Layout, Slots,
 };
 use crate::wait::{self, Poll};
 use serde_json::json;
@@ -138,22 +143,51 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         expect_served_from_disk(&prompts[layout.evicted], &from_disk, delivered),
     )?;
 
-    // An evicted prefix is computed again.
-    let evicted = &families[0];
-    let (mark, before) = (ctx.pressure().log_mark(&b), ctx.snapshot(&b)?);
-    let answer = ctx.complete_on(&b, evicted.variant(1))?;
-    ctx.expect_reference(evicted.variant(1), &answer.tokens)?;
+    // A prefix on disk is fetched into the full pool (KVCR.fetch through the
+    // engine's probe): a spill makes room, the fill comes from disk.
+    let fetched = &prompts[layout.evicted + 1];
+    let before = ctx.snapshot(&b)?;
+    let staged = ctx.pressure().stage(&b, fetched)?;
     let delta = ctx.delta_since(&b, &before)?;
-    let from_disk = ctx.pressure().delivered_since(&b, mark, "g3")?;
-    let computed = delta.required_count(&Counter::ComputedBlocks)?;
+    let from_disk = FromDisk {
+        blocks: fetched.clone(),
+        staged,
+        g3_fill_blocks: delta.required_count(&Counter::TransferBlocks(Scope::G3Fill))?,
+        g3_fill_failed: delta.required_count(&Counter::OpCount(Scope::G3Fill, OpResult::Failed))?,
+        held_after: ctx.pressure().holding(&b, fetched)?,
+    };
     ctx.check(
-        "evicted-recomputed.json",
-        &json!({"prompt": evicted.variant(1).key(), "delivered_from_g3": from_disk, "computed_blocks": computed}),
-        expect_recomputed(&prompts[0], &from_disk, computed),
+        "fetched-from-disk.json",
+        &json!({"fetch": from_disk, "delta": delta}),
+        expect_fetched_from_disk(&from_disk),
+    )?;
+
+    // The evicted prefixes are computed again; their deposits push the
+    // fetched blocks out of the pool, back to their copy on disk.
+    let mark = ctx.pressure().log_mark(&b);
+    for (family, blocks) in families.iter().zip(&prompts).take(layout.evicted) {
+        let (from, before) = (ctx.pressure().log_mark(&b), ctx.snapshot(&b)?);
+        ctx.commit(&b, family.variant(1))?;
+        let delta = ctx.delta_since(&b, &before)?;
+        let from_disk = ctx.pressure().delivered_since(&b, from, "g3")?;
+        let computed = delta.required_count(&Counter::ComputedBlocks)?;
+        ctx.check(
+            &format!("evicted-recomputed-{}.json", family.variant(1).key()),
+            &json!({"delivered_from_g3": from_disk, "computed_blocks": computed}),
+            expect_recomputed(blocks, &from_disk, computed),
+        )?;
+    }
+    let idle = await_idle(ctx, &b, "after the read-backs")?;
+    let lines = ctx.pressure().kvcr_lines_since(&b, mark)?;
+    let stored_again = engine_kvcr_log::stored(&lines, TIER_G3);
+    let held = ctx.pressure().holding(&b, fetched)?;
+    ctx.check(
+        "fetched-back-on-disk.json",
+        &json!({"blocks": fetched, "holding": held, "stored_in_g3": stored_again, "lines": lines}),
+        expect_back_on_disk(fetched, &held, &stored_again),
     )?;
 
     // Nothing the read-backs claimed or filled is left held.
-    let idle = await_idle(ctx, &b, "after the read-backs")?;
     ctx.check(
         "slots-after-read-backs.json",
         &idle,

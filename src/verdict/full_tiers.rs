@@ -267,6 +267,103 @@ pub fn expect_recomputed(
     c.verdict()
 }
 
+/// What a fetch answered (`POST /kvcr/fetch`): per block whether it
+/// arrived in the pool, and how many of its claims were given back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Staged {
+    pub fetched: BTreeMap<u64, bool>,
+    pub released: u64,
+}
+
+/// A prefix on the full disk tier fetched into the full pool.
+#[derive(Debug, Clone, Serialize)]
+pub struct FromDisk {
+    pub blocks: Vec<u64>,
+    pub staged: Staged,
+    /// `kvcr_transfer_blocks{g3_fill}` over the fetch.
+    pub g3_fill_blocks: u64,
+    /// `g3_fill` operations that failed over the fetch.
+    pub g3_fill_failed: u64,
+    /// Where KVCR holds the blocks after the fetch.
+    pub held_after: BTreeMap<u64, String>,
+}
+
+/// Every block of the prefix came from disk into the pool (the fetch says
+/// so, `g3_fill` counts it, KVCR holds it in the pool), and every claim
+/// the fetch took was given back.
+pub fn expect_fetched_from_disk(f: &FromDisk) -> Result<(), Violation> {
+    let mut c = Checks::new("a fetch stages a prefix from the full disk tier into the full pool");
+    let n = f.blocks.len() as u64;
+    let not_fetched: Vec<u64> = f
+        .blocks
+        .iter()
+        .filter(|h| f.staged.fetched.get(h) != Some(&true))
+        .copied()
+        .collect();
+    let not_in_pool: Vec<String> = f
+        .blocks
+        .iter()
+        .filter_map(|h| {
+            let held = f.held_after.get(h).map(String::as_str).unwrap_or("unknown");
+            (held != "local").then(|| format!("{h} in {held}"))
+        })
+        .collect();
+    c.check(not_fetched.is_empty(), || {
+        format!("the fetch failed for {not_fetched:?}")
+    })
+    .check(f.staged.released == n, || {
+        format!(
+            "{} of the fetch's {n} claims were given back",
+            f.staged.released
+        )
+    })
+    .check(f.g3_fill_blocks == n && f.g3_fill_failed == 0, || {
+        format!(
+            "g3_fill counted {} blocks of {n} ({} failed)",
+            f.g3_fill_blocks, f.g3_fill_failed
+        )
+    })
+    .check(not_in_pool.is_empty(), || {
+        format!(
+            "not held in the pool after the fetch: {}",
+            not_in_pool.join(", ")
+        )
+    });
+    c.verdict()
+}
+
+/// Blocks fetched from disk, pushed out of the pool later, are held on
+/// disk again (their disk copy kept) and were not stored to disk a second
+/// time.
+pub fn expect_back_on_disk(
+    blocks: &[u64],
+    held: &BTreeMap<u64, String>,
+    stored_again: &BTreeSet<u64>,
+) -> Result<(), Violation> {
+    let mut c = Checks::new(
+        "a block fetched from disk is held on disk again, not stored twice, once it leaves the pool",
+    );
+    let elsewhere: Vec<String> = blocks
+        .iter()
+        .filter_map(|h| {
+            let at = held.get(h).map(String::as_str).unwrap_or("unknown");
+            (at != "g3").then(|| format!("{h} in {at}"))
+        })
+        .collect();
+    let twice: Vec<u64> = blocks
+        .iter()
+        .filter(|h| stored_again.contains(h))
+        .copied()
+        .collect();
+    c.check(elsewhere.is_empty(), || {
+        format!("not held on disk: {}", elsewhere.join(", "))
+    })
+    .check(twice.is_empty(), || {
+        format!("stored to disk again: {twice:?}")
+    });
+    c.verdict()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -461,5 +558,52 @@ mod tests {
             v.detail.contains("1 blocks computed, fewer than the 2"),
             "{v}"
         );
+    }
+
+    fn from_disk() -> FromDisk {
+        FromDisk {
+            blocks: vec![5, 6],
+            staged: Staged {
+                fetched: [(5, true), (6, true)].into(),
+                released: 2,
+            },
+            g3_fill_blocks: 2,
+            g3_fill_failed: 0,
+            held_after: [(5, "local".to_string()), (6, "local".to_string())].into(),
+        }
+    }
+
+    #[test]
+    fn a_fetch_from_disk_must_arrive_be_counted_and_give_its_claims_back() {
+        assert_eq!(expect_fetched_from_disk(&from_disk()), Ok(()));
+        let mut f = from_disk();
+        f.staged.fetched.insert(6, false);
+        f.staged.released = 1;
+        f.g3_fill_blocks = 1;
+        f.g3_fill_failed = 1;
+        f.held_after.insert(6, "g3".into());
+        let v = expect_fetched_from_disk(&f).unwrap_err();
+        assert_eq!(
+            v.claim,
+            "a fetch stages a prefix from the full disk tier into the full pool"
+        );
+        for part in [
+            "the fetch failed for [6]",
+            "1 of the fetch's 2 claims were given back",
+            "g3_fill counted 1 blocks of 2 (1 failed)",
+            "not held in the pool after the fetch: 6 in g3",
+        ] {
+            assert!(v.detail.contains(part), "{v}");
+        }
+    }
+
+    #[test]
+    fn a_fetched_block_goes_back_to_disk_without_a_second_store() {
+        let on_disk: BTreeMap<u64, String> = [(5, "g3".to_string()), (6, "g3".to_string())].into();
+        assert_eq!(expect_back_on_disk(&[5, 6], &on_disk, &[9].into()), Ok(()));
+        let lost: BTreeMap<u64, String> = [(5, "g3".to_string()), (6, "miss".to_string())].into();
+        let v = expect_back_on_disk(&[5, 6], &lost, &[5].into()).unwrap_err();
+        assert!(v.detail.contains("not held on disk: 6 in miss"), "{v}");
+        assert!(v.detail.contains("stored to disk again: [5]"), "{v}");
     }
 }
