@@ -18,7 +18,10 @@
 //! prefixes are computed again, nothing of them delivered from disk, with
 //! the reference tokens; their deposits push the fetched blocks out of the
 //! pool, and KVCR holds them on disk again without storing them twice.
-//! After those read-backs the slots are back again.
+//! After those read-backs the slots are back again. KVCR asked the engine
+//! for capacity (its `capacity_needed_callback`, with the profile's low
+//! watermark) while the deposits met the full pool, and not during the
+//! read from disk.
 
 use std::time::Duration;
 
@@ -30,8 +33,8 @@ use crate::telemetry::names::engine_kvcr_log::TIER_G3;
 use crate::telemetry::{Counter, Gauge, OpResult, Resource, Scope, Snapshot};
 use crate::verdict::disk::expect_served_from_disk;
 use crate::verdict::full_tiers::{
-    expect_back_on_disk, expect_fetched_from_disk, expect_full_tiers_evict, expect_recomputed,
-    expect_slots_back, FromDisk, FullTiers, Layout, Slots,
+    expect_back_on_disk, expect_capacity_asked, expect_fetched_from_disk, expect_full_tiers_evict,
+    expect_recomputed, expect_slots_back, FromDisk, FullTiers, Layout, Slots,
 };
 use crate::wait::{self, Poll};
 use serde_json::json;
@@ -53,6 +56,11 @@ pub const CASE: Case = Case {
 /// full disk tier must evict.
 const EVICTED_PROMPTS: usize = 2;
 
+/// The pool of the dense geometry (the only one the disk tier takes), as
+/// the engine counts KVCR's capacity requests
+/// (`cpu_engine_kvcr_capacity_needed{pool}`).
+const POOL: &str = "kv";
+
 /// How long KVCR may take to go idle after a request (spills, deposits and
 /// deliveries in flight finishing); KVCR's own operation timeout is far
 /// below it.
@@ -65,6 +73,17 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             "TC-20 needs KVCR's disk tier (cpu_engine.g3_capacity_blocks; the phase2-g3 profile)",
         ));
     };
+    if ctx
+        .settings()
+        .cpu_engine
+        .capacity_low_watermark_percent
+        .is_none()
+    {
+        return Err(CaseError::new(
+            "TC-20 needs KVCR to ask for capacity (cpu_engine.capacity_low_watermark_percent; \
+             the phase2-g3 profile)",
+        ));
+    }
     // Worker B: TC-12 spills and kills on worker A; B's tiers are its own.
     let b = ctx.worker("B")?;
     let pool_blocks = ctx.pressure().guard_pool_blocks(&b)?;
@@ -102,7 +121,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     }
     let idle = await_idle(ctx, &b, "after the commits")?;
     let lines = ctx.pressure().kvcr_lines_since(&b, mark)?;
-    let delta = ctx.delta_since(&b, &before)?;
+    let fill_delta = ctx.delta_since(&b, &before)?;
     let all: Vec<u64> = prompts.iter().flatten().copied().collect();
     let (success, failed, dropped, _) = engine_kvcr_log::deposits(&lines);
     let removed_from_g3 = engine_kvcr_log::removed(&lines, TIER_G3);
@@ -113,8 +132,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         deposits: (success, failed, dropped),
         stored_in_g3: stored_count(&lines),
         removed_from_g3,
-        g3_store_blocks: delta.required_count(&Counter::TransferBlocks(Scope::G3Store))?,
-        g3_store_failed: delta
+        g3_store_blocks: fill_delta.required_count(&Counter::TransferBlocks(Scope::G3Store))?,
+        g3_store_failed: fill_delta
             .required_count(&Counter::OpCount(Scope::G3Store, OpResult::Failed))?,
         g3_allocated_before: g3_before.g3_allocated,
         g3_allocated_after: idle.g3_allocated,
@@ -124,7 +143,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.measure("stored_in_g3", fill.stored_in_g3);
     ctx.check(
         "full-tiers.json",
-        &json!({"fill": fill, "slots_before": g3_before, "lines": lines, "delta": delta}),
+        &json!({"fill": fill, "slots_before": g3_before, "lines": lines, "delta": fill_delta}),
         expect_full_tiers_evict(&fill),
     )?;
     ctx.check("slots-after-fill.json", &idle, expect_slots_back(&idle))?;
@@ -134,13 +153,36 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let (mark, before) = (ctx.pressure().log_mark(&b), ctx.snapshot(&b)?);
     let answer = ctx.complete_on(&b, kept.variant(1))?;
     ctx.expect_reference(kept.variant(1), &answer.tokens)?;
-    let delta = ctx.delta_since(&b, &before)?;
+    let read = ctx.delta_since(&b, &before)?;
     let from_disk = ctx.pressure().delivered_since(&b, mark, "g3")?;
-    let delivered = delta.required_count(&Counter::TransferBlocks(Scope::G3Deliver))?;
+    let delivered = read.required_count(&Counter::TransferBlocks(Scope::G3Deliver))?;
     ctx.check(
         "kept-from-disk.json",
         &json!({"prompt": kept.variant(1).key(), "delivered_from_g3": from_disk, "g3_deliver_blocks": delivered}),
         expect_served_from_disk(&prompts[layout.evicted], &from_disk, delivered),
+    )?;
+
+    // KVCR asked for capacity while the deposits met the full pool, not
+    // while the read from disk ran.
+    let asked = Counter::KvcrCapacityNeeded(POOL.into());
+    let (while_filling, while_reading) = (
+        fill_delta.required_count(&asked)?,
+        read.required_count(&asked)?,
+    );
+    ctx.measure("capacity_asked_while_filling", while_filling);
+    ctx.check(
+        "capacity-asked.json",
+        &json!({
+            "pool": POOL,
+            "asked_while_filling": while_filling,
+            "asked_while_reading": while_reading,
+            "asked_by_pool_while_filling": fill_delta
+                .nonzero()
+                .filter(|(c, _)| matches!(c, Counter::KvcrCapacityNeeded(_)))
+                .map(|(c, n)| (c.to_string(), n))
+                .collect::<Vec<_>>(),
+        }),
+        expect_capacity_asked(families.len(), while_filling, while_reading),
     )?;
 
     // A prefix on disk is fetched into the full pool (KVCR.fetch through the

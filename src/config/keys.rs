@@ -658,6 +658,14 @@ pub const KEYS: &[KeySpec] = &[
         "UCX keepalive of the CPU engine's workers, seconds (UCX_KEEPALIVE_INTERVAL, UCX_TCP_KEEPIDLE/KEEPINTVL, UCX_TCP_KEEPCNT=2); unset = UCX's defaults",
     ),
     k(
+        "cpu_engine.capacity_low_watermark_percent",
+        None,
+        "PHASE1_CPU_ENGINE_CAPACITY_LOW_WATERMARK_PERCENT",
+        Kind::Uint { min: 1 },
+        false,
+        "CPU engine --capacity-low-watermark-percent: KVCR asks the engine for capacity when a pool's free and evictable slots fall below this share of it, 1-100 (unset = never)",
+    ),
+    k(
         "cpu_engine.g3_dir",
         None,
         "PHASE1_CPU_ENGINE_G3_DIR",

@@ -364,6 +364,28 @@ pub fn expect_back_on_disk(
     c.verdict()
 }
 
+/// KVCR's capacity requests (its `capacity_needed_callback`, counted by the
+/// engine per pool): while deposits meet the full pool, its free and
+/// evictable slots fall below the low watermark and KVCR asks; a read from
+/// disk takes no pool slot and asks nothing.
+pub fn expect_capacity_asked(
+    deposits: usize,
+    asked_while_filling: u64,
+    asked_while_reading: u64,
+) -> Result<(), Violation> {
+    let mut c = Checks::new("KVCR asks for capacity when its pool runs low, and only then");
+    c.check(asked_while_filling > 0, || {
+        format!("KVCR never asked for capacity while {deposits} deposits met the full pool")
+    })
+    .check(asked_while_reading == 0, || {
+        format!(
+            "KVCR asked for capacity {asked_while_reading} times during a read from disk, \
+             which takes no pool slot"
+        )
+    });
+    c.verdict()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,5 +627,25 @@ mod tests {
         let v = expect_back_on_disk(&[5, 6], &lost, &[5].into()).unwrap_err();
         assert!(v.detail.contains("not held on disk: 6 in miss"), "{v}");
         assert!(v.detail.contains("stored to disk again: [5]"), "{v}");
+    }
+
+    #[test]
+    fn capacity_is_asked_while_filling_and_not_while_reading() {
+        assert_eq!(expect_capacity_asked(20, 55, 0), Ok(()));
+        let v = expect_capacity_asked(20, 0, 2).unwrap_err();
+        assert_eq!(
+            v.claim,
+            "KVCR asks for capacity when its pool runs low, and only then"
+        );
+        assert!(
+            v.detail
+                .contains("never asked for capacity while 20 deposits"),
+            "{v}"
+        );
+        assert!(
+            v.detail
+                .contains("asked for capacity 2 times during a read"),
+            "{v}"
+        );
     }
 }
