@@ -29,6 +29,7 @@ pub mod tc16_hostile_startup;
 pub mod tc17_concurrent_same_prefix;
 pub mod tc18_engine_memory_peer_read;
 pub mod tc19_interrupted_source_write;
+pub mod tc20_full_tiers;
 mod unreachable_source;
 
 pub mod wl01_trace_replay;
@@ -106,8 +107,9 @@ pub const PHASE3_API: &[Case] = &[
     tc19_interrupted_source_write::CASE,
 ];
 
-/// KVCR's disk tier (TC-12), on the `phase2-g3` stack.
-pub const PHASE2_G3: &[Case] = &[tc12_disk_tier::CASE];
+/// KVCR's disk tier on the `phase2-g3` stack: both tiers of worker B
+/// overflowed (TC-20), then TC-12 on worker A (destructive: it kills A).
+pub const PHASE2_G3: &[Case] = &[tc20_full_tiers::CASE, tc12_disk_tier::CASE];
 
 /// The cases whose costs grow with the Guard pool, on production-size pools
 /// (`phase3_scale`, `phase3_scale_4g`): the clean restart's handback, the

@@ -674,6 +674,14 @@ pub const KEYS: &[KeySpec] = &[
         "aggregated workers of the CPU engine's agg topology, slots A, B, C, ... (at most 26; unset = 2)",
     ),
     k(
+        "cpu_engine.capacity_low_watermark_percent",
+        None,
+        "PHASE1_CPU_ENGINE_CAPACITY_LOW_WATERMARK_PERCENT",
+        Kind::Uint { min: 1 },
+        false,
+        "CPU engine --capacity-low-watermark-percent: KVCR asks the engine for capacity when a pool's free and evictable slots fall below this share of it, 1-100 (unset = never)",
+    ),
+    k(
         "cpu_engine.g3_dir",
         None,
         "PHASE1_CPU_ENGINE_G3_DIR",

@@ -296,6 +296,7 @@ impl Settings {
                 abort_cancelled: false,
                 ucx_keepalive_s: None,
                 agg_workers: None,
+                capacity_low_watermark_percent: None,
             },
             prompts: PromptProfile {
                 seed: 0,
@@ -411,6 +412,9 @@ impl Settings {
             "cpu_engine.abort_cancelled" => c.abort_cancelled = v.boolean()?,
             "cpu_engine.ucx_keepalive_s" => c.ucx_keepalive_s = Some(v.uint()?),
             "cpu_engine.agg_workers" => c.agg_workers = Some(v.uint()?),
+            "cpu_engine.capacity_low_watermark_percent" => {
+                c.capacity_low_watermark_percent = Some(v.uint()?)
+            }
             "prompts.seed" => p.seed = v.uint()?,
             "prompts.families" => p.families = v.uint()?,
             "prompts.prefix_blocks" => p.prefix_blocks = v.uint()?,

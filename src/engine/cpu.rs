@@ -103,6 +103,11 @@ pub struct CpuEngineProfile {
     /// two targets at once, TC-17); `None` = the topology's two.
     #[serde(default)]
     pub agg_workers: Option<u32>,
+    /// `--capacity-low-watermark-percent`: KVCR asks the engine for capacity
+    /// when a pool's free and evictable slots fall below this share of it
+    /// (its `capacity_needed_callback`); `None` = never.
+    #[serde(default)]
+    pub capacity_low_watermark_percent: Option<u32>,
 }
 
 impl CpuEngineProfile {
@@ -165,7 +170,12 @@ impl CpuEngineProfile {
         ];
         let optional = self
             .operation_timeout_ms
-            .map(|ms| ("--operation-timeout-ms", ms.to_string()));
+            .map(|ms| ("--operation-timeout-ms", ms.to_string()))
+            .into_iter()
+            .chain(
+                self.capacity_low_watermark_percent
+                    .map(|p| ("--capacity-low-watermark-percent", p.to_string())),
+            );
         let mut flags: Vec<String> = pairs
             .into_iter()
             .chain(optional)

@@ -23,6 +23,9 @@ use super::ask::block_on;
 use super::{CaseCtx, CaseError};
 
 const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a `POST /kvcr/fetch` may take: KVCR answers a fetch by its
+/// operation timeout (5 s by default), and then some.
+const FETCH_HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a deposit's outcome may take to reach the worker's log.
 const DEPOSIT_LOG_DEADLINE: Duration = Duration::from_secs(15);
 const LOG_POLL: Duration = Duration::from_millis(25);
@@ -131,6 +134,35 @@ impl Pressure<'_> {
                     .ok_or_else(|| CaseError::new(format!("{url} said nothing of block {h}")))
             })
             .collect()
+    }
+
+    /// Stages `hashes` into `worker`'s KVCR pool with `KVCR.fetch` (from its
+    /// disk tier, or a hinted peer) and gives the fetch's claims back at
+    /// once (`POST /kvcr/fetch`; CPU engine): which blocks arrived.
+    pub fn stage(&self, worker: &Worker, hashes: &[u64]) -> Result<Staged, CaseError> {
+        let url = format!("{}/kvcr/fetch", worker.admin_url());
+        let answer = block_on(
+            self.ctx,
+            post_json_within(&url, &json!({"hashes": hashes}), FETCH_HTTP_TIMEOUT),
+        )?
+        .map_err(CaseError::new)?;
+        let fetched = answer["fetched"]
+            .as_object()
+            .ok_or_else(|| CaseError::new(format!("{url} answered {answer}")))?;
+        let fetched = hashes
+            .iter()
+            .map(|h| {
+                fetched
+                    .get(&h.to_string())
+                    .and_then(Value::as_bool)
+                    .map(|ok| (*h, ok))
+                    .ok_or_else(|| CaseError::new(format!("{url} said nothing of block {h}")))
+            })
+            .collect::<Result<_, _>>()?;
+        let released = answer["released"]
+            .as_u64()
+            .ok_or_else(|| CaseError::new(format!("{url} answered {answer}, no `released`")))?;
+        Ok(Staged { fetched, released })
     }
 
     /// The blocks of `hashes` that `worker`'s KVCR holds in `tier` (`local`, `g3`).
@@ -251,6 +283,7 @@ impl Pressure<'_> {
     }
 }
 
+pub use crate::verdict::full_tiers::Staged;
 pub use crate::verdict::stall::Latch;
 
 impl Pressure<'_> {

@@ -490,6 +490,10 @@ pub enum Counter {
     /// (`fetched`, `failed`, `released`: a fetched block's claim given
     /// back); CPU engine only (`cpu_engine_kvcr_fetch_blocks`).
     KvcrFetchBlocks(String),
+    /// Times KVCR asked the engine for capacity (its
+    /// `capacity_needed_callback`), by pool; CPU engine only
+    /// (`cpu_engine_kvcr_capacity_needed`).
+    KvcrCapacityNeeded(String),
     /// Tokens the engine generated (`vllm:generation_tokens`; vLLM only). A
     /// prefill worker generates one per request, when it answers.
     GenerationTokens,
@@ -572,6 +576,7 @@ enum Family {
     KvcrResilienceEvents,
     KvcrFrameworkPinBlocks,
     KvcrFetchBlocks,
+    KvcrCapacityNeeded,
     GenerationTokens,
     NixlTransfers,
     NixlTransferBytes,
@@ -603,6 +608,7 @@ const FAMILIES: &[Family] = &[
     Family::KvcrResilienceEvents,
     Family::KvcrFrameworkPinBlocks,
     Family::KvcrFetchBlocks,
+    Family::KvcrCapacityNeeded,
     Family::GenerationTokens,
     Family::NixlTransfers,
     Family::NixlTransferBytes,
@@ -637,6 +643,7 @@ impl Family {
             Family::KvcrResilienceEvents => "cpu_engine_kvcr_resilience_events",
             Family::KvcrFrameworkPinBlocks => "cpu_engine_kvcr_framework_pin_blocks",
             Family::KvcrFetchBlocks => "cpu_engine_kvcr_fetch_blocks",
+            Family::KvcrCapacityNeeded => "cpu_engine_kvcr_capacity_needed",
             Family::GenerationTokens => "vllm:generation_tokens",
             Family::NixlTransfers => "vllm:nixl_bytes_transferred_count",
             Family::NixlTransferBytes => "vllm:nixl_bytes_transferred_sum",
@@ -674,6 +681,7 @@ impl Family {
             Family::KvcrResilienceEvents => &["kind"],
             Family::KvcrFrameworkPinBlocks => &["tier", "event"],
             Family::KvcrFetchBlocks => &["event"],
+            Family::KvcrCapacityNeeded => &["pool"],
             _ => &[],
         }
     }
@@ -736,6 +744,7 @@ impl Family {
                 Counter::KvcrFrameworkPinBlocks(label("tier")?, label("event")?)
             }
             Family::KvcrFetchBlocks => Counter::KvcrFetchBlocks(label("event")?),
+            Family::KvcrCapacityNeeded => Counter::KvcrCapacityNeeded(label("pool")?),
             Family::GenerationTokens => Counter::GenerationTokens,
             Family::NixlTransfers => Counter::NixlTransfers,
             Family::NixlTransferBytes => Counter::NixlTransferBytes,
@@ -778,7 +787,8 @@ impl Counter {
             | Counter::KvcrInventoryBlocks(..)
             | Counter::KvcrResilienceEvents(_)
             | Counter::KvcrFrameworkPinBlocks(..)
-            | Counter::KvcrFetchBlocks(_) => WhenAbsent::ZeroBeforeFirstEvent,
+            | Counter::KvcrFetchBlocks(_)
+            | Counter::KvcrCapacityNeeded(_) => WhenAbsent::ZeroBeforeFirstEvent,
             Counter::TieringCascadeJobFailures
             | Counter::PrefixCacheQueries
             | Counter::PrefixCacheHits
@@ -847,6 +857,7 @@ impl Counter {
                 (Family::KvcrFrameworkPinBlocks, vec![t.clone(), e.clone()])
             }
             Counter::KvcrFetchBlocks(e) => (Family::KvcrFetchBlocks, vec![e.clone()]),
+            Counter::KvcrCapacityNeeded(p) => (Family::KvcrCapacityNeeded, vec![p.clone()]),
             Counter::GenerationTokens => (Family::GenerationTokens, vec![]),
             Counter::NixlTransfers => (Family::NixlTransfers, vec![]),
             Counter::NixlTransferBytes => (Family::NixlTransferBytes, vec![]),
@@ -1031,6 +1042,7 @@ impl fmt::Display for Counter {
                 write!(f, "kvcr_framework_pin_blocks{{tier={t},event={e}}}")
             }
             Counter::KvcrFetchBlocks(e) => write!(f, "kvcr_fetch_blocks{{event={e}}}"),
+            Counter::KvcrCapacityNeeded(p) => write!(f, "kvcr_capacity_needed{{pool={p}}}"),
             Counter::GenerationTokens => f.write_str("generation_tokens"),
             Counter::NixlTransfers => f.write_str("nixl_transfers"),
             Counter::NixlTransferBytes => f.write_str("nixl_transfer_bytes"),
@@ -1128,6 +1140,7 @@ impl FromStr for Counter {
                 Counter::KvcrFrameworkPinBlocks(get("tier")?.to_string(), get("event")?.to_string())
             }
             "kvcr_fetch_blocks" => Counter::KvcrFetchBlocks(get("event")?.to_string()),
+            "kvcr_capacity_needed" => Counter::KvcrCapacityNeeded(get("pool")?.to_string()),
             "generation_tokens" => Counter::GenerationTokens,
             "nixl_transfers" => Counter::NixlTransfers,
             "nixl_transfer_bytes" => Counter::NixlTransferBytes,
@@ -1392,6 +1405,7 @@ vllm:generation_tokens_total{dynamo_component="backend",dynamo_endpoint="generat
             Counter::KvcrResilienceEvents("source_stalled".into()),
             Counter::KvcrFrameworkPinBlocks("device".into(), "released".into()),
             Counter::KvcrFetchBlocks("fetched".into()),
+            Counter::KvcrCapacityNeeded("kv".into()),
             Counter::GenerationTokens,
             Counter::NixlTransfers,
             Counter::NixlTransferBytes,
