@@ -273,12 +273,9 @@ pub fn run_generated(
             mutant.name,
             generated.lanes.join(" → ")
         );
-        let child = |lane: &SequenceLane| {
-            let binary = binaries
-                .iter()
-                .find(|(t, _)| *t == lane.target)
-                .map(|(_, b)| b.clone())
-                .unwrap_or_default();
+        // `binaries` holds each lane's, in the sequence's order.
+        let child = |i: usize, lane: &SequenceLane| {
+            let binary = binaries[i].1.clone();
             mutant_child(repo_root, &out, mutant, lane, binary, &args.harness)
         };
         let row = run_sequence(mutant, &lanes, child)?;
@@ -347,13 +344,13 @@ fn mutant_child(
     }
 }
 
-/// Runs `mutant` on `lanes` in order, each through `child(lane)`, until
+/// Runs `mutant` on `lanes` in order, each through `child(i, lane)`, until
 /// one does not pass ([`sequence::walk`]): the row of the lane that ended
 /// it (a survivor's last), with every lane it passed.
 fn run_sequence(
     mutant: &GeneratedMutant,
     lanes: &[SequenceLane],
-    child: impl Fn(&SequenceLane) -> Phase1Child,
+    child: impl Fn(usize, &SequenceLane) -> Phase1Child,
 ) -> Result<MutantRow, String> {
     let (passed, ended) = sequence::walk(
         lanes,
@@ -366,7 +363,7 @@ fn run_sequence(
                     lane.target
                 );
             }
-            run_one(mutant, lane.target, &lane.trials, &child(lane))
+            run_one(mutant, lane.target, &lane.trials, &child(i, lane))
         },
         |row: &MutantRow| &row.result,
     )?;
@@ -732,14 +729,10 @@ mod tests {
             };
             binaries.push((lane.target, lane_binary(dir, lane.target, &text, exit)));
         }
-        let child = |lane: &SequenceLane| {
-            let binary = binaries
-                .iter()
-                .find(|(t, _)| *t == lane.target)
-                .unwrap()
-                .1
-                .clone();
-            mutant_child(dir, dir, m, lane, binary, &[])
+        let child = |i: usize, lane: &SequenceLane| {
+            let (target, binary) = &binaries[i];
+            assert_eq!(*target, lane.target);
+            mutant_child(dir, dir, m, lane, binary.clone(), &[])
         };
         run_sequence(m, &lanes, child).unwrap()
     }
