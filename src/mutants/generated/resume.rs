@@ -97,7 +97,7 @@ pub fn decide(
         .map(|p| (p.target.as_str(), p.trials.as_slice(), &p.child))
         .collect();
     let survived = matches!(row.result, MutantResult::Survived);
-    if !(survived && !row.passed.is_empty()) {
+    if !survived || row.passed.is_empty() {
         ran.push((row.target.as_str(), row.trials.as_slice(), &row.child));
     }
     if ran.len() > lanes.len() || (survived && ran.len() != lanes.len()) {
