@@ -384,6 +384,9 @@ impl LaneReport {
                 .display()
                 .to_string())
         };
+        // A generated batch's lane sequence adds a row's lane and the lanes
+        // it passed.
+        let sequence = self.lanes.is_some();
         let mut rows = String::new();
         for row in &self.mutants {
             let flaky;
@@ -450,8 +453,8 @@ impl LaneReport {
                 .collect();
             rows.push_str(&format!(
                 "<tr class=\"{met}\"><td><code>{name}</code></td><td>{class}</td><td>{expect}</td>\
-                 <td>{result}</td><td>{met_word}</td><td>{lane}</td><td><code>{trial}</code></td><td>{message}</td>\
-                 <td>{expected}</td><td>{passed}</td><td class=\"num\">{wall:.0}</td><td>{run} <a href=\"{log}\">log</a>{rerun}{earlier}</td></tr>\n",
+                 <td>{result}</td><td>{met_word}</td>{lane}<td><code>{trial}</code></td><td>{message}</td>\
+                 <td>{expected}</td>{passed}<td class=\"num\">{wall:.0}</td><td>{run} <a href=\"{log}\">log</a>{rerun}{earlier}</td></tr>\n",
                 met = if row.met { "met" } else { "unmet" },
                 name = esc(&row.name),
                 class = esc(&row.class),
@@ -461,8 +464,14 @@ impl LaneReport {
                 trial = esc(trial),
                 message = esc(message),
                 expected = esc(row.expected_message.as_deref().unwrap_or("")),
-                lane = esc(&row.target),
-                passed = esc(&row.lanes_passed().join(", ")),
+                lane = match sequence {
+                    true => format!("<td>{}</td>", esc(&row.target)),
+                    false => String::new(),
+                },
+                passed = match sequence {
+                    true => format!("<td>{}</td>", esc(&row.lanes_passed().join(", "))),
+                    false => String::new(),
+                },
                 wall = row.wall_s(),
                 log = link(&row.child.log),
             ));
@@ -494,11 +503,13 @@ impl LaneReport {
         };
         format!(
             "<section id=\"mutants\"><h2>KVCR mutants ({engine} lane)</h2>\n\
-             <p>Control, the unmutated build on each target before any mutant:</p><ul>\n{controls}</ul>\n{score}{sequence}\
-             <table><tr><th>mutant</th><th>class</th><th>expected</th><th>outcome</th><th>met</th><th>lane</th><th>killing trial</th>\
-             <th>message</th><th>header's message</th><th>lanes passed</th><th class=\"num\">s</th><th>evidence</th></tr>\n{rows}</table></section>\n",
+             <p>Control, the unmutated build on each target before any mutant:</p><ul>\n{controls}</ul>\n{score}{sequence_note}\
+             <table><tr><th>mutant</th><th>class</th><th>expected</th><th>outcome</th><th>met</th>{lane_th}<th>killing trial</th>\
+             <th>message</th><th>header's message</th>{passed_th}<th class=\"num\">s</th><th>evidence</th></tr>\n{rows}</table></section>\n",
             engine = esc(&self.engine),
-            sequence = self
+            lane_th = if sequence { "<th>lane</th>" } else { "" },
+            passed_th = if sequence { "<th>lanes passed</th>" } else { "" },
+            sequence_note = self
                 .lanes
                 .as_ref()
                 .map(|lanes| format!(
@@ -1048,6 +1059,8 @@ mod tests {
         let doc: serde_json::Value = serde_json::to_value(&r).unwrap();
         assert!(doc.get("lanes").is_none());
         assert!(doc["mutants"][0].get("passed").is_none());
+        let page = r.html(Path::new("/out"));
+        assert!(!page.contains("<th>lane</th>") && !page.contains("lanes passed"));
         assert_eq!(r.mutants[0].lane_words(), "");
         let start = crate::mutants::score::BatchStart::now(Path::new(env!("CARGO_MANIFEST_DIR")));
         let file = crate::mutants::score::ScoreFile::new(
