@@ -197,17 +197,20 @@ commands:
                                every mutant met its header's expect; 3 = the control
                                was not green: no mutant ran, not scored
                                (docs/kvcr-under-test.md)
-  mutants --generated N [--seed S] [--modules M,...] [--draw-only] [--engine cpu|vllm]
-          [--out DIR] [--record DIR2] [HARNESS FLAGS]
+  mutants --generated N [--seed S] [--modules M,...] [--lanes L,...] [--draw-only]
+          [--engine cpu|vllm] [--out DIR] [--record DIR2] [HARNESS FLAGS]
                                generated mutants: cosmic-ray (the `mutgen` env, built on
                                first use) enumerates every operator mutation site of
                                the KVCR modules M (default local_dram, remote_fw_dram,
                                guard, recovery_journal, hint_parser, core); N of them,
                                drawn by seed S (default 1; the same N and S draw the
                                same mutants anywhere), become diffs in DIR/diffs/, each
-                               run like a curated mutant with TC-01..TC-04 and TC-06,
-                               after the same control; a kill is run twice and counts
-                               only when both runs fail the same way (else flaky).
+                               run on the lanes L in order (default phase1, phase2,
+                               phase3_api, phase3, phase2_g3; each lane's cases but
+                               TC-05's arms, a fresh stack each) until a lane does not
+                               pass; the control runs every lane first; a kill is run
+                               twice and counts only when both runs fail the same way
+                               (else flaky).
                                Same table and files, plus sample.json; no expectation:
                                exit 0 = every mutant reached a verdict. --draw-only
                                writes the diffs and sample.json and runs nothing. A

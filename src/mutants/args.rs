@@ -6,6 +6,7 @@ use super::plan::RESERVED_KEYS;
 use crate::config::command_flags;
 use crate::drive;
 use crate::engine::{Kind, StackSpec};
+use crate::mutants::generated::sequence;
 
 /// Parsed arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +44,10 @@ pub struct GeneratedArgs {
     pub modules: Vec<String>,
     /// `--draw-only`: write the sample's diffs and stop (no stack).
     pub draw_only: bool,
+    /// `--lanes a,b`: the test targets each mutant runs on, in order, until
+    /// one does not pass; default
+    /// [`crate::mutants::generated::sequence::default_targets`].
+    pub lanes: Vec<&'static str>,
 }
 
 impl MutantsArgs {
@@ -58,7 +63,7 @@ impl MutantsArgs {
             harness: Vec::new(),
         };
         let mut engine_given = false;
-        let (mut count, mut seed, mut modules) = (None, None, None);
+        let (mut count, mut seed, mut modules, mut lanes) = (None, None, None, None);
         let mut draw_only = false;
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -77,6 +82,7 @@ impl MutantsArgs {
                     | "--generated"
                     | "--seed"
                     | "--modules"
+                    | "--lanes"
             ) {
                 parsed.harness.push(arg.clone());
                 continue;
@@ -120,6 +126,7 @@ impl MutantsArgs {
                     let names = crate::mutants::generated::parse_modules(&value)?;
                     modules = Some(names);
                 }
+                "--lanes" => lanes = Some(value),
                 "--record" => parsed.record = Some(absolute(PathBuf::from(value))),
                 _ => parsed.out = Some(PathBuf::from(value)),
             }
@@ -131,10 +138,15 @@ impl MutantsArgs {
                 ))
             }
             Some(count) => {
+                let lanes = match &lanes {
+                    Some(value) => sequence::parse_targets(value, parsed.engine)?,
+                    None => sequence::default_targets(parsed.engine)?,
+                };
                 parsed.generated = Some(GeneratedArgs {
                     count,
                     seed: seed.unwrap_or(1),
                     draw_only,
+                    lanes,
                     modules: modules.unwrap_or_else(|| {
                         crate::mutants::generated::MODULES
                             .iter()
@@ -143,8 +155,8 @@ impl MutantsArgs {
                     }),
                 })
             }
-            None if seed.is_some() || modules.is_some() || draw_only => {
-                return Err("--seed, --modules and --draw-only go with --generated N".into())
+            None if seed.is_some() || modules.is_some() || lanes.is_some() || draw_only => {
+                return Err("--seed, --modules, --lanes and --draw-only go with --generated N".into())
             }
             None => {}
         }
@@ -157,7 +169,8 @@ impl MutantsArgs {
             }
             if parsed.generated.is_some() {
                 return Err(
-                    "--stack picks the curated mutants' lane; --generated runs on agg".into(),
+                    "--stack picks the curated mutants' lane; --generated runs on the lanes of --lanes"
+                        .into(),
                 );
             }
             parsed.engine = stack.engine;
@@ -229,7 +242,16 @@ mod tests {
                 seed: 7,
                 modules: vec!["guard".into(), "core".into()],
                 draw_only: false,
+                lanes: vec!["phase1", "phase2", "phase3_api", "phase3", "phase2_g3"],
             })
+        );
+        let l = MutantsArgs::parse(&args("--generated 4 --lanes phase2,phase1")).unwrap();
+        assert_eq!(l.generated.unwrap().lanes, ["phase2", "phase1"]);
+        let v = MutantsArgs::parse(&args("--generated 4 --engine vllm")).unwrap();
+        assert_eq!(
+            v.generated.unwrap().lanes,
+            ["phase1_vllm"],
+            "vLLM: its phase 1 lane"
         );
         assert_eq!(a.harness, args("--log-level debug"));
         let d = MutantsArgs::parse(&args("--generated=3")).unwrap();
@@ -255,7 +277,7 @@ mod tests {
             ("--stack vllm/two-node", "--stack"),
             (
                 "--stack cpu/agg/dense --generated 3",
-                "--generated runs on agg",
+                "--generated runs on the lanes of --lanes",
             ),
         ] {
             let err = MutantsArgs::parse(&args(line)).unwrap_err();
@@ -281,6 +303,12 @@ mod tests {
             ("--generated 3 --seed -1", "an integer ≥ 0"),
             ("--seed 3", "go with --generated"),
             ("--draw-only", "go with --generated"),
+            ("--lanes phase1", "go with --generated"),
+            ("--generated 3 --lanes fault_matrix", "cannot run on"),
+            (
+                "--generated 3 --engine vllm --lanes phase2",
+                "cannot run on",
+            ),
             ("--generated 3 --only a", "pick one"),
             (
                 "--generated 3 --modules api",

@@ -251,7 +251,7 @@ pub(crate) fn print_finished(i: usize, total: usize, row: &MutantRow, note: &str
         i + 1,
         row.name,
         row.result.word(),
-        row.child.wall_s,
+        row.wall_s(),
     );
 }
 
@@ -297,6 +297,7 @@ impl ChildOutcome {
             kvcr: read.and_then(|r| r.kvcr),
             equivalent: head.equivalent,
             rerun: None,
+            passed: Vec::new(),
         }
     }
 }

@@ -41,6 +41,75 @@ pub struct MutantRow {
     /// kill to count (else the result is `flaky`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun: Option<Rerun>,
+    /// A generated mutant's lanes it passed, in order, each with its run:
+    /// the lanes before `target` for one that ended there, every lane of
+    /// the sequence (`target`, the last, included) for a survivor.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passed: Vec<PassedLane>,
+}
+
+/// A lane of a generated mutant's sequence that it passed: every trial
+/// there ran and passed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PassedLane {
+    pub target: String,
+    pub trials: Vec<String>,
+    #[serde(flatten)]
+    pub child: ChildEvidence,
+    /// The KVCR build the run reported (the patched one).
+    pub kvcr: Option<KvcrSeen>,
+}
+
+impl PassedLane {
+    /// The lane of `row`, a run that passed it.
+    pub fn of(row: &MutantRow) -> PassedLane {
+        PassedLane {
+            target: row.target.clone(),
+            trials: row.trials.clone(),
+            child: row.child.clone(),
+            kvcr: row.kvcr.clone(),
+        }
+    }
+}
+
+impl MutantRow {
+    /// Whether the row is a generated mutant's (it has no expectation).
+    pub fn is_generated(&self) -> bool {
+        self.expect == NO_EXPECTATION
+    }
+
+    /// The test targets the mutant passed, in order.
+    pub fn lanes_passed(&self) -> Vec<&str> {
+        self.passed.iter().map(|p| p.target.as_str()).collect()
+    }
+
+    /// The mutant's time in all: each lane's run, and a kill's second run.
+    pub fn wall_s(&self) -> f64 {
+        let survivor = matches!(self.result, MutantResult::Survived) && !self.passed.is_empty();
+        // A survivor's own run is its last passed lane's.
+        let own = if survivor { 0.0 } else { self.child.wall_s };
+        own + self.passed.iter().map(|p| p.child.wall_s).sum::<f64>()
+            + self.rerun.as_ref().map_or(0.0, |r| r.child.wall_s)
+    }
+
+    /// Where a generated mutant ended, for the table: `killed on phase2`,
+    /// `passed phase1, phase2`; empty for a curated row.
+    pub fn lane_words(&self) -> String {
+        if !self.is_generated() {
+            return String::new();
+        }
+        match &self.result {
+            MutantResult::Survived => format!("passed {}", self.lanes_passed().join(", ")),
+            other => {
+                let passed = self.lanes_passed();
+                let before = match passed.is_empty() {
+                    true => String::new(),
+                    false => format!(" (passed {})", passed.join(", ")),
+                };
+                format!("{} on {}{before}", other.word(), self.target)
+            }
+        }
+    }
 }
 
 /// The evidence of a kill's second run.
@@ -159,6 +228,9 @@ pub struct LaneReport {
     pub engine: String,
     /// The user's harness flags, given to every child.
     pub harness_flags: Vec<String>,
+    /// A generated batch's lanes, in the order each mutant runs them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<Vec<String>>,
     /// The unmutated base build on each target, run before any mutant.
     pub control: Vec<ControlRun>,
     /// Why the batch is not scored (a control not green), when it is not.
@@ -195,6 +267,7 @@ impl LaneReport {
             started_at,
             engine: engine.to_string(),
             harness_flags,
+            lanes: None,
             all_met: refused.is_none() && rows.iter().all(|r| r.met),
             control,
             refused,
@@ -202,6 +275,12 @@ impl LaneReport {
             score_phase1_claimed: claimed,
             score_not_yet_claimed: other,
         }
+    }
+
+    /// The report of a generated batch whose mutants run `lanes` in order.
+    pub fn with_lanes(mut self, lanes: &[&str]) -> Self {
+        self.lanes = Some(lanes.iter().map(|l| l.to_string()).collect());
+        self
     }
 
     /// Both groups together.
@@ -237,6 +316,16 @@ impl LaneReport {
                     format!("did not repeat: {}; then {}", short(first), short(second))
                 }
             };
+            let detail = match (row.is_generated(), &row.result) {
+                (false, _) => detail,
+                (true, MutantResult::Survived) => row.lane_words(),
+                (true, _) if row.passed.is_empty() => format!("{}: {detail}", row.target),
+                (true, _) => format!(
+                    "{} (after {}): {detail}",
+                    row.target,
+                    row.lanes_passed().join(", ")
+                ),
+            };
             lines.push(format!(
                 "{:<40} {:<26} {:<9} {:<9} {:<4} {:>6.0}  {}",
                 row.name,
@@ -244,13 +333,19 @@ impl LaneReport {
                 row.expect,
                 row.result.word(),
                 if row.met { "yes" } else { "NO" },
-                row.child.wall_s,
+                row.wall_s(),
                 detail
             ));
         }
         lines.push(String::new());
         for control in &self.control {
             lines.push(format!("control (unmutated build): {}", control.words()));
+        }
+        if let Some(lanes) = &self.lanes {
+            lines.push(format!(
+                "lanes, in order (each mutant until one does not pass): {}",
+                lanes.join(" → ")
+            ));
         }
         if let Some(why) = &self.refused {
             lines.push(format!("NOT SCORED: {why}"));
@@ -289,6 +384,9 @@ impl LaneReport {
                 .display()
                 .to_string())
         };
+        // A generated batch's lane sequence adds a row's lane and the lanes
+        // it passed.
+        let sequence = self.lanes.is_some();
         let mut rows = String::new();
         for row in &self.mutants {
             let flaky;
@@ -326,10 +424,37 @@ impl LaneReport {
                 .as_ref()
                 .map(|d| format!("<a href=\"{}\">run</a>", link(&d.join("report.html"))))
                 .unwrap_or_default();
+            // A generated mutant's passed lanes, each with its run and log
+            // (a survivor's last one is the row's own run).
+            let survivor = matches!(row.result, MutantResult::Survived);
+            let earlier: String = row
+                .passed
+                .iter()
+                .take(row.passed.len() - usize::from(survivor && !row.passed.is_empty()))
+                .map(|p| {
+                    let run = p
+                        .child
+                        .run_dir
+                        .as_ref()
+                        .map(|d| {
+                            format!(
+                                " <a href=\"{}\">{} run</a>",
+                                link(&d.join("report.html")),
+                                esc(&p.target)
+                            )
+                        })
+                        .unwrap_or_default();
+                    format!(
+                        "{run} <a href=\"{}\">{} log</a>",
+                        link(&p.child.log),
+                        esc(&p.target)
+                    )
+                })
+                .collect();
             rows.push_str(&format!(
                 "<tr class=\"{met}\"><td><code>{name}</code></td><td>{class}</td><td>{expect}</td>\
-                 <td>{result}</td><td>{met_word}</td><td><code>{trial}</code></td><td>{message}</td>\
-                 <td>{expected}</td><td class=\"num\">{wall:.0}</td><td>{run} <a href=\"{log}\">log</a>{rerun}</td></tr>\n",
+                 <td>{result}</td><td>{met_word}</td>{lane}<td><code>{trial}</code></td><td>{message}</td>\
+                 <td>{expected}</td>{passed}<td class=\"num\">{wall:.0}</td><td>{run} <a href=\"{log}\">log</a>{rerun}{earlier}</td></tr>\n",
                 met = if row.met { "met" } else { "unmet" },
                 name = esc(&row.name),
                 class = esc(&row.class),
@@ -339,7 +464,15 @@ impl LaneReport {
                 trial = esc(trial),
                 message = esc(message),
                 expected = esc(row.expected_message.as_deref().unwrap_or("")),
-                wall = row.child.wall_s,
+                lane = match sequence {
+                    true => format!("<td>{}</td>", esc(&row.target)),
+                    false => String::new(),
+                },
+                passed = match sequence {
+                    true => format!("<td>{}</td>", esc(&row.lanes_passed().join(", "))),
+                    false => String::new(),
+                },
+                wall = row.wall_s(),
                 log = link(&row.child.log),
             ));
         }
@@ -370,10 +503,22 @@ impl LaneReport {
         };
         format!(
             "<section id=\"mutants\"><h2>KVCR mutants ({engine} lane)</h2>\n\
-             <p>Control, the unmutated build on each target before any mutant:</p><ul>\n{controls}</ul>\n{score}\
-             <table><tr><th>mutant</th><th>class</th><th>expected</th><th>outcome</th><th>met</th><th>killing trial</th>\
-             <th>message</th><th>header's message</th><th class=\"num\">s</th><th>evidence</th></tr>\n{rows}</table></section>\n",
+             <p>Control, the unmutated build on each target before any mutant:</p><ul>\n{controls}</ul>\n{score}{sequence_note}\
+             <table><tr><th>mutant</th><th>class</th><th>expected</th><th>outcome</th><th>met</th>{lane_th}<th>killing trial</th>\
+             <th>message</th><th>header's message</th>{passed_th}<th class=\"num\">s</th><th>evidence</th></tr>\n{rows}</table></section>\n",
             engine = esc(&self.engine),
+            lane_th = if sequence { "<th>lane</th>" } else { "" },
+            passed_th = if sequence { "<th>lanes passed</th>" } else { "" },
+            sequence_note = self
+                .lanes
+                .as_ref()
+                .map(|lanes| format!(
+                    "<p>Each generated mutant ran these lanes in order, each on a fresh stack, \
+                     and stopped at the first that did not pass: {}. <i>lane</i> is where it \
+                     ended (a survivor's last lane); <i>lanes passed</i> are those it passed.</p>\n",
+                    esc(&lanes.join(" → "))
+                ))
+                .unwrap_or_default(),
         )
     }
 
@@ -499,6 +644,7 @@ mod tests {
             kvcr: None,
             equivalent: false,
             rerun: None,
+            passed: vec![],
         }
     }
 
@@ -773,5 +919,159 @@ mod tests {
             "{section}"
         );
         assert!(section.contains("<code>TC-03::hinted_peer_transfer</code>"));
+    }
+
+    /// A generated row that passed `passed` and ended on `target` with
+    /// `result`.
+    fn generated(name: &str, target: &str, passed: &[&str], result: MutantResult) -> MutantRow {
+        let mut r = row(name, true, NO_EXPECTATION, result, true);
+        r.class = "generated:guard".into();
+        r.target = target.into();
+        r.child.run_dir = Some(format!("/out/runs/{name}/{target}/{target}/r").into());
+        r.passed = passed
+            .iter()
+            .map(|lane| PassedLane {
+                target: lane.to_string(),
+                trials: vec!["TC-01::generation_correctness".into()],
+                child: ChildEvidence {
+                    command: format!("{lane} --kvcr m.diff"),
+                    run_dir: Some(format!("/out/runs/{name}/{lane}/{lane}/r").into()),
+                    log: format!("/out/runs/{name}/{lane}/child.log").into(),
+                    exit_code: Some(0),
+                    wall_s: 50.0,
+                },
+                kvcr: None,
+            })
+            .collect();
+        if matches!(r.result, MutantResult::Survived) {
+            r.passed.push(PassedLane::of(&r));
+        }
+        r
+    }
+
+    /// The table, mutants.json, the page and the score file name the lane
+    /// of each kill and the lanes each mutant passed.
+    #[test]
+    fn a_generated_batch_names_the_lane_of_each_kill_and_the_lanes_passed() {
+        let lanes = ["phase1", "phase2", "phase3"];
+        let r = LaneReport::new(
+            "t".into(),
+            "cpu",
+            vec![],
+            vec![green()],
+            vec![
+                generated("k", "phase2", &["phase1"], killed("claim: 1 ≠ 2")),
+                generated("s", "phase3", &["phase1", "phase2"], MutantResult::Survived),
+                generated(
+                    "b",
+                    "phase3",
+                    &["phase1", "phase2"],
+                    MutantResult::Broken {
+                        why: "setup failed".into(),
+                    },
+                ),
+            ],
+        )
+        .with_lanes(&lanes);
+        let table = r.table();
+        let line = |name: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .unwrap()
+                .to_string()
+        };
+        assert!(
+            line("k").ends_with("phase2 (after phase1): TC-03::hinted_peer_transfer"),
+            "{table}"
+        );
+        assert!(
+            line("s").ends_with("passed phase1, phase2, phase3"),
+            "{table}"
+        );
+        assert!(
+            line("s").contains(" 112  "),
+            "50 + 50 + its last lane's 12 s: {table}"
+        );
+        assert!(
+            line("b").ends_with("phase3 (after phase1, phase2): setup failed"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "lanes, in order (each mutant until one does not pass): phase1 → phase2 → phase3"
+            ),
+            "{table}"
+        );
+
+        let doc: serde_json::Value = serde_json::to_value(&r).unwrap();
+        assert_eq!(doc["lanes"], serde_json::json!(lanes));
+        assert_eq!(doc["mutants"][0]["target"], "phase2");
+        assert_eq!(doc["mutants"][0]["passed"][0]["target"], "phase1");
+        assert_eq!(
+            doc["mutants"][0]["passed"][0]["log"],
+            "/out/runs/k/phase1/child.log"
+        );
+        let survivor: Vec<&str> = doc["mutants"][1]["passed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["target"].as_str().unwrap())
+            .collect();
+        assert_eq!(survivor, lanes);
+
+        let page = r.html(Path::new("/out"));
+        assert!(page.contains("<th>lane</th>") && page.contains("<th>lanes passed</th>"));
+        assert!(
+            page.contains("<td>phase2</td><td><code>TC-03::hinted_peer_transfer</code>"),
+            "{page}"
+        );
+        assert!(page.contains("<td>phase1, phase2, phase3</td>"), "{page}");
+        assert!(
+            page.contains("<a href=\"runs/k/phase1/child.log\">phase1 log</a>"),
+            "{page}"
+        );
+        assert!(page.contains("phase1 → phase2 → phase3"), "{page}");
+
+        let start = crate::mutants::score::BatchStart::now(Path::new(env!("CARGO_MANIFEST_DIR")));
+        let file = crate::mutants::score::ScoreFile::new(
+            &r,
+            Path::new("/out"),
+            "generated",
+            "x".into(),
+            &start,
+            true,
+        );
+        assert_eq!(
+            file.lanes.as_deref(),
+            Some(&["phase1".to_string(), "phase2".into(), "phase3".into()][..])
+        );
+        assert_eq!(file.mutants[0].lane.as_deref(), Some("phase2"));
+        assert_eq!(file.mutants[0].lanes_passed, ["phase1"]);
+        assert_eq!(file.mutants[1].lanes_passed, lanes);
+    }
+
+    /// A curated row says nothing of lanes: its JSON and score line are as
+    /// they were.
+    #[test]
+    fn a_curated_row_has_no_lane_fields() {
+        let r = report();
+        let doc: serde_json::Value = serde_json::to_value(&r).unwrap();
+        assert!(doc.get("lanes").is_none());
+        assert!(doc["mutants"][0].get("passed").is_none());
+        let page = r.html(Path::new("/out"));
+        assert!(!page.contains("<th>lane</th>") && !page.contains("lanes passed"));
+        assert_eq!(r.mutants[0].lane_words(), "");
+        let start = crate::mutants::score::BatchStart::now(Path::new(env!("CARGO_MANIFEST_DIR")));
+        let file = crate::mutants::score::ScoreFile::new(
+            &r,
+            Path::new("/out"),
+            "curated",
+            "x".into(),
+            &start,
+            true,
+        );
+        let text = serde_json::to_string(&file).unwrap();
+        assert!(!text.contains("\"lane"), "{text}");
     }
 }

@@ -96,6 +96,13 @@ pub struct ScoredMutant {
     /// The mutant's run directory, relative to the batch directory where
     /// it lies under it.
     pub run_dir: Option<PathBuf>,
+    /// A generated mutant's lane where it ended: its kill's (or where it
+    /// broke or was flaky), a survivor's last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+    /// A generated mutant's lanes it passed, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes_passed: Vec<String>,
 }
 
 /// The score of a scored batch.
@@ -148,6 +155,9 @@ pub struct ScoreFile {
     /// `cpu` or `vllm`.
     pub engine: String,
     pub harness_flags: Vec<String>,
+    /// A generated batch's lanes, in the order each mutant runs them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<Vec<String>>,
     pub started_at: String,
     pub ended_at: String,
     pub harness: HarnessCommit,
@@ -187,6 +197,7 @@ impl ScoreFile {
             selection,
             engine: report.engine.clone(),
             harness_flags: report.harness_flags.clone(),
+            lanes: report.lanes.clone(),
             started_at: rfc(start.at),
             ended_at: rfc(OffsetDateTime::now_utc()),
             harness: start.harness.clone(),
@@ -228,6 +239,8 @@ impl ScoreFile {
                     },
                     rerun: row.rerun.as_ref().map(|r| r.result.word().to_string()),
                     run_dir: row.child.run_dir.as_ref().map(|d| relative(d, dir)),
+                    lane: row.is_generated().then(|| row.target.clone()),
+                    lanes_passed: row.lanes_passed().into_iter().map(String::from).collect(),
                 })
                 .collect(),
         }

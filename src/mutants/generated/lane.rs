@@ -1,7 +1,8 @@
 //! `kvcr-e2e mutants --generated N --seed S`: draw the sample, write each
-//! mutant's diff under the lane's directory, and run each as a child
-//! phase1 with `--kvcr <default build>+<diff>`, classified as the curated
-//! ones are.
+//! mutant's diff under the lane's directory, and run each as a child of
+//! each lane of the sequence (`--lanes`) with `--kvcr <default
+//! build>+<diff>`, until a lane does not pass; each lane's run classified
+//! as the curated ones are.
 
 use std::path::{Path, PathBuf};
 
@@ -10,19 +11,22 @@ use serde::{Deserialize, Serialize};
 use super::diff;
 use super::resume;
 use super::sample::{self, Site};
+use super::sequence::{self, SequenceLane};
 use super::tool::Tool;
-use super::{trials as phase1_trials, COSMIC_RAY};
+use super::COSMIC_RAY;
 use crate::config::KvcrSpec;
 use crate::drive::{self, Phase1Child};
 use crate::engine::{GeometryKind, Kind, StackSpec, Topology};
 use crate::lanes::Lane;
 use crate::mutants::args::{GeneratedArgs, MutantsArgs};
 use crate::mutants::classify::MutantResult;
-use crate::mutants::control::{self, ControlPlan};
+use crate::mutants::control::{self, ControlPlan, ControlRun};
 use crate::mutants::driver::{
     finish, print_finished, refuse, report, run_child, stamp, LaneError, RowHead,
 };
-use crate::mutants::report::{ChildEvidence, LaneReport, MutantRow, Rerun, NO_EXPECTATION};
+use crate::mutants::report::{
+    ChildEvidence, LaneReport, MutantRow, PassedLane, Rerun, NO_EXPECTATION,
+};
 use crate::mutants::score::BatchStart;
 
 /// A file in the lane's directory that ends the lane after the running
@@ -162,9 +166,10 @@ fn header(name: &str, site: &Site, draw: usize, record: &SampleRecord) -> Vec<St
     ]
 }
 
-/// Runs the lane: draw, the control (the unmutated build, same trials),
-/// then one child per mutant, a kill run twice; progress on stdout. Ends by
-/// writing the batch's score file.
+/// Runs the lane: draw, the control (the unmutated build, each lane of the
+/// sequence with the trials a mutant runs there), then each mutant lane
+/// after lane until one does not pass, a kill run twice; progress on
+/// stdout. Ends by writing the batch's score file.
 pub fn run_generated(
     repo_root: &Path,
     args: &MutantsArgs,
@@ -194,39 +199,35 @@ pub fn run_generated(
     if generated.draw_only {
         return Ok((report(now, args, &[], &[]), out));
     }
-    let target = target(args.engine).map_err(LaneError::Usage)?;
-    let binary = drive::test_binary(repo_root, target).map_err(|e| e.to_string())?;
-    let trials = phase1_trials();
+    let lanes = sequence::plan(&generated.lanes).map_err(LaneError::Usage)?;
+    let mut binaries: Vec<(&str, PathBuf)> = Vec::new();
+    for lane in &lanes {
+        let binary = drive::test_binary(repo_root, lane.target).map_err(|e| e.to_string())?;
+        binaries.push((lane.target, binary));
+    }
     let selection = format!(
-        "--generated {} --seed {} --modules {} ({} drawn, {COSMIC_RAY}, kvcr {})",
+        "--generated {} --seed {} --modules {} --lanes {} ({} drawn, {COSMIC_RAY}, kvcr {})",
         generated.count,
         generated.seed,
         generated.modules.join(","),
+        generated.lanes.join(","),
         record.mutants.len(),
         record.kvcr_version
     );
-    let control_plan = ControlPlan {
-        target,
-        trials: trials.clone(),
-        flags: control::without_kvcr(&args.harness),
+    let table = |control: &[ControlRun], rows: &[MutantRow]| {
+        report(now, args, control, rows).with_lanes(&generated.lanes)
     };
     let control = control::run_all(
         repo_root,
-        &[control_plan],
-        &[(target, binary.clone())],
+        &control_plans(&lanes, &args.harness),
+        &binaries,
         &out,
     )?;
-    if report(now, args, &control, &[]).refused.is_some() {
-        return Err(refuse(
-            &report(now, args, &control, &[]),
-            &out,
-            &start,
-            selection,
-            args,
-        ));
+    if table(&control, &[]).refused.is_some() {
+        return Err(refuse(&table(&control, &[]), &out, &start, selection, args));
     }
     let total = record.mutants.len();
-    let earlier = earlier_lane(&out, args);
+    let earlier = earlier_lane(&out, args, &generated.lanes);
     let stop = out.join(STOP_FILE);
     if earlier.is_some() && stop.exists() {
         // Left by the run this one resumes.
@@ -238,7 +239,7 @@ pub fn run_generated(
     for (i, mutant) in record.mutants.iter().enumerate() {
         let earlier_row = earlier
             .as_ref()
-            .map(|e| resume::decide(e, mutant, &trials))
+            .map(|e| resume::decide(e, mutant, &lanes))
             .transpose();
         match earlier_row {
             Ok(Some(row)) => {
@@ -246,7 +247,7 @@ pub fn run_generated(
                     "[{}/{total}] {}: kept from the earlier run ({})",
                     i + 1,
                     mutant.name,
-                    resume::outcome_words(&row.result)
+                    resume::outcome_words(&row)
                 );
                 kept += 1;
                 rows.push(row);
@@ -266,33 +267,33 @@ pub fn run_generated(
             // Later draws kept from the earlier run still go in the table.
             continue;
         }
-        let mut flags = args.harness.clone();
-        flags.push("--kvcr".into());
-        flags.push(format!("{}+{}", KvcrSpec::default(), mutant.diff.display()));
-        let child = Phase1Child {
-            binary: binary.clone(),
-            repo_root: repo_root.to_path_buf(),
-            flags,
-            filters: trials.clone(),
-            exact: true,
-            run_base: out.join("runs").join(&mutant.name),
+        println!(
+            "[{}/{total}] {}: {}",
+            i + 1,
+            mutant.name,
+            generated.lanes.join(" → ")
+        );
+        // `binaries` holds each lane's, in the sequence's order.
+        let child = |i: usize, lane: &SequenceLane| {
+            let binary = binaries[i].1.clone();
+            mutant_child(repo_root, &out, mutant, lane, binary, &args.harness)
         };
-        println!("[{}/{total}] {}: {target}", i + 1, mutant.name);
-        let row = run_one(mutant, target, &trials, &child)?;
+        let row = run_sequence(mutant, &lanes, child)?;
         let note = match &row.result {
-            MutantResult::Killed { trial, .. } => format!(" by {trial}"),
-            _ => String::new(),
+            MutantResult::Killed { trial, .. } => format!(" on {} by {trial}", row.target),
+            MutantResult::Survived => format!(" ({})", row.lane_words()),
+            _ => format!(" on {}", row.target),
         };
         print_finished(i, total, &row, &note);
         rows.push(row);
         ran += 1;
         // Rewritten after each mutant: a lane cut short keeps what it ran.
-        report(now, args, &control, &rows).write(&out)?;
+        table(&control, &rows).write(&out)?;
     }
     if kept > 0 {
         println!("{kept} of {total} draws kept from the earlier run, {ran} ran now");
     }
-    let report = report(now, args, &control, &rows);
+    let report = table(&control, &rows);
     report.write(&out)?;
     let complete = rows.len() == total;
     finish(
@@ -307,9 +308,76 @@ pub fn run_generated(
     Ok((report, out))
 }
 
+/// The control of each lane of the sequence, in its order: the unmutated
+/// base build with every trial a mutant runs there.
+pub fn control_plans(lanes: &[SequenceLane], harness: &[String]) -> Vec<ControlPlan> {
+    lanes
+        .iter()
+        .map(|lane| ControlPlan {
+            target: lane.target,
+            trials: lane.trials.clone(),
+            flags: control::without_kvcr(&lane.flags(harness)),
+        })
+        .collect()
+}
+
+/// `mutant`'s child on `lane`: the patched build, the lane's trials, its
+/// run under `DIR/runs/<name>/<target>/`.
+fn mutant_child(
+    repo_root: &Path,
+    out: &Path,
+    mutant: &GeneratedMutant,
+    lane: &SequenceLane,
+    binary: PathBuf,
+    harness: &[String],
+) -> Phase1Child {
+    let mut flags = lane.flags(harness);
+    flags.push("--kvcr".into());
+    flags.push(format!("{}+{}", KvcrSpec::default(), mutant.diff.display()));
+    Phase1Child {
+        binary,
+        repo_root: repo_root.to_path_buf(),
+        flags,
+        filters: lane.trials.clone(),
+        exact: true,
+        run_base: out.join("runs").join(&mutant.name).join(lane.target),
+    }
+}
+
+/// Runs `mutant` on `lanes` in order, each through `child(i, lane)`, until
+/// one does not pass ([`sequence::walk`]): the row of the lane that ended
+/// it (a survivor's last), with every lane it passed.
+fn run_sequence(
+    mutant: &GeneratedMutant,
+    lanes: &[SequenceLane],
+    child: impl Fn(usize, &SequenceLane) -> Phase1Child,
+) -> Result<MutantRow, String> {
+    let (passed, ended) = sequence::walk(
+        lanes,
+        |i, lane| {
+            if i > 0 {
+                println!(
+                    "    {}: passed {}; on to {}",
+                    mutant.name,
+                    lanes[i - 1].target,
+                    lane.target
+                );
+            }
+            run_one(mutant, lane.target, &lane.trials, &child(i, lane))
+        },
+        |row: &MutantRow| &row.result,
+    )?;
+    let mut row = ended.ok_or("a lane sequence without a lane")?;
+    row.passed = passed.iter().map(PassedLane::of).collect();
+    if matches!(row.result, MutantResult::Survived) {
+        row.passed.push(PassedLane::of(&row));
+    }
+    Ok(row)
+}
+
 /// The earlier run's table in `out` when its rows may be kept (same
-/// engine and harness flags); says why when they may not.
-fn earlier_lane(out: &Path, args: &MutantsArgs) -> Option<resume::EarlierLane> {
+/// engine, harness flags and lanes); says why when they may not.
+fn earlier_lane(out: &Path, args: &MutantsArgs, lanes: &[&str]) -> Option<resume::EarlierLane> {
     let earlier = match resume::EarlierLane::read(out) {
         Ok(earlier) => earlier?,
         Err(why) => {
@@ -317,7 +385,7 @@ fn earlier_lane(out: &Path, args: &MutantsArgs) -> Option<resume::EarlierLane> {
             return None;
         }
     };
-    match earlier.mismatch(args.engine.as_str(), &args.harness) {
+    match earlier.mismatch(args.engine.as_str(), &args.harness, lanes) {
         None => Some(earlier),
         Some(why) => {
             println!(
@@ -330,12 +398,13 @@ fn earlier_lane(out: &Path, args: &MutantsArgs) -> Option<resume::EarlierLane> {
 }
 
 /// The test target that runs phase 1's cases on `engine`'s aggregated
-/// dense stack (generated mutants run there only).
+/// dense stack (the first lane of every sequence without `--lanes`).
 pub fn target(engine: Kind) -> Result<&'static str, String> {
     let stack = StackSpec::new(engine, Topology::Agg, GeometryKind::Dense);
     Lane::running(stack, crate::cases::PHASE1).map(|lane| lane.target)
 }
 
+/// One lane's run of `mutant`, a kill run a second time to confirm it.
 fn run_one(
     mutant: &GeneratedMutant,
     target: &str,
@@ -364,9 +433,9 @@ fn run_one(
     }
     // A kill counts only when a second run fails the same trial the same way.
     println!(
-        "    {}: {}; running it again to confirm the kill",
+        "    {}: {} on {target}; running {target} again to confirm the kill",
         mutant.name,
-        resume::outcome_words(&row.result)
+        resume::result_words(&row.result)
     );
     let again = Phase1Child {
         run_base: rerun_base(&child.run_base),
@@ -406,6 +475,7 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::trials as phase1_trials;
     use super::*;
 
     /// A stand-in test binary that makes its run directory under
@@ -422,7 +492,12 @@ mod tests {
     }
 
     fn results(failed: Option<(&str, &str)>) -> String {
-        let cases: Vec<String> = phase1_trials()
+        results_of(&phase1_trials(), failed)
+    }
+
+    /// A run's results.json: each of `trials` passed but `failed`.
+    fn results_of(trials: &[String], failed: Option<(&str, &str)>) -> String {
+        let cases: Vec<String> = trials
             .iter()
             .map(|t| match failed {
                 Some((name, message)) if name == t => {
@@ -592,6 +667,7 @@ mod tests {
             seed: 5,
             modules: vec!["local_dram".into()],
             draw_only: false,
+            lanes: vec!["phase1"],
         };
         let record = SampleRecord {
             tool: COSMIC_RAY.into(),
@@ -623,5 +699,149 @@ mod tests {
         assert_eq!(target(Kind::Vllm), Ok("phase1_vllm"));
         let err = target(Kind::Sglang).unwrap_err();
         assert!(err.contains("on sglang/agg/dense"), "{err}");
+    }
+
+    /// A stand-in test binary for `lane` that writes `results` into its run
+    /// directory and exits `exit`, as the lane's target would.
+    fn lane_binary(dir: &Path, lane: &str, results: &str, exit: i32) -> PathBuf {
+        let script = format!(
+            "#!/bin/sh\nwhile [ \"$1\" != --run-dir ]; do shift; done\n\
+             run=\"$2/{lane}/20261201T000000Z-1-abcd\"\nmkdir -p \"$run\"\n\
+             cat > \"$run/results.json\" <<'EOF'\n{results}\nEOF\nexit {exit}\n"
+        );
+        let path = dir.join(format!("{lane}-fake"));
+        crate::mutants::driver::write_executable(&path, &script);
+        path
+    }
+
+    /// Runs `m` on the default CPU sequence, lane `kill_on` (if any)
+    /// failing its first trial on every run, the others passing.
+    fn sequence_run(dir: &Path, m: &GeneratedMutant, kill_on: Option<&str>) -> MutantRow {
+        let lanes = sequence::plan(sequence::CPU_LANES).unwrap();
+        let mut binaries = Vec::new();
+        for lane in &lanes {
+            let (text, exit) = match kill_on == Some(lane.target) {
+                true => (
+                    results_of(&lane.trials, Some((&lane.trials[0], "a claim: 3 ≠ 4"))),
+                    101,
+                ),
+                false => (results_of(&lane.trials, None), 0),
+            };
+            binaries.push((lane.target, lane_binary(dir, lane.target, &text, exit)));
+        }
+        let child = |i: usize, lane: &SequenceLane| {
+            let (target, binary) = &binaries[i];
+            assert_eq!(*target, lane.target);
+            mutant_child(dir, dir, m, lane, binary.clone(), &[])
+        };
+        run_sequence(m, &lanes, child).unwrap()
+    }
+
+    #[test]
+    fn a_mutant_runs_lane_after_lane_and_is_killed_on_the_first_that_fails() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path());
+        let row = sequence_run(tmp.path(), &m, Some("phase3_api"));
+        let MutantResult::Killed { trial, .. } = &row.result else {
+            panic!("{:?}", row.result)
+        };
+        assert_eq!(trial, "TC-18::engine_memory_peer_read");
+        assert_eq!(row.target, "phase3_api", "the lane of the kill");
+        assert_eq!(row.lanes_passed(), ["phase1", "phase2"]);
+        assert_eq!(row.passed[1].trials[0], "TC-07::pool_pressure_and_eviction");
+        let rerun = row.rerun.as_ref().expect("the kill's lane ran twice");
+        assert_eq!(rerun.result.word(), "killed");
+        assert!(rerun.child.log.starts_with(
+            tmp.path()
+                .join("runs")
+                .join(&m.name)
+                .join("phase3_api-rerun")
+        ));
+        let runs = tmp.path().join("runs").join(&m.name);
+        for lane in ["phase1", "phase2", "phase3_api"] {
+            assert!(runs.join(lane).join("child.log").is_file(), "{lane} ran");
+        }
+        for lane in ["phase3", "phase2_g3"] {
+            assert!(!runs.join(lane).exists(), "{lane} ran after the kill");
+        }
+        // Each lane's run is its own, with the patched build.
+        let phase2 = &row.passed[1].child;
+        assert!(
+            phase2.command.contains("phase2-fake")
+                && phase2.command.contains(&format!("+{}", m.diff.display()))
+        );
+        assert!(phase2
+            .run_dir
+            .as_ref()
+            .unwrap()
+            .starts_with(runs.join("phase2")));
+        assert_eq!(
+            row.lane_words(),
+            "killed on phase3_api (passed phase1, phase2)"
+        );
+        assert!(row.met);
+    }
+
+    #[test]
+    fn a_survivor_passed_every_lane_of_the_sequence() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path());
+        let row = sequence_run(tmp.path(), &m, None);
+        assert_eq!(row.result, MutantResult::Survived);
+        assert_eq!(row.lanes_passed(), sequence::CPU_LANES);
+        assert_eq!(row.target, "phase2_g3", "its last lane");
+        assert_eq!(row.trials, ["TC-12::disk_tier"]);
+        assert!(row.rerun.is_none());
+        let sum: f64 = row.passed.iter().map(|p| p.child.wall_s).sum();
+        assert!((row.wall_s() - sum).abs() < 1e-9, "every lane's time, once");
+        assert_eq!(
+            row.lane_words(),
+            "passed phase1, phase2, phase3_api, phase3, phase2_g3"
+        );
+    }
+
+    #[test]
+    fn a_kill_on_the_first_lane_runs_no_other() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path());
+        let row = sequence_run(tmp.path(), &m, Some("phase1"));
+        assert_eq!(row.result.word(), "killed");
+        assert_eq!(row.target, "phase1");
+        assert!(row.passed.is_empty());
+        assert!(!tmp
+            .path()
+            .join("runs")
+            .join(&m.name)
+            .join("phase2")
+            .exists());
+    }
+
+    /// The control runs every lane of the sequence, in its order, with the
+    /// trials a mutant runs there on the base build.
+    #[test]
+    fn the_control_runs_each_lane_of_the_sequence_on_the_base_build() {
+        let lanes = sequence::plan(&["phase1", "phase2", "phase3_scale"]).unwrap();
+        let harness = vec!["--log-level".to_string(), "debug".to_string()];
+        let plans = control_plans(&lanes, &harness);
+        let targets: Vec<&str> = plans.iter().map(|p| p.target).collect();
+        assert_eq!(targets, ["phase1", "phase2", "phase3_scale"]);
+        for (plan, lane) in plans.iter().zip(&lanes) {
+            assert_eq!(plan.trials, lane.trials);
+        }
+        assert_eq!(
+            plans[0].flags,
+            ["--log-level", "debug", "--kvcr", "pypi:0.1.1"]
+        );
+        assert_eq!(
+            plans[2].flags,
+            [
+                "--log-level",
+                "debug",
+                "--include-ignored",
+                "--kvcr",
+                "pypi:0.1.1"
+            ],
+            "an ignored lane's trials are asked for"
+        );
     }
 }

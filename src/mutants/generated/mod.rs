@@ -2,7 +2,8 @@
 //! `not`, a constant changed) of the KVCR modules Phase 1 claims to cover,
 //! enumerated by cosmic-ray ([`tool`]), drawn by a seed ([`sample`]), each
 //! written as a unified diff ([`diff`]) and run as a patched build through
-//! `--kvcr pypi:<version>+<diff>` on a fresh stack ([`lane`]). They have no
+//! `--kvcr pypi:<version>+<diff>` on a fresh stack of each lane of a
+//! sequence ([`sequence`], [`lane`]) until one does not pass. They have no
 //! header, so no expectation: the lane reports killed, survived or broken
 //! and a score, and survivors are for reading.
 
@@ -10,12 +11,12 @@ pub mod diff;
 pub mod lane;
 pub mod resume;
 pub mod sample;
+pub mod sequence;
 pub mod tool;
 
 pub use lane::run_generated;
 
 use crate::cases;
-use crate::suite::{Case, Trial};
 
 /// The KVCR modules Phase 1's cases claim to cover (the default sample).
 pub const MODULES: &[&str] = &[
@@ -27,23 +28,12 @@ pub const MODULES: &[&str] = &[
     "core",
 ];
 
-/// What every generated mutant runs: each trial of phase 1's cases
-/// ([`cases::PHASE1`]) with a verdict on KVCR's behaviour, in case-number
-/// order. TC-05's performance arms are left out (they record figures, and
-/// take as long as the rest together).
+/// What every generated mutant runs on phase 1's lane: each trial of phase
+/// 1's cases ([`cases::PHASE1`]) with a verdict on KVCR's behaviour, in
+/// case-number order ([`sequence::trials`]: TC-05's performance arms left
+/// out).
 pub fn trials() -> Vec<String> {
-    let perf_arms = cases::tc05_performance_arms::COLD.id;
-    let mut chosen: Vec<Case> = cases::PHASE1
-        .iter()
-        .filter(|case| case.id != perf_arms)
-        .copied()
-        .collect();
-    // Stable: a case's own trials keep their order.
-    chosen.sort_by_key(|case| case.id);
-    chosen
-        .into_iter()
-        .map(|case| Trial::Case(case).trial_name())
-        .collect()
+    sequence::trials(cases::PHASE1)
 }
 
 /// The cosmic-ray release pinned in `fixtures/python/requirements-mutgen.lock`.

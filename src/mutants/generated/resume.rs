@@ -8,14 +8,19 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::lane::GeneratedMutant;
+use super::sequence::SequenceLane;
 use crate::mutants::classify::MutantResult;
-use crate::mutants::report::MutantRow;
+use crate::mutants::report::{ChildEvidence, MutantRow};
 
 /// What a rerun reads of the earlier `mutants.json`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct EarlierLane {
     pub engine: String,
     pub harness_flags: Vec<String>,
+    /// The lanes each mutant ran, in order; absent in a table made before
+    /// mutants ran a sequence of lanes (they ran the engine's phase 1 lane).
+    #[serde(default)]
+    pub lanes: Option<Vec<String>>,
     pub mutants: Vec<MutantRow>,
 }
 
@@ -35,8 +40,8 @@ impl EarlierLane {
     }
 
     /// Why none of its rows can be kept for a run of `engine` with
-    /// `harness` flags running `trials`, or `None` when they can.
-    pub fn mismatch(&self, engine: &str, harness: &[String]) -> Option<String> {
+    /// `harness` flags running `lanes` in order, or `None` when they can.
+    pub fn mismatch(&self, engine: &str, harness: &[String], lanes: &[&str]) -> Option<String> {
         if self.engine != engine {
             return Some(format!(
                 "it ran the {} engine, this run the {engine}",
@@ -49,43 +54,80 @@ impl EarlierLane {
                 self.harness_flags
             ));
         }
+        let earlier: Vec<String> = match &self.lanes {
+            Some(lanes) => lanes.clone(),
+            None => engine
+                .parse()
+                .ok()
+                .and_then(|kind| super::lane::target(kind).ok())
+                .map(|t| vec![t.to_string()])
+                .unwrap_or_default(),
+        };
+        if earlier != lanes {
+            return Some(format!(
+                "it ran the lanes {}, this run {}",
+                earlier.join(" → "),
+                lanes.join(" → ")
+            ));
+        }
         None
     }
 }
 
-/// The earlier row of `mutant` to keep, or why it runs. A row is
-/// kept when it is of the same mutant (name, diff, trials) and finished:
-/// its child exited by itself (not by a signal) and left a run directory
-/// with its `results.json`, and a kill was confirmed by a second run.
+/// The earlier row of `mutant` to keep, or why it runs. A row is kept
+/// when it is of the same mutant (name, diff) on the same lanes with the
+/// same trials, and finished: each of its lanes' children exited by itself
+/// (not by a signal) and left a run directory with its `results.json`, and
+/// a kill was confirmed by a second run.
 pub fn decide(
     earlier: &EarlierLane,
     mutant: &GeneratedMutant,
-    trials: &[String],
+    lanes: &[SequenceLane],
 ) -> Result<MutantRow, &'static str> {
     let row = earlier
         .mutants
         .iter()
         .find(|r| r.name == mutant.name)
         .ok_or("not in the earlier table")?;
-    if row.trials != trials {
-        return Err("the earlier run asked other trials");
+    // The lanes it ran: those it passed, then the one that ended it (a
+    // survivor's last passed lane is its own).
+    let mut ran: Vec<(&str, &[String], &ChildEvidence)> = row
+        .passed
+        .iter()
+        .map(|p| (p.target.as_str(), p.trials.as_slice(), &p.child))
+        .collect();
+    let survived = matches!(row.result, MutantResult::Survived);
+    if !survived || row.passed.is_empty() {
+        ran.push((row.target.as_str(), row.trials.as_slice(), &row.child));
     }
-    if !row
-        .child
-        .command
-        .contains(&mutant.diff.display().to_string())
+    if ran.len() > lanes.len() || (survived && ran.len() != lanes.len()) {
+        return Err("the earlier run ran other lanes");
+    }
+    for ((target, trials, _), lane) in ran.iter().zip(lanes) {
+        if *target != lane.target {
+            return Err("the earlier run ran other lanes");
+        }
+        if *trials != lane.trials.as_slice() {
+            return Err("the earlier run asked other trials");
+        }
+    }
+    let diff = mutant.diff.display().to_string();
+    if !ran
+        .iter()
+        .all(|(_, _, child)| child.command.contains(&diff))
     {
         return Err("the earlier run applied another diff");
     }
-    if row.child.exit_code.is_none() {
+    if ran.iter().any(|(_, _, child)| child.exit_code.is_none()) {
         return Err("its earlier child ended by a signal");
     }
-    let finished = row
-        .child
-        .run_dir
-        .as_ref()
-        .is_some_and(|d| d.join("results.json").is_file());
-    if !finished {
+    let finished = |child: &ChildEvidence| {
+        child
+            .run_dir
+            .as_ref()
+            .is_some_and(|d| d.join("results.json").is_file())
+    };
+    if !ran.iter().all(|(_, _, child)| finished(child)) {
         return Err("its earlier run directory holds no results.json");
     }
     if matches!(row.result, MutantResult::Killed { .. }) && row.rerun.is_none() {
@@ -95,8 +137,23 @@ pub fn decide(
     Ok(row.clone())
 }
 
+/// `killed on phase2 by TC-07::…`, `survived (passed phase1, phase2)`,
+/// `broken on phase1: why`: a row's outcome and where.
+pub fn outcome_words(row: &MutantRow) -> String {
+    let words = result_words(&row.result);
+    match (&row.result, row.passed.is_empty()) {
+        (MutantResult::Survived, true) => words,
+        (MutantResult::Survived, false) => format!("{words} ({})", row.lane_words()),
+        (result, _) => {
+            let word = result.word();
+            let rest = words.strip_prefix(word).unwrap_or(&words);
+            format!("{word} on {}{rest}", row.target)
+        }
+    }
+}
+
 /// `killed by TC-02::local_dram_flow`, `survived`, `broken: why`.
-pub fn outcome_words(result: &MutantResult) -> String {
+pub fn result_words(result: &MutantResult) -> String {
     match result {
         MutantResult::Killed { trial, .. } => format!("killed by {trial}"),
         MutantResult::Survived => "survived".into(),
@@ -109,8 +166,8 @@ pub fn outcome_words(result: &MutantResult) -> String {
         }
         MutantResult::Flaky { first, second } => format!(
             "flaky: {}, then {}",
-            outcome_words(first),
-            outcome_words(second)
+            result_words(first),
+            result_words(second)
         ),
     }
 }
@@ -120,6 +177,7 @@ mod tests {
     use super::*;
     use crate::mutants::generated;
     use crate::mutants::generated::sample::Site;
+    use crate::mutants::report::PassedLane;
     use std::path::PathBuf;
 
     fn mutant(dir: &Path, line: u32) -> GeneratedMutant {
@@ -141,6 +199,15 @@ mod tests {
 
     fn trials() -> Vec<String> {
         generated::trials()
+    }
+
+    fn phase1() -> Vec<SequenceLane> {
+        sequence("phase1")
+    }
+
+    fn sequence(targets: &str) -> Vec<SequenceLane> {
+        let targets: Vec<&str> = targets.split(',').collect();
+        generated::sequence::plan(&targets).unwrap()
     }
 
     /// An earlier row of `m` with `result`; `results` says whether its run
@@ -183,6 +250,7 @@ mod tests {
                 }
             }),
             result,
+            passed: vec![],
         }
     }
 
@@ -190,6 +258,7 @@ mod tests {
         EarlierLane {
             engine: "cpu".into(),
             harness_flags: vec![],
+            lanes: None,
             mutants: rows,
         }
     }
@@ -219,12 +288,12 @@ mod tests {
             row(tmp.path(), &b, MutantResult::Survived, true),
             row(tmp.path(), &c, broken.clone(), true),
         ]);
-        assert_eq!(decide(&earlier, &a, &trials()).unwrap().result, killed());
+        assert_eq!(decide(&earlier, &a, &phase1()).unwrap().result, killed());
         assert_eq!(
-            decide(&earlier, &b, &trials()).unwrap().result,
+            decide(&earlier, &b, &phase1()).unwrap().result,
             MutantResult::Survived
         );
-        assert_eq!(decide(&earlier, &c, &trials()).unwrap().result, broken);
+        assert_eq!(decide(&earlier, &c, &phase1()).unwrap().result, broken);
     }
 
     #[test]
@@ -243,7 +312,7 @@ mod tests {
             by_signal,
             without_dir,
         ]);
-        let why = |m| decide(&earlier, m, &trials()).unwrap_err();
+        let why = |m| decide(&earlier, m, &phase1()).unwrap_err();
         assert_eq!(why(&never_ran), "not in the earlier table");
         assert_eq!(
             why(&no_results),
@@ -263,7 +332,7 @@ mod tests {
         let mut old = row(tmp.path(), &m, killed(), true);
         old.rerun = None;
         assert_eq!(
-            decide(&lane(vec![old]), &m, &trials()).unwrap_err(),
+            decide(&lane(vec![old]), &m, &phase1()).unwrap_err(),
             "its earlier kill was not run a second time"
         );
     }
@@ -274,7 +343,15 @@ mod tests {
         let m = mutant(tmp.path(), 1);
         let earlier = lane(vec![row(tmp.path(), &m, killed(), true)]);
         assert_eq!(
-            decide(&earlier, &m, &trials()[..2]).unwrap_err(),
+            decide(
+                &earlier,
+                &m,
+                &[SequenceLane {
+                    trials: trials()[..2].to_vec(),
+                    ..phase1()[0].clone()
+                }]
+            )
+            .unwrap_err(),
             "the earlier run asked other trials"
         );
         let moved = GeneratedMutant {
@@ -282,7 +359,7 @@ mod tests {
             ..m.clone()
         };
         assert_eq!(
-            decide(&earlier, &moved, &trials()).unwrap_err(),
+            decide(&earlier, &moved, &phase1()).unwrap_err(),
             "the earlier run applied another diff"
         );
     }
@@ -290,13 +367,13 @@ mod tests {
     #[test]
     fn other_harness_flags_or_engine_keep_nothing() {
         let earlier = lane(vec![]);
-        assert!(earlier.mismatch("cpu", &[]).is_none());
+        assert!(earlier.mismatch("cpu", &[], &["phase1"]).is_none());
         assert!(earlier
-            .mismatch("vllm", &[])
+            .mismatch("vllm", &[], &["phase1_vllm"])
             .unwrap()
             .contains("the cpu engine"));
         assert!(earlier
-            .mismatch("cpu", &["--timeout-scale".into(), "2".into()])
+            .mismatch("cpu", &["--timeout-scale".into(), "2".into()], &["phase1"])
             .unwrap()
             .contains("harness flags"));
     }
@@ -316,8 +393,8 @@ mod tests {
         let earlier = EarlierLane::read(tmp.path()).unwrap().expect("reads back");
         assert_eq!(earlier.mutants[0].name, m.name);
         assert_eq!(
-            outcome_words(&earlier.mutants[0].result),
-            "killed by TC-04::guard_takeover_and_replacement"
+            outcome_words(&earlier.mutants[0]),
+            "killed on phase1 by TC-04::guard_takeover_and_replacement"
         );
         assert!(EarlierLane::read(&tmp.path().join("none"))
             .unwrap()
@@ -326,6 +403,76 @@ mod tests {
         assert!(
             EarlierLane::read(tmp.path()).is_err(),
             "a broken table is said"
+        );
+    }
+
+    /// A table that names its lanes keeps its rows only for the same
+    /// lanes in the same order; one made before lane sequences ran the
+    /// engine's phase 1 lane.
+    #[test]
+    fn a_different_lane_sequence_keeps_nothing() {
+        let mut earlier = lane(vec![]);
+        earlier.lanes = Some(vec!["phase1".into(), "phase2".into()]);
+        assert!(earlier
+            .mismatch("cpu", &[], &["phase1", "phase2"])
+            .is_none());
+        for other in [
+            &["phase1"][..],
+            &["phase2", "phase1"][..],
+            &["phase1", "phase2", "phase3"][..],
+        ] {
+            let why = earlier.mismatch("cpu", &[], other).unwrap();
+            assert!(
+                why.starts_with("it ran the lanes phase1 → phase2, this run "),
+                "{why}"
+            );
+        }
+        let legacy = lane(vec![]);
+        assert!(legacy.mismatch("cpu", &[], &["phase1"]).is_none());
+        assert!(legacy
+            .mismatch("cpu", &[], &["phase1", "phase2"])
+            .unwrap()
+            .contains("it ran the lanes phase1, this run phase1 → phase2"));
+    }
+
+    /// A row that passed lanes: kept only when each lane it ran is the
+    /// sequence's, in order, with the same trials, and finished.
+    #[test]
+    fn a_row_of_several_lanes_is_kept_only_on_the_same_lanes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path(), 1);
+        let lanes = sequence("phase1,phase2,phase3");
+        let passed_phase1 = PassedLane::of(&row(tmp.path(), &m, MutantResult::Survived, true));
+        // Killed on phase2 after passing phase1.
+        let mut kill = row(tmp.path(), &m, killed(), true);
+        kill.target = "phase2".into();
+        kill.trials = lanes[1].trials.clone();
+        kill.passed = vec![passed_phase1.clone()];
+        let earlier = lane(vec![kill.clone()]);
+        assert_eq!(decide(&earlier, &m, &lanes).unwrap().target, "phase2");
+        // The same row against a sequence that does not start phase1, phase2.
+        assert_eq!(
+            decide(&earlier, &m, &sequence("phase2,phase1")).unwrap_err(),
+            "the earlier run ran other lanes"
+        );
+        // A survivor must have passed every lane of the sequence.
+        let mut survivor = row(tmp.path(), &m, MutantResult::Survived, true);
+        survivor.target = "phase2".into();
+        survivor.trials = lanes[1].trials.clone();
+        survivor.passed = vec![passed_phase1.clone(), PassedLane::of(&survivor)];
+        let earlier = lane(vec![survivor]);
+        assert!(decide(&earlier, &m, &lanes[..2]).is_ok());
+        assert_eq!(
+            decide(&earlier, &m, &lanes).unwrap_err(),
+            "the earlier run ran other lanes",
+            "it never ran phase3"
+        );
+        // A passed lane whose run directory lost its results runs again.
+        let mut gone = kill;
+        gone.passed[0].child.run_dir = Some(tmp.path().join("nowhere"));
+        assert_eq!(
+            decide(&lane(vec![gone]), &m, &lanes).unwrap_err(),
+            "its earlier run directory holds no results.json"
         );
     }
 }
