@@ -12,7 +12,8 @@
 //! more, then serves one of them from its pool. Expect: reference tokens;
 //! each misbehaviour happened and KVCR logged one warning for each; KVCR
 //! kept every block it asked about, failed and dropped no deposit, still
-//! evicted and still delivered from its pool.
+//! evicted and still delivered from its pool; no bad KVCR line but the
+//! tracebacks of its `decide_ingest failed` warnings.
 
 use serde_json::json;
 
@@ -21,6 +22,7 @@ use crate::prompts::Family;
 use crate::stack::Worker;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult, EngineFault};
 use crate::telemetry::{Counter, Delta, OpResult, Scope};
+use crate::verdict::log_scan::BadLine;
 use crate::verdict::policy::{
     expect_hostile_policy_answered, expect_policy_consulted, Answered, KvcrActivity, Misbehaviour,
     PolicyCalls, ANSWERED,
@@ -60,6 +62,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
              (cpu_engine.counting_policy: the phase2 profile, `cargo test --test phase2`)",
         ));
     }
+    let marks = ctx.pressure().log_marks();
     let b = ctx.worker("B")?;
     let pool = u64::from(ctx.settings().cpu_engine.guard_pool_blocks.ok_or_else(|| {
         CaseError::new("TC-21 needs pools sized in blocks (cpu_engine.guard_pool_blocks)")
@@ -114,7 +117,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
                 "served_from_pool": served.variant(1).key(), "warnings": warnings,
                 "delta": delta}),
         expect_hostile_policy_answered(&answered, &calls, &kvcr),
-    )
+    )?;
+    // raise_ingest's traceback is KVCR's warning; any other bad line fails.
+    ctx.pressure()
+        .expect_no_bad_lines_since(&marks, &[BadLine::Traceback])
 }
 
 /// The engine's counts of its policy's calls in `delta`; the family must be
