@@ -7,13 +7,14 @@
 //! once per evicted one, `decide_ingest` and `eviction_score` before each
 //! admission, `decide_eviction` before each eviction). Then the policy turns
 //! hostile (the `hostile_policy` switch: every other `decide_ingest` raises
-//! or answers MOVE_TO, every other `eviction_score` is NaN, every other
-//! `decide_eviction` answers no decision) and B commits as many prompts
+//! or answers MOVE_TO, every other `eviction_score` raises or is NaN, every
+//! other `decide_eviction` raises or answers no decision, every other
+//! `on_ingest` and `on_remove` raises) and B commits as many prompts
 //! more, then serves one of them from its pool. Expect: reference tokens;
 //! each misbehaviour happened and KVCR logged one warning for each; KVCR
 //! kept every block it asked about, failed and dropped no deposit, still
 //! evicted and still delivered from its pool; no bad KVCR line but the
-//! tracebacks of its `decide_ingest failed` warnings.
+//! tracebacks of its `... failed` warnings.
 
 use serde_json::json;
 
@@ -43,14 +44,19 @@ pub const CASE: Case = Case {
 };
 
 /// The misbehaviours the hostile phase turns on.
-const HOSTILE: [Misbehaviour; 4] = [
+const HOSTILE: [Misbehaviour; 8] = [
     Misbehaviour::RaiseIngest,
     Misbehaviour::InvalidIngest,
     Misbehaviour::NanScore,
+    Misbehaviour::RaiseScore,
     Misbehaviour::InvalidEviction,
+    Misbehaviour::RaiseEviction,
+    Misbehaviour::RaiseOnIngest,
+    Misbehaviour::RaiseOnRemove,
 ];
 /// The `hostile_policy` switch's value for [`HOSTILE`].
-const HOSTILE_SWITCH: &str = "raise_ingest,invalid_ingest,nan_score,invalid_eviction";
+const HOSTILE_SWITCH: &str = "raise_ingest,invalid_ingest,nan_score,raise_score,\
+                              invalid_eviction,raise_eviction,raise_on_ingest,raise_on_remove";
 /// Prompts committed beyond those the pool holds, in each phase: each
 /// evicts a prompt's worth of blocks.
 const OVERFLOW_PROMPTS: u64 = 2;
@@ -118,7 +124,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
                 "delta": delta}),
         expect_hostile_policy_answered(&answered, &calls, &kvcr),
     )?;
-    // raise_ingest's traceback is KVCR's warning; any other bad line fails.
+    // The raising hooks' tracebacks are KVCR's warnings; any other bad line fails.
     ctx.pressure()
         .expect_no_bad_lines_since(&marks, &[BadLine::Traceback])
 }
@@ -185,4 +191,16 @@ fn held_prompt<'f>(
         worker.name(),
         candidates.len()
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The switch turns on exactly the misbehaviours the case checks.
+    #[test]
+    fn the_switch_names_the_checked_misbehaviours() {
+        let names: Vec<&str> = HOSTILE.iter().map(|m| m.name()).collect();
+        assert_eq!(HOSTILE_SWITCH, names.join(","));
+    }
 }

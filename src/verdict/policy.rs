@@ -21,9 +21,17 @@ pub enum Misbehaviour {
     /// `eviction_score` answers NaN: KVCR keeps the previous score (none:
     /// the block waits unscored until the next allocation asks again).
     NanScore,
+    /// `eviction_score` raises: the same.
+    RaiseScore,
     /// `decide_eviction` answers no decision at all: KVCR keeps the
     /// candidate (KEEP) and looks at the next.
     InvalidEviction,
+    /// `decide_eviction` raises: the same.
+    RaiseEviction,
+    /// `on_ingest` raises: KVCR logs it and goes on.
+    RaiseOnIngest,
+    /// `on_remove` raises: KVCR logs it and goes on.
+    RaiseOnRemove,
 }
 
 impl Misbehaviour {
@@ -34,7 +42,11 @@ impl Misbehaviour {
             Misbehaviour::RaiseIngest => "raise_ingest",
             Misbehaviour::InvalidIngest => "invalid_ingest",
             Misbehaviour::NanScore => "nan_score",
+            Misbehaviour::RaiseScore => "raise_score",
             Misbehaviour::InvalidEviction => "invalid_eviction",
+            Misbehaviour::RaiseEviction => "raise_eviction",
+            Misbehaviour::RaiseOnIngest => "raise_on_ingest",
+            Misbehaviour::RaiseOnRemove => "raise_on_remove",
         }
     }
 
@@ -42,8 +54,10 @@ impl Misbehaviour {
     pub fn hook(self) -> &'static str {
         match self {
             Misbehaviour::RaiseIngest | Misbehaviour::InvalidIngest => "decide_ingest",
-            Misbehaviour::NanScore => "eviction_score",
-            Misbehaviour::InvalidEviction => "decide_eviction",
+            Misbehaviour::NanScore | Misbehaviour::RaiseScore => "eviction_score",
+            Misbehaviour::InvalidEviction | Misbehaviour::RaiseEviction => "decide_eviction",
+            Misbehaviour::RaiseOnIngest => "on_ingest",
+            Misbehaviour::RaiseOnRemove => "on_remove",
         }
     }
 
@@ -54,7 +68,11 @@ impl Misbehaviour {
             Misbehaviour::RaiseIngest => "KVCR decide_ingest failed",
             Misbehaviour::InvalidIngest => "KVCR decide_ingest returned invalid decision",
             Misbehaviour::NanScore => "KVCR eviction_score returned invalid score",
+            Misbehaviour::RaiseScore => "KVCR eviction_score failed",
             Misbehaviour::InvalidEviction => "KVCR decide_eviction returned invalid decision",
+            Misbehaviour::RaiseEviction => "KVCR decide_eviction failed",
+            Misbehaviour::RaiseOnIngest => "KVCR on_ingest failed",
+            Misbehaviour::RaiseOnRemove => "KVCR on_remove failed",
         }
     }
 }
@@ -206,11 +224,18 @@ pub fn expect_hostile_policy_answered(
             kvcr.stored
         )
     })
-    .check(calls.get("on_ingest", ANSWERED) == kvcr.stored, || {
+    .check(calls.all("on_ingest") == kvcr.stored, || {
         format!(
             "on_ingest was called {} times for {} blocks KVCR stored",
-            calls.get("on_ingest", ANSWERED),
+            calls.all("on_ingest"),
             kvcr.stored
+        )
+    })
+    .check(calls.all("on_remove") == kvcr.removed, || {
+        format!(
+            "on_remove was called {} times for {} blocks KVCR evicted",
+            calls.all("on_remove"),
+            kvcr.removed
         )
     })
     .check(
@@ -334,7 +359,9 @@ mod tests {
             ("decide_ingest", "raise_ingest", 5),
             ("decide_ingest", "invalid_ingest", 5),
             ("decide_ingest", ANSWERED, 10),
-            ("on_ingest", ANSWERED, 20),
+            ("on_ingest", ANSWERED, 15),
+            ("on_ingest", "raise_on_ingest", 5),
+            ("on_remove", ANSWERED, 16),
         ]);
         (answered, c)
     }
@@ -394,6 +421,7 @@ mod tests {
             "KVCR stored 16 blocks after asking decide_ingest 20 times",
             "evicted no block",
             "no block from its pool",
+            "on_remove was called 16 times for 0 blocks KVCR evicted",
         ] {
             assert!(v.detail.contains(part), "{part}: {v}");
         }
