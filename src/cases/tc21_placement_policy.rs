@@ -10,7 +10,9 @@
 //! or answers MOVE_TO, every other `eviction_score` raises or is NaN, every
 //! other `decide_eviction` raises or answers no decision, every other
 //! `on_ingest` and `on_remove` raises) and B commits as many prompts
-//! more, then serves one of them from its pool. Expect: reference tokens;
+//! more, serves one of them from its pool, and commits one more pinned
+//! (`no_evict`, work KVCR must keep local), which the policy asks to drop
+//! every other time. Expect: reference tokens;
 //! each misbehaviour happened and KVCR logged one warning for each; KVCR
 //! kept every block it asked about, failed and dropped no deposit, still
 //! evicted and still delivered from its pool; no bad KVCR line but the
@@ -44,9 +46,10 @@ pub const CASE: Case = Case {
 };
 
 /// The misbehaviours the hostile phase turns on.
-const HOSTILE: [Misbehaviour; 8] = [
+const HOSTILE: [Misbehaviour; 9] = [
     Misbehaviour::RaiseIngest,
     Misbehaviour::InvalidIngest,
+    Misbehaviour::DropRequired,
     Misbehaviour::NanScore,
     Misbehaviour::RaiseScore,
     Misbehaviour::InvalidEviction,
@@ -55,7 +58,7 @@ const HOSTILE: [Misbehaviour; 8] = [
     Misbehaviour::RaiseOnRemove,
 ];
 /// The `hostile_policy` switch's value for [`HOSTILE`].
-const HOSTILE_SWITCH: &str = "raise_ingest,invalid_ingest,nan_score,raise_score,\
+const HOSTILE_SWITCH: &str = "raise_ingest,invalid_ingest,drop_required,nan_score,raise_score,\
                               invalid_eviction,raise_eviction,raise_on_ingest,raise_on_remove";
 /// Prompts committed beyond those the pool holds, in each phase: each
 /// evicts a prompt's worth of blocks.
@@ -75,8 +78,9 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     })?);
     let per_prompt = u64::from(ctx.settings().prompts.prefix_blocks).max(1);
     let prompts = (pool / per_prompt + OVERFLOW_PROMPTS) as usize;
-    let families = ctx.families(2 * prompts)?;
-    let (calm, hostile) = families.split_at(prompts);
+    let families = ctx.families(2 * prompts + 1)?;
+    let (calm, rest) = families.split_at(prompts);
+    let (hostile, pinned) = rest.split_at(prompts);
 
     // A well-behaved policy: consulted as KVCR acted.
     let before = ctx.snapshot(&b)?;
@@ -103,8 +107,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let served = held_prompt(ctx, &b, hostile)?;
     let answer = ctx.complete_on(&b, served.variant(1))?;
     ctx.expect_reference(served.variant(1), &answer.tokens)?;
+    // Work KVCR must keep local: a deposit pinned (no_evict), which the
+    // policy asks to drop.
+    let pins = ctx.faults().engine_added("B", EngineFault::PinDeposits)?;
+    ctx.commit(&b, pinned[0].variant(0))?;
     let delta = ctx.observe().await_deposits_answered(&b, &before)?;
-    drop(switch);
     let (calls, kvcr) = (policy_calls(&delta)?, kvcr_activity(&delta)?);
     let mut answered = Vec::new();
     let mut warnings = Vec::new();
@@ -117,6 +124,9 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         });
         warnings.extend(lines.into_iter().take(3));
     }
+    // Both switches off (each guard clears them all): the pins are released.
+    drop(pins);
+    drop(switch);
     ctx.check(
         "hostile.json",
         &json!({"answered": answered, "policy_calls": calls, "kvcr": kvcr,

@@ -18,6 +18,9 @@ pub enum Misbehaviour {
     /// `decide_ingest` answers MOVE_TO, which KVCR does not take at
     /// ingest: KVCR keeps the block (KEEP).
     InvalidIngest,
+    /// `decide_ingest` DROPs work KVCR must keep local (a `no_evict`
+    /// deposit): KVCR keeps the block (KEEP).
+    DropRequired,
     /// `eviction_score` answers NaN: KVCR keeps the previous score (none:
     /// the block waits unscored until the next allocation asks again).
     NanScore,
@@ -41,6 +44,7 @@ impl Misbehaviour {
         match self {
             Misbehaviour::RaiseIngest => "raise_ingest",
             Misbehaviour::InvalidIngest => "invalid_ingest",
+            Misbehaviour::DropRequired => "drop_required",
             Misbehaviour::NanScore => "nan_score",
             Misbehaviour::RaiseScore => "raise_score",
             Misbehaviour::InvalidEviction => "invalid_eviction",
@@ -53,7 +57,9 @@ impl Misbehaviour {
     /// The policy hook it takes over (the `hook` label).
     pub fn hook(self) -> &'static str {
         match self {
-            Misbehaviour::RaiseIngest | Misbehaviour::InvalidIngest => "decide_ingest",
+            Misbehaviour::RaiseIngest
+            | Misbehaviour::InvalidIngest
+            | Misbehaviour::DropRequired => "decide_ingest",
             Misbehaviour::NanScore | Misbehaviour::RaiseScore => "eviction_score",
             Misbehaviour::InvalidEviction | Misbehaviour::RaiseEviction => "decide_eviction",
             Misbehaviour::RaiseOnIngest => "on_ingest",
@@ -67,6 +73,7 @@ impl Misbehaviour {
         match self {
             Misbehaviour::RaiseIngest => "KVCR decide_ingest failed",
             Misbehaviour::InvalidIngest => "KVCR decide_ingest returned invalid decision",
+            Misbehaviour::DropRequired => "KVCR decide_ingest cannot drop required-local work",
             Misbehaviour::NanScore => "KVCR eviction_score returned invalid score",
             Misbehaviour::RaiseScore => "KVCR eviction_score failed",
             Misbehaviour::InvalidEviction => "KVCR decide_eviction returned invalid decision",
