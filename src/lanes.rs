@@ -197,7 +197,7 @@ pub const LANES: &[Lane] = &[
         ignored: false,
         trials: Trials::Rows(fault_matrix::two_node::ON_VLLM),
     },
-    // Production conditions (TC-07..TC-11): Guard pools of 12 blocks that
+    // Production conditions (TC-07..TC-11, TC-21): Guard pools of 12 blocks that
     // the working set overflows, no host tier, heartbeat promotion, a 2 s
     // KVCR operation timeout (fixtures/profiles/phase2.toml).
     Lane {

@@ -30,6 +30,7 @@ pub mod tc17_concurrent_same_prefix;
 pub mod tc18_engine_memory_peer_read;
 pub mod tc19_interrupted_source_write;
 pub mod tc20_full_tiers;
+pub mod tc21_placement_policy;
 mod unreachable_source;
 
 pub mod wl01_trace_replay;
@@ -58,11 +59,13 @@ pub const PHASE1: &[Case] = &[
     tc04_worker_killed_under_load::CASE,
 ];
 
-/// The production-conditions cases on the `phase2` stack (TC-07..TC-11),
-/// in the order they run: the Guard service crash last, as it leaves a
-/// restarted service.
+/// The production-conditions cases on the `phase2` stack (TC-07..TC-11,
+/// and TC-21: the engine's own placement policy, well-behaved then
+/// hostile), in the order they run: the Guard service crash last, as it
+/// leaves a restarted service.
 pub const PHASE2: &[Case] = &[
     tc07_pool_pressure::CASE,
+    tc21_placement_policy::CASE,
     tc09_clean_restart::CASE,
     tc10_heartbeat_promotion::CASE,
     tc11_source_stall_latch::CASE,

@@ -658,6 +658,14 @@ pub const KEYS: &[KeySpec] = &[
         "CPU engine --abort-cancelled: the KVCR operation of a request cancelled while it waits on it is aborted (KVCR.abort) (unset = false)",
     ),
     k(
+        "cpu_engine.counting_policy",
+        None,
+        "PHASE1_CPU_ENGINE_COUNTING_POLICY",
+        Kind::Bool,
+        false,
+        "CPU engine --placement-policy counting: KVCR gets the engine's own placement policy, which answers as KVCR's default, counts every call (cpu_engine_kvcr_policy_calls) and misbehaves while the hostile_policy switch is on (unset = false: KVCR's default policy)",
+    ),
+    k(
         "cpu_engine.ucx_keepalive_s",
         None,
         "PHASE1_CPU_ENGINE_UCX_KEEPALIVE_S",

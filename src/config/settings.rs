@@ -294,6 +294,7 @@ impl Settings {
                 kvcr_fetch: false,
                 align_sequence: false,
                 abort_cancelled: false,
+                counting_policy: false,
                 ucx_keepalive_s: None,
                 agg_workers: None,
                 capacity_low_watermark_percent: None,
@@ -410,6 +411,7 @@ impl Settings {
             "cpu_engine.kvcr_fetch" => c.kvcr_fetch = v.boolean()?,
             "cpu_engine.align_sequence" => c.align_sequence = v.boolean()?,
             "cpu_engine.abort_cancelled" => c.abort_cancelled = v.boolean()?,
+            "cpu_engine.counting_policy" => c.counting_policy = v.boolean()?,
             "cpu_engine.ucx_keepalive_s" => c.ucx_keepalive_s = Some(v.uint()?),
             "cpu_engine.agg_workers" => c.agg_workers = Some(v.uint()?),
             "cpu_engine.capacity_low_watermark_percent" => {

@@ -92,6 +92,12 @@ pub struct CpuEngineProfile {
     /// `--abort-cancelled`: a cancelled request's KVCR operation is aborted.
     #[serde(default)]
     pub abort_cancelled: bool,
+    /// `--placement-policy counting`: KVCR gets the engine's own placement
+    /// policy (KVCR's default answers, every call counted in
+    /// `cpu_engine_kvcr_policy_calls`, misbehaving while the
+    /// `hostile_policy` switch is on; TC-21).
+    #[serde(default)]
+    pub counting_policy: bool,
     /// UCX's keepalive for the workers, seconds: `UCX_KEEPALIVE_INTERVAL`
     /// and the TCP transport's `UCX_TCP_KEEPIDLE`/`KEEPINTVL` (with
     /// `UCX_TCP_KEEPCNT=2`), so a peer behind a cut link is found
@@ -193,6 +199,9 @@ impl CpuEngineProfile {
             if on {
                 flags.push(flag.into());
             }
+        }
+        if self.counting_policy {
+            flags.extend(["--placement-policy".into(), "counting".into()]);
         }
         flags
     }
@@ -615,6 +624,7 @@ mod tests {
         ] {
             assert!(!flags.iter().any(|f| f == flag), "{flag} is off by default");
         }
+        assert!(!flags.iter().any(|f| f == "--placement-policy"));
         assert!(
             CpuEngine::new(shipped.clone(), GeometryKind::Dense, root).deposits_computed_blocks()
         );
@@ -623,6 +633,7 @@ mod tests {
             kvcr_fetch: true,
             align_sequence: true,
             abort_cancelled: true,
+            counting_policy: true,
             ..shipped
         };
         let flags = on.engine_flags();
@@ -634,6 +645,7 @@ mod tests {
         ] {
             assert!(flags.iter().any(|f| f == flag), "{flag} in {flags:?}");
         }
+        assert!(flags.ends_with(&["--placement-policy".into(), "counting".into()]));
         assert!(!CpuEngine::new(on, GeometryKind::Dense, root).deposits_computed_blocks());
     }
 }

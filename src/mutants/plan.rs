@@ -167,8 +167,9 @@ mod tests {
         );
         let err = plan(&m, Kind::Vllm, &[]).unwrap_err();
         assert!(
-            err.starts_with("m: no lane runs TC-07, TC-08, TC-09, TC-10, TC-11 on vllm/agg/dense")
-                && err.ends_with("the lanes that run them: phase2 (cpu/agg/dense)"),
+            err.starts_with(
+                "m: no lane runs TC-07, TC-08, TC-09, TC-10, TC-11, TC-21 on vllm/agg/dense"
+            ) && err.ends_with("the lanes that run them: phase2 (cpu/agg/dense)"),
             "{err}"
         );
     }

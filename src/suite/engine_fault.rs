@@ -85,6 +85,10 @@ pub enum EngineFault {
     /// layout and hands it back (launch only): its own claim is then refused
     /// as another tier configuration.
     PriorClaimOtherLayout,
+    /// The engine's placement policy (`--placement-policy counting`)
+    /// misbehaves in these ways (`raise_ingest,nan_score`, ...): every other
+    /// call of a hook they take over (TC-21).
+    HostilePolicy(&'static str),
 }
 
 impl EngineFault {
@@ -123,6 +127,7 @@ impl EngineFault {
             EngineFault::ChangedLayout => "changed_layout",
             EngineFault::ExtraKvcrPool => "extra_kvcr_pool",
             EngineFault::PriorClaimOtherLayout => "prior_claim_other_layout",
+            EngineFault::HostilePolicy(_) => "hostile_policy",
         }
     }
 
@@ -132,7 +137,7 @@ impl EngineFault {
             EngineFault::WrongTokenAfter(n)
             | EngineFault::StallStreamAfter(n)
             | EngineFault::CutStreamAfter(n) => json!(n),
-            EngineFault::DropSeries(family) => json!(family),
+            EngineFault::DropSeries(family) | EngineFault::HostilePolicy(family) => json!(family),
             _ => json!(true),
         }
     }
@@ -172,7 +177,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 32] = [
+    const EVERY: [EngineFault; 33] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -205,6 +210,7 @@ mod tests {
         EngineFault::ChangedLayout,
         EngineFault::ExtraKvcrPool,
         EngineFault::PriorClaimOtherLayout,
+        EngineFault::HostilePolicy("raise_ingest,nan_score"),
     ];
 
     #[test]
@@ -227,6 +233,10 @@ mod tests {
             "cut_stream_after=3"
         );
         assert_eq!(EngineFault::DropSeries("x").to_string(), "drop_series=x");
+        assert_eq!(
+            EngineFault::HostilePolicy("raise_ingest,nan_score").switches(),
+            json!({"hostile_policy": "raise_ingest,nan_score"})
+        );
     }
 
     /// Every switch is one the CPU engine knows, of the kind it expects

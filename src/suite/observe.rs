@@ -80,6 +80,42 @@ impl<'c> Observe<'c> {
         .map_err(CaseError::from)
     }
 
+    /// Polls `worker`'s telemetry until KVCR answered the deposit of every
+    /// block the engine computed since `before` (success, failed or
+    /// dropped), and returns the delta at that moment: everything KVCR did
+    /// for those deposits (admissions, evictions) is then in it.
+    pub fn await_deposits_answered(
+        &self,
+        worker: &Worker,
+        before: &Snapshot,
+    ) -> Result<Delta, CaseError> {
+        let ctx = self.ctx;
+        let what = format!("worker {} to have every deposit answered", worker.name());
+        ctx.doing(format!("waiting for {what}"))?;
+        wait::until(what, TELEMETRY_DEADLINE, TELEMETRY_POLL, || {
+            if let Err(cancelled) = ctx.activity.check() {
+                return Poll::Abort(cancelled.to_string());
+            }
+            let delta = match ctx.delta_since(worker, before) {
+                Ok(delta) => delta,
+                Err(e) => return Poll::Abort(e.message),
+            };
+            let computed = delta.count(&Counter::ComputedBlocks);
+            let answered: u64 = ["success", "failed", "dropped"]
+                .iter()
+                .map(|o| delta.count(&Counter::KvcrDepositBlocks((*o).into())))
+                .sum();
+            if computed > 0 && answered >= computed {
+                Poll::Ready(delta)
+            } else {
+                Poll::Pending(format!(
+                    "{answered} of {computed} computed blocks' deposits answered"
+                ))
+            }
+        })
+        .map_err(CaseError::from)
+    }
+
     /// KVCR's `local_fill` bytes since `before` equal its `local_fill`
     /// blocks × the bytes of a block (a deposit the case just waited for).
     /// Polled briefly, so a scrape between the two counters' increments

@@ -494,6 +494,13 @@ pub enum Counter {
     /// `capacity_needed_callback`), by pool; CPU engine only
     /// (`cpu_engine_kvcr_capacity_needed`).
     KvcrCapacityNeeded(String),
+    /// Calls KVCR made to the engine's own placement policy
+    /// (`--placement-policy counting`), by hook (`decide_ingest`,
+    /// `eviction_score`, `decide_eviction`, `decide_recovery`, `on_ingest`,
+    /// `on_remove`, `on_align_sequence`) and answer (`answered`, or the
+    /// misbehaviour the `hostile_policy` switch made of it); CPU engine only
+    /// (`cpu_engine_kvcr_policy_calls`).
+    KvcrPolicyCalls(String, String),
     /// Tokens the engine generated (`vllm:generation_tokens`; vLLM only). A
     /// prefill worker generates one per request, when it answers.
     GenerationTokens,
@@ -577,6 +584,7 @@ enum Family {
     KvcrFrameworkPinBlocks,
     KvcrFetchBlocks,
     KvcrCapacityNeeded,
+    KvcrPolicyCalls,
     GenerationTokens,
     NixlTransfers,
     NixlTransferBytes,
@@ -609,6 +617,7 @@ const FAMILIES: &[Family] = &[
     Family::KvcrFrameworkPinBlocks,
     Family::KvcrFetchBlocks,
     Family::KvcrCapacityNeeded,
+    Family::KvcrPolicyCalls,
     Family::GenerationTokens,
     Family::NixlTransfers,
     Family::NixlTransferBytes,
@@ -644,6 +653,7 @@ impl Family {
             Family::KvcrFrameworkPinBlocks => "cpu_engine_kvcr_framework_pin_blocks",
             Family::KvcrFetchBlocks => "cpu_engine_kvcr_fetch_blocks",
             Family::KvcrCapacityNeeded => "cpu_engine_kvcr_capacity_needed",
+            Family::KvcrPolicyCalls => "cpu_engine_kvcr_policy_calls",
             Family::GenerationTokens => "vllm:generation_tokens",
             Family::NixlTransfers => "vllm:nixl_bytes_transferred_count",
             Family::NixlTransferBytes => "vllm:nixl_bytes_transferred_sum",
@@ -682,6 +692,7 @@ impl Family {
             Family::KvcrFrameworkPinBlocks => &["tier", "event"],
             Family::KvcrFetchBlocks => &["event"],
             Family::KvcrCapacityNeeded => &["pool"],
+            Family::KvcrPolicyCalls => &["hook", "answer"],
             _ => &[],
         }
     }
@@ -745,6 +756,7 @@ impl Family {
             }
             Family::KvcrFetchBlocks => Counter::KvcrFetchBlocks(label("event")?),
             Family::KvcrCapacityNeeded => Counter::KvcrCapacityNeeded(label("pool")?),
+            Family::KvcrPolicyCalls => Counter::KvcrPolicyCalls(label("hook")?, label("answer")?),
             Family::GenerationTokens => Counter::GenerationTokens,
             Family::NixlTransfers => Counter::NixlTransfers,
             Family::NixlTransferBytes => Counter::NixlTransferBytes,
@@ -788,7 +800,8 @@ impl Counter {
             | Counter::KvcrResilienceEvents(_)
             | Counter::KvcrFrameworkPinBlocks(..)
             | Counter::KvcrFetchBlocks(_)
-            | Counter::KvcrCapacityNeeded(_) => WhenAbsent::ZeroBeforeFirstEvent,
+            | Counter::KvcrCapacityNeeded(_)
+            | Counter::KvcrPolicyCalls(..) => WhenAbsent::ZeroBeforeFirstEvent,
             Counter::TieringCascadeJobFailures
             | Counter::PrefixCacheQueries
             | Counter::PrefixCacheHits
@@ -858,6 +871,7 @@ impl Counter {
             }
             Counter::KvcrFetchBlocks(e) => (Family::KvcrFetchBlocks, vec![e.clone()]),
             Counter::KvcrCapacityNeeded(p) => (Family::KvcrCapacityNeeded, vec![p.clone()]),
+            Counter::KvcrPolicyCalls(h, a) => (Family::KvcrPolicyCalls, vec![h.clone(), a.clone()]),
             Counter::GenerationTokens => (Family::GenerationTokens, vec![]),
             Counter::NixlTransfers => (Family::NixlTransfers, vec![]),
             Counter::NixlTransferBytes => (Family::NixlTransferBytes, vec![]),
@@ -1043,6 +1057,9 @@ impl fmt::Display for Counter {
             }
             Counter::KvcrFetchBlocks(e) => write!(f, "kvcr_fetch_blocks{{event={e}}}"),
             Counter::KvcrCapacityNeeded(p) => write!(f, "kvcr_capacity_needed{{pool={p}}}"),
+            Counter::KvcrPolicyCalls(h, a) => {
+                write!(f, "kvcr_policy_calls{{hook={h},answer={a}}}")
+            }
             Counter::GenerationTokens => f.write_str("generation_tokens"),
             Counter::NixlTransfers => f.write_str("nixl_transfers"),
             Counter::NixlTransferBytes => f.write_str("nixl_transfer_bytes"),
@@ -1141,6 +1158,9 @@ impl FromStr for Counter {
             }
             "kvcr_fetch_blocks" => Counter::KvcrFetchBlocks(get("event")?.to_string()),
             "kvcr_capacity_needed" => Counter::KvcrCapacityNeeded(get("pool")?.to_string()),
+            "kvcr_policy_calls" => {
+                Counter::KvcrPolicyCalls(get("hook")?.to_string(), get("answer")?.to_string())
+            }
             "generation_tokens" => Counter::GenerationTokens,
             "nixl_transfers" => Counter::NixlTransfers,
             "nixl_transfer_bytes" => Counter::NixlTransferBytes,
@@ -1406,6 +1426,7 @@ vllm:generation_tokens_total{dynamo_component="backend",dynamo_endpoint="generat
             Counter::KvcrFrameworkPinBlocks("device".into(), "released".into()),
             Counter::KvcrFetchBlocks("fetched".into()),
             Counter::KvcrCapacityNeeded("kv".into()),
+            Counter::KvcrPolicyCalls("decide_ingest".into(), "raise_ingest".into()),
             Counter::GenerationTokens,
             Counter::NixlTransfers,
             Counter::NixlTransferBytes,

@@ -22,6 +22,7 @@ pub mod load;
 pub mod local;
 pub mod log_scan;
 pub mod partition;
+pub mod policy;
 pub mod pressure;
 pub mod restart;
 pub mod scale;

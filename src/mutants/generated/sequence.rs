@@ -208,6 +208,7 @@ mod tests {
                 "TC-09::clean_restart",
                 "TC-10::heartbeat_promotion",
                 "TC-11::source_stall_latch",
+                "TC-21::custom_and_hostile_placement_policy",
             ],
             "case-number order"
         );
