@@ -26,6 +26,7 @@ pub mod pressure;
 pub mod restart;
 pub mod scale;
 pub mod service;
+pub mod shared_pin;
 pub mod source_close;
 pub mod stall;
 pub mod tokens;
