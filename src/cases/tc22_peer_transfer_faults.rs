@@ -12,6 +12,15 @@
 //! and wrote the prefix to each reader, then released every pin; B and C
 //! each fetched the prefix whole into their pools and delivered it from
 //! there.
+//!
+//! A foreign peer: the harness connects to A's KVCR control channel as a
+//! peer would and sends what no KVCR 0.1.1 peer sends (bytes that are not
+//! msgpack, an unknown message type, KVCR's own types with fields missing
+//! or of the wrong kind), as a peer of another KVCR version or a stray
+//! client would. Expect: A's KVCR reads every message of its own types
+//! and drops it, starting no write and pinning nothing; then B's read of a
+//! new prefix from A is pinned, written and released, and B fetches it
+//! whole (as TC-18), with reference tokens.
 
 use std::time::{Duration, Instant};
 
@@ -19,9 +28,11 @@ use serde_json::json;
 
 use crate::engine::Need;
 use crate::stack::Worker;
+use crate::suite::foreign_peer;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult, EngineFault, Sending};
-use crate::telemetry::{scrape, Counter, Delta, OpResult, Scope, Snapshot};
-use crate::verdict::engine_memory::expect_fetched_read;
+use crate::telemetry::{scrape, Counter, Delta, OpResult, Scope, Snapshot, Unreadable};
+use crate::verdict::engine_memory::{expect_engine_memory_source, expect_fetched_read};
+use crate::verdict::foreign_control::{expect_foreign_messages_dropped, ForeignControl};
 use crate::verdict::shared_pin::{expect_one_pin_for_two_reads, SharedPin};
 use crate::wait::{self, Poll};
 
@@ -55,7 +66,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             e.message
         ))
     })?;
-    two_reads_meet_a_pending_pin(ctx, &a, &b, &c)
+    two_reads_meet_a_pending_pin(ctx, &a, &b, &c)?;
+    foreign_messages_then_a_read(ctx, &a, &b)
 }
 
 /// B and C read the prefix from A while A's engine holds the pin back.
@@ -98,25 +110,7 @@ fn two_reads_meet_a_pending_pin(ctx: &CaseCtx, a: &Worker, b: &Worker, c: &Worke
     }
     ctx.measure("shared_pin_answer_ms", answer_ms);
 
-    // A reports both writes, and KVCR gives the pin back once both are
-    // done, possibly after the answers left: wait for both.
-    let _ = ctx.observe().await_count(
-        a,
-        &a_before,
-        &Counter::OpCount(Scope::SourceWrite, OpResult::Success),
-        2,
-        "worker A to report the source_write of both reads",
-    );
-    let a_delta = match ctx.observe().await_count(
-        a,
-        &a_before,
-        &Counter::KvcrFrameworkPinBlocks("device".into(), "released".into()),
-        shared,
-        &format!("KVCR on worker A to release the {shared} pinned device-cache blocks"),
-    ) {
-        Ok(delta) => delta,
-        Err(_) => ctx.delta_since(a, &a_before)?,
-    };
+    let a_delta = source_after_writes(ctx, a, &a_before, 2, shared)?;
     let source = SharedPin {
         reads_taken: met.required_count(&start_writes_handled())?,
         asked_blocks: a_delta.required_count(&Counter::KvcrFrameworkPinBlocks(
@@ -149,6 +143,111 @@ fn two_reads_meet_a_pending_pin(ctx: &CaseCtx, a: &Worker, b: &Worker, c: &Worke
     )
 }
 
+/// A foreign peer writes to A's control channel; then B reads a new
+/// prefix from A.
+fn foreign_messages_then_a_read(ctx: &CaseCtx, a: &Worker, b: &Worker) -> CaseResult {
+    let endpoint = a
+        .control_endpoint()
+        .ok_or_else(|| CaseError::new("worker A reported no KVCR control endpoint"))?;
+    let messages = foreign_peer::foreign_messages();
+    let mut types: Vec<&str> = messages.iter().filter_map(|m| m.typed).collect();
+    let typed_sent = types.len() as u64;
+    types.sort_unstable();
+    types.dedup();
+    let before = ctx.snapshot(a)?;
+    foreign_peer::send(endpoint, &messages).map_err(|e| {
+        CaseError::fault_not_applied(format!(
+            "the foreign peer could not talk to A's KVCR control channel: {e}"
+        ))
+    })?;
+    // KVCR reads them on its progress thread; a KVCR that stopped reading
+    // is judged on what it handled by the deadline.
+    let delta = match await_handled(a, &before, &types, typed_sent, FOREIGN_WITHIN) {
+        Ok(delta) => delta,
+        Err(_) => ctx.delta_since(a, &before)?,
+    };
+    let writes = delta.ops_by_result(&Scope::SourceWrite)?;
+    let pinned = |tier: &str| {
+        delta.required_count(&Counter::KvcrFrameworkPinBlocks(
+            tier.into(),
+            "pinned".into(),
+        ))
+    };
+    let foreign = ForeignControl {
+        typed_sent,
+        handled: handled(&delta, &types)?,
+        source_write_ops: writes.success + writes.unsuccessful.values().sum::<u64>(),
+        pinned_blocks: pinned("device")? + pinned("host")?,
+    };
+    ctx.check(
+        "foreign-peer.json",
+        &json!({"endpoint": endpoint, "messages": messages, "source_A": foreign, "delta_A": delta}),
+        expect_foreign_messages_dropped(&foreign),
+    )?;
+
+    // A still serves its real peers: B's read of a new prefix.
+    let family = ctx.family()?;
+    let shared = family.shared_blocks();
+    let bytes_per_block = ctx.geometry().bytes_per_block();
+    let prefix = super::tc19_interrupted_source_write::held_by_a_only(ctx, a, &family)?;
+    let in_a_pool = ctx.pressure().held_in(a, &prefix, "local")?.len() as u64;
+    let (a_before, b_before) = (ctx.snapshot(a)?, ctx.snapshot(b)?);
+    let answer = ctx.complete_on(b, family.variant(1))?;
+    ctx.expect_reference(family.variant(1), &answer.tokens)?;
+    let target = fetched(ctx, b, &b_before, &prefix)?;
+    let a_delta = source_after_writes(ctx, a, &a_before, 1, shared)?;
+    let source = ctx.observe().engine_memory_source(&a_delta, in_a_pool)?;
+    let evidence = json!({
+        "prefix": prefix, "source_A": source, "target_B": target, "delta_A": a_delta,
+        "answer": answer,
+    });
+    ctx.check(
+        "after-foreign-peer.json",
+        &evidence,
+        expect_engine_memory_source(&source, shared, bytes_per_block),
+    )?;
+    ctx.check(
+        "after-foreign-peer.json",
+        &evidence,
+        expect_fetched_read(&target, shared, shared * bytes_per_block, shared),
+    )
+}
+
+/// How long A's KVCR may take to read the foreign messages.
+const FOREIGN_WITHIN: Duration = Duration::from_secs(5);
+
+/// `source`'s counts since `before` once it reported `writes` source
+/// writes and released the `blocks` pinned for them (both may come after
+/// the answers left); what it reported by then if they never come.
+fn source_after_writes(
+    ctx: &CaseCtx,
+    source: &Worker,
+    before: &Snapshot,
+    writes: u64,
+    blocks: u64,
+) -> Result<Delta, CaseError> {
+    let _ = ctx.observe().await_count(
+        source,
+        before,
+        &Counter::OpCount(Scope::SourceWrite, OpResult::Success),
+        writes,
+        &format!("worker {} to report {writes} source writes", source.name()),
+    );
+    match ctx.observe().await_count(
+        source,
+        before,
+        &Counter::KvcrFrameworkPinBlocks("device".into(), "released".into()),
+        blocks,
+        &format!(
+            "KVCR on worker {} to release the {blocks} pinned device-cache blocks",
+            source.name()
+        ),
+    ) {
+        Ok(delta) => Ok(delta),
+        Err(_) => ctx.delta_since(source, before),
+    }
+}
+
 /// The read `target` staged since `before`, with what its pool holds of
 /// `prefix` after.
 fn fetched(
@@ -169,16 +268,32 @@ const READS_WITHIN: Duration = Duration::from_secs(4);
 /// Waits until `source`'s KVCR has taken `reads` reads since `before`: the
 /// counters then.
 fn reads_taken(source: &Worker, before: &Snapshot, reads: u64) -> Result<Delta, String> {
-    let handled = start_writes_handled();
+    await_handled(source, before, &["start_write"], reads, READS_WITHIN)
+}
+
+/// Waits until `worker`'s KVCR has handled `at_least` control messages of
+/// `types` since `before`, polling its metrics (from any thread): the
+/// counters then.
+fn await_handled(
+    worker: &Worker,
+    before: &Snapshot,
+    types: &[&str],
+    at_least: u64,
+    within: Duration,
+) -> Result<Delta, String> {
     wait::until(
-        format!("worker {}'s KVCR to take {reads} reads", source.name()),
-        READS_WITHIN,
+        format!(
+            "worker {}'s KVCR to handle {at_least} control messages ({})",
+            worker.name(),
+            types.join(", ")
+        ),
+        within,
         Duration::from_millis(20),
-        || match crate::rt::block_on(scrape(&source.metrics_url())) {
+        || match crate::rt::block_on(scrape(&worker.metrics_url())) {
             Ok(now) => match now.since(before) {
-                Ok(delta) => match delta.required_count(&handled) {
-                    Ok(n) if n >= reads => Poll::Ready(delta),
-                    Ok(n) => Poll::Pending(format!("{handled} rose by {n}")),
+                Ok(delta) => match handled(&delta, types) {
+                    Ok(n) if n >= at_least => Poll::Ready(delta),
+                    Ok(n) => Poll::Pending(format!("{n} handled")),
                     Err(absent) => Poll::Pending(absent.to_string()),
                 },
                 Err(e) => Poll::Abort(e.to_string()),
@@ -187,6 +302,19 @@ fn reads_taken(source: &Worker, before: &Snapshot, reads: u64) -> Result<Delta, 
         },
     )
     .map_err(|e| e.to_string())
+}
+
+/// Control messages of `types` a KVCR handled in `delta`.
+fn handled(delta: &Delta, types: &[&str]) -> Result<u64, Unreadable> {
+    types
+        .iter()
+        .map(|t| delta.required_count(&handled_counter(t)))
+        .sum()
+}
+
+/// A KVCR's count of control messages of `kind` it handled.
+fn handled_counter(kind: &str) -> Counter {
+    Counter::OpCount(Scope::Other(format!("control_{kind}")), OpResult::Handled)
 }
 
 /// Reads (`start_write` control messages) a source's KVCR handled.

@@ -12,6 +12,7 @@ pub mod disk;
 pub mod engine_memory;
 pub mod fan_out;
 pub mod findings;
+pub mod foreign_control;
 pub mod full_tiers;
 pub mod guard;
 pub mod hostile_start;
