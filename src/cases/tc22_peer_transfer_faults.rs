@@ -21,6 +21,12 @@
 //! and drops it, starting no write and pinning nothing; then B's read of a
 //! new prefix from A is pinned, written and released, and B fetches it
 //! whole (as TC-18), with reference tokens.
+//!
+//! A spoofed peer: the foreign peer sends A a `target_metadata` that names
+//! B's NIXL agent (from B's `/state`) with metadata that is not NIXL's.
+//! Expect: A's KVCR reads it; B's next read from A is served whole or
+//! fails whole (B computes the prefix; reference tokens either way), and
+//! the read after that is served whole.
 
 use std::time::{Duration, Instant};
 
@@ -32,7 +38,10 @@ use crate::suite::foreign_peer;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult, EngineFault, Sending};
 use crate::telemetry::{scrape, Counter, Delta, OpResult, Scope, Snapshot, Unreadable};
 use crate::verdict::engine_memory::{expect_engine_memory_source, expect_fetched_read};
-use crate::verdict::foreign_control::{expect_foreign_messages_dropped, ForeignControl};
+use crate::verdict::foreign_control::{
+    expect_foreign_messages_dropped, expect_spoofed_route_contained, ForeignControl,
+    ReadAfterSpoof, SpoofedRoute,
+};
 use crate::verdict::shared_pin::{expect_one_pin_for_two_reads, SharedPin};
 use crate::wait::{self, Poll};
 
@@ -67,7 +76,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         ))
     })?;
     two_reads_meet_a_pending_pin(ctx, &a, &b, &c)?;
-    foreign_messages_then_a_read(ctx, &a, &b)
+    foreign_messages_then_a_read(ctx, &a, &b)?;
+    spoofed_metadata_then_two_reads(ctx, &a, &b)
 }
 
 /// B and C read the prefix from A while A's engine holds the pin back.
@@ -211,6 +221,66 @@ fn foreign_messages_then_a_read(ctx: &CaseCtx, a: &Worker, b: &Worker) -> CaseRe
         &evidence,
         expect_fetched_read(&target, shared, shared * bytes_per_block, shared),
     )
+}
+
+/// A foreign peer spoofs B's metadata to A; then B reads from A twice.
+fn spoofed_metadata_then_two_reads(ctx: &CaseCtx, a: &Worker, b: &Worker) -> CaseResult {
+    let endpoint = a
+        .control_endpoint()
+        .ok_or_else(|| CaseError::new("worker A reported no KVCR control endpoint"))?;
+    let state = ctx.pressure().engine_state(b)?;
+    let agent = state["kvcr_agent"].as_str().ok_or_else(|| {
+        CaseError::new(format!(
+            "worker B's /state names no KVCR agent (kvcr_agent): {state}"
+        ))
+    })?;
+    let spoof = foreign_peer::spoofed_metadata(agent);
+    let before = ctx.snapshot(a)?;
+    foreign_peer::send(endpoint, std::slice::from_ref(&spoof)).map_err(|e| {
+        CaseError::fault_not_applied(format!(
+            "the foreign peer could not talk to A's KVCR control channel: {e}"
+        ))
+    })?;
+    let delta = match await_handled(a, &before, &["target_metadata"], 1, FOREIGN_WITHIN) {
+        Ok(delta) => delta,
+        Err(_) => ctx.delta_since(a, &before)?,
+    };
+    let metadata_handled = handled(&delta, &["target_metadata"])?;
+    let peer_setup_failed =
+        delta.required_count(&Counter::OpCount(Scope::PeerSetup, OpResult::Failed))?;
+    let (first, shared) = read_from_a(ctx, a, b)?;
+    let (second, _) = read_from_a(ctx, a, b)?;
+    let spoofed = SpoofedRoute {
+        metadata_handled,
+        peer_setup_failed,
+        first,
+        second,
+    };
+    ctx.measure(
+        "spoof_cost_a_read",
+        spoofed.first.read.remote_fetch_success_ops == 0,
+    );
+    ctx.check(
+        "spoofed-peer.json",
+        &json!({"agent": agent, "message": spoof, "spoofed": spoofed, "delta_A": delta}),
+        expect_spoofed_route_contained(&spoofed, shared),
+    )
+}
+
+/// B's read from A of a new prefix A holds in engine memory only, with
+/// reference tokens; and the prefix's blocks.
+fn read_from_a(ctx: &CaseCtx, a: &Worker, b: &Worker) -> Result<(ReadAfterSpoof, u64), CaseError> {
+    let family = ctx.family()?;
+    let prefix = super::tc19_interrupted_source_write::held_by_a_only(ctx, a, &family)?;
+    let before = ctx.snapshot(b)?;
+    let answer = ctx.complete_on(b, family.variant(1))?;
+    ctx.expect_reference(family.variant(1), &answer.tokens)?;
+    let delta = ctx.delta_since(b, &before)?;
+    let read = ReadAfterSpoof {
+        read: fetched(ctx, b, &before, &prefix)?,
+        computed_blocks: ctx.observe().computed_blocks(&delta)?,
+    };
+    Ok((read, family.shared_blocks()))
 }
 
 /// How long A's KVCR may take to read the foreign messages.

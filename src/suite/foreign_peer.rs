@@ -32,7 +32,7 @@ pub struct ForeignMessage {
 pub fn foreign_messages() -> Vec<ForeignMessage> {
     use Mp::{Bin, Int, Str};
     let typed = |what, kind: &'static str, mut fields: Vec<(&'static str, Mp)>| {
-        fields.insert(0, ("type", Str(kind)));
+        fields.insert(0, ("type", Str(kind.into())));
         ForeignMessage {
             what,
             bytes: Mp::Map(fields).encode(),
@@ -55,12 +55,12 @@ pub fn foreign_messages() -> Vec<ForeignMessage> {
         ),
         untyped(
             "a map of an unknown type",
-            Mp::Map(vec![("type", Str("kvcr_e2e_hello"))]).encode(),
+            Mp::Map(vec![("type", Str("kvcr_e2e_hello".into()))]).encode(),
         ),
         typed(
             "start_write whose op_handle is a string",
             "start_write",
-            vec![("op_handle", Str("one"))],
+            vec![("op_handle", Str("one".into()))],
         ),
         typed(
             "start_write with a negative timeout",
@@ -73,7 +73,7 @@ pub fn foreign_messages() -> Vec<ForeignMessage> {
             vec![
                 ("op_handle", handle(2)),
                 ("remaining_timeout_ms", Int(1000)),
-                ("allow_layout_subset", Str("yes")),
+                ("allow_layout_subset", Str("yes".into())),
             ],
         ),
         typed(
@@ -90,7 +90,7 @@ pub fn foreign_messages() -> Vec<ForeignMessage> {
             "target_metadata whose NIXL metadata does not decode",
             "target_metadata",
             vec![
-                ("target_agent", Str("kvcr-e2e-foreign-peer")),
+                ("target_agent", Str("kvcr-e2e-foreign-peer".into())),
                 ("target_agent_metadata", Bin(b"not NIXL metadata".to_vec())),
             ],
         ),
@@ -103,6 +103,25 @@ pub fn foreign_messages() -> Vec<ForeignMessage> {
             vec![],
         ),
     ]
+}
+
+/// A `target_metadata` message that names `agent`, a real peer's NIXL
+/// agent, with metadata that is not NIXL's: as from a peer that took over
+/// that name, or a stray client that spoofs it.
+pub fn spoofed_metadata(agent: &str) -> ForeignMessage {
+    ForeignMessage {
+        what: "target_metadata naming a real peer's agent, with metadata that is not NIXL's",
+        bytes: Mp::Map(vec![
+            ("type", Mp::Str("target_metadata".into())),
+            ("target_agent", Mp::Str(agent.into())),
+            (
+                "target_agent_metadata",
+                Mp::Bin(b"spoofed metadata".to_vec()),
+            ),
+        ])
+        .encode(),
+        typed: Some("target_metadata"),
+    }
 }
 
 /// Connects to `endpoint` (`tcp://host:port`) as a ZeroMQ PUSH peer and
@@ -230,7 +249,7 @@ fn read_frame(stream: &mut impl Read) -> std::io::Result<Vec<u8>> {
 /// The msgpack values the foreign messages need.
 #[derive(Debug, Clone, PartialEq)]
 enum Mp {
-    Str(&'static str),
+    Str(String),
     Int(i64),
     Bin(Vec<u8>),
     Arr(Vec<Mp>),
@@ -247,8 +266,12 @@ impl Mp {
     fn write(&self, out: &mut Vec<u8>) {
         match self {
             Mp::Str(s) => {
-                assert!(s.len() < 32, "a fixstr only");
-                out.push(0xa0 | s.len() as u8);
+                assert!(s.len() < 256, "a str 8 at most");
+                if s.len() < 32 {
+                    out.push(0xa0 | s.len() as u8);
+                } else {
+                    out.extend_from_slice(&[0xd9, s.len() as u8]);
+                }
                 out.extend_from_slice(s.as_bytes());
             }
             Mp::Int(n) if (0..128).contains(n) => out.push(*n as u8),
@@ -271,7 +294,7 @@ impl Mp {
                 assert!(fields.len() < 16, "a fixmap only");
                 out.push(0x80 | fields.len() as u8);
                 for (k, v) in fields {
-                    Mp::Str(k).write(out);
+                    Mp::Str(k.to_string()).write(out);
                     v.write(out);
                 }
             }
@@ -286,12 +309,16 @@ mod tests {
 
     #[test]
     fn msgpack_is_encoded_as_the_spec_says() {
-        let m = Mp::Map(vec![("type", Mp::Str("ab")), ("n", Mp::Int(-1))]).encode();
+        let m = Mp::Map(vec![("type", Mp::Str("ab".into())), ("n", Mp::Int(-1))]).encode();
         assert_eq!(m, b"\x82\xa4type\xa2ab\xa1n\xff");
         assert_eq!(Mp::Int(1 << 40).encode()[0], 0xd3);
         assert_eq!(Mp::Int(1000).encode(), b"\xd3\0\0\0\0\0\0\x03\xe8");
         assert_eq!(Mp::Bin(vec![1, 2]).encode(), b"\xc4\x02\x01\x02");
         assert_eq!(Mp::Arr(vec![]).encode(), b"\x90");
+        let long = Mp::Str("x".repeat(40)).encode();
+        assert_eq!(&long[..2], &[0xd9, 40]);
+        let spoof = spoofed_metadata("cpu-engine-B-1234").bytes;
+        assert!(spoof.windows(17).any(|w| w == b"cpu-engine-B-1234"));
     }
 
     #[test]
