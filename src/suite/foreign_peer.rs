@@ -87,6 +87,24 @@ pub fn foreign_messages() -> Vec<ForeignMessage> {
             ],
         ),
         typed(
+            "start_write for a block without a destination",
+            "start_write",
+            vec![
+                ("op_handle", handle(4)),
+                ("remaining_timeout_ms", Int(1000)),
+                ("keys", Mp::Arr(vec![Bin(b"kvcr-e2e-block".to_vec())])),
+                ("dst_descriptors", Mp::Arr(vec![])),
+            ],
+        ),
+        typed(
+            "write_refused for an operation nobody started",
+            "write_refused",
+            vec![
+                ("sender_control_endpoint", Str("tcp://127.0.0.1:9".into())),
+                ("op_handle", handle(5)),
+            ],
+        ),
+        typed(
             "target_metadata whose NIXL metadata does not decode",
             "target_metadata",
             vec![
@@ -325,7 +343,7 @@ mod tests {
     fn every_kind_of_message_is_sent_once_and_the_typed_ones_name_kvcrs_types() {
         let messages = foreign_messages();
         let typed: Vec<_> = messages.iter().filter_map(|m| m.typed).collect();
-        assert_eq!(typed.len(), 9);
+        assert_eq!(typed.len(), 11);
         for t in [
             "start_write",
             "target_metadata",
