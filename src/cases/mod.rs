@@ -31,6 +31,7 @@ pub mod tc18_engine_memory_peer_read;
 pub mod tc19_interrupted_source_write;
 pub mod tc20_full_tiers;
 pub mod tc21_placement_policy;
+pub mod tc22_peer_transfer_faults;
 mod unreachable_source;
 
 pub mod wl01_trace_replay;
@@ -104,9 +105,11 @@ pub const PHASE3_TWO_NODE: &[Case] = &[tc13_partition_and_heal::CASE, tc14_degra
 /// The KVCR calls a GPU engine makes (`phase3_api`): a peer read served
 /// from engine memory through framework pins, staged with `KVCR.fetch`
 /// (TC-18), and a peer read whose source gets its pins late or closes first
-/// (TC-19, last: it restarts worker A).
+/// (TC-19, last: it restarts worker A); between them, two peers reading
+/// one prefix while its source's pin is pending (TC-22).
 pub const PHASE3_API: &[Case] = &[
     tc18_engine_memory_peer_read::CASE,
+    tc22_peer_transfer_faults::CASE,
     tc19_interrupted_source_write::CASE,
 ];
 

@@ -184,7 +184,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
 
 /// A answers the family's first prompt: the prefix's blocks, in A's engine
 /// memory only (its KVCR pool holds none of them).
-fn held_by_a_only(
+pub(super) fn held_by_a_only(
     ctx: &CaseCtx,
     a: &Worker,
     family: &crate::prompts::Family,

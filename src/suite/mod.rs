@@ -27,6 +27,7 @@ mod engine_fault;
 mod expected;
 mod fault_row;
 mod faults;
+pub mod foreign_peer;
 mod guard;
 mod guard_costs;
 mod hostile_start;
