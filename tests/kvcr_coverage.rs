@@ -150,27 +150,8 @@ fn only_a_measured_process_saves_data_and_the_table_names_kvcr_modules() {
 fn a_process_stopped_with_sigterm_saves_its_data_and_the_run_record_names_it() {
     let env = kvcr_env();
     let dir = tempfile::tempdir().expect("tempdir");
-    let cov_dir = dir.path().join(kvcr_coverage::DIR);
-    let measured =
-        coverage::measured_python(&env.python, &env.build.location, &cov_dir).expect("wrapper");
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).expect("logs");
+    let (mut child, logs) = measured_sleeper(&env, dir.path());
     let log_path = logs.join("guard.log");
-    let log_file = std::fs::File::create(&log_path).expect("log");
-    let code = format!("{PARSE_A_HINT}import time\nprint('ready', flush=True)\ntime.sleep(120)\n");
-    let mut child = Command::new(&measured)
-        .args(["-c", &code])
-        .env_remove(DATA_DIR_ENV)
-        .env_remove(SOURCE_ENV)
-        .stdout(Stdio::piped())
-        .stderr(log_file)
-        .spawn()
-        .expect("spawns");
-    let mut ready = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut ready)
-        .expect("ready");
-    assert_eq!(ready.trim(), "ready");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -292,26 +273,7 @@ fn two_runs_merge_into_one_table_where_each_line_counts_once() {
 fn a_process_asked_to_save_before_its_sigkill_keeps_what_it_ran() {
     let env = kvcr_env();
     let dir = tempfile::tempdir().expect("tempdir");
-    let cov_dir = dir.path().join(kvcr_coverage::DIR);
-    let measured =
-        coverage::measured_python(&env.python, &env.build.location, &cov_dir).expect("wrapper");
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).expect("logs");
-    let log_file = std::fs::File::create(logs.join("guard.log")).expect("log");
-    let code = format!("{PARSE_A_HINT}import time\nprint('ready', flush=True)\ntime.sleep(120)\n");
-    let mut child = Command::new(&measured)
-        .args(["-c", &code])
-        .env_remove(DATA_DIR_ENV)
-        .env_remove(SOURCE_ENV)
-        .stdout(Stdio::piped())
-        .stderr(log_file)
-        .spawn()
-        .expect("spawns");
-    let mut ready = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut ready)
-        .expect("ready");
-    assert_eq!(ready.trim(), "ready");
+    let (mut child, logs) = measured_sleeper(&env, dir.path());
 
     let answers = coverage::checkpoint(&[child.id()], std::time::Duration::from_secs(30));
     assert_eq!(answers.len(), 1, "{answers:?}");
@@ -333,4 +295,31 @@ fn a_process_asked_to_save_before_its_sigkill_keeps_what_it_ran() {
         .is_some_and(|m| m.counts.missed < m.counts.statements));
     assert!(record.processes[0].data_file.is_some(), "{record:?}");
     assert!(record.hook_errors.is_empty(), "{:?}", record.hook_errors);
+}
+
+/// A measured KVCR process under `root` (its data in the run's coverage
+/// directory, its stderr in `logs/guard.log`) that parsed a hint, said
+/// `ready` and now sleeps: the child and the logs directory.
+fn measured_sleeper(env: &kvcr::KvcrEnv, root: &Path) -> (std::process::Child, PathBuf) {
+    let cov_dir = root.join(kvcr_coverage::DIR);
+    let measured =
+        coverage::measured_python(&env.python, &env.build.location, &cov_dir).expect("wrapper");
+    let logs = root.join("logs");
+    std::fs::create_dir_all(&logs).expect("logs");
+    let log_file = std::fs::File::create(logs.join("guard.log")).expect("log");
+    let code = format!("{PARSE_A_HINT}import time\nprint('ready', flush=True)\ntime.sleep(120)\n");
+    let mut child = Command::new(&measured)
+        .args(["-c", &code])
+        .env_remove(DATA_DIR_ENV)
+        .env_remove(SOURCE_ENV)
+        .stdout(Stdio::piped())
+        .stderr(log_file)
+        .spawn()
+        .expect("spawns");
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut ready)
+        .expect("ready");
+    assert_eq!(ready.trim(), "ready");
+    (child, logs)
 }

@@ -28,15 +28,23 @@ pub const CASE: Case = Case {
     run,
 };
 
-pub fn run(ctx: &CaseCtx) -> CaseResult {
+/// Fails unless the stack's engines keep their blocks in their own memory
+/// and fetch a peer's (the phase3-api profile): what `case` (TC-18, TC-19,
+/// TC-22) needs of the stack.
+pub(super) fn require_engine_memory(ctx: &CaseCtx, case: &str) -> CaseResult {
     let knobs = &ctx.settings().cpu_engine;
-    if !(knobs.framework_regions && knobs.kvcr_fetch) {
-        return Err(CaseError::new(
-            "TC-18 needs engines that keep their blocks in their own memory and fetch a peer's \
-             (cpu_engine.framework_regions and cpu_engine.kvcr_fetch: the phase3-api profile, \
-             `cargo test --test phase3_api`)",
-        ));
+    if knobs.framework_regions && knobs.kvcr_fetch {
+        return Ok(());
     }
+    Err(CaseError::new(format!(
+        "{case} needs engines that keep their blocks in their own memory and fetch a peer's \
+         (cpu_engine.framework_regions and cpu_engine.kvcr_fetch: the phase3-api profile, \
+         `cargo test --test phase3_api`)"
+    )))
+}
+
+pub fn run(ctx: &CaseCtx) -> CaseResult {
+    require_engine_memory(ctx, "TC-18")?;
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
     let family = ctx.family()?;
     let geometry = ctx.geometry();

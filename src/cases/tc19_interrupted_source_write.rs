@@ -52,14 +52,7 @@ const ASKED_WITHIN: Duration = Duration::from_secs(10);
 const ANSWER_SLACK: Duration = Duration::from_secs(2);
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
-    let knobs = &ctx.settings().cpu_engine;
-    if !(knobs.framework_regions && knobs.kvcr_fetch) {
-        return Err(CaseError::new(
-            "TC-19 needs engines that keep their blocks in their own memory and fetch a peer's \
-             (cpu_engine.framework_regions and cpu_engine.kvcr_fetch: the phase3-api profile, \
-             `cargo test --test phase3_api`)",
-        ));
-    }
+    super::tc18_engine_memory_peer_read::require_engine_memory(ctx, "TC-19")?;
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
     let op_timeout = super::unreachable_source::operation_timeout(ctx);
     // The CPU engine gives KVCR an abandon timeout of twice the operation timeout.

@@ -59,14 +59,7 @@ pub const CASE: Case = Case {
 };
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
-    let knobs = &ctx.settings().cpu_engine;
-    if !(knobs.framework_regions && knobs.kvcr_fetch) {
-        return Err(CaseError::new(
-            "TC-22 needs engines that keep their blocks in their own memory and fetch a peer's \
-             (cpu_engine.framework_regions and cpu_engine.kvcr_fetch: the phase3-api profile, \
-             `cargo test --test phase3_api`)",
-        ));
-    }
+    super::tc18_engine_memory_peer_read::require_engine_memory(ctx, "TC-22")?;
     let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
     let c = ctx.worker("C").map_err(|e| {
         CaseError::new(format!(
