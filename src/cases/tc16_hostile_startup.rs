@@ -11,7 +11,11 @@
 //! pool group and not a page more must start: KVCR reserves the whole pool
 //! at start (`posix_fallocate`), so no later deposit can find the directory
 //! full; it must hold every byte of its pool from the start and stop
-//! cleanly. Every attempt runs in a mount namespace of its own, so nothing
+//! cleanly. A Guard started where a SIGKILLed one left its socket file and
+//! its pool file, beside a live Guard on the same pool directory, must
+//! start: remove the stale socket and serve on its path, reclaim the dead
+//! Guard's pool file (the directory has no room for its own otherwise),
+//! leave the live Guard's, and stop cleanly. Every attempt runs in a mount namespace of its own, so nothing
 //! reaches the machine's own `/dev/shm`. Then the stack still serves the
 //! reference tokens on every worker.
 
@@ -22,6 +26,9 @@ use crate::stack::{Hostility, Sabotage};
 use crate::suite::{Case, CaseCtx, CaseResult};
 use crate::verdict::hostile_start::{
     expect_nothing_left, expect_refused, expect_reserved_at_start,
+};
+use crate::verdict::start_leftovers::{
+    expect_live_pool_kept, expect_orphans_reclaimed, expect_stale_socket_replaced,
 };
 
 pub const CASE: Case = Case {
@@ -55,7 +62,13 @@ fn run_with(ctx: &CaseCtx, sabotage: Sabotage) -> CaseResult {
     for hostility in Hostility::ALL {
         let attempt = ctx.hostile_start().attempt(hostility, sabotage)?;
         let name = format!("{}.json", hostility.word());
-        if hostility.must_start() {
+        if hostility == Hostility::OverACrashedGuard {
+            // Pools first: a Guard that cannot reclaim the orphan never
+            // gets room to start, and the socket's claim would hide why.
+            ctx.check(&name, &attempt, expect_orphans_reclaimed(&attempt))?;
+            ctx.check(&name, &attempt, expect_live_pool_kept(&attempt))?;
+            ctx.check(&name, &attempt, expect_stale_socket_replaced(&attempt))?;
+        } else if hostility.must_start() {
             ctx.check(&name, &attempt, expect_reserved_at_start(&attempt))?;
         } else {
             ctx.check(&name, &attempt, expect_refused(&attempt))?;

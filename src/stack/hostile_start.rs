@@ -15,6 +15,7 @@
 
 use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,7 @@ use crate::engine::LaunchContext;
 use crate::proc::{procfs, ProcessSpec, Supervised};
 use crate::telemetry::names::kvcr_log::SERVICE_READY;
 use crate::verdict::hostile_start::{traceback_exceptions, PoolFileSpace, StartAttempt};
+use crate::verdict::start_leftovers::Leftovers;
 use crate::wait::{self, Poll};
 
 use super::ports::{free_ports_in, STACK_PORT_RANGE};
@@ -67,6 +69,12 @@ pub enum Hostility {
     PoolDirForOneOfTwoGroups,
     /// The Guard's socket directory is a read-only mount.
     SocketDirReadOnly,
+    /// A Guard service starts where another, SIGKILLed, left its socket
+    /// file and its pool file, beside a live Guard on the same pool
+    /// directory (a tmpfs with room for two pool groups): it must remove the
+    /// stale socket, reclaim the dead Guard's pool, leave the live one's,
+    /// start, and stop cleanly.
+    OverACrashedGuard,
     /// The worker's KVCR control port is bound (by the harness).
     PortTaken,
     /// The worker's `UCX_TLS` names no transport it can use.
@@ -76,11 +84,12 @@ pub enum Hostility {
 }
 
 impl Hostility {
-    pub const ALL: [Hostility; 7] = [
+    pub const ALL: [Hostility; 8] = [
         Hostility::PoolDirTooSmall,
         Hostility::PoolDirFullAfterStart,
         Hostility::PoolDirForOneOfTwoGroups,
         Hostility::SocketDirReadOnly,
+        Hostility::OverACrashedGuard,
         Hostility::PortTaken,
         Hostility::NoUsableTransport,
         Hostility::PoolBelowOneBlock,
@@ -92,6 +101,7 @@ impl Hostility {
             Hostility::PoolDirFullAfterStart => "pool_dir_full_after_start",
             Hostility::PoolDirForOneOfTwoGroups => "pool_dir_for_one_of_two_groups",
             Hostility::SocketDirReadOnly => "socket_dir_read_only",
+            Hostility::OverACrashedGuard => "over_a_crashed_guard",
             Hostility::PortTaken => "port_taken",
             Hostility::NoUsableTransport => "no_usable_transport",
             Hostility::PoolBelowOneBlock => "pool_below_one_block",
@@ -106,9 +116,12 @@ impl Hostility {
         )
     }
 
-    /// The one attempt that must start (and then stop cleanly).
+    /// The attempts that must start (and then stop cleanly).
     pub fn must_start(self) -> bool {
-        self == Hostility::PoolDirFullAfterStart
+        matches!(
+            self,
+            Hostility::PoolDirFullAfterStart | Hostility::OverACrashedGuard
+        )
     }
 
     /// Words one of which KVCR's exception must contain to name the cause.
@@ -118,6 +131,7 @@ impl Hostility {
             Hostility::PoolDirFullAfterStart => &[],
             Hostility::PoolDirForOneOfTwoGroups => &["No space left on device", "ENOSPC"],
             Hostility::SocketDirReadOnly => &["Read-only file system", "EROFS"],
+            Hostility::OverACrashedGuard => &[],
             Hostility::PortTaken => &["Address already in use", "EADDRINUSE"],
             Hostility::NoUsableTransport => &["NIXL_ERR", "UCX", "transport"],
             Hostility::PoolBelowOneBlock => &["at least one complete KV block"],
@@ -156,6 +170,11 @@ impl Dirs {
 
     fn socket(&self) -> PathBuf {
         self.sockets.join("g.sock")
+    }
+
+    /// The live Guard's beside an `over_a_crashed_guard` attempt.
+    fn live_socket(&self) -> PathBuf {
+        self.sockets.join("live.sock")
     }
 }
 
@@ -216,9 +235,11 @@ impl Stack {
             Err(_) => (None, false, true),
         };
         let mut pool_files = Vec::new();
+        let mut socket_accepted = false;
         if ready || hung {
             if ready && hostility.must_start() {
                 pool_files = pool_files_seen_by(process.pid(), &dirs.pools);
+                socket_accepted = accepts_on(process.pid(), &dirs.socket());
             }
             // Stopped as the stack stops it; the wrapper passes SIGTERM on.
             let _ = process.signal(Signal::SIGTERM);
@@ -263,6 +284,8 @@ impl Stack {
         if Path::new(ROOT).exists() {
             left.push(format!("{ROOT} on the machine's own /dev/shm"));
         }
+        let leftovers = (hostility == Hostility::OverACrashedGuard && hostile(sabotage))
+            .then(|| leftovers_seen(&text, &dirs.socket(), socket_accepted));
         Ok(StartAttempt {
             attempt: hostility.word().to_string(),
             component: component.to_string(),
@@ -282,6 +305,7 @@ impl Stack {
             listed: text.lines().any(|l| l == format!("{MARK} listed")),
             left_processes: procfs::group_members(process.pid()),
             pool_files,
+            leftovers,
             log: wrapper.log,
         })
     }
@@ -312,7 +336,7 @@ impl Stack {
         let guard = self.plan.placement.wrap(0, guard);
         let group_bytes = pool_group_bytes(guard.flag_value("--pool-sizes-gb").unwrap_or(""))
             .ok_or_else(|| not_applied("the Guard's --pool-sizes-gb is not readable".into()))?;
-        let hostile = sabotage != Sabotage::Benign;
+        let hostile = hostile(sabotage);
         let logs = &self.plan.ctx.logs_dir;
         let mut script = Script::new(dirs, group_bytes);
         let mut held_port = None;
@@ -365,6 +389,29 @@ impl Stack {
                 let cause = format!(
                     "its socket directory {} is a read-only mount",
                     dirs.sockets.display()
+                );
+                (guard, cause)
+            }
+            Hostility::OverACrashedGuard => {
+                // Room for two groups: the live Guard's and one more, which
+                // the new Guard gets only by reclaiming the crashed one's.
+                script.pool_dir_tmpfs(2 * group_bytes);
+                if hostile {
+                    let mut live = guard.clone();
+                    set_flag(
+                        &mut live,
+                        "--socket-path",
+                        &dirs.live_socket().display().to_string(),
+                    );
+                    live.log = logs.join(format!("hostile-{}.live.log", hostility.word()));
+                    let mut crashed = guard.clone();
+                    crashed.log = logs.join(format!("hostile-{}.crashed.log", hostility.word()));
+                    script.crashed_predecessor(&live, &dirs.live_socket(), &crashed);
+                }
+                let cause = format!(
+                    "a SIGKILLed Guard left its socket {} and its pool file, and a live Guard holds another in the same pool directory (a tmpfs of {} bytes: two pool groups)",
+                    dirs.socket().display(),
+                    2 * group_bytes
                 );
                 (guard, cause)
             }
@@ -451,6 +498,43 @@ impl Stack {
             held_port,
         })
     }
+}
+
+fn hostile(sabotage: Sabotage) -> bool {
+    sabotage != Sabotage::Benign
+}
+
+/// The wrapper's account of the predecessors' files and KVCR's lines about
+/// them, from the attempt's log.
+fn leftovers_seen(log: &str, socket: &Path, socket_accepted: bool) -> Leftovers {
+    let listed = |what: &str| -> Vec<String> {
+        let prefix = format!("{MARK} {what} ");
+        log.lines()
+            .filter_map(|l| l.strip_prefix(prefix.as_str()))
+            .map(str::to_string)
+            .collect()
+    };
+    Leftovers {
+        stale_socket: socket.display().to_string(),
+        orphaned_pools: listed("orphan"),
+        live_pools: listed("held"),
+        socket_accepted,
+        kvcr_lines: log
+            .lines()
+            .filter(|l| Leftovers::is_kvcr_line(l))
+            .map(str::to_string)
+            .collect(),
+    }
+}
+
+/// A connection to the Unix socket `socket` of a running attempt, through
+/// its mount namespace (`/proc/<pid>/root`), is accepted.
+fn accepts_on(pid: u32, socket: &Path) -> bool {
+    let inside = Path::new("/proc")
+        .join(pid.to_string())
+        .join("root")
+        .join(socket.strip_prefix("/").unwrap_or(socket));
+    UnixStream::connect(inside).is_ok()
 }
 
 /// `unshare` for a private mount namespace: directly with CAP_SYS_ADMIN,
@@ -621,6 +705,48 @@ impl Script {
         );
     }
 
+    /// A live Guard on the same pool directory (its own socket), then a
+    /// Guard on the attempt's socket, SIGKILLed once it is up: it leaves its
+    /// socket and its pool file. The wrapper lists the live Guard's pool
+    /// files (`held`) and the dead one's (`orphan`), verifies the stale
+    /// socket, and stops the live Guard after the component.
+    fn crashed_predecessor(
+        &mut self,
+        live: &ProcessSpec,
+        live_socket: &Path,
+        crashed: &ProcessSpec,
+    ) {
+        let pools = &self.pools;
+        let socket = &self.socket;
+        let live_socket = quote(&live_socket.display().to_string());
+        for (spec, var, sock) in [(live, "live", &live_socket), (crashed, "crashed", socket)] {
+            let log = quote(&spec.log.display().to_string());
+            self.lines
+                .push(format!("( {} ) > {log} 2>&1 &", command(spec)));
+            self.lines.push(format!("{var}=$!"));
+            // Polled with a deadline of 30 s (600 × 50 ms).
+            self.lines.push(format!(
+                "n=0; until [ -S {sock} ]; do n=$((n+1)); if [ $n -gt 600 ] || ! kill -0 ${var} 2>/dev/null; then say \"setup failed: the {var} Guard did not start (log \"{log}\")\"; exit 90; fi; sleep 0.05; done"
+            ));
+            if var == "live" {
+                self.lines.push(format!(
+                    "held=' '; for f in {pools}/*; do [ -f \"$f\" ] || continue; held=\"$held$f \"; say \"held $f\"; done"
+                ));
+            }
+        }
+        self.lines
+            .push("kill -KILL $crashed; wait $crashed 2>/dev/null".into());
+        self.lines.push(format!(
+            "[ -S {socket} ] || {{ say 'setup failed: the crashed Guard left no socket'; exit 90; }}"
+        ));
+        self.lines.push(format!(
+            "n=0; for f in {pools}/*; do [ -f \"$f\" ] || continue; case \"$held\" in *\" $f \"*) ;; *) n=$((n+1)); say \"orphan $f\";; esac; done; [ $n -gt 0 ] || {{ say 'setup failed: the crashed Guard left no pool file'; exit 90; }}"
+        ));
+        self.after.push(
+            "kill -TERM $live 2>/dev/null; wait $live; say \"the live Guard exited $?\"".into(),
+        );
+    }
+
     fn plant_file(&mut self) {
         self.after
             .push(format!(": > {}/kvcr-planted-by-the-harness", self.pools));
@@ -702,6 +828,66 @@ mod tests {
         assert!(at("kvcr-planted-by-the-harness") < at("say listed"));
         assert!(text.contains("exec env -u 'NATS_SERVER' 'A=it'\\''s' '/venv/bin/python' '-m'"));
         assert!(text.contains("find /dev/shm -mindepth 1 ! -type d"));
+    }
+
+    #[test]
+    fn the_predecessors_start_before_and_the_live_one_stops_after() {
+        let dirs = Dirs::of(Hostility::OverACrashedGuard);
+        let mut script = Script::new(&dirs, 158_543_872);
+        script.pool_dir_tmpfs(2 * 158_543_872);
+        let guard = |log: &str| {
+            ProcessSpec::new("guard", "/venv/bin/python", log).args([
+                "-m",
+                "kvcr.kvcr_service",
+                "--socket-path",
+                "/dev/shm/hostile/over_a_crashed_guard/sock/g.sock",
+            ])
+        };
+        let mut live = guard("/logs/live.log");
+        set_flag(&mut live, "--socket-path", "/x/live.sock");
+        script.crashed_predecessor(&live, &dirs.live_socket(), &guard("/logs/crashed.log"));
+        let text = script.script(&guard("/logs/g.log"));
+        let at = |needle: &str| {
+            text.find(needle)
+                .unwrap_or_else(|| panic!("{needle} in {text}"))
+        };
+        assert!(at("size=317087744") < at("> '/logs/live.log'"));
+        assert!(
+            at("until [ -S '/dev/shm/hostile/over_a_crashed_guard/sock/live.sock' ]")
+                < at("say \"held $f\"")
+        );
+        assert!(at("say \"held $f\"") < at("> '/logs/crashed.log'"));
+        assert!(at("> '/logs/crashed.log'") < at("kill -KILL $crashed"));
+        assert!(at("kill -KILL $crashed") < at("say \"orphan $f\""));
+        assert!(at("say \"orphan $f\"") < at("environment ready"));
+        assert!(at("environment ready") < at("kill -TERM $live"));
+        assert!(at("kill -TERM $live") < at("say listed"));
+        assert!(text.contains("'--socket-path' '/x/live.sock'"), "{text}");
+        // Well-formed shell.
+        let checked = std::process::Command::new("sh")
+            .args(["-n", "-c", &text])
+            .status()
+            .expect("sh");
+        assert!(checked.success(), "{text}");
+    }
+
+    #[test]
+    fn the_leftovers_are_read_back_from_the_log() {
+        let log = "\
+hostile-start: held /p/kvcr-pool_0-bb
+hostile-start: orphan /p/kvcr-pool_0-aa
+hostile-start: environment ready
+WARNING:kvcr.kvcr_service:Removing stale KVCR service socket: /s/g.sock
+WARNING:kvcr.kvcr_service:Reclaimed orphaned KVCR pool from a dead instance: /p/kvcr-pool_0-aa (5 bytes)
+INFO:kvcr.kvcr_service:Leaving KVCR pool still in use: /p/kvcr-pool_0-bb
+INFO:kvcr.kvcr_service:KVCR service ready: socket=/s/g.sock
+";
+        let l = leftovers_seen(log, Path::new("/s/g.sock"), true);
+        assert_eq!(l.stale_socket, "/s/g.sock");
+        assert_eq!(l.orphaned_pools, vec!["/p/kvcr-pool_0-aa".to_string()]);
+        assert_eq!(l.live_pools, vec!["/p/kvcr-pool_0-bb".to_string()]);
+        assert!(l.socket_accepted);
+        assert_eq!(l.kvcr_lines.len(), 3, "{:?}", l.kvcr_lines);
     }
 
     #[test]

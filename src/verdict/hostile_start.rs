@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::start_leftovers::Leftovers;
 use super::{Checks, Violation};
 
 /// Claim: a start in a hostile environment is refused cleanly.
@@ -55,6 +56,10 @@ pub struct StartAttempt {
     pub left_processes: Vec<u32>,
     /// The pool files while it was ready (`RESERVED_AT_START` only).
     pub pool_files: Vec<PoolFileSpace>,
+    /// What a crashed and a live Guard left for it (`over_a_crashed_guard`
+    /// only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leftovers: Option<Leftovers>,
     /// The component's log.
     pub log: PathBuf,
 }
@@ -239,6 +244,7 @@ mod tests {
             listed: true,
             left_processes: vec![],
             pool_files: vec![],
+            leftovers: None,
             log: "logs/hostile-pool_dir_too_small.log".into(),
         }
     }

@@ -31,6 +31,7 @@ pub mod service;
 pub mod shared_pin;
 pub mod source_close;
 pub mod stall;
+pub mod start_leftovers;
 pub mod tokens;
 pub mod transfer;
 pub mod workload;
