@@ -240,6 +240,9 @@ impl Stack {
             if ready && hostility.must_start() {
                 pool_files = pool_files_seen_by(process.pid(), &dirs.pools);
                 socket_accepted = accepts_on(process.pid(), &dirs.socket());
+                if socket_accepted {
+                    await_probe_closed(&dirs.socket());
+                }
             }
             // Stopped as the stack stops it; the wrapper passes SIGTERM on.
             let _ = process.signal(Signal::SIGTERM);
@@ -537,6 +540,41 @@ fn accepts_on(pid: u32, socket: &Path) -> bool {
     UnixStream::connect(inside).is_ok()
 }
 
+/// Waits (at most 5 s) until the service has closed its end of the probe's
+/// connection, so that the SIGTERM after it cannot land while the service
+/// is still starting that connection's thread: KVCR 0.1.1 raises its
+/// shutdown from the signal handler, and socketserver swallows it there
+/// (docs/kvcr-findings.md, finding 18). A service that never closes it is
+/// stopped anyway, and judged on its exit.
+fn await_probe_closed(socket: &Path) {
+    let _ = wait::until(
+        format!(
+            "the service to close the probe's connection on {}",
+            socket.display()
+        ),
+        Duration::from_secs(5),
+        Duration::from_millis(20),
+        || {
+            let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+            match sockets_bound_to(&table, socket) {
+                0 | 1 => Poll::Ready(()),
+                n => Poll::Pending(format!("{n} sockets on the path")),
+            }
+        },
+    );
+}
+
+/// The sockets of `/proc/net/unix` (its text) bound to `path`: a listener
+/// and each connection its server still holds open.
+fn sockets_bound_to(table: &str, path: &Path) -> usize {
+    let want = path.to_string_lossy();
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| l.split_whitespace().nth(7) == Some(want.as_ref()))
+        .count()
+}
+
 /// `unshare` for a private mount namespace: directly with CAP_SYS_ADMIN,
 /// otherwise inside a user namespace of its own (where it has it).
 fn unshare_args() -> Vec<&'static str> {
@@ -779,6 +817,17 @@ impl Script {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sockets_on_a_path_are_read_from_proc_net_unix() {
+        let table = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 1001 /s/g.sock\n\
+            0000000000000000: 00000003 00000000 00000000 0001 03 1002 /s/g.sock\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 1003 /s/other.sock\n\
+            0000000000000000: 00000003 00000000 00000000 0001 03 1004\n";
+        assert_eq!(sockets_bound_to(table, Path::new("/s/g.sock")), 2);
+        assert_eq!(sockets_bound_to(table, Path::new("/s/none.sock")), 0);
+    }
 
     #[test]
     fn a_pool_group_is_its_journal_and_its_pages() {
