@@ -34,7 +34,11 @@ pub const CASE: Case = Case {
     id: "TC-17",
     name: "concurrent_same_prefix",
     destructive: false,
-    needs: &[Need::DepositReports, Need::RouterHints],
+    needs: &[
+        Need::DepositReports,
+        Need::RouterHints,
+        Need::ThirdAggregatedWorker,
+    ],
     optional: &[],
     run,
 };

@@ -53,6 +53,7 @@ pub const CASE: Case = Case {
         Need::RouterHints,
         Need::EngineMemoryReports,
         Need::FaultSwitches,
+        Need::ThirdAggregatedWorker,
     ],
     optional: &[],
     run,

@@ -335,6 +335,7 @@ impl Engine for CpuEngine {
             }
             Need::IndependentIntervalLog => needs::without(need, "cpu"),
             Need::NodeLink => needs::node_link(topology),
+            Need::ThirdAggregatedWorker => needs::third_aggregated_worker(topology),
             // `RemoteFWDramOptions` keeps KVCR's `opportunistic_query=False`
             // (`fixtures/cpu-engine/cpu_engine/kvcr_binding.py`): exact
             // hint membership.
@@ -589,6 +590,7 @@ mod tests {
                     Need::ProductionConditions => t != Topology::Agg,
                     Need::PerformanceArms => t == Topology::TwoNode,
                     Need::NodeLink => t != Topology::TwoNode,
+                    Need::ThirdAggregatedWorker => t != Topology::Agg,
                     _ => false,
                 };
                 assert_eq!(!answer.is_yes(), expected_no, "{need:?} on {t}: {answer:?}");

@@ -80,11 +80,15 @@ pub enum Need {
     /// apart from any request (`POST /kvcr/bench/deliver`), so TC-05 can
     /// time hundreds of host-tier delivers a round.
     DeliverBench,
+    /// A third aggregated worker, C, beside A and B: one prefix can be
+    /// hinted to two targets at once, or a third peer speak on a worker's
+    /// channel (TC-17's fan-out, TC-22).
+    ThirdAggregatedWorker,
 }
 
 impl Need {
     /// Every need, in the order the docs list them.
-    pub const ALL: [Need; 18] = [
+    pub const ALL: [Need; 19] = [
         Need::Topology,
         Need::Guard,
         Need::RouterHints,
@@ -103,6 +107,7 @@ impl Need {
         Need::EngineMemoryReports,
         Need::NodeLink,
         Need::DeliverBench,
+        Need::ThirdAggregatedWorker,
     ];
 
     /// How the docs name it.
@@ -126,6 +131,7 @@ impl Need {
             Need::EngineMemoryReports => "engine-memory reports",
             Need::NodeLink => "a link between nodes",
             Need::DeliverBench => "a deliver bench",
+            Need::ThirdAggregatedWorker => "a third aggregated worker",
         }
     }
 }
@@ -175,6 +181,16 @@ pub fn node_link(topology: super::Topology) -> Support {
     )
 }
 
+/// Why a case that needs a third aggregated worker does not run on
+/// `topology`: only the agg topology starts one (profile key
+/// `cpu_engine.agg_workers = 3`).
+pub fn third_aggregated_worker(topology: super::Topology) -> Support {
+    Support::given(
+        topology == super::Topology::Agg,
+        "it needs a third aggregated worker, C, which only the agg topology starts (profile key `cpu_engine.agg_workers = 3`)",
+    )
+}
+
 /// The answer of an engine (`engine`, its registry word) that does not give
 /// `need` and has nothing to add: for the optional needs, the words the
 /// "not checked" record has always given.
@@ -193,6 +209,9 @@ pub fn without(need: Need, engine: &str) -> Support {
         }
         Need::FirstTokenStamps => format!(
             "{engine} records no per-request first-token instant the harness can read"
+        ),
+        Need::ThirdAggregatedWorker => format!(
+            "the {engine} lanes start two aggregated workers; only the CPU engine starts a third (profile key `cpu_engine.agg_workers = 3`)"
         ),
         Need::DeliverBench => "only the CPU engine runs KVCR delivers on request (POST /kvcr/bench/deliver); on this engine KVCR's deliver time is read from TC-05's arms".into(),
         Need::FaultSwitches => format!(

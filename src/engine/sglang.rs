@@ -361,6 +361,7 @@ impl Engine for SglangEngine {
             _ if topology == Topology::TwoP1D => Support::no(NO_GUARD_NO_DISAGGREGATION),
             Need::FirstTokenStamps => Support::no(NO_FIRST_TOKEN_STAMP),
             Need::NodeLink => needs::node_link(topology),
+            Need::ThirdAggregatedWorker => needs::without(need, "sglang"),
             Need::Topology => Support::Yes,
             Need::Guard => Support::no(NO_GUARD_NO_DISAGGREGATION),
             Need::RouterHints => Support::no(NO_ROUTER_HINT),

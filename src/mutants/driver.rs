@@ -200,6 +200,12 @@ pub(crate) fn refuse(
     let score = file.write(out, &start.file_name());
     let why = report.refused.clone().unwrap_or_default();
     let mut message = format!("not scored: {why}; no mutant ran");
+    if !report.mutants.is_empty() {
+        message.push_str(&format!(
+            " (the table keeps the {} draws an earlier run finished)",
+            report.mutants.len()
+        ));
+    }
     for control in &report.control {
         message.push_str(&format!(
             "\n  control {}: {} (log {})",

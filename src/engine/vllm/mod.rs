@@ -373,6 +373,7 @@ impl Engine for VllmEngine {
             Need::DepositReports => Support::no(NO_DEPOSIT_REPORTS),
             Need::EngineMemoryReports => Support::no(NO_ENGINE_MEMORY_REPORTS),
             Need::NodeLink => needs::node_link(topology),
+            Need::ThirdAggregatedWorker => needs::without(need, "vllm"),
             Need::FaultSwitches
             | Need::PagesPerKind
             | Need::ExactHintMembership

@@ -223,11 +223,19 @@ pub fn run_generated(
         &binaries,
         &out,
     )?;
+    let earlier = earlier_lane(&out, args, &generated.lanes);
     if table(&control, &[]).refused.is_some() {
-        return Err(refuse(&table(&control, &[]), &out, &start, selection, args));
+        // No draw runs, but the table keeps what an earlier run finished.
+        let kept = resume::kept_rows(earlier.as_ref(), &record.mutants, &lanes);
+        return Err(refuse(
+            &table(&control, &kept),
+            &out,
+            &start,
+            selection,
+            args,
+        ));
     }
     let total = record.mutants.len();
-    let earlier = earlier_lane(&out, args, &generated.lanes);
     let stop = out.join(STOP_FILE);
     if earlier.is_some() && stop.exists() {
         // Left by the run this one resumes.

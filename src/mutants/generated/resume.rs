@@ -74,6 +74,23 @@ impl EarlierLane {
     }
 }
 
+/// The rows of `mutants` that `earlier` finished and [`decide`] keeps, in
+/// draw order: what a run stopped before any draw (by a red control) still
+/// writes to the table, so the next resume loses nothing.
+pub fn kept_rows(
+    earlier: Option<&EarlierLane>,
+    mutants: &[GeneratedMutant],
+    lanes: &[SequenceLane],
+) -> Vec<MutantRow> {
+    let Some(earlier) = earlier else {
+        return Vec::new();
+    };
+    mutants
+        .iter()
+        .filter_map(|m| decide(earlier, m, lanes).ok())
+        .collect()
+}
+
 /// The earlier row of `mutant` to keep, or why it runs. A row is kept
 /// when it is of the same mutant (name, diff) on the same lanes with the
 /// same trials, and finished: each of its lanes' children exited by itself
@@ -294,6 +311,26 @@ mod tests {
             MutantResult::Survived
         );
         assert_eq!(decide(&earlier, &c, &phase1()).unwrap().result, broken);
+    }
+
+    #[test]
+    fn a_stopped_run_keeps_the_finished_rows_in_draw_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b, c) = (
+            mutant(tmp.path(), 1),
+            mutant(tmp.path(), 2),
+            mutant(tmp.path(), 3),
+        );
+        // b finished; a's child left no results.json; c never ran.
+        let earlier = lane(vec![
+            row(tmp.path(), &b, MutantResult::Survived, true),
+            row(tmp.path(), &a, killed(), false),
+        ]);
+        let mutants = [a, b.clone(), c];
+        let kept = kept_rows(Some(&earlier), &mutants, &phase1());
+        let names: Vec<&str> = kept.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, [b.name.as_str()]);
+        assert!(kept_rows(None, &mutants, &phase1()).is_empty());
     }
 
     #[test]
