@@ -37,12 +37,32 @@ pub fn expect_promoted(
                     p.guard
                 )
             });
+            checks.check(stages_add_up(p), || {
+                format!(
+                    "guard_promoted's stages do not add up to its total: recovery_ms {} + setup_ms {} + start_ms {} ≠ promotion_ms {} (each stage ≥ 0, sum within {STAGE_SUM_TOLERANCE_MS} ms)",
+                    p.recovery_ms, p.setup_ms, p.start_ms, p.promotion_ms
+                )
+            });
         }
     }
     checks.check(control_port_listening, || {
         "the dead worker's control port is not listening (the Guard should own it)".into()
     });
     checks.verdict()
+}
+
+/// How far the Guard's three promotion stages may sum from its total: each
+/// is logged to 0.001 ms, so rounding alone moves the sum by at most
+/// 0.002 ms.
+const STAGE_SUM_TOLERANCE_MS: f64 = 0.01;
+
+/// The Guard times its promotion as three consecutive stages (recovery,
+/// setup, core start) on one monotonic clock, so each is non-negative and
+/// they sum to the total it logs.
+fn stages_add_up(p: &Promotion) -> bool {
+    let stages = [p.recovery_ms, p.setup_ms, p.start_ms];
+    stages.iter().all(|ms| *ms >= 0.0)
+        && (stages.iter().sum::<f64>() - p.promotion_ms).abs() <= STAGE_SUM_TOLERANCE_MS
 }
 
 /// The promoted Guard recovered at least the blocks the case itself
@@ -145,8 +165,8 @@ mod tests {
             agent: None,
             control: "127.0.0.1:27771".into(),
             recovery_ms: 0.1,
-            setup_ms: 0.5,
-            start_ms: 6.0,
+            setup_ms: 0.519,
+            start_ms: 6.081,
             promotion_ms: 6.7,
         }
     }
@@ -182,6 +202,35 @@ mod tests {
             v.starts_with("the promoted Guard recovered the committed blocks: guard_promoted reports recovered_blocks 20 < 28 blocks this case committed on A"),
             "{v}"
         );
+    }
+
+    #[test]
+    fn stages_that_do_not_add_up_fail() {
+        // Logged to 0.001 ms: rounding passes.
+        let rounded = Promotion {
+            recovery_ms: 0.149,
+            setup_ms: 0.519,
+            start_ms: 6.061,
+            promotion_ms: 6.731,
+            ..promotion()
+        };
+        assert_eq!(expect_promoted(Some(&rounded), 0, true, true), Ok(()));
+        // A recovery stage logged as a ratio of clock readings, not a span.
+        let ratio = Promotion {
+            recovery_ms: 1000.0,
+            ..promotion()
+        };
+        let v = expect_promoted(Some(&ratio), 0, true, true)
+            .unwrap_err()
+            .to_string();
+        assert!(v.contains("stages do not add up to its total: recovery_ms 1000 + setup_ms 0.519 + start_ms 6.081 ≠ promotion_ms 6.7"), "{v}");
+        // A negative stage that the others make up for.
+        let negative = Promotion {
+            recovery_ms: -0.4,
+            setup_ms: 1.019,
+            ..promotion()
+        };
+        assert!(expect_promoted(Some(&negative), 0, true, true).is_err());
     }
 
     #[test]
