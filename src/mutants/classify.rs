@@ -60,9 +60,11 @@ impl MutantResult {
     }
 }
 
-/// Whether two runs failed the same way: both are kills whose first failed
-/// trial is the same and whose messages make the same claim (the text
-/// before the first `:`; the numbers after it may differ between runs).
+/// Whether two runs failed the same way: both are kills that make the same
+/// claim (the text before the first `:`, its numbers and ids aside: they
+/// differ between runs), and the trial the first run's kill names failed in
+/// the second too, first or not: trials of one lane share a stack, so a
+/// mutant that hangs every request fails whichever asks first.
 pub fn same_failure(a: &MutantResult, b: &MutantResult) -> bool {
     match (a, b) {
         (
@@ -74,16 +76,28 @@ pub fn same_failure(a: &MutantResult, b: &MutantResult) -> bool {
             MutantResult::Killed {
                 trial: t2,
                 message: m2,
+                failed,
                 ..
             },
-        ) => t1 == t2 && claim(m1) == claim(m2),
+        ) => (t1 == t2 || failed.contains(t1)) && claim(m1) == claim(m2),
         _ => false,
     }
 }
 
-/// `peer transfer reconciles` of `peer transfer reconciles: target read …`.
-fn claim(message: &str) -> &str {
-    message.split(':').next().unwrap_or(message).trim()
+/// `peer transfer reconciles` of `peer transfer reconciles: target read …`,
+/// each run of digits read as `#` (`request f004v1 failed` and `request
+/// f002v2 failed` make one claim).
+fn claim(message: &str) -> String {
+    let head = message.split(':').next().unwrap_or(message).trim();
+    let mut out = String::with_capacity(head.len());
+    for c in head.chars() {
+        if !c.is_ascii_digit() {
+            out.push(c);
+        } else if !out.ends_with('#') {
+            out.push('#');
+        }
+    }
+    out
 }
 
 /// Classifies a mutant's run. `run` is `Err` (why) when the child left no
@@ -340,6 +354,40 @@ mod tests {
             &MutantResult::Survived,
             &MutantResult::Survived
         ));
+    }
+
+    #[test]
+    fn a_kill_that_repeats_on_a_trial_run_earlier_stands() {
+        // Every request hangs: the first run's first failure is TC-03, the
+        // re-run's TC-01, and TC-03 failed again the same way.
+        let hang = |trial: &str, id: &str| {
+            format!("request {id} failed: completion of \"tiny\" for {trial}: no response")
+        };
+        let first = MutantResult::Killed {
+            trial: "TC-03::hinted_peer_transfer".into(),
+            message: hang("TC-03", "f004v1"),
+            message_matches: false,
+            failed: vec!["TC-03::hinted_peer_transfer".into(), "TC-04::x".into()],
+        };
+        let second = MutantResult::Killed {
+            trial: "TC-01::generation_correctness".into(),
+            message: hang("TC-01", "f002v2"),
+            message_matches: false,
+            failed: vec![
+                "TC-01::generation_correctness".into(),
+                "TC-03::hinted_peer_transfer".into(),
+            ],
+        };
+        assert_eq!(first.clone().confirmed_by(second.clone()), first);
+        // Without TC-03 among the re-run's failures it is a flake.
+        let elsewhere = MutantResult::Killed {
+            trial: "TC-01::generation_correctness".into(),
+            message: hang("TC-01", "f002v2"),
+            message_matches: false,
+            failed: vec!["TC-01::generation_correctness".into()],
+        };
+        assert_eq!(first.clone().confirmed_by(elsewhere).word(), "flaky");
+        assert_eq!(claim("request f004v1 failed: x"), "request f#v# failed");
     }
 
     #[test]
