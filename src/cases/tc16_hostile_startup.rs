@@ -15,7 +15,11 @@
 //! its pool file, beside a live Guard on the same pool directory, must
 //! start: remove the stale socket and serve on its path, reclaim the dead
 //! Guard's pool file (the directory has no room for its own otherwise),
-//! leave the live Guard's, and stop cleanly. Every attempt runs in a mount namespace of its own, so nothing
+//! leave the live Guard's, and stop cleanly. Then every configuration of
+//! `REFUSED_CONFIGS` an operator can get wrong (a worker's KVCR
+//! configuration, its G3 files, the Guard service's command line and
+//! paths): refused at start in KVCR's own words, nothing left, what the
+//! harness placed beside it untouched. Every attempt runs in a mount namespace of its own, so nothing
 //! reaches the machine's own `/dev/shm`. Then the stack still serves the
 //! reference tokens on every worker.
 

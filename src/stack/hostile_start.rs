@@ -367,8 +367,8 @@ impl Stack {
     /// The stack's first worker slot, moved into `dirs`: group 0 of the
     /// Guard on the attempt's socket, ports of its own.
     pub(super) fn attempt_slot(&self, host: &str, dirs: &Dirs) -> Result<WorkerSlot, String> {
-        let ports = free_ports_in(host, 2, STACK_PORT_RANGE)
-            .map_err(|e| format!("no free ports: {e}"))?;
+        let ports =
+            free_ports_in(host, 2, STACK_PORT_RANGE).map_err(|e| format!("no free ports: {e}"))?;
         let mut slot = self
             .plan
             .slots

@@ -53,7 +53,6 @@ pub use dropout::Dropout;
 pub use guard_service::{GuardServiceKill, PoolFile};
 pub use hooks::{described_pid, hooks, run_hook, HookRun, Hooks};
 pub use hostile_start::{Hostility, Sabotage};
-pub use refused_config::{ConfigRow, REFUSED_CONFIGS};
 pub use kill::KillReport;
 pub use latch::Latched;
 pub use layout::{Layout, POOL_FILES_AFTER_SHUTDOWN};
@@ -63,6 +62,7 @@ pub use provision::{
     provision, ProvisionError, StackOptions, StartupTimings, DIGEST_MISMATCH,
     DUPLICATE_GUARD_INDEX, NODE_WITHOUT_PID_NAMESPACE,
 };
+pub use refused_config::{ConfigRow, REFUSED_CONFIGS};
 pub use registration::Registration;
 pub use worker::Worker;
 

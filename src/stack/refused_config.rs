@@ -19,8 +19,8 @@ use crate::verdict::hostile_start::{traceback_exceptions, StartAttempt};
 use crate::verdict::refused_config::{usage_errors, ConfigAttempt, Untouched};
 
 use super::hostile_start::{
-    helper_pool_count, hostile, pool_group_bytes, quote, set_or_add_flag,
-    unshare_args, Dirs, Sabotage, Script, MARK, WORKER_READY,
+    helper_pool_count, hostile, pool_group_bytes, quote, set_or_add_flag, unshare_args, Dirs,
+    Sabotage, Script, MARK, WORKER_READY,
 };
 use super::{Stack, StackError};
 
@@ -97,7 +97,10 @@ const fn row(
 
 /// A G3 file at `{work}/g3.bin`, on a geometry whose block is one page
 /// (the CPU engine's G3 needs it).
-const G3_FILE: [Setting; 2] = [Flag("--attn-pages", "1"), Flag("--g3-file", "{work}/g3.bin")];
+const G3_FILE: [Setting; 2] = [
+    Flag("--attn-pages", "1"),
+    Flag("--g3-file", "{work}/g3.bin"),
+];
 
 /// Every configuration KVCR must refuse at start: adding one is one row.
 #[rustfmt::skip]
@@ -218,8 +221,7 @@ impl Stack {
         row: &ConfigRow,
         sabotage: Sabotage,
     ) -> Result<ConfigAttempt, StackError> {
-        let not_applied =
-            |why: String| StackError::FaultNotApplied(format!("{}: {why}", row.name));
+        let not_applied = |why: String| StackError::FaultNotApplied(format!("{}: {why}", row.name));
         let dirs = Dirs::named(row.name);
         let ctx = LaunchContext {
             work_dir: dirs.work.clone(),
@@ -400,7 +402,9 @@ mod tests {
                 r.name
             );
             assert!(
-                r.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                r.name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
                 "{}",
                 r.name
             );
@@ -479,8 +483,12 @@ mod tests {
     fn the_checks_run_before_the_live_service_stops_and_the_script_is_shell() {
         let dirs = Dirs::named("socket_served_by_another_service");
         let mut script = Script::new(&dirs, 158_543_872);
-        let guard = ProcessSpec::new("guard", "/venv/bin/python", "/logs/g.log")
-            .args(["-m", "kvcr.kvcr_service", "--socket-path", "/x/g.sock"]);
+        let guard = ProcessSpec::new("guard", "/venv/bin/python", "/logs/g.log").args([
+            "-m",
+            "kvcr.kvcr_service",
+            "--socket-path",
+            "/x/g.sock",
+        ]);
         script.helper_guard(&guard);
         script.after_first(untouched_check("kill -0 $helper", "the live one"));
         let text = script.script(&guard);

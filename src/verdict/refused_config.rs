@@ -112,12 +112,24 @@ mod tests {
 
     #[test]
     fn another_refusal_fails_naming_the_configuration_and_what_was_seen() {
-        let a = attempt(&["ValueError: abandon_timeout_ms must be at least twice operation_timeout_ms"]);
+        let a = attempt(&[
+            "ValueError: abandon_timeout_ms must be at least twice operation_timeout_ms",
+        ]);
         let v = expect_refused(&a.start).unwrap_err();
-        assert!(v.detail.contains("configuration operation_timeout_zero"), "{v}");
+        assert!(
+            v.detail.contains("configuration operation_timeout_zero"),
+            "{v}"
+        );
         assert!(v.detail.contains("config.operation_timeout_ms=0"), "{v}");
-        assert!(v.detail.contains("abandon_timeout_ms must be at least twice"), "{v}");
-        assert!(v.detail.contains("operation_timeout_ms must be positive"), "{v}");
+        assert!(
+            v.detail
+                .contains("abandon_timeout_ms must be at least twice"),
+            "{v}"
+        );
+        assert!(
+            v.detail.contains("operation_timeout_ms must be positive"),
+            "{v}"
+        );
     }
 
     #[test]
@@ -126,7 +138,10 @@ mod tests {
         served.start.ready = true;
         served.start.exit_code = Some(0);
         let v = expect_refused(&served.start).unwrap_err();
-        assert!(v.detail.contains("started and logged its ready line"), "{v}");
+        assert!(
+            v.detail.contains("started and logged its ready line"),
+            "{v}"
+        );
 
         let mut hung = attempt(&[REFUSAL]);
         hung.start.hung = true;
@@ -169,7 +184,11 @@ mod tests {
             kept: false,
         }];
         let v = expect_beside_untouched(&a).unwrap_err();
-        assert!(v.detail.contains("the live service on /s/g.sock was not as it was"), "{v}");
+        assert!(
+            v.detail
+                .contains("the live service on /s/g.sock was not as it was"),
+            "{v}"
+        );
         a.beside[0].kept = true;
         assert_eq!(expect_beside_untouched(&a), Ok(()));
     }
