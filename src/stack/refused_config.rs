@@ -12,6 +12,8 @@
 //! Values may name the attempt's directories: `{pools}`, `{sockets}`,
 //! `{socket}` (the Guard's socket), `{work}`.
 
+use std::path::Path;
+
 use crate::engine::LaunchContext;
 use crate::proc::ProcessSpec;
 use crate::telemetry::names::kvcr_log::SERVICE_READY;
@@ -181,7 +183,7 @@ impl ConfigRow {
 
 /// `value` with the attempt's directories in place of their names.
 fn fill(value: &str, dirs: &Dirs) -> String {
-    let d = |p: &std::path::Path| p.display().to_string();
+    let d = |p: &Path| p.display().to_string();
     value
         .replace("{pools}", &d(&dirs.pools))
         .replace("{sockets}", &d(&dirs.sockets))
@@ -265,7 +267,7 @@ impl Stack {
                     Flag(flag, value) => set_or_add_flag(&mut subject, flag, &fill(value, &dirs)),
                 }
             }
-            beside_expected = self.arrange_beside(row, &dirs, &guard, &mut script);
+            beside_expected = arrange_beside(row, &dirs, &guard, logs, &mut script);
         }
         if row.component == Worker {
             // A G3 worker claims one pool: its Guard holds one.
@@ -321,61 +323,64 @@ impl Stack {
             beside: beside_seen(&ran.text),
         })
     }
+}
 
-    /// Places what `row` has beside its component, and the checks (and
-    /// removals of the harness's own files) after it exited. Returns how
-    /// many checks the wrapper runs.
-    fn arrange_beside(
-        &self,
-        row: &ConfigRow,
-        dirs: &Dirs,
-        guard: &ProcessSpec,
-        script: &mut Script,
-    ) -> usize {
-        let socket = dirs.socket().display().to_string();
-        let g3 = dirs.work.join("g3.bin").display().to_string();
-        let (q_socket, q_g3) = (quote(&socket), quote(&g3));
-        match row.beside {
-            Nothing => 0,
-            LiveService => {
-                let mut live = guard.clone();
-                live.log = self
-                    .plan
-                    .ctx
-                    .logs_dir
-                    .join(format!("hostile-{}.live.log", row.name));
-                script.helper_guard(&live);
-                // Before the live service is stopped.
-                script.after_first(untouched_check(
-                    &format!("kill -0 $helper 2>/dev/null && [ -S {q_socket} ]"),
-                    &format!("the live Guard service on {socket}"),
-                ));
-                1
-            }
-            FileAtSocket => {
-                script.before(format!("printf kvcr-e2e > {q_socket}"));
-                script.after(untouched_check(
+/// Places what `row` has beside its component, and the checks (and
+/// removals of the harness's own files) after it exited. Returns how many
+/// checks the wrapper runs.
+fn arrange_beside(
+    row: &ConfigRow,
+    dirs: &Dirs,
+    guard: &ProcessSpec,
+    logs: &Path,
+    script: &mut Script,
+) -> usize {
+    let socket = dirs.socket().display().to_string();
+    let g3 = dirs.work.join("g3.bin").display().to_string();
+    let (q_socket, q_g3) = (quote(&socket), quote(&g3));
+    match row.beside {
+        Nothing => 0,
+        LiveService => {
+            let mut live = guard.clone();
+            live.log = logs.join(format!("hostile-{}.live.log", row.name));
+            script.helper_guard(&live);
+            // Once the live service holds only its listener (the refused
+            // Guard's probe connection closed: a SIGTERM while it still
+            // sets one up can be lost, docs/kvcr-findings.md finding 18),
+            // polled for at most 5 s, and before it is stopped.
+            let settled = format!(
+                    "n=0; while [ \"$(awk -v p={q_socket} '$8 == p' /proc/net/unix | wc -l)\" -gt 1 ] && [ $n -lt 100 ]; do n=$((n+1)); sleep 0.05; done"
+                );
+            let check = untouched_check(
+                &format!("kill -0 $helper 2>/dev/null && [ -S {q_socket} ]"),
+                &format!("the live Guard service on {socket}"),
+            );
+            script.after_first(format!("{settled}\n{check}"));
+            1
+        }
+        FileAtSocket => {
+            script.before(format!("printf kvcr-e2e > {q_socket}"));
+            script.after(untouched_check(
                     &format!("[ -f {q_socket} ] && [ ! -S {q_socket} ] && [ \"$(cat {q_socket})\" = kvcr-e2e ]"),
                     &format!("the harness's regular file at {socket}"),
                 ));
-                script.after(format!("rm -f {q_socket}"));
-                1
-            }
-            G3FileOfSize(bytes) => {
-                script.before(format!("truncate -s {bytes} {q_g3}"));
-                script.after(untouched_check(
-                    &format!("[ \"$(stat -c %s {q_g3})\" = {bytes} ]"),
-                    &format!("the G3 file of {bytes} bytes at {g3}"),
-                ));
-                script.after(format!("rm -f {q_g3}"));
-                1
-            }
-            G3FileAndHardLink => {
-                let link = quote(&dirs.work.join("g3-link.bin").display().to_string());
-                script.before(format!(": > {q_g3} && ln {q_g3} {link}"));
-                script.after(format!("rm -f {q_g3} {link}"));
-                0
-            }
+            script.after(format!("rm -f {q_socket}"));
+            1
+        }
+        G3FileOfSize(bytes) => {
+            script.before(format!("truncate -s {bytes} {q_g3}"));
+            script.after(untouched_check(
+                &format!("[ \"$(stat -c %s {q_g3})\" = {bytes} ]"),
+                &format!("the G3 file of {bytes} bytes at {g3}"),
+            ));
+            script.after(format!("rm -f {q_g3}"));
+            1
+        }
+        G3FileAndHardLink => {
+            let link = quote(&dirs.work.join("g3-link.bin").display().to_string());
+            script.before(format!(": > {q_g3} && ln {q_g3} {link}"));
+            script.after(format!("rm -f {q_g3} {link}"));
+            0
         }
     }
 }
@@ -480,29 +485,55 @@ mod tests {
     }
 
     #[test]
-    fn the_checks_run_before_the_live_service_stops_and_the_script_is_shell() {
-        let dirs = Dirs::named("socket_served_by_another_service");
-        let mut script = Script::new(&dirs, 158_543_872);
+    fn whats_beside_is_placed_before_and_checked_before_any_helper_stops() {
         let guard = ProcessSpec::new("guard", "/venv/bin/python", "/logs/g.log").args([
             "-m",
             "kvcr.kvcr_service",
             "--socket-path",
             "/x/g.sock",
         ]);
-        script.helper_guard(&guard);
-        script.after_first(untouched_check("kill -0 $helper", "the live one"));
-        let text = script.script(&guard);
-        let at = |needle: &str| {
-            text.find(needle)
-                .unwrap_or_else(|| panic!("{needle} in {text}"))
-        };
-        assert!(at("untouched yes the live one") < at("kill -TERM $helper"));
-        assert!(at("kill -TERM $helper") < at("say listed"));
-        assert!(super::super::hostile_start::command(&guard).contains("'kvcr.kvcr_service'"));
-        let checked = std::process::Command::new("sh")
-            .args(["-n", "-c", &text])
-            .status()
-            .expect("sh");
-        assert!(checked.success(), "{text}");
+        for r in REFUSED_CONFIGS {
+            let dirs = Dirs::named(r.name);
+            let mut script = Script::new(&dirs, 158_543_872);
+            let checks = arrange_beside(r, &dirs, &guard, Path::new("/logs"), &mut script);
+            let text = script.script(&guard);
+            let at = |needle: &str| {
+                text.find(needle)
+                    .unwrap_or_else(|| panic!("{}: {needle} in {text}", r.name))
+            };
+            assert_eq!(text.matches("untouched yes").count(), checks, "{}", r.name);
+            if checks > 0 {
+                assert!(at("environment ready") < at("untouched yes"), "{}", r.name);
+                assert!(at("untouched yes") < at("say listed"), "{}", r.name);
+            }
+            match r.beside {
+                LiveService => {
+                    assert!(
+                        at("> '/logs/hostile-socket_served_by_another_service.live.log'")
+                            < at("environment ready")
+                    );
+                    assert!(at("/proc/net/unix") < at("untouched yes"));
+                    assert!(at("untouched yes") < at("kill -TERM $helper"));
+                }
+                FileAtSocket => assert!(at("printf kvcr-e2e") < at("environment ready")),
+                G3FileOfSize(_) => assert!(at("truncate -s 4096") < at("environment ready")),
+                G3FileAndHardLink => assert!(at("ln ") < at("environment ready")),
+                Nothing => assert_eq!(checks, 0),
+            }
+            if r.beside != Nothing {
+                // The harness's own files go before the listing.
+                assert_eq!(
+                    r.beside == LiveService,
+                    !text.contains("rm -f"),
+                    "{}",
+                    r.name
+                );
+            }
+            let checked = std::process::Command::new("sh")
+                .args(["-n", "-c", &text])
+                .status()
+                .expect("sh");
+            assert!(checked.success(), "{}: {text}", r.name);
+        }
     }
 }
