@@ -97,9 +97,10 @@ const fn row(
     }
 }
 
-/// A G3 file at `{work}/g3.bin`, on a geometry whose block is one page
-/// (the CPU engine's G3 needs it).
-const G3_FILE: [Setting; 2] = [
+/// A G3 file at `{work}/g3.bin`, on a dense geometry whose block is one
+/// page (the CPU engine's G3 needs it).
+const G3_FILE: [Setting; 3] = [
+    Flag("--geometry", "dense"),
     Flag("--attn-pages", "1"),
     Flag("--g3-file", "{work}/g3.bin"),
 ];
@@ -127,7 +128,7 @@ pub const REFUSED_CONFIGS: &[ConfigRow] = &[
     row("g3_file_of_another_size", Worker, &G3_FILE, G3FileOfSize(4096),
         &["has incompatible size"]),
     row("g3_paths_alias_one_file", Worker,
-        &[G3_FILE[0], G3_FILE[1], Kvcr(r#"g3.paths=["{work}/g3.bin","{work}/g3-link.bin"]"#)],
+        &[G3_FILE[0], G3_FILE[1], G3_FILE[2], Kvcr(r#"g3.paths=["{work}/g3.bin","{work}/g3-link.bin"]"#)],
         G3FileAndHardLink, &["G3 file paths must not alias the same file"]),
     // The Guard service's command line and paths.
     row("pool_dir_missing", Guard, &[Flag("--pool-dir", "{pools}/missing")], Nothing,
@@ -447,7 +448,7 @@ mod tests {
             .expect("row");
         assert_eq!(
             r.cause(),
-            "configuration g3_file_of_another_size: --attn-pages 1, --g3-file {work}/g3.bin, a G3 file of 4096 bytes left at its path"
+            "configuration g3_file_of_another_size: --geometry dense, --attn-pages 1, --g3-file {work}/g3.bin, a G3 file of 4096 bytes left at its path"
         );
     }
 
