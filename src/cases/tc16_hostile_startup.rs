@@ -15,18 +15,23 @@
 //! its pool file, beside a live Guard on the same pool directory, must
 //! start: remove the stale socket and serve on its path, reclaim the dead
 //! Guard's pool file (the directory has no room for its own otherwise),
-//! leave the live Guard's, and stop cleanly. Every attempt runs in a mount namespace of its own, so nothing
+//! leave the live Guard's, and stop cleanly. Then every configuration of
+//! `REFUSED_CONFIGS` an operator can get wrong (a worker's KVCR
+//! configuration, its G3 files, the Guard service's command line and
+//! paths): refused at start in KVCR's own words, nothing left, what the
+//! harness placed beside it untouched. Every attempt runs in a mount namespace of its own, so nothing
 //! reaches the machine's own `/dev/shm`. Then the stack still serves the
 //! reference tokens on every worker.
 
 use serde_json::json;
 
 use crate::engine::Need;
-use crate::stack::{Hostility, Sabotage};
+use crate::stack::{Hostility, Sabotage, REFUSED_CONFIGS};
 use crate::suite::{Case, CaseCtx, CaseResult};
 use crate::verdict::hostile_start::{
     expect_nothing_left, expect_refused, expect_reserved_at_start,
 };
+use crate::verdict::refused_config::expect_beside_untouched;
 use crate::verdict::start_leftovers::{
     expect_live_pool_kept, expect_orphans_reclaimed, expect_stale_socket_replaced,
 };
@@ -74,6 +79,16 @@ fn run_with(ctx: &CaseCtx, sabotage: Sabotage) -> CaseResult {
             ctx.check(&name, &attempt, expect_refused(&attempt))?;
         }
         ctx.check(&name, &attempt, expect_nothing_left(&attempt))?;
+    }
+
+    // Configurations an operator can get wrong, one row each: refused at
+    // start in KVCR's own words, nothing left, what was beside untouched.
+    for row in REFUSED_CONFIGS {
+        let attempt = ctx.hostile_start().refused_config(row, sabotage)?;
+        let name = format!("{}.json", row.name);
+        ctx.check(&name, &attempt, expect_refused(&attempt.start))?;
+        ctx.check(&name, &attempt, expect_nothing_left(&attempt.start))?;
+        ctx.check(&name, &attempt, expect_beside_untouched(&attempt))?;
     }
 
     // The rest of the stack still serves.

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use serde::Serialize;
 
-use crate::engine::LaunchContext;
+use crate::engine::{LaunchContext, WorkerSlot};
 use crate::proc::{procfs, ProcessSpec, Supervised};
 use crate::telemetry::names::kvcr_log::SERVICE_READY;
 use crate::verdict::hostile_start::{traceback_exceptions, PoolFileSpace, StartAttempt};
@@ -42,10 +42,10 @@ const ROOT: &str = "/dev/shm/hostile";
 /// before it exits).
 const LOG_BYTES: u64 = 16 << 20;
 /// The wrapper's own lines in the component's log.
-const MARK: &str = "hostile-start:";
+pub(super) const MARK: &str = "hostile-start:";
 /// A worker's line once it serves (`cpu_engine.worker`: `registered
 /// <model> as <role> instance <id>`), both parts.
-const WORKER_READY: [&str; 2] = ["registered ", " instance "];
+pub(super) const WORKER_READY: [&str; 2] = ["registered ", " instance "];
 /// A Guard pool of one page, in KVCR's GB (`0.000004` GB is 4294 bytes,
 /// one page once rounded down).
 const ONE_PAGE_GB: &str = "0.000004";
@@ -152,15 +152,20 @@ pub enum Sabotage {
 }
 
 /// The attempt's paths, inside its own `/dev/shm`.
-struct Dirs {
-    pools: PathBuf,
-    sockets: PathBuf,
-    work: PathBuf,
+pub(super) struct Dirs {
+    pub pools: PathBuf,
+    pub sockets: PathBuf,
+    pub work: PathBuf,
 }
 
 impl Dirs {
     fn of(hostility: Hostility) -> Self {
-        let root = Path::new(ROOT).join(hostility.word());
+        Self::named(hostility.word())
+    }
+
+    /// An attempt's directories under `/dev/shm/hostile/<name>`.
+    pub(super) fn named(name: &str) -> Self {
+        let root = Path::new(ROOT).join(name);
         Self {
             pools: root.join("pools"),
             sockets: root.join("sock"),
@@ -168,7 +173,7 @@ impl Dirs {
         }
     }
 
-    fn socket(&self) -> PathBuf {
+    pub(super) fn socket(&self) -> PathBuf {
         self.sockets.join("g.sock")
     }
 
@@ -184,6 +189,20 @@ struct Arranged {
     wrapper: ProcessSpec,
     cause: String,
     held_port: Option<TcpListener>,
+}
+
+/// What an attempt's wrapper saw, before the attempt is judged.
+pub(super) struct Ran {
+    pub exit_code: Option<i32>,
+    pub ready: bool,
+    pub hung: bool,
+    pub elapsed_ms: u64,
+    pub deadline_ms: u64,
+    /// The wrapper's log: the component's output and the wrapper's lines.
+    pub text: String,
+    pub left_files: Vec<String>,
+    pub listed: bool,
+    pub left_processes: Vec<u32>,
 }
 
 impl Stack {
@@ -208,41 +227,89 @@ impl Stack {
         } else {
             ("guard", &[SERVICE_READY])
         };
-        let deadline = self.plan.options.startup_timeout;
-        let started = Instant::now();
-        let process = Supervised::spawn(&wrapper).map_err(super::ProvisionError::from)?;
-        let seen = wait::until(
-            format!("the {component} to refuse ({cause}) or to start"),
-            deadline,
-            Duration::from_millis(50),
-            || {
-                if let Some(status) = process.exit_status() {
-                    return Poll::Ready(Some(status.code()));
+        let mut pool_files = Vec::new();
+        let mut socket_accepted = false;
+        let ran = self.run_wrapper(
+            hostility.word(),
+            &wrapper,
+            &format!("the {component} to refuse ({cause}) or to start"),
+            ready_line,
+            |pid| {
+                if hostility.must_start() {
+                    pool_files = pool_files_seen_by(pid, &dirs.pools);
+                    socket_accepted = accepts_on(pid, &dirs.socket());
+                    if socket_accepted {
+                        await_probe_closed(&dirs.socket());
+                    }
                 }
-                if process
-                    .log_since_spawn(LOG_BYTES)
-                    .lines()
-                    .any(|l| ready_line.iter().all(|part| l.contains(part)))
-                {
-                    return Poll::Ready(None);
-                }
-                Poll::Pending("neither exited nor ready".into())
             },
         );
+        drop(held_port);
+        let ran = ran?;
+        let leftovers = (hostility == Hostility::OverACrashedGuard && hostile(sabotage))
+            .then(|| leftovers_seen(&ran.text, &dirs.socket(), socket_accepted));
+        Ok(StartAttempt {
+            attempt: hostility.word().to_string(),
+            component: component.to_string(),
+            cause,
+            cause_words: hostility
+                .cause_words()
+                .iter()
+                .map(|w| w.to_string())
+                .collect(),
+            exit_code: ran.exit_code,
+            ready: ran.ready,
+            hung: ran.hung,
+            elapsed_ms: ran.elapsed_ms,
+            deadline_ms: ran.deadline_ms,
+            exceptions: traceback_exceptions(&ran.text),
+            left_files: ran.left_files,
+            listed: ran.listed,
+            left_processes: ran.left_processes,
+            pool_files,
+            leftovers,
+            log: wrapper.log,
+        })
+    }
+
+    /// Runs an attempt's wrapper: polls until the component exits or logs
+    /// `ready_line` (then runs `while_ready` with the wrapper's pid and stops
+    /// it as the stack would) or the start-up timeout passes (then stops
+    /// it, killing its group if it must), and reads back what the wrapper
+    /// saw. A wrapper that could not set up its environment fails as "fault
+    /// not applied".
+    pub(super) fn run_wrapper(
+        &self,
+        word: &str,
+        wrapper: &ProcessSpec,
+        awaited: &str,
+        ready_line: &[&str],
+        while_ready: impl FnOnce(u32),
+    ) -> Result<Ran, StackError> {
+        let deadline = self.plan.options.startup_timeout;
+        let started = Instant::now();
+        let process = Supervised::spawn(wrapper).map_err(super::ProvisionError::from)?;
+        let seen = wait::until(awaited, deadline, Duration::from_millis(50), || {
+            if let Some(status) = process.exit_status() {
+                return Poll::Ready(Some(status.code()));
+            }
+            if process
+                .log_since_spawn(LOG_BYTES)
+                .lines()
+                .any(|l| ready_line.iter().all(|part| l.contains(part)))
+            {
+                return Poll::Ready(None);
+            }
+            Poll::Pending("neither exited nor ready".into())
+        });
         let (mut exit_code, ready, mut hung) = match seen {
             Ok(Some(code)) => (code, false, false),
             Ok(None) => (None, true, false),
             Err(_) => (None, false, true),
         };
-        let mut pool_files = Vec::new();
-        let mut socket_accepted = false;
         if ready || hung {
-            if ready && hostility.must_start() {
-                pool_files = pool_files_seen_by(process.pid(), &dirs.pools);
-                socket_accepted = accepts_on(process.pid(), &dirs.socket());
-                if socket_accepted {
-                    await_probe_closed(&dirs.socket());
-                }
+            if ready {
+                while_ready(process.pid());
             }
             // Stopped as the stack stops it; the wrapper passes SIGTERM on.
             let _ = process.signal(Signal::SIGTERM);
@@ -255,7 +322,6 @@ impl Stack {
                 }
             }
         }
-        drop(held_port);
         let elapsed_ms = started.elapsed().as_millis() as u64;
         // Since its spawn: a later attempt of the same name appends.
         let text = process.log_since_spawn(LOG_BYTES);
@@ -264,8 +330,7 @@ impl Stack {
             .find(|l| l.starts_with(&format!("{MARK} setup failed")))
         {
             return Err(StackError::FaultNotApplied(format!(
-                "{}: {failed} (log {})",
-                hostility.word(),
+                "{word}: {failed} (log {})",
                 wrapper.log.display()
             )));
         }
@@ -275,42 +340,47 @@ impl Stack {
         {
             // `unshare` itself refused (no CAP_SYS_ADMIN, no user namespaces).
             return Err(StackError::FaultNotApplied(format!(
-                "{}: the wrapper never started the component (exit {exit_code:?}): {} (log {})",
-                hostility.word(),
+                "{word}: the wrapper never started the component (exit {exit_code:?}): {} (log {})",
                 text.lines().last().unwrap_or("no output"),
                 wrapper.log.display()
             )));
         }
-        let mut left = left_files(&text);
+        let mut left_files = left_files(&text);
         // Made only inside the namespace: on the machine it means a mount
         // did not hold.
         if Path::new(ROOT).exists() {
-            left.push(format!("{ROOT} on the machine's own /dev/shm"));
+            left_files.push(format!("{ROOT} on the machine's own /dev/shm"));
         }
-        let leftovers = (hostility == Hostility::OverACrashedGuard && hostile(sabotage))
-            .then(|| leftovers_seen(&text, &dirs.socket(), socket_accepted));
-        Ok(StartAttempt {
-            attempt: hostility.word().to_string(),
-            component: component.to_string(),
-            cause,
-            cause_words: hostility
-                .cause_words()
-                .iter()
-                .map(|w| w.to_string())
-                .collect(),
+        Ok(Ran {
             exit_code,
             ready,
             hung,
             elapsed_ms,
             deadline_ms: deadline.as_millis() as u64,
-            exceptions: traceback_exceptions(&text),
-            left_files: left,
             listed: text.lines().any(|l| l == format!("{MARK} listed")),
             left_processes: procfs::group_members(process.pid()),
-            pool_files,
-            leftovers,
-            log: wrapper.log,
+            left_files,
+            text,
         })
+    }
+
+    /// The stack's first worker slot, moved into `dirs`: group 0 of the
+    /// Guard on the attempt's socket, ports of its own.
+    pub(super) fn attempt_slot(&self, host: &str, dirs: &Dirs) -> Result<WorkerSlot, String> {
+        let ports =
+            free_ports_in(host, 2, STACK_PORT_RANGE).map_err(|e| format!("no free ports: {e}"))?;
+        let mut slot = self
+            .plan
+            .slots
+            .first()
+            .cloned()
+            .ok_or_else(|| "the stack has no worker slot".to_string())?;
+        slot.guard_socket = dirs.socket();
+        slot.guard_index = 0;
+        slot.control_port = ports[0];
+        slot.metrics_port = ports[1];
+        slot.ready_file = dirs.work.join("ready");
+        Ok(slot)
     }
 
     /// The component as the stack launches it, in `dirs`, with the hostile
@@ -419,19 +489,7 @@ impl Stack {
                 (guard, cause)
             }
             Hostility::PortTaken | Hostility::NoUsableTransport | Hostility::PoolBelowOneBlock => {
-                let ports = free_ports_in(&ctx.host, 2, STACK_PORT_RANGE)
-                    .map_err(|e| not_applied(format!("no free ports: {e}")))?;
-                let mut slot = self
-                    .plan
-                    .slots
-                    .first()
-                    .cloned()
-                    .ok_or_else(|| not_applied("the stack has no worker slot".into()))?;
-                slot.guard_socket = dirs.socket();
-                slot.guard_index = 0;
-                slot.control_port = ports[0];
-                slot.metrics_port = ports[1];
-                slot.ready_file = dirs.work.join("ready");
+                let slot = self.attempt_slot(&ctx.host, dirs).map_err(not_applied)?;
                 let mut helper = guard;
                 let mut worker = self
                     .plan
@@ -503,7 +561,7 @@ impl Stack {
     }
 }
 
-fn hostile(sabotage: Sabotage) -> bool {
+pub(super) fn hostile(sabotage: Sabotage) -> bool {
     sabotage != Sabotage::Benign
 }
 
@@ -577,7 +635,7 @@ fn sockets_bound_to(table: &str, path: &Path) -> usize {
 
 /// `unshare` for a private mount namespace: directly with CAP_SYS_ADMIN,
 /// otherwise inside a user namespace of its own (where it has it).
-fn unshare_args() -> Vec<&'static str> {
+pub(super) fn unshare_args() -> Vec<&'static str> {
     const CAP_SYS_ADMIN: u64 = 1 << 21;
     let root = procfs::effective_capabilities().is_ok_and(|caps| caps & CAP_SYS_ADMIN != 0);
     let mut args = vec!["-m", "--propagation", "private"];
@@ -603,7 +661,7 @@ pub fn pool_group_bytes(pool_sizes_gb: &str) -> Option<u64> {
     Some(total)
 }
 
-fn helper_pool_count(guard: &ProcessSpec) -> usize {
+pub(super) fn helper_pool_count(guard: &ProcessSpec) -> usize {
     guard
         .flag_value("--pool-sizes-gb")
         .map_or(1, |sizes| sizes.split(',').count())
@@ -614,6 +672,15 @@ fn set_flag(spec: &mut ProcessSpec, flag: &str, value: &str) {
         if let Some(v) = spec.args.get_mut(i + 1) {
             *v = value.to_string();
         }
+    }
+}
+
+/// `flag` set to `value`: replaced where `spec` has it, added otherwise.
+pub(super) fn set_or_add_flag(spec: &mut ProcessSpec, flag: &str, value: &str) {
+    if spec.flag_value(flag).is_some() {
+        set_flag(spec, flag, value);
+    } else {
+        spec.args.extend([flag.to_string(), value.to_string()]);
     }
 }
 
@@ -653,7 +720,7 @@ fn pool_files_seen_by(pid: u32, pools: &Path) -> Vec<PoolFileSpace> {
 }
 
 /// The wrapper's shell script, built up step by step.
-struct Script {
+pub(super) struct Script {
     lines: Vec<String>,
     after: Vec<String>,
     /// The attempt's pool and socket directories and its socket, quoted.
@@ -662,13 +729,13 @@ struct Script {
     socket: String,
 }
 
-fn quote(s: &str) -> String {
+pub(super) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// `spec` as one shell command: its directory, its environment, its
 /// command line.
-fn command(spec: &ProcessSpec) -> String {
+pub(super) fn command(spec: &ProcessSpec) -> String {
     let mut words = vec!["env".to_string()];
     for key in &spec.env_remove {
         words.push(format!("-u {}", quote(key)));
@@ -687,7 +754,7 @@ fn command(spec: &ProcessSpec) -> String {
 }
 
 impl Script {
-    fn new(dirs: &Dirs, group_bytes: u64) -> Self {
+    pub(super) fn new(dirs: &Dirs, group_bytes: u64) -> Self {
         let d = |p: &Path| quote(&p.display().to_string());
         let made = [&dirs.pools, &dirs.sockets, &dirs.work.join("discovery")].map(|p| d(p));
         // Room for one pool group, its snapshot and the work files.
@@ -728,7 +795,7 @@ impl Script {
     }
 
     /// A Guard the worker claims from, started first, stopped after it.
-    fn helper_guard(&mut self, guard: &ProcessSpec) {
+    pub(super) fn helper_guard(&mut self, guard: &ProcessSpec) {
         let socket = &self.socket;
         let log = quote(&guard.log.display().to_string());
         self.lines
@@ -785,12 +852,28 @@ impl Script {
         );
     }
 
-    fn plant_file(&mut self) {
+    pub(super) fn plant_file(&mut self) {
         self.after
             .push(format!(": > {}/kvcr-planted-by-the-harness", self.pools));
     }
 
-    fn script(&self, subject: &ProcessSpec) -> String {
+    /// A line run before the component starts.
+    pub(super) fn before(&mut self, line: String) {
+        self.lines.push(line);
+    }
+
+    /// A line run after the component exited, before the listing.
+    pub(super) fn after(&mut self, line: String) {
+        self.after.push(line);
+    }
+
+    /// A line run first once the component exited (before a helper it
+    /// started with is stopped).
+    pub(super) fn after_first(&mut self, line: String) {
+        self.after.insert(0, line);
+    }
+
+    pub(super) fn script(&self, subject: &ProcessSpec) -> String {
         let mut lines = self.lines.clone();
         lines.push("say 'environment ready'".into());
         lines.push(format!("( {} ) &", command(subject)));

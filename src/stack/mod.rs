@@ -39,6 +39,7 @@ mod ports;
 mod probe;
 mod provision;
 mod readiness;
+mod refused_config;
 mod registration;
 mod replace;
 mod replace_by_hook;
@@ -61,6 +62,7 @@ pub use provision::{
     provision, ProvisionError, StackOptions, StartupTimings, DIGEST_MISMATCH,
     DUPLICATE_GUARD_INDEX, NODE_WITHOUT_PID_NAMESPACE,
 };
+pub use refused_config::{ConfigRow, REFUSED_CONFIGS};
 pub use registration::Registration;
 pub use worker::Worker;
 

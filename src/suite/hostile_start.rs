@@ -4,8 +4,9 @@
 //! condition applied and verified there, polled until it exits or the
 //! start-up timeout passes.
 
-use crate::stack::{Hostility, Sabotage};
+use crate::stack::{ConfigRow, Hostility, Sabotage};
 use crate::verdict::hostile_start::StartAttempt;
+use crate::verdict::refused_config::ConfigAttempt;
 
 use super::{CaseCtx, CaseError};
 
@@ -38,6 +39,23 @@ impl<'c> HostileStart<'c> {
             .record(&format!("hostile-{}.json", hostility.word()), &attempt);
         self.ctx
             .measure(&format!("{}_ms", hostility.word()), attempt.elapsed_ms);
+        Ok(attempt)
+    }
+
+    /// Starts `row`'s component with the configuration it must refuse and
+    /// returns what it did, recorded as `refused-<name>.json`.
+    pub fn refused_config(
+        &self,
+        row: &ConfigRow,
+        sabotage: Sabotage,
+    ) -> Result<ConfigAttempt, CaseError> {
+        self.ctx
+            .doing(format!("starting a KVCR component with {}", row.settings()))?;
+        let attempt = self.ctx.stack.attempt_refused_config(row, sabotage)?;
+        self.ctx
+            .record(&format!("refused-{}.json", row.name), &attempt);
+        self.ctx
+            .measure(&format!("{}_ms", row.name), attempt.start.elapsed_ms);
         Ok(attempt)
     }
 }

@@ -25,6 +25,7 @@ pub mod log_scan;
 pub mod partition;
 pub mod policy;
 pub mod pressure;
+pub mod refused_config;
 pub mod restart;
 pub mod scale;
 pub mod service;

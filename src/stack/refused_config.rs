@@ -1,0 +1,542 @@
+//! KVCR components started with a configuration an operator can get wrong,
+//! which KVCR 0.1.1 refuses at construction (TC-16's configuration rows).
+//!
+//! One row per configuration: the component, what is set (a field of the
+//! configuration the worker hands KVCR, through the CPU engine's
+//! `--kvcr-config-override`, or a flag of a command line), what the harness
+//! places beside it first, and KVCR's own words for the refusal. Each row
+//! runs as the hostile starts do ([`Stack::run_wrapper`]): alone, in a mount
+//! namespace of its own, a worker with a Guard service of its own; then the
+//! wrapper checks what was beside it and lists what it left.
+//!
+//! Values may name the attempt's directories: `{pools}`, `{sockets}`,
+//! `{socket}` (the Guard's socket), `{work}`.
+
+use std::path::Path;
+
+use crate::engine::LaunchContext;
+use crate::proc::ProcessSpec;
+use crate::telemetry::names::kvcr_log::SERVICE_READY;
+use crate::verdict::hostile_start::{traceback_exceptions, StartAttempt};
+use crate::verdict::refused_config::{usage_errors, ConfigAttempt, Untouched};
+
+use super::hostile_start::{
+    helper_pool_count, hostile, pool_group_bytes, quote, set_or_add_flag, unshare_args, Dirs,
+    Sabotage, Script, MARK, WORKER_READY,
+};
+use super::{Stack, StackError};
+
+/// The KVCR component a row starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Component {
+    /// KVCR's Guard service (`python -m kvcr.kvcr_service`).
+    Guard,
+    /// A worker: the engine with KVCR, claiming from a Guard of its own.
+    Worker,
+}
+
+/// What a row sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// A field of the configuration the worker hands KVCR:
+    /// `SECTION.FIELD=JSON` (the CPU engine's `--kvcr-config-override`).
+    Kvcr(&'static str),
+    /// A flag of the component's command line, replaced or added.
+    Flag(&'static str, &'static str),
+}
+
+/// What the harness places beside the component before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Beside {
+    Nothing,
+    /// Another Guard service already serves the attempt's socket path; it
+    /// must still run and hold its socket afterwards.
+    LiveService,
+    /// A regular file of the harness's at the socket path; it must be left
+    /// as it was.
+    FileAtSocket,
+    /// A file of this many bytes where the worker's G3 file goes
+    /// (`{work}/g3.bin`), left by an earlier configuration; it must be left
+    /// as it was.
+    G3FileOfSize(u64),
+    /// `{work}/g3.bin` and a hard link to it, `{work}/g3-link.bin`.
+    G3FileAndHardLink,
+}
+
+/// One configuration KVCR must refuse at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigRow {
+    /// The row's name, a word (`operation_timeout_zero`): its evidence is
+    /// `refused-<name>.json`, its log `hostile-<name>.log`.
+    pub name: &'static str,
+    pub component: Component,
+    pub set: &'static [Setting],
+    pub beside: Beside,
+    /// KVCR's own words, one of which its exception or usage error must
+    /// contain.
+    pub words: &'static [&'static str],
+}
+
+use Beside::{FileAtSocket, G3FileAndHardLink, G3FileOfSize, LiveService, Nothing};
+use Component::{Guard, Worker};
+use Setting::{Flag, Kvcr};
+
+const fn row(
+    name: &'static str,
+    component: Component,
+    set: &'static [Setting],
+    beside: Beside,
+    words: &'static [&'static str],
+) -> ConfigRow {
+    ConfigRow {
+        name,
+        component,
+        set,
+        beside,
+        words,
+    }
+}
+
+/// A G3 file at `{work}/g3.bin`, on a dense geometry whose block is one
+/// page (the CPU engine's G3 needs it).
+const G3_FILE: [Setting; 3] = [
+    Flag("--geometry", "dense"),
+    Flag("--attn-pages", "1"),
+    Flag("--g3-file", "{work}/g3.bin"),
+];
+
+/// Every configuration KVCR must refuse at start: adding one is one row.
+#[rustfmt::skip]
+pub const REFUSED_CONFIGS: &[ConfigRow] = &[
+    // A worker's KVCR configuration.
+    row("operation_timeout_zero", Worker, &[Kvcr("config.operation_timeout_ms=0")], Nothing,
+        &["operation_timeout_ms must be positive"]),
+    row("abandon_below_twice_operation", Worker, &[Kvcr("config.abandon_timeout_ms=1")], Nothing,
+        &["abandon_timeout_ms must be at least twice operation_timeout_ms"]),
+    row("watermark_above_100", Worker, &[Kvcr("config.capacity_low_watermark_percent=150")], Nothing,
+        &["capacity_low_watermark_percent must be between 0 and 100"]),
+    row("no_pool_layouts", Worker, &[Kvcr("config.pool_layouts=[]")], Nothing,
+        &["pool_layouts must contain at least one pool"]),
+    row("pool_name_with_colon", Worker, &[Kvcr(r#"config.pool_layouts=[["attn:0",8192]]"#)], Nothing,
+        &["pool_layouts pool names cannot contain a colon"]),
+    row("pool_block_size_zero", Worker, &[Kvcr(r#"config.pool_layouts=[["attn",0]]"#)], Nothing,
+        &["pool_layouts block size must be a positive integer"]),
+    row("pool_names_repeated", Worker, &[Kvcr(r#"config.pool_layouts=[["attn",8192],["attn",8192]]"#)], Nothing,
+        &["pool_layouts pool names must be unique"]),
+    row("empty_pool_name_among_two", Worker, &[Kvcr(r#"config.pool_layouts=[["",8192],["ssm",8192]]"#)], Nothing,
+        &["pool_layouts cannot use an empty name with multiple pools"]),
+    row("g3_file_of_another_size", Worker, &G3_FILE, G3FileOfSize(4096),
+        &["has incompatible size"]),
+    row("g3_paths_alias_one_file", Worker,
+        &[G3_FILE[0], G3_FILE[1], G3_FILE[2], Kvcr(r#"g3.paths=["{work}/g3.bin","{work}/g3-link.bin"]"#)],
+        G3FileAndHardLink, &["G3 file paths must not alias the same file"]),
+    // The Guard service's command line and paths.
+    row("pool_dir_missing", Guard, &[Flag("--pool-dir", "{pools}/missing")], Nothing,
+        &["KVCR pool directory does not exist"]),
+    row("socket_dir_missing", Guard, &[Flag("--socket-path", "{sockets}/missing/g.sock")], Nothing,
+        &["KVCR socket directory does not exist"]),
+    row("socket_served_by_another_service", Guard, &[], LiveService,
+        &["another KVCR service is listening on"]),
+    row("socket_path_a_regular_file", Guard, &[], FileAtSocket,
+        &["Address already in use", "EADDRINUSE"]),
+    row("pool_size_not_a_number", Guard, &[Flag("--pool-sizes-gb", "0.05GB")], Nothing,
+        &["--pool-sizes-gb must contain positive, finite numbers"]),
+    row("pool_size_zero", Guard, &[Flag("--pool-sizes-gb", "0.05,0")], Nothing,
+        &["--pool-sizes-gb must contain positive, finite numbers"]),
+    row("pool_size_beyond_any_machine", Guard, &[Flag("--pool-sizes-gb", "1e30")], Nothing,
+        &["--pool-sizes-gb describes an allocation that is too large"]),
+    row("pool_bytes_beyond_any_machine", Guard, &[Flag("--pool-sizes-gb", "1e10")], Nothing,
+        &["--pool-sizes-gb describes an allocation that is too large"]),
+    row("pool_size_below_a_page", Guard, &[Flag("--pool-sizes-gb", "0.000001")], Nothing,
+        &["--pool-sizes-gb values must be at least one memory page"]),
+    row("guard_count_zero", Guard, &[Flag("--guard-count", "0")], Nothing,
+        &["--guard-count must be at least 1"]),
+    row("heartbeat_below_one_second", Guard, &[Flag("--heartbeat-timeout-ms", "500")], Nothing,
+        &["--heartbeat-timeout-ms must be at least 1000 and finite"]),
+];
+
+/// The wrapper's lines about what was beside the component.
+const UNTOUCHED: &str = "untouched";
+
+impl ConfigRow {
+    /// What the row sets, as given to the component.
+    pub fn settings(&self) -> String {
+        let set: Vec<String> = self
+            .set
+            .iter()
+            .map(|s| match s {
+                Kvcr(kv) => format!("--kvcr-config-override {kv}"),
+                Flag(flag, value) => format!("{flag} {value}"),
+            })
+            .collect();
+        let beside = match self.beside {
+            Nothing => None,
+            LiveService => Some("another Guard service serving its socket path".to_string()),
+            FileAtSocket => Some("a regular file at its socket path".to_string()),
+            G3FileOfSize(bytes) => Some(format!("a G3 file of {bytes} bytes left at its path")),
+            G3FileAndHardLink => Some("a G3 file and a hard link to it".to_string()),
+        };
+        set.into_iter().chain(beside).collect::<Vec<_>>().join(", ")
+    }
+
+    fn cause(&self) -> String {
+        format!("configuration {}: {}", self.name, self.settings())
+    }
+}
+
+/// `value` with the attempt's directories in place of their names.
+fn fill(value: &str, dirs: &Dirs) -> String {
+    let d = |p: &Path| p.display().to_string();
+    value
+        .replace("{pools}", &d(&dirs.pools))
+        .replace("{sockets}", &d(&dirs.sockets))
+        .replace("{socket}", &d(&dirs.socket()))
+        .replace("{work}", &d(&dirs.work))
+}
+
+/// The wrapper's account of what was beside the component, from its log.
+fn beside_seen(log: &str) -> Vec<Untouched> {
+    let prefix = format!("{MARK} {UNTOUCHED} ");
+    log.lines()
+        .filter_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(|rest| {
+            let (verdict, what) = rest.split_once(' ').unwrap_or((rest, ""));
+            Untouched {
+                what: what.to_string(),
+                kept: verdict == "yes",
+            }
+        })
+        .collect()
+}
+
+/// A shell line saying whether `condition` still holds of `what`.
+fn untouched_check(condition: &str, what: &str) -> String {
+    let what = what.replace('"', "'");
+    format!(
+        "if {condition}; then say \"{UNTOUCHED} yes {what}\"; else say \"{UNTOUCHED} no {what}\"; fi"
+    )
+}
+
+impl Stack {
+    /// Starts `row`'s component with its configuration (none under
+    /// [`Sabotage::Benign`]) and returns what it did, what it left and
+    /// what became of what was beside it.
+    pub fn attempt_refused_config(
+        &self,
+        row: &ConfigRow,
+        sabotage: Sabotage,
+    ) -> Result<ConfigAttempt, StackError> {
+        let not_applied = |why: String| StackError::FaultNotApplied(format!("{}: {why}", row.name));
+        let dirs = Dirs::named(row.name);
+        let ctx = LaunchContext {
+            work_dir: dirs.work.clone(),
+            ..self
+                .plan
+                .ctx
+                .for_guard(dirs.socket(), dirs.pools.clone(), 1)
+        };
+        let guard = self
+            .plan
+            .engine
+            .guard(&ctx)
+            .ok_or_else(|| not_applied("this engine runs no Guard service".into()))?;
+        let mut guard = self.plan.placement.wrap(0, guard);
+        let group_bytes = pool_group_bytes(guard.flag_value("--pool-sizes-gb").unwrap_or(""))
+            .ok_or_else(|| not_applied("the Guard's --pool-sizes-gb is not readable".into()))?;
+        let hostile = hostile(sabotage);
+        let logs = &self.plan.ctx.logs_dir;
+        let mut script = Script::new(&dirs, group_bytes);
+        let mut subject = match row.component {
+            Guard => guard.clone(),
+            Worker => {
+                let slot = self.attempt_slot(&ctx.host, &dirs).map_err(not_applied)?;
+                self.plan
+                    .placement
+                    .wrap(0, self.plan.engine.worker(&ctx, &slot))
+            }
+        };
+        let mut beside_expected = 0;
+        if hostile {
+            for setting in row.set {
+                match setting {
+                    Kvcr(kv) => {
+                        if !subject.args.iter().any(|a| a == "cpu_engine") {
+                            return Err(not_applied(
+                                "only the CPU engine takes --kvcr-config-override".into(),
+                            ));
+                        }
+                        subject = subject.args(["--kvcr-config-override", &fill(kv, &dirs)]);
+                    }
+                    Flag(flag, value) => set_or_add_flag(&mut subject, flag, &fill(value, &dirs)),
+                }
+            }
+            beside_expected = arrange_beside(row, &dirs, &guard, logs, &mut script);
+        }
+        if row.component == Worker {
+            // A G3 worker claims one pool: its Guard holds one.
+            if subject.flag_value("--g3-file").is_some() && helper_pool_count(&guard) > 1 {
+                let first = guard.flag_value("--pool-sizes-gb").unwrap_or("");
+                let first = first.split(',').next().unwrap_or("").to_string();
+                set_or_add_flag(&mut guard, "--pool-sizes-gb", &first);
+            }
+            guard.log = logs.join(format!("hostile-{}.guard.log", row.name));
+            script.helper_guard(&guard);
+        }
+        if sabotage == Sabotage::PlantFile {
+            script.plant_file();
+        }
+        let log = logs.join(format!("hostile-{}.log", row.name));
+        let wrapper = ProcessSpec::new(format!("hostile-{}", row.name), "unshare", log)
+            .args(unshare_args())
+            .args(["sh", "-c", &script.script(&subject), "hostile-start"]);
+        let (component, ready_line): (&str, &[&str]) = match row.component {
+            Guard => ("guard", &[SERVICE_READY]),
+            Worker => ("worker", &WORKER_READY),
+        };
+        let cause = row.cause();
+        let ran = self.run_wrapper(
+            row.name,
+            &wrapper,
+            &format!("the {component} to refuse ({cause}) or to start"),
+            ready_line,
+            |_| {},
+        )?;
+        let mut messages = traceback_exceptions(&ran.text);
+        messages.extend(usage_errors(&ran.text));
+        Ok(ConfigAttempt {
+            start: StartAttempt {
+                attempt: row.name.to_string(),
+                component: component.to_string(),
+                cause,
+                cause_words: row.words.iter().map(|w| w.to_string()).collect(),
+                exit_code: ran.exit_code,
+                ready: ran.ready,
+                hung: ran.hung,
+                elapsed_ms: ran.elapsed_ms,
+                deadline_ms: ran.deadline_ms,
+                exceptions: messages,
+                left_files: ran.left_files,
+                listed: ran.listed,
+                left_processes: ran.left_processes,
+                pool_files: Vec::new(),
+                leftovers: None,
+                log: wrapper.log,
+            },
+            beside_expected,
+            beside: beside_seen(&ran.text),
+        })
+    }
+}
+
+/// Places what `row` has beside its component, and the checks (and
+/// removals of the harness's own files) after it exited. Returns how many
+/// checks the wrapper runs.
+fn arrange_beside(
+    row: &ConfigRow,
+    dirs: &Dirs,
+    guard: &ProcessSpec,
+    logs: &Path,
+    script: &mut Script,
+) -> usize {
+    let socket = dirs.socket().display().to_string();
+    let g3 = dirs.work.join("g3.bin").display().to_string();
+    let (q_socket, q_g3) = (quote(&socket), quote(&g3));
+    match row.beside {
+        Nothing => 0,
+        LiveService => {
+            let mut live = guard.clone();
+            live.log = logs.join(format!("hostile-{}.live.log", row.name));
+            script.helper_guard(&live);
+            // Once the live service holds only its listener (the refused
+            // Guard's probe connection closed: a SIGTERM while it still
+            // sets one up can be lost, docs/kvcr-findings.md finding 18),
+            // polled for at most 5 s, and before it is stopped.
+            let settled = format!(
+                    "n=0; while [ \"$(awk -v p={q_socket} '$8 == p' /proc/net/unix | wc -l)\" -gt 1 ] && [ $n -lt 100 ]; do n=$((n+1)); sleep 0.05; done"
+                );
+            let check = untouched_check(
+                &format!("kill -0 $helper 2>/dev/null && [ -S {q_socket} ]"),
+                &format!("the live Guard service on {socket}"),
+            );
+            script.after_first(format!("{settled}\n{check}"));
+            1
+        }
+        FileAtSocket => {
+            script.before(format!("printf kvcr-e2e > {q_socket}"));
+            script.after(untouched_check(
+                    &format!("[ -f {q_socket} ] && [ ! -S {q_socket} ] && [ \"$(cat {q_socket})\" = kvcr-e2e ]"),
+                    &format!("the harness's regular file at {socket}"),
+                ));
+            script.after(format!("rm -f {q_socket}"));
+            1
+        }
+        G3FileOfSize(bytes) => {
+            script.before(format!("truncate -s {bytes} {q_g3}"));
+            script.after(untouched_check(
+                &format!("[ \"$(stat -c %s {q_g3})\" = {bytes} ]"),
+                &format!("the G3 file of {bytes} bytes at {g3}"),
+            ));
+            script.after(format!("rm -f {q_g3}"));
+            1
+        }
+        G3FileAndHardLink => {
+            let link = quote(&dirs.work.join("g3-link.bin").display().to_string());
+            script.before(format!(": > {q_g3} && ln {q_g3} {link}"));
+            script.after(format!("rm -f {q_g3} {link}"));
+            0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::Hostility;
+
+    #[test]
+    fn every_row_has_a_unique_name_kvcrs_words_and_something_wrong() {
+        let mut names: Vec<&str> = REFUSED_CONFIGS.iter().map(|r| r.name).collect();
+        names.extend(Hostility::ALL.iter().map(|h| h.word()));
+        let count = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count, "row names collide");
+        for r in REFUSED_CONFIGS {
+            assert!(!r.words.is_empty(), "{}", r.name);
+            assert!(r.words.iter().all(|w| !w.is_empty()), "{}", r.name);
+            assert!(
+                !r.set.is_empty() || r.beside != Nothing,
+                "{} sets nothing",
+                r.name
+            );
+            assert!(
+                r.name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{}",
+                r.name
+            );
+            // A KVCR setting is for a worker; a Guard's rows are flags.
+            if r.set.iter().any(|s| matches!(s, Kvcr(_))) {
+                assert_eq!(r.component, Worker, "{}", r.name);
+            }
+        }
+    }
+
+    #[test]
+    fn every_kvcr_setting_is_section_field_json() {
+        for r in REFUSED_CONFIGS {
+            for s in r.set {
+                if let Kvcr(kv) = s {
+                    let (key, value) = kv.split_once('=').expect("KEY=JSON");
+                    let (section, field) = key.split_once('.').expect("SECTION.FIELD");
+                    assert!(["config", "g3"].contains(&section), "{kv}");
+                    assert!(!field.is_empty(), "{kv}");
+                    let filled = value.replace("{work}", "/w");
+                    serde_json::from_str::<serde_json::Value>(&filled)
+                        .unwrap_or_else(|e| panic!("{}: {kv}: {e}", r.name));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_cause_says_which_configuration_and_what_was_set() {
+        let r = REFUSED_CONFIGS
+            .iter()
+            .find(|r| r.name == "g3_file_of_another_size")
+            .expect("row");
+        assert_eq!(
+            r.cause(),
+            "configuration g3_file_of_another_size: --geometry dense, --attn-pages 1, --g3-file {work}/g3.bin, a G3 file of 4096 bytes left at its path"
+        );
+    }
+
+    #[test]
+    fn values_name_the_attempts_directories() {
+        let dirs = Dirs::named("pool_dir_missing");
+        assert_eq!(
+            fill("{pools}/missing", &dirs),
+            "/dev/shm/hostile/pool_dir_missing/pools/missing"
+        );
+        assert_eq!(
+            fill("{sockets}/x {socket} {work}/g3.bin", &dirs),
+            "/dev/shm/hostile/pool_dir_missing/sock/x /dev/shm/hostile/pool_dir_missing/sock/g.sock /dev/shm/hostile/pool_dir_missing/work/g3.bin"
+        );
+    }
+
+    #[test]
+    fn what_was_beside_is_read_back_from_the_log() {
+        let log = "hostile-start: exit 1\n\
+                   hostile-start: untouched yes the live Guard service on /s/g.sock\n\
+                   hostile-start: untouched no the G3 file of 4096 bytes at /w/g3.bin\n\
+                   hostile-start: listed\n";
+        assert_eq!(
+            beside_seen(log),
+            vec![
+                Untouched {
+                    what: "the live Guard service on /s/g.sock".into(),
+                    kept: true
+                },
+                Untouched {
+                    what: "the G3 file of 4096 bytes at /w/g3.bin".into(),
+                    kept: false
+                },
+            ]
+        );
+        assert!(beside_seen("hostile-start: listed\n").is_empty());
+    }
+
+    #[test]
+    fn whats_beside_is_placed_before_and_checked_before_any_helper_stops() {
+        let guard = ProcessSpec::new("guard", "/venv/bin/python", "/logs/g.log").args([
+            "-m",
+            "kvcr.kvcr_service",
+            "--socket-path",
+            "/x/g.sock",
+        ]);
+        for r in REFUSED_CONFIGS {
+            let dirs = Dirs::named(r.name);
+            let mut script = Script::new(&dirs, 158_543_872);
+            let checks = arrange_beside(r, &dirs, &guard, Path::new("/logs"), &mut script);
+            let text = script.script(&guard);
+            let at = |needle: &str| {
+                text.find(needle)
+                    .unwrap_or_else(|| panic!("{}: {needle} in {text}", r.name))
+            };
+            assert_eq!(text.matches("untouched yes").count(), checks, "{}", r.name);
+            if checks > 0 {
+                assert!(at("environment ready") < at("untouched yes"), "{}", r.name);
+                assert!(at("untouched yes") < at("say listed"), "{}", r.name);
+            }
+            match r.beside {
+                LiveService => {
+                    assert!(
+                        at("> '/logs/hostile-socket_served_by_another_service.live.log'")
+                            < at("environment ready")
+                    );
+                    assert!(at("/proc/net/unix") < at("untouched yes"));
+                    assert!(at("untouched yes") < at("kill -TERM $helper"));
+                }
+                FileAtSocket => assert!(at("printf kvcr-e2e") < at("environment ready")),
+                G3FileOfSize(_) => assert!(at("truncate -s 4096") < at("environment ready")),
+                G3FileAndHardLink => assert!(at("ln ") < at("environment ready")),
+                Nothing => assert_eq!(checks, 0),
+            }
+            if r.beside != Nothing {
+                // The harness's own files go before the listing.
+                assert_eq!(
+                    r.beside == LiveService,
+                    !text.contains("rm -f"),
+                    "{}",
+                    r.name
+                );
+            }
+            let checked = std::process::Command::new("sh")
+                .args(["-n", "-c", &text])
+                .status()
+                .expect("sh");
+            assert!(checked.success(), "{}: {text}", r.name);
+        }
+    }
+}
