@@ -4,12 +4,12 @@
 //! every query decision (`KVCR_EVENT query_decision request_id=...`) when
 //! `KVCR_KEY_HISTORY=1` / `KVCR_DIAGNOSTICS=1` and its logger is at DEBUG.
 //!
-//! The claims: diagnostics that were asked for are there; each process
-//! numbers its key-history lines 1, 2, 3, ... (a gap is a lost line); the
-//! keys KVCR says its engine accepted as inventory are exactly the keys the
-//! engine logged and counted as KVCR inventory; and KVCR decided on each
-//! request the case sent, seeing no hint for a request whose hint it
-//! refused.
+//! The claims: diagnostics that were asked for are there; each KVCR
+//! instance numbers its key-history lines 1, 2, 3, ... (a gap is a lost
+//! line); the keys KVCR says its engine accepted as inventory are exactly
+//! the keys the engine logged and counted as KVCR inventory; and KVCR
+//! decided on each request the case sent, seeing no hint for a request
+//! whose hint it refused.
 
 use std::collections::BTreeMap;
 
@@ -36,6 +36,8 @@ const ENGINE_INVENTORY: &str = "KVCR inventory ";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KeyEvent {
     pub event: String,
+    /// KVCR's NIXL agent name: each KVCR instance numbers its own lines.
+    pub agent: String,
     pub pid: u32,
     pub sequence: u64,
     /// KVCR's tier value (`DRAM`, `G3`, `REMOTE_G2`).
@@ -63,6 +65,7 @@ pub fn parse_key_event(line: &str) -> Option<KeyEvent> {
     let keys = f.get("key_sha256")?;
     Some(KeyEvent {
         event: f.get("event")?.to_string(),
+        agent: f.get("agent")?.to_string(),
         pid: f.get("pid")?.parse().ok()?,
         sequence: f.get("sequence")?.parse().ok()?,
         tier: f.get("tier")?.to_string(),
@@ -132,8 +135,9 @@ pub type KeysByEvent = BTreeMap<(String, String), BTreeMap<String, u64>>;
 pub struct KeyHistoryReading {
     pub worker: String,
     pub key_history_lines: u64,
-    /// Per process: its lines' sequence numbers, in log order.
-    pub sequences: BTreeMap<u32, Vec<u64>>,
+    /// Per KVCR instance (`agent pid N`): its lines' sequence numbers, in
+    /// log order.
+    pub sequences: BTreeMap<String, Vec<u64>>,
     /// `inventory_accepted` keys, by engine tier and kind.
     #[serde(skip)]
     pub accepted: KeysByEvent,
@@ -164,7 +168,8 @@ impl KeyHistoryReading {
         for line in log.lines() {
             if let Some(e) = parse_key_event(line) {
                 r.key_history_lines += 1;
-                r.sequences.entry(e.pid).or_default().push(e.sequence);
+                let instance = format!("{} pid {}", e.agent, e.pid);
+                r.sequences.entry(instance).or_default().push(e.sequence);
                 let tier = engine_tier(&e.tier).to_string();
                 if !ENGINE_TIERS.contains(&tier.as_str()) {
                     continue;
@@ -203,11 +208,11 @@ impl KeyHistoryReading {
         r
     }
 
-    /// Processes whose sequence numbers do not run 1, 2, 3, ...: each with
-    /// the first break.
+    /// KVCR instances whose sequence numbers do not run 1, 2, 3, ...: each
+    /// with the first break.
     pub fn sequence_breaks(&self) -> Vec<String> {
         let mut breaks = Vec::new();
-        for (pid, seqs) in &self.sequences {
+        for (instance, seqs) in &self.sequences {
             let mut sorted = seqs.clone();
             sorted.sort_unstable();
             let first_break = sorted
@@ -217,7 +222,7 @@ impl KeyHistoryReading {
                 .map(|(i, &s)| (i as u64 + 1, s));
             if let Some((expected, found)) = first_break {
                 breaks.push(format!(
-                    "pid {pid}: {} lines, sequence {expected} expected, {found} found \
+                    "{instance}: {} lines, sequence {expected} expected, {found} found \
                      (numbers {}..={})",
                     seqs.len(),
                     sorted.first().copied().unwrap_or(0),
@@ -427,7 +432,7 @@ mod tests {
         let log = good_log().replace("sequence=3 ", "sequence=5 ");
         let e = expect_key_history_reconciled(&KeyHistoryReading::read("B", &log, counted(3)))
             .unwrap_err();
-        assert!(e.detail.contains("lost lines: pid 77"), "{e}");
+        assert!(e.detail.contains("lost lines: kvcr-b pid 77"), "{e}");
         assert!(e.detail.contains("sequence 3 expected, 4 found"), "{e}");
     }
 
