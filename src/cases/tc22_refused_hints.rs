@@ -24,7 +24,7 @@ use crate::stack::Worker;
 use crate::suite::{CaseCtx, CaseError, CaseResult, EngineFault};
 use crate::telemetry::{Counter, OpResult, Scope, Snapshot};
 use crate::verdict::key_history::{
-    expect_key_history_reconciled, expect_query_decisions, parse_query_decision, DecidedRequest,
+    disagreements, expect_key_history_reconciled, expect_query_decisions, parse_query_decision, DecidedRequest,
     KeyHistoryReading,
 };
 use crate::verdict::refused_hint::{expect_hint_refused, missing_words, RefusedHint, ROWS};
@@ -106,14 +106,16 @@ pub(super) fn kvcr_diagnostics_agree(
         );
         return Ok(());
     }
-    for worker in workers {
-        let reading = settled_reading(ctx, worker)?;
-        ctx.check(
-            "kvcr-diagnostics.json",
-            &json!({"reading": reading, "sequence_breaks": reading.sequence_breaks()}),
-            expect_key_history_reconciled(&reading),
-        )?;
-    }
+    let readings = workers
+        .iter()
+        .map(|w| settled_reading(ctx, w))
+        .collect::<Result<Vec<_>, _>>()?;
+    let breaks: Vec<_> = readings.iter().map(|r| r.sequence_breaks()).collect();
+    ctx.check(
+        "kvcr-diagnostics.json",
+        &json!({"readings": readings, "sequence_breaks": breaks}),
+        expect_key_history_reconciled(&readings),
+    )?;
     ctx.check(
         "kvcr-diagnostics.json",
         &json!({ "decided": decided }),
@@ -138,7 +140,7 @@ fn settled_reading(ctx: &CaseCtx, worker: &Worker) -> Result<KeyHistoryReading, 
         SETTLE_WITHIN,
         Duration::from_millis(100),
         || match read() {
-            Ok(r) if expect_key_history_reconciled(&r).is_ok() => Poll::Ready(r),
+            Ok(r) if disagreements(&r).is_empty() => Poll::Ready(r),
             Ok(r) => Poll::Pending(format!("{} key-history lines", r.key_history_lines)),
             Err(e) => Poll::Pending(e.message),
         },

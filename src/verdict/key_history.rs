@@ -245,30 +245,22 @@ fn surplus(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> Vec<String> 
         .collect()
 }
 
-/// The diagnostics were seen, every process's key history is gap-free, and
-/// KVCR's accepted inventory is exactly what the engine logged and counted.
-pub fn expect_key_history_reconciled(r: &KeyHistoryReading) -> Result<(), Violation> {
-    let mut c = Checks::new(KEY_HISTORY_RECONCILED);
+/// Where one worker's key history disagrees with itself or its engine:
+/// lost lines, inventory events the engine did not accept, accepted keys
+/// the engine did not log or count (empty when it agrees).
+pub fn disagreements(r: &KeyHistoryReading) -> Vec<String> {
     let w = &r.worker;
-    if r.key_history_lines == 0 {
-        c.check(false, || {
-            format!(
-                "worker {w}: KVCR's diagnostics were asked for (cpu_engine.kvcr_diagnostics: \
-                 KVCR_KEY_HISTORY=1, its logger at DEBUG) and its log has no KVCR_KEY_HISTORY \
-                 line"
-            )
-        });
-        return c.verdict();
-    }
-    for b in r.sequence_breaks() {
-        c.check(false, || format!("worker {w}: key history lost lines: {b}"));
-    }
-    c.check(r.inventory_not_accepted == 0, || {
-        format!(
+    let mut found: Vec<String> = r
+        .sequence_breaks()
+        .into_iter()
+        .map(|b| format!("worker {w}: key history lost lines: {b}"))
+        .collect();
+    if r.inventory_not_accepted > 0 {
+        found.push(format!(
             "worker {w}: KVCR logged {} inventory events its engine did not accept",
             r.inventory_not_accepted
-        )
-    });
+        ));
+    }
     let empty = BTreeMap::new();
     let events: std::collections::BTreeSet<_> =
         r.accepted.keys().chain(r.engine_logged.keys()).collect();
@@ -276,32 +268,57 @@ pub fn expect_key_history_reconciled(r: &KeyHistoryReading) -> Result<(), Violat
         let kvcr = r.accepted.get(event).unwrap_or(&empty);
         let engine = r.engine_logged.get(event).unwrap_or(&empty);
         if kvcr != engine {
-            c.check(false, || {
-                format!(
-                    "worker {w}: {}/{}: KVCR's key history says the engine accepted {} blocks, \
-                     the engine logged {}; only in KVCR's: {:?}, only in the engine's: {:?}",
-                    event.0,
-                    event.1,
-                    kvcr.values().sum::<u64>(),
-                    engine.values().sum::<u64>(),
-                    surplus(kvcr, engine),
-                    surplus(engine, kvcr)
-                )
-            });
+            found.push(format!(
+                "worker {w}: {}/{}: KVCR's key history says the engine accepted {} blocks, the \
+                 engine logged {}; only in KVCR's: {:?}, only in the engine's: {:?}",
+                event.0,
+                event.1,
+                kvcr.values().sum::<u64>(),
+                engine.values().sum::<u64>(),
+                surplus(kvcr, engine),
+                surplus(engine, kvcr)
+            ));
         }
     }
-    c.check(r.engine_counted_blocks == r.accepted_blocks, || {
-        format!(
+    if r.engine_counted_blocks != r.accepted_blocks {
+        found.push(format!(
             "worker {w}: KVCR's key history says the engine accepted {:?} blocks, its counter \
              cpu_engine_kvcr_inventory_blocks says {:?}",
             r.accepted_blocks, r.engine_counted_blocks
-        )
-    });
-    c.check(!r.accepted.is_empty(), || {
+        ));
+    }
+    found
+}
+
+/// The diagnostics were seen on the stack's workers, each worker's key
+/// history is gap-free and agrees with its engine, and some inventory was
+/// accepted (a source that keeps its blocks in engine memory may have no
+/// key history of its own).
+pub fn expect_key_history_reconciled(readings: &[KeyHistoryReading]) -> Result<(), Violation> {
+    let mut c = Checks::new(KEY_HISTORY_RECONCILED);
+    let workers: Vec<&str> = readings.iter().map(|r| r.worker.as_str()).collect();
+    let lines: u64 = readings.iter().map(|r| r.key_history_lines).sum();
+    if lines == 0 {
+        c.check(false, || {
+            format!(
+                "KVCR's diagnostics were asked for (cpu_engine.kvcr_diagnostics: \
+                 KVCR_KEY_HISTORY=1, its logger at DEBUG) and no worker's log ({}) has a \
+                 KVCR_KEY_HISTORY line",
+                workers.join(", ")
+            )
+        });
+        return c.verdict();
+    }
+    for r in readings {
+        for d in disagreements(r) {
+            c.check(false, || d);
+        }
+    }
+    c.check(readings.iter().any(|r| !r.accepted.is_empty()), || {
         format!(
-            "worker {w}: {} key-history lines and no inventory_accepted event: the case's \
-             reads never made KVCR publish inventory",
-            r.key_history_lines
+            "{lines} key-history lines on {} and no inventory_accepted event: the case's reads \
+             never made KVCR publish inventory",
+            workers.join(", ")
         )
     });
     c.verdict()
@@ -417,20 +434,35 @@ mod tests {
     fn a_complete_agreeing_history_passes() {
         let r = KeyHistoryReading::read("B", &good_log(), counted(3));
         assert_eq!(r.key_history_lines, 4);
-        assert_eq!(expect_key_history_reconciled(&r), Ok(()));
+        assert_eq!(expect_key_history_reconciled(std::slice::from_ref(&r)), Ok(()));
     }
 
     #[test]
     fn no_key_history_at_all_fails_saying_it_was_asked_for() {
         let r = KeyHistoryReading::read("B", &engine(&[1]), counted(1));
-        let e = expect_key_history_reconciled(&r).unwrap_err();
+        let e = expect_key_history_reconciled(std::slice::from_ref(&r)).unwrap_err();
         assert!(e.detail.contains("diagnostics were asked for"), "{e}");
+    }
+
+    #[test]
+    fn a_source_without_key_history_beside_a_target_with_it_passes() {
+        let source = KeyHistoryReading::read("A", "no diagnostics line", BTreeMap::new());
+        let target = KeyHistoryReading::read("B", &good_log(), counted(3));
+        assert_eq!(expect_key_history_reconciled(&[source, target]), Ok(()));
+    }
+
+    #[test]
+    fn history_without_any_accepted_inventory_fails() {
+        let log = history("ready", 1, "-", &[1]);
+        let e = expect_key_history_reconciled(&[KeyHistoryReading::read("B", &log, BTreeMap::new())])
+            .unwrap_err();
+        assert!(e.detail.contains("no inventory_accepted event"), "{e}");
     }
 
     #[test]
     fn a_lost_line_fails() {
         let log = good_log().replace("sequence=3 ", "sequence=5 ");
-        let e = expect_key_history_reconciled(&KeyHistoryReading::read("B", &log, counted(3)))
+        let e = expect_key_history_reconciled(&[KeyHistoryReading::read("B", &log, counted(3))])
             .unwrap_err();
         assert!(e.detail.contains("lost lines: kvcr-b pid 77"), "{e}");
         assert!(e.detail.contains("sequence 3 expected, 4 found"), "{e}");
@@ -446,7 +478,7 @@ mod tests {
     #[test]
     fn an_inventory_event_with_the_wrong_key_fails() {
         let log = good_log().replacen(&key_digest(3), &key_digest(4), 2);
-        let e = expect_key_history_reconciled(&KeyHistoryReading::read("B", &log, counted(3)))
+        let e = expect_key_history_reconciled(&[KeyHistoryReading::read("B", &log, counted(3))])
             .unwrap_err();
         assert!(e.detail.contains("LOCAL_G2/stored"), "{e}");
         assert!(e.detail.contains("only in the engine's"), "{e}");
@@ -454,7 +486,7 @@ mod tests {
 
     #[test]
     fn a_counter_that_disagrees_fails() {
-        let e = expect_key_history_reconciled(&KeyHistoryReading::read("B", &good_log(), counted(4)))
+        let e = expect_key_history_reconciled(&[KeyHistoryReading::read("B", &good_log(), counted(4))])
             .unwrap_err();
         assert!(e.detail.contains("its counter"), "{e}");
     }
@@ -462,7 +494,7 @@ mod tests {
     #[test]
     fn an_event_the_engine_did_not_accept_fails() {
         let log = format!("{}\n{}", good_log(), history("inventory_failed", 5, "stored", &[9]));
-        let e = expect_key_history_reconciled(&KeyHistoryReading::read("B", &log, counted(3)))
+        let e = expect_key_history_reconciled(&[KeyHistoryReading::read("B", &log, counted(3))])
             .unwrap_err();
         assert!(e.detail.contains("did not accept"), "{e}");
     }
