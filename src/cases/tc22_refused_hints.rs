@@ -24,8 +24,8 @@ use crate::stack::Worker;
 use crate::suite::{CaseCtx, CaseError, CaseResult, EngineFault};
 use crate::telemetry::{Counter, OpResult, Scope, Snapshot};
 use crate::verdict::key_history::{
-    disagreements, expect_key_history_reconciled, expect_query_decisions, parse_query_decision, DecidedRequest,
-    KeyHistoryReading,
+    disagreements, expect_key_history_reconciled, expect_query_decisions, parse_query_decision,
+    DecidedRequest, KeyHistoryReading,
 };
 use crate::verdict::refused_hint::{expect_hint_refused, missing_words, RefusedHint, ROWS};
 use crate::wait::{self, Poll};
@@ -47,7 +47,10 @@ pub(super) fn refused_hints(
         let answer = ctx.complete_on(b, family.variant(1))?;
         drop(rewriting);
         ctx.expect_reference(family.variant(1), &answer.tokens)?;
-        let (a_delta, b_delta) = (ctx.delta_since(a, &a_before)?, ctx.delta_since(b, &b_before)?);
+        let (a_delta, b_delta) = (
+            ctx.delta_since(a, &a_before)?,
+            ctx.delta_since(b, &b_before)?,
+        );
         let read = ctx.observe().fetched_read(&b_delta, 0)?;
         let writes = a_delta.ops_by_result(&Scope::SourceWrite)?;
         let lines = ctx.observe().log_lines_of(&answer.request_id);
@@ -136,7 +139,10 @@ fn settled_reading(ctx: &CaseCtx, worker: &Worker) -> Result<KeyHistoryReading, 
         ))
     };
     let settled = wait::until(
-        format!("worker {}'s key history to agree with its engine", worker.name()),
+        format!(
+            "worker {}'s key history to agree with its engine",
+            worker.name()
+        ),
         SETTLE_WITHIN,
         Duration::from_millis(100),
         || match read() {

@@ -413,7 +413,10 @@ mod tests {
     #[test]
     fn parses_kvcr_and_engine_lines() {
         let e = parse_key_event(&history("inventory_accepted", 9, "stored", &[5])).unwrap();
-        assert_eq!((e.event.as_str(), e.pid, e.sequence), ("inventory_accepted", 77, 9));
+        assert_eq!(
+            (e.event.as_str(), e.pid, e.sequence),
+            ("inventory_accepted", 77, 9)
+        );
         assert_eq!((e.tier.as_str(), e.reason.as_str()), ("DRAM", "stored"));
         assert_eq!(e.keys, vec![key_digest(5)]);
         let (event, hashes) = parse_engine_inventory(&engine(&[7, 8])).unwrap();
@@ -426,7 +429,10 @@ mod tests {
         .unwrap();
         assert_eq!(d.request_id, "abc-1");
         assert!(!d.hint_present);
-        assert_eq!(parse_key_event("KVCR inventory stored tier=G3 hashes=1"), None);
+        assert_eq!(
+            parse_key_event("KVCR inventory stored tier=G3 hashes=1"),
+            None
+        );
         assert_eq!(parse_engine_inventory("KVCR inventory sink failed"), None);
     }
 
@@ -434,7 +440,10 @@ mod tests {
     fn a_complete_agreeing_history_passes() {
         let r = KeyHistoryReading::read("B", &good_log(), counted(3));
         assert_eq!(r.key_history_lines, 4);
-        assert_eq!(expect_key_history_reconciled(std::slice::from_ref(&r)), Ok(()));
+        assert_eq!(
+            expect_key_history_reconciled(std::slice::from_ref(&r)),
+            Ok(())
+        );
     }
 
     #[test]
@@ -454,8 +463,9 @@ mod tests {
     #[test]
     fn history_without_any_accepted_inventory_fails() {
         let log = history("ready", 1, "-", &[1]);
-        let e = expect_key_history_reconciled(&[KeyHistoryReading::read("B", &log, BTreeMap::new())])
-            .unwrap_err();
+        let e =
+            expect_key_history_reconciled(&[KeyHistoryReading::read("B", &log, BTreeMap::new())])
+                .unwrap_err();
         assert!(e.detail.contains("no inventory_accepted event"), "{e}");
     }
 
@@ -486,14 +496,19 @@ mod tests {
 
     #[test]
     fn a_counter_that_disagrees_fails() {
-        let e = expect_key_history_reconciled(&[KeyHistoryReading::read("B", &good_log(), counted(4))])
-            .unwrap_err();
+        let e =
+            expect_key_history_reconciled(&[KeyHistoryReading::read("B", &good_log(), counted(4))])
+                .unwrap_err();
         assert!(e.detail.contains("its counter"), "{e}");
     }
 
     #[test]
     fn an_event_the_engine_did_not_accept_fails() {
-        let log = format!("{}\n{}", good_log(), history("inventory_failed", 5, "stored", &[9]));
+        let log = format!(
+            "{}\n{}",
+            good_log(),
+            history("inventory_failed", 5, "stored", &[9])
+        );
         let e = expect_key_history_reconciled(&[KeyHistoryReading::read("B", &log, counted(3))])
             .unwrap_err();
         assert!(e.detail.contains("did not accept"), "{e}");

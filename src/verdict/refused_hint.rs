@@ -203,7 +203,10 @@ mod tests {
         let e = expect_hint_refused(&pulled).unwrap_err();
         assert!(e.detail.contains("1 peer operations"), "{e}");
         assert!(e.detail.contains("took 1 reads"), "{e}");
-        assert!(e.detail.contains("computed 1 blocks of a 3-block prefix"), "{e}");
+        assert!(
+            e.detail.contains("computed 1 blocks of a 3-block prefix"),
+            "{e}"
+        );
     }
 
     #[test]
