@@ -137,7 +137,10 @@ pub struct KeyHistoryReading {
     pub key_history_lines: u64,
     /// Per KVCR instance (`agent pid N`): its lines' sequence numbers, in
     /// log order.
+    #[serde(skip)]
     pub sequences: BTreeMap<String, Vec<u64>>,
+    /// Per KVCR instance: how many key-history lines it logged.
+    pub lines_per_instance: BTreeMap<String, u64>,
     /// `inventory_accepted` keys, by engine tier and kind.
     #[serde(skip)]
     pub accepted: KeysByEvent,
@@ -198,6 +201,11 @@ impl KeyHistoryReading {
                 .map(|((t, k), keys)| (format!("{t}/{k}"), keys.values().sum()))
                 .collect()
         };
+        r.lines_per_instance = r
+            .sequences
+            .iter()
+            .map(|(i, s)| (i.clone(), s.len() as u64))
+            .collect();
         r.accepted_blocks = total(&r.accepted);
         r.engine_logged_blocks = total(&r.engine_logged);
         r.engine_counted_blocks = counted
