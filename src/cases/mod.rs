@@ -32,6 +32,7 @@ pub mod tc19_interrupted_source_write;
 pub mod tc20_full_tiers;
 pub mod tc21_placement_policy;
 pub mod tc22_peer_transfer_faults;
+mod tc22_refused_hints;
 mod unreachable_source;
 
 pub mod wl01_trace_replay;

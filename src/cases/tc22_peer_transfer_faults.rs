@@ -27,6 +27,15 @@
 //! Expect: A's KVCR reads it; B's next read from A is served whole or
 //! fails whole (B computes the prefix; reference tokens either way), and
 //! the read after that is served whole.
+//!
+//! Refused hints: B's engine rewrites the router's hint naming A into one
+//! KVCR must refuse (unsupported fields, malformed ones; a table of rows).
+//! Expect: reference tokens, B computes the prefix, A is asked for
+//! nothing, KVCR's words for each are logged. Then, where KVCR's own
+//! diagnostics are on (the phase3-api profile): each worker's key history
+//! is gap-free and agrees with its engine's inventory, and KVCR logged a
+//! query decision, without a hint, for each refused-hint request
+//! (`tc22_refused_hints`).
 
 use std::time::{Duration, Instant};
 
@@ -71,7 +80,9 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     })?;
     two_reads_meet_a_pending_pin(ctx, &a, &b, &c)?;
     foreign_messages_then_a_read(ctx, &a, &b)?;
-    spoofed_metadata_then_two_reads(ctx, &a, &b)
+    spoofed_metadata_then_two_reads(ctx, &a, &b)?;
+    let decided = super::tc22_refused_hints::refused_hints(ctx, &a, &b)?;
+    super::tc22_refused_hints::kvcr_diagnostics_agree(ctx, &[&a, &b, &c], &decided)
 }
 
 /// B and C read the prefix from A while A's engine holds the pin back.

@@ -658,6 +658,14 @@ pub const KEYS: &[KeySpec] = &[
         "CPU engine --abort-cancelled: the KVCR operation of a request cancelled while it waits on it is aborted (KVCR.abort) (unset = false)",
     ),
     k(
+        "cpu_engine.kvcr_diagnostics",
+        None,
+        "PHASE1_CPU_ENGINE_KVCR_DIAGNOSTICS",
+        Kind::Bool,
+        false,
+        "CPU engine --kvcr-diagnostics: KVCR's own diagnostics on (KVCR_KEY_HISTORY, KVCR_DIAGNOSTICS, its logger at DEBUG): every block-key event and query decision in the worker's log (unset = false)",
+    ),
+    k(
         "cpu_engine.counting_policy",
         None,
         "PHASE1_CPU_ENGINE_COUNTING_POLICY",

@@ -92,6 +92,11 @@ pub struct CpuEngineProfile {
     /// `--abort-cancelled`: a cancelled request's KVCR operation is aborted.
     #[serde(default)]
     pub abort_cancelled: bool,
+    /// `--kvcr-diagnostics`: KVCR's own diagnostics on (`KVCR_KEY_HISTORY`,
+    /// `KVCR_DIAGNOSTICS`, its logger at DEBUG): every block-key event and
+    /// query decision in the worker's log (TC-22 reconciles them).
+    #[serde(default)]
+    pub kvcr_diagnostics: bool,
     /// `--placement-policy counting`: KVCR gets the engine's own placement
     /// policy (KVCR's default answers, every call counted in
     /// `cpu_engine_kvcr_policy_calls`, misbehaving while the
@@ -195,6 +200,7 @@ impl CpuEngineProfile {
             (self.kvcr_fetch, "--kvcr-fetch"),
             (self.align_sequence, "--align-sequence"),
             (self.abort_cancelled, "--abort-cancelled"),
+            (self.kvcr_diagnostics, "--kvcr-diagnostics"),
         ] {
             if on {
                 flags.push(flag.into());
@@ -623,6 +629,7 @@ mod tests {
             "--kvcr-fetch",
             "--align-sequence",
             "--abort-cancelled",
+            "--kvcr-diagnostics",
         ] {
             assert!(!flags.iter().any(|f| f == flag), "{flag} is off by default");
         }
@@ -635,6 +642,7 @@ mod tests {
             kvcr_fetch: true,
             align_sequence: true,
             abort_cancelled: true,
+            kvcr_diagnostics: true,
             counting_policy: true,
             ..shipped
         };
@@ -644,6 +652,7 @@ mod tests {
             "--kvcr-fetch",
             "--align-sequence",
             "--abort-cancelled",
+            "--kvcr-diagnostics",
         ] {
             assert!(flags.iter().any(|f| f == flag), "{flag} in {flags:?}");
         }

@@ -89,6 +89,10 @@ pub enum EngineFault {
     /// misbehaves in these ways (`raise_ingest,nan_score`, ...): every other
     /// call of a hook they take over (TC-21).
     HostilePolicy(&'static str),
+    /// The router's hint is rewritten into one KVCR must refuse
+    /// (`no_retain`, `move_mode`, `no_source`, ...; the engine's
+    /// `hint_rewrites.py`) before the engine submits it (TC-22).
+    RewriteKvHint(&'static str),
 }
 
 impl EngineFault {
@@ -128,6 +132,7 @@ impl EngineFault {
             EngineFault::ExtraKvcrPool => "extra_kvcr_pool",
             EngineFault::PriorClaimOtherLayout => "prior_claim_other_layout",
             EngineFault::HostilePolicy(_) => "hostile_policy",
+            EngineFault::RewriteKvHint(_) => "rewrite_kv_hint",
         }
     }
 
@@ -137,7 +142,9 @@ impl EngineFault {
             EngineFault::WrongTokenAfter(n)
             | EngineFault::StallStreamAfter(n)
             | EngineFault::CutStreamAfter(n) => json!(n),
-            EngineFault::DropSeries(family) | EngineFault::HostilePolicy(family) => json!(family),
+            EngineFault::DropSeries(family)
+            | EngineFault::HostilePolicy(family)
+            | EngineFault::RewriteKvHint(family) => json!(family),
             _ => json!(true),
         }
     }
@@ -177,7 +184,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 33] = [
+    const EVERY: [EngineFault; 34] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -211,6 +218,7 @@ mod tests {
         EngineFault::ExtraKvcrPool,
         EngineFault::PriorClaimOtherLayout,
         EngineFault::HostilePolicy("raise_ingest,nan_score"),
+        EngineFault::RewriteKvHint("no_retain"),
     ];
 
     #[test]

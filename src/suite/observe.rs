@@ -275,6 +275,13 @@ impl<'c> Observe<'c> {
         readings::host_tier_hit(delta, cached_tokens, self.prefill_accounting())
     }
 
+    /// `worker`'s whole log so far (empty when it cannot be read).
+    pub fn worker_log(&self, worker: &Worker) -> String {
+        std::fs::read(worker.process.log_path())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
     /// The component log lines of one request (its `x-request-id`, and the
     /// Dynamo request id the frontend logged beside it).
     pub fn log_lines_of(&self, request_id: &str) -> Vec<String> {

@@ -1,0 +1,184 @@
+//! TC-22's router hints KVCR must refuse, then KVCR's own diagnostics read
+//! back.
+//!
+//! Refused hints: for each row, worker A answers a prompt (the prefix's
+//! blocks in A's engine memory only), then B is asked for the prefix with a
+//! new suffix while B's engine rewrites the router's hint (which names A
+//! and the prefix's blocks) into one KVCR 0.1.1 does not support or cannot
+//! parse. Expect: reference tokens; B computes the prefix; neither B nor A
+//! runs a peer operation; KVCR's refusal is logged in its words (the
+//! schema-version row first: KVCR warns of each version mismatch once per
+//! process).
+//!
+//! KVCR's diagnostics (where `cpu_engine.kvcr_diagnostics` is on, as the
+//! phase3-api profile sets it): each worker's log has KVCR's key history,
+//! numbered without gaps per process, whose accepted inventory is exactly
+//! the engine's logged and counted inventory; and KVCR logged a query
+//! decision for each refused-hint request, with no hint present.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::stack::Worker;
+use crate::suite::{CaseCtx, CaseError, CaseResult, EngineFault};
+use crate::telemetry::{Counter, OpResult, Scope, Snapshot};
+use crate::verdict::key_history::{
+    disagreements, expect_key_history_reconciled, expect_query_decisions, parse_query_decision,
+    DecidedRequest, KeyHistoryReading,
+};
+use crate::verdict::refused_hint::{expect_hint_refused, missing_words, RefusedHint, ROWS};
+use crate::wait::{self, Poll};
+
+/// Each row's request to B, with its hint rewritten; the requests sent.
+pub(super) fn refused_hints(
+    ctx: &CaseCtx,
+    a: &Worker,
+    b: &Worker,
+) -> Result<Vec<DecidedRequest>, CaseError> {
+    let mut refused = Vec::new();
+    for row in ROWS {
+        let family = ctx.family()?;
+        let prefix = super::tc19_interrupted_source_write::held_by_a_only(ctx, a, &family)?;
+        let (a_before, b_before) = (ctx.snapshot(a)?, ctx.snapshot(b)?);
+        let rewriting = ctx
+            .faults()
+            .engine_added("B", EngineFault::RewriteKvHint(row.rewrite))?;
+        let answer = ctx.complete_on(b, family.variant(1))?;
+        drop(rewriting);
+        ctx.expect_reference(family.variant(1), &answer.tokens)?;
+        let (a_delta, b_delta) = (
+            ctx.delta_since(a, &a_before)?,
+            ctx.delta_since(b, &b_before)?,
+        );
+        let read = ctx.observe().fetched_read(&b_delta, 0)?;
+        let writes = a_delta.ops_by_result(&Scope::SourceWrite)?;
+        let lines = ctx.observe().log_lines_of(&answer.request_id);
+        let log = ctx.observe().worker_log(b);
+        let mut missing = missing_words(row.words, lines.iter().map(String::as_str));
+        missing.extend(missing_words(row.once_per_process, log.lines()));
+        refused.push((
+            answer,
+            RefusedHint {
+                rewrite: row.rewrite.to_string(),
+                x_request_id: String::new(),
+                prefix_blocks: prefix.len() as u64,
+                target_peer_ops: read.remote_fetch_success_ops
+                    + read.remote_fetch_unsuccessful.0.values().sum::<u64>()
+                    + read.remote_deliver_ops,
+                target_computed_blocks: ctx.observe().computed_blocks(&b_delta)?,
+                peer_reads_taken: a_delta.required_count(&reads_taken())?,
+                peer_source_writes: writes.success + writes.unsuccessful.values().sum::<u64>(),
+                missing_words: missing,
+            },
+            lines,
+        ));
+    }
+    let mut decided = Vec::new();
+    for (answer, mut row, lines) in refused {
+        row.x_request_id = answer.request_id.clone();
+        ctx.check(
+            "refused-hints.json",
+            &json!({"row": row, "answer": answer, "log_lines": lines}),
+            expect_hint_refused(&row),
+        )?;
+        decided.push(DecidedRequest {
+            name: row.rewrite.clone(),
+            x_request_id: answer.request_id.clone(),
+            hint_expected: false,
+            decisions: lines
+                .iter()
+                .filter_map(|l| parse_query_decision(l))
+                .collect(),
+        });
+    }
+    Ok(decided)
+}
+
+/// KVCR's key history on each of `workers` is complete and agrees with its
+/// engine's inventory, and its query decisions name `decided`.
+pub(super) fn kvcr_diagnostics_agree(
+    ctx: &CaseCtx,
+    workers: &[&Worker],
+    decided: &[DecidedRequest],
+) -> CaseResult {
+    if !ctx.settings().cpu_engine.kvcr_diagnostics {
+        ctx.not_checked(
+            "KVCR's key history and query decisions",
+            "cpu_engine.kvcr_diagnostics is off (the phase3-api profile turns it on)",
+        );
+        return Ok(());
+    }
+    let readings = workers
+        .iter()
+        .map(|w| settled_reading(ctx, w))
+        .collect::<Result<Vec<_>, _>>()?;
+    let breaks: Vec<_> = readings.iter().map(|r| r.sequence_breaks()).collect();
+    ctx.check(
+        "kvcr-diagnostics.json",
+        &json!({"readings": readings, "sequence_breaks": breaks}),
+        expect_key_history_reconciled(&readings),
+    )?;
+    ctx.check(
+        "kvcr-diagnostics.json",
+        &json!({ "decided": decided }),
+        expect_query_decisions(decided),
+    )
+}
+
+/// `worker`'s key history once it agrees with the engine (the engine logs
+/// an inventory event on its loop after KVCR's thread logged it), or as it
+/// stands when `SETTLE_WITHIN` ran out.
+fn settled_reading(ctx: &CaseCtx, worker: &Worker) -> Result<KeyHistoryReading, CaseError> {
+    let read = || -> Result<KeyHistoryReading, CaseError> {
+        let counted = inventory_counted(&ctx.snapshot(worker)?);
+        Ok(KeyHistoryReading::read(
+            worker.name(),
+            &ctx.observe().worker_log(worker),
+            counted,
+        ))
+    };
+    let settled = wait::until(
+        format!(
+            "worker {}'s key history to agree with its engine",
+            worker.name()
+        ),
+        SETTLE_WITHIN,
+        Duration::from_millis(100),
+        || match read() {
+            Ok(r) if disagreements(&r).is_empty() => Poll::Ready(r),
+            Ok(r) => Poll::Pending(format!("{} key-history lines", r.key_history_lines)),
+            Err(e) => Poll::Pending(e.message),
+        },
+    );
+    match settled {
+        Ok(reading) => Ok(reading),
+        Err(_) => read(),
+    }
+}
+
+/// How long an inventory event may take from KVCR's log line to the
+/// engine's.
+const SETTLE_WITHIN: Duration = Duration::from_secs(5);
+
+/// The engine's count of KVCR inventory blocks per `(tier, kind)`.
+fn inventory_counted(snapshot: &Snapshot) -> std::collections::BTreeMap<(String, String), u64> {
+    let mut counted = std::collections::BTreeMap::new();
+    for tier in ["LOCAL_G2", "G3"] {
+        for kind in ["stored", "removed"] {
+            let c = Counter::KvcrInventoryBlocks(tier.into(), kind.into());
+            if let Some(n) = snapshot.counter(&c) {
+                counted.insert((tier.to_string(), kind.to_string()), n as u64);
+            }
+        }
+    }
+    counted
+}
+
+/// Reads (`start_write` control messages) a source's KVCR handled.
+fn reads_taken() -> Counter {
+    Counter::OpCount(
+        Scope::Other("control_start_write".into()),
+        OpResult::Handled,
+    )
+}
