@@ -61,43 +61,43 @@ impl MutantResult {
 }
 
 /// Whether two runs failed the same way: both are kills that make the same
-/// claim (the text before the first `:`, its numbers and ids aside: they
-/// differ between runs), and the trial the first run's kill names failed in
-/// the second too, first or not: trials of one lane share a stack, so a
-/// mutant that hangs every request fails whichever asks first.
+/// claim (the text before the first `:`, its words with digits aside: ids,
+/// ports and run directories differ between runs), and one run's killing
+/// trial failed in the other too, first or not: a lane's trials share one
+/// stack, so a mutant that hangs every request fails whichever trial asks
+/// first, and that may be another one in each run.
 pub fn same_failure(a: &MutantResult, b: &MutantResult) -> bool {
     match (a, b) {
         (
             MutantResult::Killed {
                 trial: t1,
                 message: m1,
+                failed: f1,
                 ..
             },
             MutantResult::Killed {
                 trial: t2,
                 message: m2,
-                failed,
+                failed: f2,
                 ..
             },
-        ) => (t1 == t2 || failed.contains(t1)) && claim(m1) == claim(m2),
+        ) => (t1 == t2 || f2.contains(t1) || f1.contains(t2)) && claim(m1) == claim(m2),
         _ => false,
     }
 }
 
 /// `peer transfer reconciles` of `peer transfer reconciles: target read …`,
-/// each run of digits read as `#` (`request f004v1 failed` and `request
-/// f002v2 failed` make one claim).
+/// each word holding a digit read as `#` (`request f004v1 failed` and
+/// `request f002v2 failed` make one claim).
 fn claim(message: &str) -> String {
-    let head = message.split(':').next().unwrap_or(message).trim();
-    let mut out = String::with_capacity(head.len());
-    for c in head.chars() {
-        if !c.is_ascii_digit() {
-            out.push(c);
-        } else if !out.ends_with('#') {
-            out.push('#');
-        }
-    }
-    out
+    let head = message.split(':').next().unwrap_or(message);
+    head.split_whitespace()
+        .map(|word| match word.chars().any(|c| c.is_ascii_digit()) {
+            true => "#",
+            false => word,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Classifies a mutant's run. `run` is `Err` (why) when the child left no
@@ -379,6 +379,23 @@ mod tests {
             ],
         };
         assert_eq!(first.clone().confirmed_by(second.clone()), first);
+        // Either way round.
+        assert_eq!(second.clone().confirmed_by(first.clone()), second);
+        // The same registration give-up, in each run's own directory.
+        let gave_up = |dir: &str| {
+            MutantResult::Killed {
+            trial: "TC-04::guard_takeover_and_replacement".into(),
+            message: format!("worker-A.1 gave up waiting for worker-A.1 to register in Dynamo's discovery (/dev/shm/kvcr-e2e-{dir}/discovery) on a port it listens on"),
+            message_matches: false,
+            failed: vec!["TC-04::guard_takeover_and_replacement".into()],
+        }
+        };
+        let once = gave_up("20261206T070538Z-30992-221b");
+        assert_eq!(
+            once.clone()
+                .confirmed_by(gave_up("20261206T070611Z-31308-e947")),
+            once
+        );
         // Without TC-03 among the re-run's failures it is a flake.
         let elsewhere = MutantResult::Killed {
             trial: "TC-01::generation_correctness".into(),
@@ -387,7 +404,7 @@ mod tests {
             failed: vec!["TC-01::generation_correctness".into()],
         };
         assert_eq!(first.clone().confirmed_by(elsewhere).word(), "flaky");
-        assert_eq!(claim("request f004v1 failed: x"), "request f#v# failed");
+        assert_eq!(claim("request f004v1 failed: x"), "request # failed");
     }
 
     #[test]

@@ -151,7 +151,18 @@ pub fn decide(
         // Made before kills were run twice: run it again, twice.
         return Err("its earlier kill was not run a second time");
     }
-    Ok(row.clone())
+    Ok(rejudged(row.clone()))
+}
+
+/// A kept flaky row judged again by this build's rule ([`MutantResult::confirmed_by`]):
+/// both runs' outcomes are in the row, so a rule that now reads them as one
+/// failure makes it a kill without running it again.
+fn rejudged(mut row: MutantRow) -> MutantRow {
+    if let MutantResult::Flaky { first, second } = row.result {
+        row.result = first.confirmed_by(*second);
+        row.met = !matches!(row.result, MutantResult::Flaky { .. });
+    }
+    row
 }
 
 /// `killed on phase2 by TC-07::…`, `survived (passed phase1, phase2)`,
@@ -311,6 +322,36 @@ mod tests {
             MutantResult::Survived
         );
         assert_eq!(decide(&earlier, &c, &phase1()).unwrap().result, broken);
+    }
+
+    #[test]
+    fn a_kept_flaky_row_is_judged_again_by_this_rule() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path(), 1);
+        let hang = |trial: &str, failed: &[&str]| MutantResult::Killed {
+            trial: trial.into(),
+            message: format!("request f00{}v1 failed: no response", failed.len()),
+            message_matches: false,
+            failed: failed.iter().map(|t| t.to_string()).collect(),
+        };
+        let first = hang("TC-01::a", &["TC-01::a", "TC-03::b"]);
+        let mut flaky = row(tmp.path(), &m, MutantResult::Survived, true);
+        flaky.result = MutantResult::Flaky {
+            first: Box::new(first.clone()),
+            second: Box::new(hang("TC-03::b", &["TC-03::b"])),
+        };
+        flaky.met = false;
+        let kept = decide(&lane(vec![flaky.clone()]), &m, &phase1()).unwrap();
+        assert_eq!(kept.result, first);
+        assert!(kept.met);
+        // Two runs that failed apart stay flaky.
+        flaky.result = MutantResult::Flaky {
+            first: Box::new(first),
+            second: Box::new(hang("TC-04::c", &["TC-04::c"])),
+        };
+        let kept = decide(&lane(vec![flaky]), &m, &phase1()).unwrap();
+        assert_eq!(kept.result.word(), "flaky");
+        assert!(!kept.met);
     }
 
     #[test]
