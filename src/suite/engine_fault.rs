@@ -85,6 +85,9 @@ pub enum EngineFault {
     /// layout and hands it back (launch only): its own claim is then refused
     /// as another tier configuration.
     PriorClaimOtherLayout,
+    /// The worker claims with the other tier set: with a G3 disk tier when
+    /// it has none, without one when it has one (launch only, TC-09).
+    ToggledG3Tier,
     /// The engine's placement policy (`--placement-policy counting`)
     /// misbehaves in these ways (`raise_ingest,nan_score`, ...): every other
     /// call of a hook they take over (TC-21).
@@ -127,6 +130,7 @@ impl EngineFault {
             EngineFault::ChangedLayout => "changed_layout",
             EngineFault::ExtraKvcrPool => "extra_kvcr_pool",
             EngineFault::PriorClaimOtherLayout => "prior_claim_other_layout",
+            EngineFault::ToggledG3Tier => "toggled_g3_tier",
             EngineFault::HostilePolicy(_) => "hostile_policy",
         }
     }
@@ -153,6 +157,7 @@ impl EngineFault {
                 | EngineFault::ChangedLayout
                 | EngineFault::ExtraKvcrPool
                 | EngineFault::PriorClaimOtherLayout
+                | EngineFault::ToggledG3Tier
         )
     }
 
@@ -177,7 +182,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 33] = [
+    const EVERY: [EngineFault; 34] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
@@ -210,6 +215,7 @@ mod tests {
         EngineFault::ChangedLayout,
         EngineFault::ExtraKvcrPool,
         EngineFault::PriorClaimOtherLayout,
+        EngineFault::ToggledG3Tier,
         EngineFault::HostilePolicy("raise_ingest,nan_score"),
     ];
 
