@@ -6,11 +6,15 @@
 //! `snapshot_written`) and the Guard promotes nothing. The replacement A'
 //! claims the group warm: every block A committed is held by A' (the
 //! ledger: none lost), and A's prefix on A' is a local hit from the reclaimed
-//! pool with the reference tokens, still without a promotion. Then a
-//! replacement whose KV layout changed (twice the pages of half the size,
-//! the `changed_layout` launch switch) is refused at startup, fast, quoting
-//! KVCR: `claimed with another tier configuration`. A normal replacement
-//! after it still finds the pool warm. Three wrong claims are refused fast
+//! pool with the reference tokens, still without a promotion. Then
+//! replacements whose configuration no longer matches the group's (another
+//! KV layout, one pool more, G3 switched on or off: [`MISMATCHES`]) are each
+//! refused at startup, fast, quoting KVCR: `claimed with another tier
+//! configuration`. A normal replacement after them still finds the pool
+//! warm and serves the reference tokens. While A holds its group, a
+//! stranger on the Guard service's socket (garbage, truncated and foreign
+//! frames, stray descriptors, hang-ups, claims no worker makes) gets KVCR's
+//! error for each and no group, and A still serves. Three wrong claims are refused fast
 //! with KVCR's own words: while A holds its group, the held index (`is held
 //! by another worker`) and an index past the service's groups (`is out of
 //! range`); once A has stopped, one pool too many for its free group

@@ -54,7 +54,7 @@ const fn attempt(name: &'static str, sends: &'static str, expected: Expected) ->
 /// kernel, so a claim without one, or with a descriptor that is no pidfd,
 /// is judged as a claim of the stranger's own process: the held group is
 /// refused.
-pub const ATTEMPTS: [Attempt; 13] = [
+pub const ATTEMPTS: [Attempt; 17] = [
     attempt(
         "garbage",
         "16 bytes whose header announces a 3.7 GB frame",
@@ -64,6 +64,11 @@ pub const ATTEMPTS: [Attempt; 13] = [
         "not_msgpack",
         "a well-framed payload that is not msgpack",
         Expected::Error("invalid message payload"),
+    ),
+    attempt(
+        "short_header",
+        "2 bytes of a 4-byte header, then end of stream",
+        Expected::Error("truncated frame"),
     ),
     attempt(
         "truncated_frame",
@@ -101,9 +106,24 @@ pub const ATTEMPTS: [Attempt; 13] = [
         Expected::Error("is held by another worker"),
     ),
     attempt(
+        "two_descriptors",
+        "a claim of the held group carrying two pidfds",
+        Expected::Error("multiple file descriptors received"),
+    ),
+    attempt(
+        "four_descriptors",
+        "a claim of the held group carrying more descriptors than the service reads",
+        Expected::Error("truncated ancillary data"),
+    ),
+    attempt(
         "held_with_own_pidfd",
         "a claim of the held group exactly as a worker makes it",
         Expected::Error("is held by another worker"),
+    ),
+    attempt(
+        "hung_up_silently",
+        "a connection closed before a byte",
+        Expected::HungUp,
     ),
     attempt(
         "hung_up_mid_frame",
