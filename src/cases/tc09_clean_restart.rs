@@ -33,7 +33,7 @@
 //! as above, and the case is reported as finding 17's expected failure; a
 //! vLLM whose stop closes KVCR fails it as an unexpected pass.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::engine::{Need, Support};
 use crate::prompts::Family;
@@ -53,7 +53,10 @@ use crate::verdict::restart::{
     expect_clean_stop, expect_forced_stop_taken_over, expect_refused, forced_engine_stop, CleanStop,
 };
 use crate::verdict::service::{expect_claims_refused, Refusal};
-use crate::verdict::stranger::{expect_strangers_turned_away, ATTEMPTS};
+use crate::verdict::stranger::{
+    expect_descriptors_closed, expect_strangers_turned_away, Descriptors, ATTEMPTS,
+    DESCRIPTOR_SLACK,
+};
 use serde_json::json;
 
 use super::production_common::{evicted_after_reclaim, ms, stop_grace, stored_by};
@@ -246,16 +249,35 @@ const MISMATCHES: [Mismatch; 3] = [
 /// it holds it: every message answered with KVCR's error, no group handed
 /// out, and `holder` still serves `family`'s reference tokens.
 fn strangers(ctx: &CaseCtx, holder: &Worker, family: &Family) -> CaseResult {
+    let before = ctx.guard().open_descriptors(holder);
     let answers = ctx.pressure().stranger_probe_at(
         &holder.slot.guard_socket,
         holder.slot.guard_index,
         out_of_range(ctx),
     )?;
+    // Still running, and every descriptor the stranger gave it closed.
+    ctx.guard().of(holder)?;
+    let descriptors = before.and_then(|before| {
+        ctx.guard()
+            .descriptors_settled(holder, before + DESCRIPTOR_SLACK, Duration::from_secs(3))
+            .map(|after| Descriptors { before, after })
+    });
     ctx.check(
         "strangers.json",
-        &json!({"attempts": ATTEMPTS, "answers": answers}),
+        &json!({"attempts": ATTEMPTS, "answers": answers, "descriptors": descriptors}),
         expect_strangers_turned_away(&answers),
     )?;
+    match &descriptors {
+        Some(d) => ctx.check(
+            "strangers-descriptors.json",
+            d,
+            expect_descriptors_closed(d),
+        )?,
+        None => ctx.not_checked(
+            "the Guard service keeps no descriptor of a stranger's",
+            "its /proc/<pid>/fd cannot be read",
+        ),
+    }
     let prompt = family.variant(0);
     let answer = ctx.complete_on(holder, prompt)?;
     ctx.expect_reference(prompt, &answer.tokens)

@@ -190,6 +190,33 @@ pub fn expect_strangers_turned_away(answers: &[StrangerAnswer]) -> Result<(), Vi
     c.verdict()
 }
 
+/// How many descriptors the stranger may leave the service holding more
+/// than before: a connection or two still closing. Each attempt that
+/// reaches a claim gives the service at least one (its pidfd of the
+/// stranger, or the ones the stranger sent), about a dozen in all.
+pub const DESCRIPTOR_SLACK: usize = 2;
+
+/// The Guard service's open descriptors around the stranger's attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Descriptors {
+    pub before: usize,
+    /// Once settled (or as they were when the wait gave up).
+    pub after: usize,
+}
+
+/// The service closed what the stranger's connections gave it: the
+/// descriptors it received and the pidfds it took of the stranger.
+pub fn expect_descriptors_closed(d: &Descriptors) -> Result<(), Violation> {
+    let mut c = Checks::new("the Guard service keeps no descriptor of a stranger's");
+    c.check(d.after <= d.before + DESCRIPTOR_SLACK, || {
+        format!(
+            "the service had {} descriptors open before the stranger and {} after (more than {DESCRIPTOR_SLACK} more)",
+            d.before, d.after
+        )
+    });
+    c.verdict()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,6 +309,21 @@ mod tests {
         let e =
             expect_strangers_turned_away(&with("hung_up_after_claim", "silent", "")).unwrap_err();
         assert!(e.detail.contains("hung_up_after_claim"), "{e}");
+    }
+
+    #[test]
+    fn descriptors_kept_by_the_service_fail() {
+        let ok = Descriptors {
+            before: 40,
+            after: 40 + DESCRIPTOR_SLACK,
+        };
+        assert_eq!(expect_descriptors_closed(&ok), Ok(()));
+        let leaked = Descriptors {
+            before: 40,
+            after: 44,
+        };
+        let e = expect_descriptors_closed(&leaked).unwrap_err();
+        assert!(e.detail.contains("40 descriptors open before"), "{e}");
     }
 
     #[test]
