@@ -159,8 +159,8 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     }
     if usable.is_empty() {
         ctx.not_checked(
-            "a normal replacement after the refusals is warm",
-            "no replacement was refused",
+            "a normal replacement after the mismatched ones is warm and serves",
+            "the engine has no launch switch that changes its claim (above)",
         );
         return ctx
             .pressure()
