@@ -6,11 +6,15 @@
 //! `snapshot_written`) and the Guard promotes nothing. The replacement A'
 //! claims the group warm: every block A committed is held by A' (the
 //! ledger: none lost), and A's prefix on A' is a local hit from the reclaimed
-//! pool with the reference tokens, still without a promotion. Then a
-//! replacement whose KV layout changed (twice the pages of half the size,
-//! the `changed_layout` launch switch) is refused at startup, fast, quoting
-//! KVCR: `claimed with another tier configuration`. A normal replacement
-//! after it still finds the pool warm. Three wrong claims are refused fast
+//! pool with the reference tokens, still without a promotion. Then
+//! replacements whose configuration no longer matches the group's (another
+//! KV layout, one pool more, G3 switched on or off: [`MISMATCHES`]) are each
+//! refused at startup, fast, quoting KVCR: `claimed with another tier
+//! configuration`. A normal replacement after them still finds the pool
+//! warm and serves the reference tokens. While A holds its group, a
+//! stranger on the Guard service's socket (garbage, truncated and foreign
+//! frames, stray descriptors, hang-ups, claims no worker makes) gets KVCR's
+//! error for each and no group, and A still serves. Three wrong claims are refused fast
 //! with KVCR's own words: while A holds its group, the held index (`is held
 //! by another worker`) and an index past the service's groups (`is out of
 //! range`); once A has stopped, one pool too many for its free group
@@ -29,10 +33,12 @@
 //! as above, and the case is reported as finding 17's expected failure; a
 //! vLLM whose stop closes KVCR fails it as an unexpected pass.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::engine::{Need, Support};
+use crate::prompts::Family;
 use crate::stack::Worker;
+use crate::suite::EngineFault;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::engine_kvcr_log::EngineKvcrLine;
 use crate::telemetry::guard_log::GuardEvent;
@@ -47,6 +53,10 @@ use crate::verdict::restart::{
     expect_clean_stop, expect_forced_stop_taken_over, expect_refused, forced_engine_stop, CleanStop,
 };
 use crate::verdict::service::{expect_claims_refused, Refusal};
+use crate::verdict::stranger::{
+    expect_descriptors_closed, expect_strangers_turned_away, Descriptors, ATTEMPTS,
+    DESCRIPTOR_SLACK,
+};
 use serde_json::json;
 
 use super::production_common::{evicted_after_reclaim, ms, stop_grace, stored_by};
@@ -81,6 +91,9 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
 
     // Wrong claims while A holds its group: refused, fast, quoting KVCR.
     let mut refused = held_refusals(ctx, &a)?;
+    // A stranger on the service's socket while A holds its group: each
+    // message answered with KVCR's error, no group handed out, A serving.
+    strangers(ctx, &a, &families[0])?;
 
     // SIGTERM: close, hand back, no promotion.
     let mut events = guard.follow()?;
@@ -128,12 +141,26 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         ),
     )?;
 
-    // Another layout: refused at startup, quoting KVCR. It needs a launch
-    // switch that changes the KV layout (the CPU engine's `changed_layout`).
-    if let Err(why) = layout_switch(ctx) {
+    // Replacements whose configuration does not match the group's (the
+    // table below): each refused at startup, fast, quoting KVCR. Each needs
+    // a launch switch of the engine that changes its claim.
+    let (usable, unusable): (Vec<&Mismatch>, Vec<&Mismatch>) = MISMATCHES
+        .iter()
+        .partition(|m| launch_switch(ctx, m.switch).is_ok());
+    for m in &unusable {
+        let why = launch_switch(ctx, m.switch).err().unwrap_or_default();
         ctx.not_checked(
-            "a replacement with another KV layout is refused (`claimed with another tier configuration`), and a normal one after it is warm",
+            &format!(
+                "a replacement with {} is refused (`{}`)",
+                m.what, m.expected
+            ),
             &why,
+        );
+    }
+    if usable.is_empty() {
+        ctx.not_checked(
+            "a normal replacement after the mismatched ones is warm and serves",
+            "the engine has no launch switch that changes its claim (above)",
         );
         return ctx
             .pressure()
@@ -142,26 +169,30 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     let mut events = guard.follow()?;
     let restop = clean_stop(ctx, &replacement, &mut events)?;
     ctx.record("second-stop.json", &restop);
-    ctx.faults()
-        .on_next_replacement(&["changed_layout".to_string()]);
-    let started = Instant::now();
-    let refused = ctx
-        .faults()
-        .replace("A")
-        .map(drop)
-        .map_err(|e| e.to_string());
-    ctx.measure("refusal_ms", ms(started.elapsed()));
-    let log = refused_log(ctx);
-    ctx.check(
-        "refusal.json",
-        &json!({"result": refused, "worker_log_says": log}),
-        expect_refused(
-            refused.clone().map_err(|e| format!("{e} {log}")),
-            OTHER_TIER_CONFIG,
-        ),
-    )?;
+    for m in usable {
+        ctx.faults()
+            .on_next_replacement(&[m.switch.name().to_string()]);
+        let started = Instant::now();
+        let refused = ctx
+            .faults()
+            .replace("A")
+            .map(drop)
+            .map_err(|e| e.to_string());
+        let key = match m.switch {
+            EngineFault::ChangedLayout => "refusal_ms".to_string(),
+            other => format!("refusal_ms_{}", other.name()),
+        };
+        ctx.measure(&key, ms(started.elapsed()));
+        let log = refused_log(ctx);
+        ctx.check(
+            &format!("refusal-{}.json", m.switch.name()),
+            &json!({"mismatch": m.what, "switch": m.switch.name(), "result": refused, "worker_log_says": log}),
+            expect_refused(refused.clone().map_err(|e| format!("{e} {log}")), m.expected),
+        )?;
+    }
 
-    // A normal replacement after the refusal: still warm.
+    // A normal replacement after the refusals: the group kept every block,
+    // and it serves the reference tokens from it.
     let again = ctx.faults().replace("A")?;
     if ledger_kept.is_yes() {
         let after_refusal = reclaimed(ctx, &committed, &again)?;
@@ -171,9 +202,85 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             crate::verdict::ledger::expect_reclaimed(&after_refusal).map(drop),
         )?;
     }
-    // The refused replacement's traceback is the refusal itself.
+    let prompt = families[1].variant(1);
+    let answer = ctx.complete_on(&again, prompt)?;
+    ctx.expect_reference(prompt, &answer.tokens)?;
+    // The refused replacements' tracebacks are the refusals themselves.
     ctx.pressure()
         .expect_no_bad_lines_since(&marks, &[BadLine::Traceback])
+}
+
+/// A replacement whose configuration does not match its group's: what
+/// changed, the engine's launch switch that changes it, KVCR's refusal.
+#[derive(Debug, Clone, Copy)]
+struct Mismatch {
+    what: &'static str,
+    switch: EngineFault,
+    expected: &'static str,
+}
+
+/// Every mismatch a worker's own configuration can make: the tier
+/// configuration it claims with (`guard_protocol.py`'s `_TierConfig`: the
+/// pools' layouts and the G3 tier). The group's first claim since the
+/// service started fixed it, so KVCR 0.1.1 refuses each with the same words
+/// (`guard.py`'s `_refuse_incompatible`). Pool sizes are the service's own
+/// (`--pool-sizes-gb`), never a worker's; the claimant's own checks of the
+/// grant (`claim pool count mismatch`, `claim pool sizes do not fill the
+/// allocation`, ...) answer a service that granted something else.
+const MISMATCHES: [Mismatch; 3] = [
+    Mismatch {
+        what: "another block layout (twice the pages of half the size)",
+        switch: EngineFault::ChangedLayout,
+        expected: OTHER_TIER_CONFIG,
+    },
+    Mismatch {
+        what: "one pool more",
+        switch: EngineFault::ExtraKvcrPool,
+        expected: OTHER_TIER_CONFIG,
+    },
+    Mismatch {
+        what: "the other tier set (G3 switched on or off)",
+        switch: EngineFault::ToggledG3Tier,
+        expected: OTHER_TIER_CONFIG,
+    },
+];
+
+/// A stranger on the socket of the service holding `holder`'s group, while
+/// it holds it: every message answered with KVCR's error, no group handed
+/// out, and `holder` still serves `family`'s reference tokens.
+fn strangers(ctx: &CaseCtx, holder: &Worker, family: &Family) -> CaseResult {
+    let before = ctx.guard().open_descriptors(holder);
+    let answers = ctx.pressure().stranger_probe_at(
+        &holder.slot.guard_socket,
+        holder.slot.guard_index,
+        out_of_range(ctx),
+    )?;
+    // Still running, and every descriptor the stranger gave it closed.
+    ctx.guard().of(holder)?;
+    let descriptors = before.and_then(|before| {
+        ctx.guard()
+            .descriptors_settled(holder, before + DESCRIPTOR_SLACK, Duration::from_secs(3))
+            .map(|after| Descriptors { before, after })
+    });
+    ctx.check(
+        "strangers.json",
+        &json!({"attempts": ATTEMPTS, "answers": answers, "descriptors": descriptors}),
+        expect_strangers_turned_away(&answers),
+    )?;
+    match &descriptors {
+        Some(d) => ctx.check(
+            "strangers-descriptors.json",
+            d,
+            expect_descriptors_closed(d),
+        )?,
+        None => ctx.not_checked(
+            "the Guard service keeps no descriptor of a stranger's",
+            "its /proc/<pid>/fd cannot be read",
+        ),
+    }
+    let prompt = family.variant(0);
+    let answer = ctx.complete_on(holder, prompt)?;
+    ctx.expect_reference(prompt, &answer.tokens)
 }
 
 /// The ledger of a reclaim: each block `committed` held by `replacement`.
@@ -196,13 +303,21 @@ fn reclaimed(
     })
 }
 
-/// Whether the engine can start a replacement with another KV layout (the
-/// `changed_layout` launch switch); the reason where it cannot.
-fn layout_switch(ctx: &CaseCtx) -> Result<(), String> {
-    let probe = crate::proc::ProcessSpec::new("layout-probe", "true", "/dev/null");
-    ctx.engine()
-        .with_faults(probe, &["changed_layout"])
-        .map(drop)
+/// Whether the engine can start a replacement with this launch switch;
+/// the reason where it cannot.
+fn launch_switch(ctx: &CaseCtx, switch: EngineFault) -> Result<(), String> {
+    let probe = crate::proc::ProcessSpec::new("switch-probe", "true", "/dev/null");
+    ctx.engine().with_faults(probe, &[switch.name()]).map(drop)
+}
+
+/// The first index past the groups of a worker's Guard service (one group
+/// per service where each worker has its own).
+fn out_of_range(ctx: &CaseCtx) -> u32 {
+    if ctx.engine().guard_per_slot() {
+        1
+    } else {
+        ctx.pressure().guard_count()
+    }
 }
 
 /// A claim of the index `holder` holds and of an index past its Guard
@@ -213,11 +328,7 @@ fn held_refusals(ctx: &CaseCtx, holder: &Worker) -> Result<Vec<Refusal>, CaseErr
     let held = holder.slot.guard_index;
     let socket = &holder.slot.guard_socket;
     let pools = ctx.pressure().claim_pools();
-    let out_of_range = if ctx.engine().guard_per_slot() {
-        1
-    } else {
-        ctx.pressure().guard_count()
-    };
+    let out_of_range = out_of_range(ctx);
     Ok(vec![
         Refusal {
             what: format!("a second claim of group {held}, held by worker A"),
@@ -329,4 +440,26 @@ fn refused_log(ctx: &CaseCtx) -> String {
                 .to_string()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_mismatch_is_a_distinct_launch_switch_refused_in_kvcrs_words() {
+        for (i, m) in MISMATCHES.iter().enumerate() {
+            assert!(
+                m.switch.launch_only(),
+                "{} is not a launch switch",
+                m.switch
+            );
+            assert!(
+                MISMATCHES[..i].iter().all(|n| n.switch != m.switch),
+                "{} twice",
+                m.switch
+            );
+            assert_eq!(m.expected, OTHER_TIER_CONFIG);
+        }
+    }
 }

@@ -85,6 +85,9 @@ pub enum EngineFault {
     /// layout and hands it back (launch only): its own claim is then refused
     /// as another tier configuration.
     PriorClaimOtherLayout,
+    /// The worker claims with the other tier set: with a G3 disk tier when
+    /// it has none, without one when it has one (launch only, TC-09).
+    ToggledG3Tier,
     /// The engine's placement policy (`--placement-policy counting`)
     /// misbehaves in these ways (`raise_ingest,nan_score`, ...): every other
     /// call of a hook they take over (TC-21).
@@ -131,6 +134,7 @@ impl EngineFault {
             EngineFault::ChangedLayout => "changed_layout",
             EngineFault::ExtraKvcrPool => "extra_kvcr_pool",
             EngineFault::PriorClaimOtherLayout => "prior_claim_other_layout",
+            EngineFault::ToggledG3Tier => "toggled_g3_tier",
             EngineFault::HostilePolicy(_) => "hostile_policy",
             EngineFault::RewriteKvHint(_) => "rewrite_kv_hint",
         }
@@ -160,6 +164,7 @@ impl EngineFault {
                 | EngineFault::ChangedLayout
                 | EngineFault::ExtraKvcrPool
                 | EngineFault::PriorClaimOtherLayout
+                | EngineFault::ToggledG3Tier
         )
     }
 
@@ -217,6 +222,7 @@ mod tests {
         EngineFault::ChangedLayout,
         EngineFault::ExtraKvcrPool,
         EngineFault::PriorClaimOtherLayout,
+        EngineFault::ToggledG3Tier,
         EngineFault::HostilePolicy("raise_ingest,nan_score"),
         EngineFault::RewriteKvHint("no_retain"),
     ];

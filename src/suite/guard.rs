@@ -90,6 +90,37 @@ impl<'c> Guards<'c> {
         self.ctx.stack.pool_files_of(worker)
     }
 
+    /// How many descriptors the Guard service holding `worker`'s pool has
+    /// open (`/proc/<pid>/fd`); `None` where that cannot be read.
+    pub fn open_descriptors(&self, worker: &Worker) -> Option<usize> {
+        let guard = self.ctx.stack.guard_of(worker)?;
+        std::fs::read_dir(format!("/proc/{}/fd", guard.pid()))
+            .ok()
+            .map(|entries| entries.count())
+    }
+
+    /// The Guard service's open descriptors once they are `at_most` or
+    /// `within` has passed (a handler closes what a connection gave it a
+    /// little after its answer), then as they are; `None` where unreadable.
+    pub fn descriptors_settled(
+        &self,
+        worker: &Worker,
+        at_most: usize,
+        within: std::time::Duration,
+    ) -> Option<usize> {
+        let settled = crate::wait::until(
+            "the Guard service's descriptors to settle",
+            within,
+            std::time::Duration::from_millis(50),
+            || match self.open_descriptors(worker) {
+                Some(n) if n <= at_most => crate::wait::Poll::Ready(n),
+                Some(n) => crate::wait::Poll::Pending(format!("{n} open")),
+                None => crate::wait::Poll::Abort("unreadable".into()),
+            },
+        );
+        settled.ok().or_else(|| self.open_descriptors(worker))
+    }
+
     /// Whether something listens on `worker`'s control port (after its
     /// death: its Guard service, having taken the port over).
     pub fn control_port_listening(&self, worker: &Worker) -> bool {

@@ -186,9 +186,46 @@ impl Pressure<'_> {
         probe.wall_ms = started.elapsed().as_secs_f64() * 1000.0;
         Ok(probe)
     }
+
+    /// What the Guard service at `socket` answers a stranger (`python -m
+    /// cpu_engine.stranger_probe`): garbage, truncated and foreign frames,
+    /// and claims of `held` (a group a live worker holds) and
+    /// `out_of_range`, one connection each, in
+    /// [`crate::verdict::stranger::ATTEMPTS`]' order.
+    pub fn stranger_probe_at(
+        &self,
+        socket: &Path,
+        held: u32,
+        out_of_range: u32,
+    ) -> Result<Vec<StrangerAnswer>, CaseError> {
+        let ctx = &self.ctx.stack.plan.ctx;
+        let mut cmd = std::process::Command::new(&ctx.python);
+        cmd.args(["-m", "cpu_engine.stranger_probe", "--socket"])
+            .arg(socket)
+            .args(["--held-index", &held.to_string()])
+            .args(["--out-of-range-index", &out_of_range.to_string()])
+            .args(["--digest", &ctx.compatibility_digest]);
+        for (name, bytes) in self.claim_pools() {
+            cmd.args(["--pool", &format!("{name}:{bytes}")]);
+        }
+        cmd.env("PYTHONPATH", ctx.repo_root.join("fixtures/cpu-engine"))
+            .current_dir(&ctx.repo_root);
+        let out = cmd
+            .output()
+            .map_err(|e| CaseError::new(format!("cannot run the stranger probe: {e}")))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        serde_json::from_str(text.trim()).map_err(|e| {
+            CaseError::new(format!(
+                "the stranger probe answered `{}` ({e}); stderr: {}",
+                text.trim(),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        })
+    }
 }
 
 pub use crate::verdict::service::ClaimProbe;
+pub use crate::verdict::stranger::StrangerAnswer;
 
 /// A worker's engine stopped with SIGSTOP (state `T` verified); continued on
 /// drop, unless it died meanwhile (a Guard's heartbeat fence SIGKILLs it).

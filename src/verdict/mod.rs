@@ -35,6 +35,7 @@ pub mod shared_pin;
 pub mod source_close;
 pub mod stall;
 pub mod start_leftovers;
+pub mod stranger;
 pub mod tokens;
 pub mod transfer;
 pub mod workload;
