@@ -189,7 +189,7 @@ impl fmt::Display for EngineFault {
 mod tests {
     use super::*;
 
-    const EVERY: [EngineFault; 34] = [
+    const EVERY: [EngineFault; 35] = [
         EngineFault::CorruptDeliveredPages,
         EngineFault::UnderreportBlocks,
         EngineFault::WrongTransferBytes,
