@@ -32,6 +32,7 @@ pub mod tc19_interrupted_source_write;
 pub mod tc20_full_tiers;
 pub mod tc21_placement_policy;
 pub mod tc22_peer_transfer_faults;
+pub mod tc23_recovery_journal;
 mod tc22_refused_hints;
 mod unreachable_source;
 
@@ -71,6 +72,7 @@ pub const PHASE2: &[Case] = &[
     tc09_clean_restart::CASE,
     tc10_heartbeat_promotion::CASE,
     tc11_source_stall_latch::CASE,
+    tc23_recovery_journal::CASE,
     tc08_guard_service_crash::CASE,
 ];
 
