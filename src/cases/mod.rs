@@ -32,8 +32,8 @@ pub mod tc19_interrupted_source_write;
 pub mod tc20_full_tiers;
 pub mod tc21_placement_policy;
 pub mod tc22_peer_transfer_faults;
-pub mod tc23_recovery_journal;
 mod tc22_refused_hints;
+pub mod tc23_recovery_journal;
 mod unreachable_source;
 
 pub mod wl01_trace_replay;

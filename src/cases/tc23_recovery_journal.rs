@@ -32,10 +32,11 @@ use crate::stack::guard_journal::{JOURNAL_HEADER_BYTES, SMALL_GUARD_JOURNAL, SMA
 use crate::stack::Worker;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult, GuardFollower, GuardView};
 use crate::verdict::journal::{
-    expect_cold_takeover, expect_recovery_dropped, expect_ring_full,
-    expect_worker_kept_serving, ColdTakeover, StalledRequest, BAD_FRAME, JOURNAL_INVALID,
-    NO_RECOVERED_STATE, RECOVERY_DISABLED, RING_FULL,
+    expect_cold_takeover, expect_recovery_dropped, expect_ring_full, expect_worker_kept_serving,
+    ColdTakeover, StalledRequest, BAD_FRAME, JOURNAL_INVALID, NO_RECOVERED_STATE,
+    RECOVERY_DISABLED, RING_FULL,
 };
+use crate::verdict::log_scan::BadLine;
 use crate::wait::{self, Poll};
 
 use super::production_common::ms;
@@ -69,8 +70,15 @@ const TAKEOVER_ATTEMPTS: usize = 2;
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     ctx.faults()
         .on_faulty_stack("small-journal", &[SMALL_GUARD_JOURNAL.to_string()], |ctx| {
+            let marks = ctx.pressure().log_marks();
             stalled_guard(ctx)?;
-            torn_ring(ctx)
+            torn_ring(ctx)?;
+            // The dropped recoveries are this case's; a promoted Guard's
+            // refused first write is KVCR 0.1.1's known one (TC-04).
+            ctx.pressure().expect_no_bad_lines_since(
+                &marks,
+                &[BadLine::PoolRecoveryDisabled, BadLine::StartWriteRefused],
+            )
         })?
 }
 
@@ -94,7 +102,10 @@ fn stalled_request(
 ) -> Result<StalledRequest, CaseError> {
     let answer = ctx.complete_on_within(worker, prompt, REQUEST_BUDGET)?;
     let wrong_tokens = match &answer {
-        Some(a) => ctx.expect_reference(prompt, &a.tokens).err().map(|e| e.message),
+        Some(a) => ctx
+            .expect_reference(prompt, &a.tokens)
+            .err()
+            .map(|e| e.message),
         None => None,
     };
     Ok(StalledRequest {
@@ -152,7 +163,10 @@ fn cold_takeover(
     let mut transfers = guard.follow()?;
     let mut attempts = Vec::new();
     for family in prefixes.iter().rev().take(TAKEOVER_ATTEMPTS) {
-        attempts.push(ctx.guard().attempt(peer, family.variant(1), &mut transfers)?);
+        attempts.push(
+            ctx.guard()
+                .attempt(peer, family.variant(1), &mut transfers)?,
+        );
     }
     let takeover = ColdTakeover {
         promotion,
@@ -194,7 +208,10 @@ fn stalled_guard(ctx: &CaseCtx) -> CaseResult {
         let _stopped = ctx.faults().stop_guard(&a)?;
         let mut after_full = 0;
         while requests.len() < most && after_full < AFTER_FULL {
-            let full = !ctx.pressure().log_lines_since(&a, mark, RING_FULL)?.is_empty();
+            let full = !ctx
+                .pressure()
+                .log_lines_since(&a, mark, RING_FULL)?
+                .is_empty();
             let family = ctx.family()?;
             let request = stalled_request(ctx, &a, family.variant(0), full)?;
             let answered = request.latency_ms.is_some();
@@ -285,5 +302,11 @@ fn torn_ring(ctx: &CaseCtx) -> CaseResult {
         let answer = ctx.complete_on(worker, family.variant(0))?;
         ctx.expect_reference(family.variant(0), &answer.tokens)?;
     }
-    cold_takeover(ctx, &a, &b, &[family, more[0].clone()], "torn-takeover.json")
+    cold_takeover(
+        ctx,
+        &a,
+        &b,
+        &[family, more[0].clone()],
+        "torn-takeover.json",
+    )
 }

@@ -69,11 +69,7 @@ pub fn with_small_journal(mut spec: ProcessSpec) -> ProcessSpec {
         spec.args[i] = "-c".into();
         spec.args[i + 1] = shim;
     }
-    if let Some(i) = spec
-        .args
-        .iter()
-        .position(|a| a == "--heartbeat-timeout-ms")
-    {
+    if let Some(i) = spec.args.iter().position(|a| a == "--heartbeat-timeout-ms") {
         spec.args.drain(i..(i + 2).min(spec.args.len()));
     }
     spec

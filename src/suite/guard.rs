@@ -364,11 +364,13 @@ impl GuardFollower {
     /// `needle`, trimmed.
     pub fn lines_with(&self, needle: &str) -> Result<Vec<String>, CaseError> {
         let log = std::fs::read(&self.log).map_err(|e| unreadable(&self.log, e))?;
-        Ok(String::from_utf8_lossy(log.get(self.from as usize..).unwrap_or_default())
-            .lines()
-            .filter(|l| l.contains(needle))
-            .map(|l| l.trim().to_string())
-            .collect())
+        Ok(
+            String::from_utf8_lossy(log.get(self.from as usize..).unwrap_or_default())
+                .lines()
+                .filter(|l| l.contains(needle))
+                .map(|l| l.trim().to_string())
+                .collect(),
+        )
     }
 
     /// KVCR 0.1.1 latches a source off when its progress loop went

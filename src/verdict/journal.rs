@@ -15,7 +15,7 @@ use crate::telemetry::guard_log::Promotion;
 /// The producer's warning when a frame does not fit the ring.
 pub const RING_FULL: &str = "KVCR recovery journal invalidated: ring is full";
 /// The Guard's warning when it gives a pool's recovery up.
-pub const RECOVERY_DISABLED: &str = "KVCR pool recovery disabled";
+pub const RECOVERY_DISABLED: &str = crate::telemetry::names::kvcr_bad_lines::POOL_RECOVERY_DISABLED;
 /// The cause the Guard names for a journal its producer invalidated.
 pub const JOURNAL_INVALID: &str = "recovery journal is invalid";
 /// The cause the Guard names for a frame it cannot parse
