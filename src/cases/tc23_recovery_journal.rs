@@ -190,12 +190,14 @@ fn stalled_guard(ctx: &CaseCtx) -> CaseResult {
     ctx.guard().expect_attached(&[&a, &b])?;
     let guard = ctx.guard().of(&a)?;
     let capacity = journal_bytes(&guard)? - JOURNAL_HEADER_BYTES;
-    // Each prefix deposits its shared blocks, each publishing at least
-    // MIN_FRAME_BYTES: this many prefixes publish more than the ring
-    // holds; twice it bounds the attempt.
+    // Each prefix deposits at least its shared blocks, each publishing at
+    // least MIN_FRAME_BYTES: this many prefixes publish more than the ring
+    // holds (with phase2's 4-block prefixes, 33 for a ring of 4096 bytes;
+    // with the pool's evictions publishing too, about half that fills it).
+    // They bound the attempt, with the requests after the ring is full.
     let blocks = ctx.family()?.shared_blocks().max(1);
     let to_fill = capacity.div_ceil(MIN_FRAME_BYTES * blocks) + 1;
-    let most = 2 * to_fill as usize;
+    let most = to_fill as usize + AFTER_FULL;
     ctx.measure("ring_capacity_bytes", capacity);
     ctx.measure("prefixes_to_fill", to_fill);
 
