@@ -32,9 +32,9 @@ use crate::stack::guard_journal::{JOURNAL_HEADER_BYTES, SMALL_GUARD_JOURNAL, SMA
 use crate::stack::Worker;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult, GuardFollower, GuardView};
 use crate::verdict::journal::{
-    expect_cold_takeover, expect_recovery_dropped, expect_ring_full, expect_worker_kept_serving,
-    ColdTakeover, StalledRequest, BAD_FRAME, JOURNAL_INVALID, NO_RECOVERED_STATE,
-    RECOVERY_DISABLED, RING_FULL,
+    expect_answered, expect_cold_takeover, expect_recovery_dropped, expect_ring_full,
+    expect_worker_kept_serving, ColdTakeover, StalledRequest, BAD_FRAME, JOURNAL_INVALID,
+    NO_RECOVERED_STATE, RECOVERY_DISABLED, RING_FULL,
 };
 use crate::verdict::log_scan::BadLine;
 use crate::wait::{self, Poll};
@@ -179,6 +179,7 @@ fn cold_takeover(
         expect_cold_takeover(&takeover, dead.slot.guard_index),
     )?;
     let replacement = ctx.faults().replace(dead.name())?;
+    ctx.guard().expect_attached(&[&replacement])?;
     let family = ctx.family()?;
     let answer = ctx.complete_on(&replacement, family.variant(0))?;
     ctx.expect_reference(family.variant(0), &answer.tokens)
@@ -270,13 +271,7 @@ fn torn_ring(ctx: &CaseCtx) -> CaseResult {
         ctx.check(
             "torn-deposit.json",
             &request,
-            expect_worker_kept_serving(
-                &[StalledRequest {
-                    after_ring_full: true,
-                    ..request.clone()
-                }],
-                ms(REQUEST_BUDGET),
-            ),
+            expect_answered(&request, ms(REQUEST_BUDGET)),
         )?;
         wait::until(
             "a frame of A pending in the journal",

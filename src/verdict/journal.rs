@@ -48,26 +48,38 @@ pub fn expect_worker_kept_serving(
     let mut c = Checks::new("the worker kept serving while its Guard was stopped");
     c.check(!requests.is_empty(), || "no request was sent".into());
     for r in requests {
-        match r.latency_ms {
-            None => c.check(false, || {
-                format!("{} was not answered within {budget_ms:.0} ms", r.prompt)
-            }),
-            Some(ms) => c.check(ms <= budget_ms, || {
-                format!("{} took {ms:.0} ms (budget {budget_ms:.0} ms)", r.prompt)
-            }),
-        };
-        c.check(r.wrong_tokens.is_none(), || {
-            format!(
-                "{}: {}",
-                r.prompt,
-                r.wrong_tokens.as_deref().unwrap_or_default()
-            )
-        });
+        check_answered(&mut c, r, budget_ms);
     }
     c.check(requests.iter().any(|r| r.after_ring_full), || {
         "no request was answered after the worker reported its ring full".into()
     });
     c.verdict()
+}
+
+/// One request to the worker while its Guard was stopped answered within
+/// `budget_ms` with the reference tokens.
+pub fn expect_answered(request: &StalledRequest, budget_ms: f64) -> Result<(), Violation> {
+    let mut c = Checks::new("the worker answered while its Guard was stopped");
+    check_answered(&mut c, request, budget_ms);
+    c.verdict()
+}
+
+fn check_answered(c: &mut Checks, r: &StalledRequest, budget_ms: f64) {
+    match r.latency_ms {
+        None => c.check(false, || {
+            format!("{} was not answered within {budget_ms:.0} ms", r.prompt)
+        }),
+        Some(ms) => c.check(ms <= budget_ms, || {
+            format!("{} took {ms:.0} ms (budget {budget_ms:.0} ms)", r.prompt)
+        }),
+    };
+    c.check(r.wrong_tokens.is_none(), || {
+        format!(
+            "{}: {}",
+            r.prompt,
+            r.wrong_tokens.as_deref().unwrap_or_default()
+        )
+    });
 }
 
 /// The worker gave its journal up with KVCR's own warning once the ring
@@ -195,6 +207,16 @@ mod tests {
         let v = expect_worker_kept_serving(&never_full, 10_000.0).unwrap_err();
         assert!(v.detail.contains("after the worker reported"), "{v}");
         assert!(expect_worker_kept_serving(&[], 10_000.0).is_err());
+    }
+
+    #[test]
+    fn one_request_must_be_answered_in_time_with_the_reference() {
+        assert!(expect_answered(&request(Some(200.0), false), 10_000.0).is_ok());
+        let v = expect_answered(&request(None, false), 10_000.0).unwrap_err();
+        assert!(v.detail.contains("not answered within 10000 ms"), "{v}");
+        let mut wrong = request(Some(1.0), false);
+        wrong.wrong_tokens = Some("token 0 differs".into());
+        assert!(expect_answered(&wrong, 10_000.0).is_err());
     }
 
     #[test]
