@@ -33,6 +33,7 @@ pub mod tc20_full_tiers;
 pub mod tc21_placement_policy;
 pub mod tc22_peer_transfer_faults;
 mod tc22_refused_hints;
+pub mod tc23_recovery_journal;
 mod unreachable_source;
 
 pub mod wl01_trace_replay;
@@ -71,6 +72,7 @@ pub const PHASE2: &[Case] = &[
     tc09_clean_restart::CASE,
     tc10_heartbeat_promotion::CASE,
     tc11_source_stall_latch::CASE,
+    tc23_recovery_journal::CASE,
     tc08_guard_service_crash::CASE,
 ];
 

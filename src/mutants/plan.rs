@@ -168,7 +168,7 @@ mod tests {
         let err = plan(&m, Kind::Vllm, &[]).unwrap_err();
         assert!(
             err.starts_with(
-                "m: no lane runs TC-07, TC-08, TC-09, TC-10, TC-11, TC-21 on vllm/agg/dense"
+                "m: no lane runs TC-07, TC-08, TC-09, TC-10, TC-11, TC-21, TC-23 on vllm/agg/dense"
             ) && err.ends_with("the lanes that run them: phase2 (cpu/agg/dense)"),
             "{err}"
         );

@@ -146,6 +146,19 @@ impl Stack {
         files
     }
 
+    /// The pool file of `worker`'s Guard group (KVCR names it
+    /// `kvcr-pool_<guard index>-<generation>`), where this host sees it.
+    pub fn pool_file_path_of(&self, worker: &Worker) -> Option<std::path::PathBuf> {
+        let (plan, _) = self.guard_plan(&worker.slot.guard_service).ok()?;
+        let dir = self.plan.placement.host_view(plan.node, &plan.ctx.pool_dir);
+        let prefix = format!("kvcr-pool_{}-", worker.slot.guard_index);
+        std::fs::read_dir(&dir)
+            .ok()?
+            .filter_map(Result::ok)
+            .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path())
+    }
+
     /// Guard service `service` now: the last one restarted, else the one
     /// provisioning started (the first where the stack names none so).
     pub(super) fn guard_service(&self, service: &str) -> Option<Arc<Supervised>> {

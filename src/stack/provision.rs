@@ -15,6 +15,7 @@ use crate::engine::topology::WorkerPlan;
 use crate::engine::{Engine, LaunchContext, ReferenceVariant, WorkerSlot};
 use crate::proc::{ProcError, ProcessSpec, Supervised};
 
+use super::guard_journal::SMALL_GUARD_JOURNAL;
 use super::nodes::{self, Placement};
 use super::ports::StackPorts;
 use super::readiness::{
@@ -140,6 +141,7 @@ pub fn provision(engine: Arc<dyn Engine>, options: StackOptions) -> Result<Stack
             (&layout, &placement),
             &slots,
             &started_so_far,
+            &options.worker_faults,
         )?;
         let frontend = Supervised::spawn(&engine.frontend(&ctx))?;
         started_so_far.add(frontend.pid());
@@ -594,12 +596,17 @@ fn spawn_guards(
     (layout, placement): (&Layout, &Placement),
     slots: &[WorkerSlot],
     started_so_far: &Partial,
+    faults: &[String],
 ) -> Result<Vec<(Arc<Supervised>, PathBuf)>, ProvisionError> {
+    let small_journal = faults.iter().any(|f| f == SMALL_GUARD_JOURNAL);
     let mut guards = Vec::new();
     for plan in guard_plans(engine, ctx, (layout, placement), slots)? {
         let Some(mut spec) = engine.guard(&plan.ctx) else {
             continue;
         };
+        if small_journal {
+            spec = super::guard_journal::with_small_journal(spec);
+        }
         spec.log = ctx.logs_dir.join(format!("{}.log", plan.name));
         spec.name = plan.name;
         let guard = Supervised::spawn(&placement.wrap(plan.node, spec))?;
@@ -628,6 +635,7 @@ fn placed_worker(
                 NODE_WITHOUT_PID_NAMESPACE,
                 DIGEST_MISMATCH,
                 DUPLICATE_GUARD_INDEX,
+                SMALL_GUARD_JOURNAL,
             ]
             .contains(f)
         })

@@ -10,6 +10,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use crate::proc::{procfs, Supervised};
+use crate::stack::guard_journal::{self, RingCursors, TornFrame};
 use crate::stack::{GuardServiceKill, KillReport, ProvisionError, Stack, StackOptions, Worker};
 use crate::wait::{self, Poll};
 
@@ -179,6 +180,36 @@ impl<'c> Faults<'c> {
             .guard_of(worker)
             .ok_or_else(|| CaseError::new("this stack runs no Guard service"))?;
         stop(guard)
+    }
+
+    /// The recovery journal of `worker`'s Guard group as its pool file
+    /// holds it now.
+    pub fn journal_cursors(&self, worker: &Worker) -> Result<RingCursors, CaseError> {
+        let pool = self.pool_file(worker)?;
+        guard_journal::read_cursors(&pool)
+            .map_err(|e| CaseError::new(format!("cannot read {}: {e}", pool.display())))
+    }
+
+    /// Overwrites the header of the next frame the Guard of `worker`'s
+    /// group will read, in its pool file's journal of `journal_bytes`, and
+    /// verifies the write ([`guard_journal::tear_next_frame`]: a frame must
+    /// be pending, so the Guard must be stopped).
+    pub fn tear_journal(
+        &self,
+        worker: &Worker,
+        journal_bytes: u64,
+    ) -> Result<TornFrame, CaseError> {
+        let pool = self.pool_file(worker)?;
+        guard_journal::tear_next_frame(&pool, journal_bytes).map_err(CaseError::fault_not_applied)
+    }
+
+    fn pool_file(&self, worker: &Worker) -> Result<std::path::PathBuf, CaseError> {
+        self.ctx.stack.pool_file_path_of(worker).ok_or_else(|| {
+            CaseError::new(format!(
+                "worker {}'s Guard pool file is not in its Guard's pool directory",
+                worker.name()
+            ))
+        })
     }
 
     /// SIGKILLs the frontend (the router) and verifies it is gone; the

@@ -273,6 +273,16 @@ impl GuardView {
             .map_err(|e| unreadable(&self.log, e))
     }
 
+    /// The recovery journal's size each pool group maps, from the
+    /// service's `KVCR service ready` line; `None` before it is logged.
+    pub fn journal_bytes(&self) -> Result<Option<u64>, CaseError> {
+        let reader = self.read_all()?;
+        Ok(reader.events().iter().rev().find_map(|e| match &e.event {
+            GuardEvent::ServiceReady(ready) => ready.journal_bytes,
+            _ => None,
+        }))
+    }
+
     /// No `KVCR pool recovery disabled` / `KVCR Guard N failed` in the log.
     pub fn expect_no_failures(&self) -> CaseResult {
         let reader = self.read_all()?;
@@ -379,6 +389,19 @@ impl GuardFollower {
 
     pub fn events(&self) -> &[GuardLogEntry] {
         self.reader.events()
+    }
+
+    /// The lines the Guard logged since following began that contain
+    /// `needle`, trimmed.
+    pub fn lines_with(&self, needle: &str) -> Result<Vec<String>, CaseError> {
+        let log = std::fs::read(&self.log).map_err(|e| unreadable(&self.log, e))?;
+        Ok(
+            String::from_utf8_lossy(log.get(self.from as usize..).unwrap_or_default())
+                .lines()
+                .filter(|l| l.contains(needle))
+                .map(|l| l.trim().to_string())
+                .collect(),
+        )
     }
 
     /// KVCR 0.1.1 latches a source off when its progress loop went

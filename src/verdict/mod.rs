@@ -17,6 +17,7 @@ pub mod full_tiers;
 pub mod guard;
 pub mod hostile_start;
 pub mod interval;
+pub mod journal;
 pub mod key_history;
 pub mod kvcr_bench;
 pub mod ledger;

@@ -209,6 +209,7 @@ mod tests {
                 "TC-10::heartbeat_promotion",
                 "TC-11::source_stall_latch",
                 "TC-21::custom_and_hostile_placement_policy",
+                "TC-23::recovery_journal_faults",
             ],
             "case-number order"
         );
