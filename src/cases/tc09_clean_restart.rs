@@ -183,11 +183,19 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             other => format!("refusal_ms_{}", other.name()),
         };
         ctx.measure(&key, ms(started.elapsed()));
+        // Judged by what ended the replacement (its log's last exception),
+        // not by a refusal an earlier row left in the same log.
         let log = refused_log(ctx);
         ctx.check(
             &format!("refusal-{}.json", m.switch.name()),
-            &json!({"mismatch": m.what, "switch": m.switch.name(), "result": refused, "worker_log_says": log}),
-            expect_refused(refused.clone().map_err(|e| format!("{e} {log}")), m.expected),
+            &json!({"mismatch": m.what, "switch": m.switch.name(), "result": refused, "worker_log_ended_with": log}),
+            expect_refused(
+                refused.clone().map_err(|e| match log.is_empty() {
+                    true => e,
+                    false => log.clone(),
+                }),
+                m.expected,
+            ),
         )?;
     }
 
@@ -419,7 +427,8 @@ fn promotions_of(events: &[crate::telemetry::GuardLogEntry], guard: u32) -> usiz
         .count()
 }
 
-/// The last lines of the refused replacement's log (its KVCR refusal).
+/// The exception that ended the latest `worker-A` log (the refused
+/// replacement's KVCR refusal), or empty when it logged none.
 fn refused_log(ctx: &CaseCtx) -> String {
     let dir = &ctx.logs_dir();
     let mut logs: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
@@ -432,13 +441,7 @@ fn refused_log(ctx: &CaseCtx) -> String {
     logs.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
     logs.last()
         .and_then(|p| std::fs::read_to_string(p).ok())
-        .map(|t| {
-            t.lines()
-                .rev()
-                .find(|l| l.contains("KVCR") && l.contains("Error"))
-                .unwrap_or("")
-                .to_string()
-        })
+        .and_then(|t| crate::stack::final_cause(&t).map(str::to_string))
         .unwrap_or_default()
 }
 

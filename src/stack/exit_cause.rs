@@ -31,6 +31,12 @@ pub fn startup_cause(log: &str) -> Option<String> {
     (!causes.is_empty()).then(|| causes.join(" → "))
 }
 
+/// The last exception line of `log`: what ended the process, whatever
+/// earlier attempts logged to the same file before it.
+pub fn final_cause(log: &str) -> Option<&str> {
+    log.lines().rev().find_map(exception_in)
+}
+
 /// The exception in `line`, read after a logger's `] ` prefix if any.
 fn exception_in(line: &str) -> Option<&str> {
     let line = line.trim();
@@ -64,6 +70,16 @@ mod tests {
             startup_cause(log).as_deref(),
             Some("kvcr.control_channels.KVCRServiceError: KVCR compatibility digest does not match the service")
         );
+    }
+
+    #[test]
+    fn the_final_cause_is_the_last_exception_logged() {
+        let log = "kvcr.control_channels.KVCRServiceError: KVCR pool was claimed with another tier configuration\nINFO again\nkvcr.types.RecoveryMirrorError: G3 recovery requires one local DRAM slot without a part label\nINFO _core: tasks still running\n";
+        assert_eq!(
+            final_cause(log),
+            Some("kvcr.types.RecoveryMirrorError: G3 recovery requires one local DRAM slot without a part label")
+        );
+        assert_eq!(final_cause("INFO nothing\n"), None);
     }
 
     #[test]

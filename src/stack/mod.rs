@@ -26,6 +26,7 @@ mod description;
 mod discovery;
 mod dropout;
 mod exit_cause;
+pub use exit_cause::final_cause;
 pub mod guard_journal;
 mod guard_service;
 mod hooks;
