@@ -366,6 +366,33 @@ impl Stack {
 
     /// The stack's first worker slot, moved into `dirs`: group 0 of the
     /// Guard on the attempt's socket, ports of its own.
+    /// What an attempt in `dirs` starts from: the launch context of a
+    /// Guard service of one pool group there, that service (placed as the
+    /// stack's Guard is) and its group's bytes. `not_applied` says which
+    /// attempt could not be arranged.
+    pub(super) fn attempt_guard(
+        &self,
+        dirs: &Dirs,
+        not_applied: impl Fn(String) -> StackError,
+    ) -> Result<(LaunchContext, ProcessSpec, u64), StackError> {
+        let ctx = LaunchContext {
+            work_dir: dirs.work.clone(),
+            ..self
+                .plan
+                .ctx
+                .for_guard(dirs.socket(), dirs.pools.clone(), 1)
+        };
+        let guard = self
+            .plan
+            .engine
+            .guard(&ctx)
+            .ok_or_else(|| not_applied("this engine runs no Guard service".into()))?;
+        let guard = self.plan.placement.wrap(0, guard);
+        let group_bytes = pool_group_bytes(guard.flag_value("--pool-sizes-gb").unwrap_or(""))
+            .ok_or_else(|| not_applied("the Guard's --pool-sizes-gb is not readable".into()))?;
+        Ok((ctx, guard, group_bytes))
+    }
+
     pub(super) fn attempt_slot(&self, host: &str, dirs: &Dirs) -> Result<WorkerSlot, String> {
         let ports =
             free_ports_in(host, 2, STACK_PORT_RANGE).map_err(|e| format!("no free ports: {e}"))?;
@@ -394,21 +421,7 @@ impl Stack {
     ) -> Result<Arranged, StackError> {
         let not_applied =
             |why: String| StackError::FaultNotApplied(format!("{}: {why}", hostility.word()));
-        let ctx = LaunchContext {
-            work_dir: dirs.work.clone(),
-            ..self
-                .plan
-                .ctx
-                .for_guard(dirs.socket(), dirs.pools.clone(), 1)
-        };
-        let guard = self
-            .plan
-            .engine
-            .guard(&ctx)
-            .ok_or_else(|| not_applied("this engine runs no Guard service".into()))?;
-        let guard = self.plan.placement.wrap(0, guard);
-        let group_bytes = pool_group_bytes(guard.flag_value("--pool-sizes-gb").unwrap_or(""))
-            .ok_or_else(|| not_applied("the Guard's --pool-sizes-gb is not readable".into()))?;
+        let (ctx, guard, group_bytes) = self.attempt_guard(dirs, not_applied)?;
         let hostile = hostile(sabotage);
         let logs = &self.plan.ctx.logs_dir;
         let mut script = Script::new(dirs, group_bytes);

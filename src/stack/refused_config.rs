@@ -14,15 +14,14 @@
 
 use std::path::Path;
 
-use crate::engine::LaunchContext;
 use crate::proc::ProcessSpec;
 use crate::telemetry::names::kvcr_log::SERVICE_READY;
 use crate::verdict::hostile_start::{traceback_exceptions, StartAttempt};
 use crate::verdict::refused_config::{usage_errors, ConfigAttempt, Untouched};
 
 use super::hostile_start::{
-    helper_pool_count, hostile, pool_group_bytes, quote, set_or_add_flag, unshare_args, Dirs,
-    Sabotage, Script, MARK, WORKER_READY,
+    helper_pool_count, hostile, quote, set_or_add_flag, unshare_args, Dirs, Sabotage, Script, MARK,
+    WORKER_READY,
 };
 use super::{Stack, StackError};
 
@@ -228,21 +227,7 @@ impl Stack {
     ) -> Result<ConfigAttempt, StackError> {
         let not_applied = |why: String| StackError::FaultNotApplied(format!("{}: {why}", row.name));
         let dirs = Dirs::named(row.name);
-        let ctx = LaunchContext {
-            work_dir: dirs.work.clone(),
-            ..self
-                .plan
-                .ctx
-                .for_guard(dirs.socket(), dirs.pools.clone(), 1)
-        };
-        let guard = self
-            .plan
-            .engine
-            .guard(&ctx)
-            .ok_or_else(|| not_applied("this engine runs no Guard service".into()))?;
-        let mut guard = self.plan.placement.wrap(0, guard);
-        let group_bytes = pool_group_bytes(guard.flag_value("--pool-sizes-gb").unwrap_or(""))
-            .ok_or_else(|| not_applied("the Guard's --pool-sizes-gb is not readable".into()))?;
+        let (ctx, mut guard, group_bytes) = self.attempt_guard(&dirs, not_applied)?;
         let hostile = hostile(sabotage);
         let logs = &self.plan.ctx.logs_dir;
         let mut script = Script::new(&dirs, group_bytes);
