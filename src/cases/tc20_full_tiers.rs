@@ -22,18 +22,6 @@
 //! for capacity (its `capacity_needed_callback`, with the profile's low
 //! watermark) while the deposits met the full pool, and not during the
 //! read from disk.
-//!
-//! Last, eight requests for one new prefix at once into the full pool
-//! (the lane's profile makes a block a device hit only once its prefill
-//! ended, so each request deposits the prefix). Each deposit of a block
-//! waits for room as a capacity waiter; the first to get a slot fills it
-//! and the later ones, resumed, must take that block (filling or ready),
-//! neither copying it again nor failing. Expect: reference tokens for
-//! every request; more than one request deposited the prefix; the pool had
-//! no free slot and KVCR spilled a block to disk for each block it copied
-//! in, asking for capacity; no deposit failed or was dropped; KVCR copied
-//! each block once; the prefix is in the pool and both tiers are full
-//! with nothing held back once KVCR is idle.
 
 use std::time::Duration;
 
@@ -43,10 +31,6 @@ use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::engine_kvcr_log;
 use crate::telemetry::names::engine_kvcr_log::TIER_G3;
 use crate::telemetry::{Counter, Gauge, OpResult, Resource, Scope, Snapshot};
-use crate::verdict::concurrent::{
-    expect_deposited_once, expect_deposits_met, expect_no_failed_deposit, expect_prefix_in_pool,
-    expect_waited_for_room, FullPoolBurst,
-};
 use crate::verdict::disk::expect_served_from_disk;
 use crate::verdict::full_tiers::{
     expect_back_on_disk, expect_capacity_asked, expect_fetched_from_disk, expect_full_tiers_evict,
@@ -81,9 +65,6 @@ const POOL: &str = "kv";
 /// deliveries in flight finishing); KVCR's own operation timeout is far
 /// below it.
 const IDLE_WITHIN: Duration = Duration::from_secs(10);
-
-/// Requests for one new prefix sent at once into the full pool.
-const BURST: usize = 8;
 
 pub fn run(ctx: &CaseCtx) -> CaseResult {
     let marks = ctx.pressure().log_marks();
@@ -254,68 +235,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         &idle,
         expect_slots_back(&idle),
     )?;
-
-    full_pool_burst(ctx, &b)?;
     ctx.pressure().expect_no_bad_lines_since(&marks, &[])
-}
-
-/// [`BURST`] requests for one new prefix at once into `b`'s full pool.
-///
-/// What cannot be seen from outside: whether a resumed capacity waiter met
-/// its block FILLING or READY, or whether a later deposit met it at once
-/// (KVCR 0.1.1 counts and logs neither; the engine's
-/// `cpu_engine_kvcr_deposit_met_filling_blocks` sees only a block filling
-/// when the deposit is made, recorded here as a measurement). What is
-/// judged strictly: with no free slot, every copy waited for a spill, and
-/// the requests' deposits beyond the first of each block were answered
-/// without a copy and without a failure, so each met another's block.
-fn full_pool_burst(ctx: &CaseCtx, b: &Worker) -> CaseResult {
-    if !ctx.settings().cpu_engine.hits_after_prefill {
-        return Err(CaseError::new(
-            "TC-20's burst needs each request to deposit the prefix (cpu_engine.hits_after_prefill; \
-             the phase2-g3 profile)",
-        ));
-    }
-    let family = ctx.family()?;
-    let prompt = family.variant(0);
-    let prefix = ctx.pressure().block_hashes(b, prompt)?;
-    let before = ctx.snapshot(b)?;
-    let slots_before = slots(&before)?;
-    let answers = ctx.shared_prefix().burst_on(b, prompt, BURST)?;
-    for answer in &answers {
-        ctx.expect_reference(prompt, &answer.tokens)?;
-    }
-    let deposits =
-        ctx.shared_prefix()
-            .settled_deposits(b, &before, BURST as u64, prefix.len() as u64)?;
-    let idle = await_idle(ctx, b, "after the burst")?;
-    let delta = ctx.delta_since(b, &before)?;
-    let burst = FullPoolBurst {
-        deposits,
-        pool_total: slots_before.pool_total,
-        pool_free_before: slots_before
-            .pool_total
-            .saturating_sub(slots_before.pool_allocated),
-        spilled_blocks: delta.required_count(&Counter::TransferBlocks(Scope::G3Store))?,
-        capacity_asked: delta.required_count(&Counter::KvcrCapacityNeeded(POOL.into()))?,
-    };
-    let holding = ctx.pressure().holding(b, &prefix)?;
-    ctx.measure("full_pool_burst", burst);
-    let evidence = json!({
-        "worker": b.name(), "prompt": prompt.key(), "prefix_hashes": prefix, "burst": burst,
-        "slots_before": slots_before, "slots_after": idle, "holding": holding,
-        "answers": answers, "delta": delta,
-    });
-    for verdict in [
-        expect_deposits_met(&deposits),
-        expect_waited_for_room(&burst),
-        expect_no_failed_deposit(&deposits),
-        expect_deposited_once(&deposits),
-        expect_prefix_in_pool(&prefix, &holding),
-    ] {
-        ctx.check("full-pool-burst.json", &evidence, verdict)?;
-    }
-    ctx.check("slots-after-burst.json", &idle, expect_slots_back(&idle))
 }
 
 /// Blocks KVCR's inventory events stored in G3 (a block stored twice counts twice).
