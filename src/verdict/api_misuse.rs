@@ -432,20 +432,39 @@ mod tests {
         assert_eq!(expect_nothing_leaked(&report), Ok(()));
     }
 
+    /// The CPU engine's probe against KVCR 0.1.1 in its unit tests' process
+    /// (`fixtures/cpu-engine/tests/test_kvcr_api_misuse.py`, no Guard), and
+    /// against the same KVCR with a curated mutant applied.
+    fn recorded(name: &str) -> MisuseReport {
+        let text = match name {
+            "kvcr-0.1.1" => include_str!("testdata/api-misuse-kvcr-0.1.1.json"),
+            "p3-layout-star-part-accepted" => {
+                include_str!("testdata/api-misuse-p3-layout-star-part-accepted.json")
+            }
+            "p3-release-twice-accepted" => {
+                include_str!("testdata/api-misuse-p3-release-twice-accepted.json")
+            }
+            other => panic!("no recorded report {other}"),
+        };
+        serde_json::from_str(text).expect("a recorded report parses")
+    }
+
     #[test]
-    fn the_probes_own_answer_parses_and_passes() {
-        // Two attempts as the CPU engine answers them, from a run on KVCR 0.1.1.
-        let text = r#"{"resident": 4242, "resident_was": "local", "absent": 7743485952474115938,
-            "layout": ["kv", "kv"], "state_before": {"block_records": 1}, "state_after": {"block_records": 1},
-            "attempts": [
-            {"attempt": "descriptors_not_a_list", "call": "deliver", "outcome": "raised", "exception": "TypeError", "message": "block descriptors must be a list"},
-            {"attempt": "fetch_resident", "call": "fetch", "outcome": "completed", "op": 68910619883584, "results": {"4242": "SUCCESS"}, "claims": 1},
-            {"attempt": "align_unknown_block", "call": "align_sequence", "outcome": "returned", "value": null}]}"#;
-        let report: MisuseReport = serde_json::from_str(text).unwrap();
-        for seen in &report.attempts {
-            let expected = ATTEMPTS.iter().find(|a| a.name == seen.attempt).unwrap();
-            assert_eq!(mismatch(&report, expected, seen), None, "{seen:?}");
-        }
+    fn kvcr_0_1_1_as_the_probe_recorded_it_passes() {
+        let report = recorded("kvcr-0.1.1");
+        assert_eq!(report.attempts.len(), ATTEMPTS.len());
+        assert_eq!(expect_misuse_refused(&report), Ok(()));
+        assert_eq!(expect_nothing_leaked(&report), Ok(()));
+    }
+
+    #[test]
+    fn the_curated_mutants_as_the_probe_recorded_them_fail() {
+        let e = expect_misuse_refused(&recorded("p3-layout-star-part-accepted")).unwrap_err();
+        assert!(e.detail.starts_with("`layout_part_star`"), "{e}");
+        assert!(e.detail.contains("completed it with"), "{e}");
+        let e = expect_misuse_refused(&recorded("p3-release-twice-accepted")).unwrap_err();
+        assert!(e.detail.contains("`release_claim_again`"), "{e}");
+        assert!(e.detail.contains("`release_never_given`"), "{e}");
     }
 
     #[test]
