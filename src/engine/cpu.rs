@@ -97,6 +97,10 @@ pub struct CpuEngineProfile {
     /// query decision in the worker's log (TC-22 reconciles them).
     #[serde(default)]
     pub kvcr_diagnostics: bool,
+    /// `--api-misuse-probe`: the worker serves `POST /kvcr/probe/api_misuse`,
+    /// calls KVCR must refuse made on its own KVCR and what KVCR did (TC-18).
+    #[serde(default)]
+    pub api_misuse_probe: bool,
     /// `--placement-policy counting`: KVCR gets the engine's own placement
     /// policy (KVCR's default answers, every call counted in
     /// `cpu_engine_kvcr_policy_calls`, misbehaving while the
@@ -201,6 +205,7 @@ impl CpuEngineProfile {
             (self.align_sequence, "--align-sequence"),
             (self.abort_cancelled, "--abort-cancelled"),
             (self.kvcr_diagnostics, "--kvcr-diagnostics"),
+            (self.api_misuse_probe, "--api-misuse-probe"),
         ] {
             if on {
                 flags.push(flag.into());
@@ -630,6 +635,7 @@ mod tests {
             "--align-sequence",
             "--abort-cancelled",
             "--kvcr-diagnostics",
+            "--api-misuse-probe",
         ] {
             assert!(!flags.iter().any(|f| f == flag), "{flag} is off by default");
         }
@@ -643,6 +649,7 @@ mod tests {
             align_sequence: true,
             abort_cancelled: true,
             kvcr_diagnostics: true,
+            api_misuse_probe: true,
             counting_policy: true,
             ..shipped
         };
@@ -653,6 +660,7 @@ mod tests {
             "--align-sequence",
             "--abort-cancelled",
             "--kvcr-diagnostics",
+            "--api-misuse-probe",
         ] {
             assert!(flags.iter().any(|f| f == flag), "{flag} in {flags:?}");
         }

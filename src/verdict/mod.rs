@@ -5,6 +5,7 @@
 //! a verdict; they never do arithmetic on metric maps inline. Every verdict
 //! has unit tests that show it failing.
 
+pub mod api_misuse;
 pub mod concurrent;
 pub mod degraded_link;
 pub mod disagg;
