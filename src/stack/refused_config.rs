@@ -795,7 +795,7 @@ mod tests {
                 "say() { echo \"hostile-start: $*\"; }".to_string(),
                 "helper=".to_string(),
                 pool_file_of_the_guard(&quote(&pools)),
-                format!("pool_inode=$(stat -c %i \"$pool\")"),
+                "pool_inode=$(stat -c %i \"$pool\")".to_string(),
                 tampered,
                 format!("{spoiled} || exit 3"),
                 restored,
