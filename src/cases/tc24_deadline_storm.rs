@@ -315,11 +315,18 @@ fn await_idle(
                 worker.name()
             ))
         })?;
+        let pending = state["kvcr_pending_ops"].as_u64().ok_or_else(|| {
+            CaseError::new(format!(
+                "worker {}'s /state has no kvcr_pending_ops: {state}",
+                worker.name()
+            ))
+        })?;
         let after = AfterStorm {
             slots: slots(&now)?,
             computed_blocks: delta.required_count(&Counter::ComputedBlocks)?,
             answered_blocks: answered,
             device_pinned_blocks: pinned,
+            engine_pending_ops: pending,
             fetched_blocks: staged
                 .map_or(0, |s| s.fetched.values().filter(|ok| **ok).count() as u64),
             released_claims: staged.map_or(0, |s| s.released),
@@ -341,6 +348,12 @@ fn await_idle(
                 held.push(format!(
                     "{} of {} deposits answered",
                     after.answered_blocks, after.computed_blocks
+                ));
+            }
+            if after.engine_pending_ops > 0 {
+                held.push(format!(
+                    "{} engine operations pending",
+                    after.engine_pending_ops
                 ));
             }
             if after.device_pinned_blocks > 0 {

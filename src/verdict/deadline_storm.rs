@@ -148,15 +148,17 @@ pub struct AfterStorm {
     /// Device blocks the engine still pins (a deposit or delivery KVCR never
     /// completed keeps its pages pinned).
     pub device_pinned_blocks: u64,
+    /// Operations the engine handed KVCR whose completion never came back.
+    pub engine_pending_ops: u64,
     /// Blocks the fetches staged, and the claims the engine gave back.
     pub fetched_blocks: u64,
     pub released_claims: u64,
 }
 
 /// Nothing a timed-out operation held stays held: every allocated slot of
-/// both tiers is evictable again, no spill pending, no operation in flight,
-/// every deposit answered, no device page pinned, every fetched block's
-/// claim given back.
+/// both tiers is evictable again, no spill pending, no operation in flight
+/// (KVCR's count and the engine's), every deposit answered, no device page
+/// pinned, every fetched block's claim given back.
 pub fn expect_nothing_left(a: &AfterStorm) -> Result<(), Violation> {
     let mut c = Checks::new("operations that timed out leave nothing held once KVCR is idle");
     let held = a.slots.held_back();
@@ -166,6 +168,12 @@ pub fn expect_nothing_left(a: &AfterStorm) -> Result<(), Violation> {
                 "KVCR never answered the deposit of {} of the {} blocks computed",
                 a.computed_blocks - a.answered_blocks,
                 a.computed_blocks
+            )
+        })
+        .check(a.engine_pending_ops == 0, || {
+            format!(
+                "{} operations the engine handed KVCR never completed",
+                a.engine_pending_ops
             )
         })
         .check(a.device_pinned_blocks == 0, || {
@@ -309,6 +317,7 @@ mod tests {
             computed_blocks: 40,
             answered_blocks: 40,
             device_pinned_blocks: 0,
+            engine_pending_ops: 0,
             fetched_blocks: 2,
             released_claims: 2,
         }
@@ -329,6 +338,7 @@ mod tests {
         a.slots.in_flight_ops = 2;
         a.answered_blocks = 36;
         a.device_pinned_blocks = 4;
+        a.engine_pending_ops = 1;
         a.released_claims = 1;
         let v = expect_nothing_left(&a).unwrap_err();
         for needle in [
@@ -337,6 +347,7 @@ mod tests {
             "2 operations in flight",
             "never answered the deposit of 4 of the 40 blocks",
             "still pins 4 device blocks",
+            "1 operations the engine handed KVCR never completed",
             "2 blocks fetched into the pool, 1 claims given back",
         ] {
             assert!(v.detail.contains(needle), "{needle}: {v}");
