@@ -187,6 +187,13 @@ fn storm(ctx: &CaseCtx) -> CaseResult {
         ctx.measure(&format!("{scope}_failed"), s.failed);
     }
     ctx.measure("deposit_blocks_failed", ops.deposit_failed);
+    // A failed copy fails at most a prompt's blocks; failed blocks beyond
+    // that never had a copy: capacity waiters that passed their deadline.
+    ctx.measure(
+        "waiters_failed_at_least",
+        ops.deposit_failed
+            .saturating_sub(per_prompt * ops.local_fill.failed),
+    );
     ctx.measure("fetch_blocks_failed", ops.fetch_failed);
     ctx.check(
         "storm.json",
