@@ -458,11 +458,19 @@ impl Engine for CpuEngine {
             .args(self.g3_flags(ctx, slot))
     }
 
-    /// `--fault NAME[=ARG]` each (docs/cpu-engine.md).
+    /// `--fault NAME[=ARG]` each (docs/cpu-engine.md), but
+    /// [`super::KVCR_OVERRIDE`]`=SECTION.FIELD=JSON`, which is the engine's
+    /// `--kvcr-config-override SECTION.FIELD=JSON`.
     fn with_faults(&self, worker: ProcessSpec, faults: &[&str]) -> Result<ProcessSpec, String> {
-        Ok(faults
-            .iter()
-            .fold(worker, |spec, fault| spec.args(["--fault", fault])))
+        Ok(faults.iter().fold(worker, |spec, fault| {
+            match fault
+                .strip_prefix(super::KVCR_OVERRIDE)
+                .and_then(|rest| rest.strip_prefix('='))
+            {
+                Some(setting) => spec.args(["--kvcr-config-override", setting]),
+                None => spec.args(["--fault", fault]),
+            }
+        }))
     }
 
     fn reference_worker(
@@ -618,6 +626,37 @@ mod tests {
         assert_eq!(
             CpuEngine::supports(Need::IndependentIntervalLog, Topology::Agg),
             Support::no("the cpu engine writes both from one; checked as its consistency")
+        );
+    }
+
+    /// A KVCR override among the launch faults is the engine's
+    /// `--kvcr-config-override`; every other switch stays a `--fault`.
+    #[test]
+    fn a_kvcr_override_is_a_config_override_and_the_rest_stay_faults() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let engine = CpuEngine::new(CpuEngineProfile::shipped(), GeometryKind::Dense, root);
+        let timeout = crate::engine::kvcr_override("config.operation_timeout_ms=10");
+        assert_eq!(timeout, "kvcr_override=config.operation_timeout_ms=10");
+        let spec = engine
+            .with_faults(
+                ProcessSpec::new("worker-B", "/py", "/l"),
+                &[
+                    &timeout,
+                    "hide_failed_deposits",
+                    "kvcr_overrides_are_not_this",
+                ],
+            )
+            .unwrap();
+        assert_eq!(
+            spec.args,
+            [
+                "--kvcr-config-override",
+                "config.operation_timeout_ms=10",
+                "--fault",
+                "hide_failed_deposits",
+                "--fault",
+                "kvcr_overrides_are_not_this",
+            ]
         );
     }
 

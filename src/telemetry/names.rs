@@ -99,6 +99,10 @@ pub mod engine_kvcr_log {
     pub const CLOSED_HANDED_BACK: &str = "KVCR closed: Guard group ";
     /// `KVCR close failed: ...` (the release did not reach the Guard).
     pub const CLOSE_FAILED: &str = "KVCR close failed: ";
+    /// `KVCR configuration overridden: config.operation_timeout_ms=10, ...`
+    /// (WARNING at start: a field of KVCR's configuration replaced with
+    /// `--kvcr-config-override`, as JSON).
+    pub const CONFIG_OVERRIDDEN: &str = "KVCR configuration overridden: ";
     /// Tiers of KVCR's inventory.
     pub const TIER_LOCAL_G2: &str = "LOCAL_G2";
     pub const TIER_G3: &str = "G3";

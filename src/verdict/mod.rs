@@ -7,6 +7,7 @@
 
 pub mod api_misuse;
 pub mod concurrent;
+pub mod deadline_storm;
 pub mod degraded_link;
 pub mod disagg;
 pub mod disk;
