@@ -45,9 +45,9 @@ use crate::telemetry::guard_log::GuardEvent;
 use crate::telemetry::names::kvcr_service_log::SNAPSHOT_WRITTEN;
 use crate::verdict::journal::{
     expect_answered, expect_cold_takeover, expect_handback_discarded, expect_recovery_dropped,
-    expect_ring_full, expect_worker_kept_serving, ColdTakeover, StalledRequest,
-    TornHandbackClaim, BAD_FRAME, HANDBACK_DISCARDED, JOURNAL_INVALID, NO_RECOVERED_STATE,
-    RECOVERY_DISABLED, RING_FULL,
+    expect_ring_full, expect_worker_kept_serving, ColdTakeover, StalledRequest, TornHandbackClaim,
+    BAD_FRAME, HANDBACK_DISCARDED, JOURNAL_INVALID, NO_RECOVERED_STATE, RECOVERY_DISABLED,
+    RING_FULL,
 };
 use crate::verdict::log_scan::BadLine;
 use crate::wait::{self, Poll};

@@ -156,7 +156,8 @@ pub fn tear_handback(pool: &Path, region_bytes: u64) -> Result<TornHandback, Str
             "a region of {region_bytes} bytes at the end of {file_bytes_before} would start at {region_offset}, not past the pool on a page boundary: no handback region there"
         ));
     }
-    let declared_body_bytes = read_u64(&mut file, region_offset + HANDBACK_SIZE_OFFSET).map_err(context)?;
+    let declared_body_bytes =
+        read_u64(&mut file, region_offset + HANDBACK_SIZE_OFFSET).map_err(context)?;
     if declared_body_bytes + HANDBACK_HEADER_BYTES != region_bytes {
         return Err(format!(
             "the region's header declares a body of {declared_body_bytes} bytes, not the {} the Guard logged",
@@ -365,7 +366,10 @@ mod tests {
         let bytes = std::fs::read(&pool).unwrap();
         assert_eq!(bytes.len(), 3 * 4096 + 207);
         assert!(bytes[..3 * 4096].iter().all(|b| *b == 0x5a), "the pool");
-        assert!(bytes[3 * 4096 + 40..].iter().all(|b| *b == 0x22), "the body");
+        assert!(
+            bytes[3 * 4096 + 40..].iter().all(|b| *b == 0x22),
+            "the body"
+        );
     }
 
     #[test]

@@ -125,7 +125,8 @@ pub mod kvcr_bad_lines {
     pub const START_WRITE_SETUP_FAILED: &str = "KVCR start_write setup failed";
     /// WARNING with a traceback: a claim found a handback region whose
     /// write never finished (or that was cut short) and threw it away.
-    pub const HANDBACK_DISCARDED: &str = "KVCR discarding a handback region that was never finished";
+    pub const HANDBACK_DISCARDED: &str =
+        "KVCR discarding a handback region that was never finished";
     /// CRITICAL: `Uncontained KVCR pool failure` (the service stops).
     pub const UNCONTAINED: &str = "Uncontained KVCR pool failure";
     /// `KVCR Guard N failed` is matched with [`super::kvcr_log::GUARD_PREFIX`]

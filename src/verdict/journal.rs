@@ -26,8 +26,7 @@ pub const BAD_FRAME: &str = "journal frame ";
 pub const NO_RECOVERED_STATE: &str = "KVCR pool has no recovered state to promote";
 /// The warning of a claim that found an unfinished handback region and
 /// threw it away (`read_handback`).
-pub const HANDBACK_DISCARDED: &str =
-    crate::telemetry::names::kvcr_bad_lines::HANDBACK_DISCARDED;
+pub const HANDBACK_DISCARDED: &str = crate::telemetry::names::kvcr_bad_lines::HANDBACK_DISCARDED;
 
 /// What the next claim made of a handback region cut short.
 #[derive(Debug, Clone, Serialize)]
@@ -356,7 +355,9 @@ mod tests {
 
     fn discarded() -> TornHandbackClaim {
         TornHandbackClaim {
-            discarded_lines: vec![format!("WARNING:kvcr.recovery_journal:{HANDBACK_DISCARDED}")],
+            discarded_lines: vec![format!(
+                "WARNING:kvcr.recovery_journal:{HANDBACK_DISCARDED}"
+            )],
             region_offset: 159_383_552,
             file_bytes_after_claim: 159_383_552,
             delivered_blocks: 0,
