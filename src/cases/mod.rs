@@ -34,6 +34,7 @@ pub mod tc21_placement_policy;
 pub mod tc22_peer_transfer_faults;
 mod tc22_refused_hints;
 pub mod tc23_recovery_journal;
+pub mod tc24_deadline_storm;
 mod unreachable_source;
 
 pub mod wl01_trace_replay;
@@ -117,8 +118,14 @@ pub const PHASE3_API: &[Case] = &[
 ];
 
 /// KVCR's disk tier on the `phase2-g3` stack: both tiers of worker B
-/// overflowed (TC-20), then TC-12 on worker A (destructive: it kills A).
-pub const PHASE2_G3: &[Case] = &[tc20_full_tiers::CASE, tc12_disk_tier::CASE];
+/// overflowed (TC-20), operations that outlast KVCR's operation timeout
+/// while the pool is full (TC-24, on a stack of its own), then TC-12 on
+/// worker A (destructive: it kills A).
+pub const PHASE2_G3: &[Case] = &[
+    tc20_full_tiers::CASE,
+    tc24_deadline_storm::CASE,
+    tc12_disk_tier::CASE,
+];
 
 /// The cases whose costs grow with the Guard pool, on production-size pools
 /// (`phase3_scale`, `phase3_scale_4g`): the clean restart's handback, the

@@ -17,9 +17,11 @@
 //! Guard's pool file (the directory has no room for its own otherwise),
 //! leave the live Guard's, and stop cleanly. Then every configuration of
 //! `REFUSED_CONFIGS` an operator can get wrong (a worker's KVCR
-//! configuration, its G3 files, the Guard service's command line and
-//! paths): refused at start in KVCR's own words, nothing left, what the
-//! harness placed beside it untouched. Every attempt runs in a mount namespace of its own, so nothing
+//! configuration, its G3 tier and files, its placement policy, the pool
+//! file its Guard made, tampered with before it claims, the Guard service's
+//! command line and paths): refused at start in KVCR's own words, nothing
+//! left, what was beside it untouched (a worker's own Guard still serving,
+//! and exiting 0 when stopped). Every attempt runs in a mount namespace of its own, so nothing
 //! reaches the machine's own `/dev/shm`. Then the stack still serves the
 //! reference tokens on every worker.
 

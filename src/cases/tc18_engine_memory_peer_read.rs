@@ -11,12 +11,21 @@
 //! exactly those blocks into its pool (`remote_fetch`, no direct
 //! `remote_deliver`), delivers them from there (`local_deliver`), reads the
 //! bytes A wrote, gives the fetch's claims back, and keeps the blocks.
+//! Then B's engine misuses KVCR's API on its own KVCR (where
+//! `cpu_engine.api_misuse_probe` is on, as in the phase3-api profile): bad
+//! descriptors and layouts, blocks KVCR cannot fetch, a claim released
+//! twice, handles KVCR never gave. Expect: each refused in KVCR's words
+//! (or its block failed, or `false`), KVCR's state as it was, and B still
+//! answering with reference tokens.
 
 use serde_json::json;
 
 use crate::engine::Need;
+use crate::prompts::Family;
+use crate::stack::Worker;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::{Counter, OpResult, Scope};
+use crate::verdict::api_misuse::{expect_misuse_refused, expect_nothing_leaked};
 use crate::verdict::engine_memory::{expect_engine_memory_source, expect_fetched_read};
 
 pub const CASE: Case = Case {
@@ -111,5 +120,31 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             source.source_write_bytes,
             shared,
         ),
-    )
+    )?;
+    misuse_refused(ctx, &b, &prefix, &family)
+}
+
+/// B's engine misuses KVCR's API on its own KVCR, with one of the prefix's
+/// blocks its pool holds as the resident block: every call refused, nothing
+/// kept, and B still answers with reference tokens.
+fn misuse_refused(ctx: &CaseCtx, b: &Worker, prefix: &[u64], family: &Family) -> CaseResult {
+    if !ctx.settings().cpu_engine.api_misuse_probe {
+        ctx.not_checked(
+            "KVCR's refusals of an engine's API misuse",
+            "cpu_engine.api_misuse_probe is off (the phase3-api profile turns it on)",
+        );
+        return Ok(());
+    }
+    let resident = ctx
+        .pressure()
+        .held_in(b, prefix, "local")?
+        .into_iter()
+        .next();
+    let report = ctx.pressure().api_misuse(b, resident)?;
+    ctx.measure("api_misuse_attempts", report.attempts.len() as u64);
+    ctx.check("api-misuse.json", &report, expect_misuse_refused(&report))?;
+    ctx.check("api-misuse.json", &report, expect_nothing_leaked(&report))?;
+    let prompt = family.variant(2);
+    let answer = ctx.complete_on(b, prompt)?;
+    ctx.expect_reference(prompt, &answer.tokens)
 }

@@ -254,7 +254,7 @@ fn stored_count(lines: &[engine_kvcr_log::Located]) -> u64 {
 }
 
 /// KVCR's slot gauges of both tiers in `snapshot`.
-fn slots(snapshot: &Snapshot) -> Result<Slots, CaseError> {
+pub(super) fn slots(snapshot: &Snapshot) -> Result<Slots, CaseError> {
     let gauge = |r: Resource| {
         let absent = format!("KVCR reports no kvcr_state{{resource={r}}}");
         snapshot

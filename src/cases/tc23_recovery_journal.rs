@@ -22,6 +22,16 @@
 //!    the Guard. The Guard logs `KVCR pool recovery disabled; ...: journal
 //!    frame ...`, A' and B go on serving reference tokens, and a SIGKILL of
 //!    A' is taken over cold as above; A'' claims the group and serves.
+//! 3. A handback region cut short: A'' commits two prefixes and stops
+//!    cleanly, so its Guard writes the group's handback region past the
+//!    pool (`snapshot_written`, with its size). The harness cuts the
+//!    region's last byte off (the file verified to end in that region,
+//!    its header declaring the rest), as a host that lost the region's
+//!    tail would leave it. A''' claims the group: KVCR logs `KVCR
+//!    discarding a handback region that was never finished`, gives the
+//!    region back (the file ends at the pool again), starts cold (a prefix
+//!    A'' committed is computed again, nothing delivered from the pool)
+//!    and answers the reference tokens.
 
 use std::time::{Duration, Instant};
 
@@ -31,15 +41,18 @@ use crate::engine::Need;
 use crate::stack::guard_journal::{JOURNAL_HEADER_BYTES, SMALL_GUARD_JOURNAL, SMALL_JOURNAL_BYTES};
 use crate::stack::Worker;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult, GuardFollower, GuardView};
+use crate::telemetry::guard_log::GuardEvent;
+use crate::telemetry::names::kvcr_service_log::SNAPSHOT_WRITTEN;
 use crate::verdict::journal::{
-    expect_answered, expect_cold_takeover, expect_recovery_dropped, expect_ring_full,
-    expect_worker_kept_serving, ColdTakeover, StalledRequest, BAD_FRAME, JOURNAL_INVALID,
-    NO_RECOVERED_STATE, RECOVERY_DISABLED, RING_FULL,
+    expect_answered, expect_cold_takeover, expect_handback_discarded, expect_recovery_dropped,
+    expect_ring_full, expect_worker_kept_serving, ColdTakeover, StalledRequest, TornHandbackClaim,
+    BAD_FRAME, HANDBACK_DISCARDED, JOURNAL_INVALID, NO_RECOVERED_STATE, RECOVERY_DISABLED,
+    RING_FULL,
 };
 use crate::verdict::log_scan::BadLine;
 use crate::wait::{self, Poll};
 
-use super::production_common::ms;
+use super::production_common::{ms, stop_grace};
 
 pub const CASE: Case = Case {
     id: "TC-23",
@@ -73,11 +86,17 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             let marks = ctx.pressure().log_marks();
             stalled_guard(ctx)?;
             torn_ring(ctx)?;
-            // The dropped recoveries are this case's; a promoted Guard's
-            // refused first write is KVCR 0.1.1's known one (TC-04).
+            torn_handback(ctx)?;
+            // The dropped recoveries and the discarded region are this
+            // case's; a promoted Guard's refused first write is KVCR
+            // 0.1.1's known one (TC-04).
             ctx.pressure().expect_no_bad_lines_since(
                 &marks,
-                &[BadLine::PoolRecoveryDisabled, BadLine::StartWriteRefused],
+                &[
+                    BadLine::PoolRecoveryDisabled,
+                    BadLine::StartWriteRefused,
+                    BadLine::HandbackDiscarded,
+                ],
             )
         })?
 }
@@ -305,5 +324,87 @@ fn torn_ring(ctx: &CaseCtx) -> CaseResult {
         &b,
         &[family, more[0].clone()],
         "torn-takeover.json",
+    )
+}
+
+/// The size of the handback region the Guard of group `guard` (pool
+/// `pool_<guard>`) logged writing, awaited in `events`.
+fn await_snapshot_written(events: &mut GuardFollower, guard: u32) -> Result<u64, CaseError> {
+    let pool = format!("pool_{guard}");
+    let mut read_error = None;
+    let mut bytes = None;
+    let _ = wait::until(
+        "the Guard to write the group's handback region",
+        GUARD_READS,
+        Duration::from_millis(20),
+        || {
+            if let Err(e) = events.poll() {
+                read_error = Some(e);
+                return Poll::Abort("the Guard log is unreadable".into());
+            }
+            bytes = events.events().iter().rev().find_map(|e| match &e.event {
+                GuardEvent::Other { name, fields }
+                    if name == SNAPSHOT_WRITTEN && fields.get("pool") == Some(&pool) =>
+                {
+                    fields.get("bytes").and_then(|b| b.parse::<u64>().ok())
+                }
+                _ => None,
+            });
+            match bytes {
+                Some(_) => Poll::Ready(()),
+                None => Poll::Pending(format!("no `{SNAPSHOT_WRITTEN} pool={pool}` yet")),
+            }
+        },
+    );
+    if let Some(e) = read_error {
+        return Err(e);
+    }
+    bytes.ok_or_else(|| {
+        CaseError::fault_not_applied(format!(
+            "the Guard logged no `{SNAPSHOT_WRITTEN} pool={pool} bytes=N` after a clean stop: no handback region to cut"
+        ))
+    })
+}
+
+/// Attempt 3: the handback region of a clean stop cut short before the
+/// next claim.
+fn torn_handback(ctx: &CaseCtx) -> CaseResult {
+    let a = ctx.worker("A")?;
+    ctx.guard().expect_attached(&[&a])?;
+    let guard = ctx.guard().of(&a)?;
+    let families = ctx.families(2)?;
+    for family in &families {
+        ctx.commit(&a, family.variant(0))?;
+    }
+    let mut events = guard.follow()?;
+    let stop = a.process.stop(stop_grace(ctx));
+    ctx.record("handback-stop.json", &stop);
+    let region_bytes = await_snapshot_written(&mut events, a.slot.guard_index)?;
+    let torn = ctx.faults().tear_handback(&a, region_bytes)?;
+    ctx.record("torn-handback.json", &torn);
+    let replacement = ctx.faults().replace("A")?;
+    ctx.guard().expect_attached(&[&replacement])?;
+    let discarded_lines = events.lines_with(HANDBACK_DISCARDED)?;
+    let file_bytes_after_claim = ctx.faults().pool_file_bytes(&replacement)?;
+    let prompt = families[0].variant(1);
+    let before = ctx.snapshot(&replacement)?;
+    let answer = ctx.complete_on(&replacement, prompt)?;
+    let delta = ctx.delta_since(&replacement, &before)?;
+    let hit = ctx.observe().host_tier_hit(&delta, answer.cached_tokens)?;
+    let claim = TornHandbackClaim {
+        discarded_lines,
+        region_offset: torn.region_offset,
+        file_bytes_after_claim,
+        delivered_blocks: hit.local_deliver_blocks,
+        computed_blocks: hit.computed_blocks,
+        wrong_tokens: ctx
+            .expect_reference(prompt, &answer.tokens)
+            .err()
+            .map(|e| e.message),
+    };
+    ctx.check(
+        "torn-handback-claim.json",
+        &json!({"torn": torn, "claim": claim, "observed": hit}),
+        expect_handback_discarded(&claim),
     )
 }

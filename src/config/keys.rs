@@ -666,6 +666,14 @@ pub const KEYS: &[KeySpec] = &[
         "CPU engine --kvcr-diagnostics: KVCR's own diagnostics on (KVCR_KEY_HISTORY, KVCR_DIAGNOSTICS, its logger at DEBUG): every block-key event and query decision in the worker's log (unset = false)",
     ),
     k(
+        "cpu_engine.api_misuse_probe",
+        None,
+        "PHASE1_CPU_ENGINE_API_MISUSE_PROBE",
+        Kind::Bool,
+        false,
+        "CPU engine --api-misuse-probe: the worker serves POST /kvcr/probe/api_misuse, calls KVCR must refuse made on its own KVCR (TC-18) (unset = false)",
+    ),
+    k(
         "cpu_engine.counting_policy",
         None,
         "PHASE1_CPU_ENGINE_COUNTING_POLICY",

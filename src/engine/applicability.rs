@@ -18,7 +18,7 @@ use super::Topology;
 pub const KNOWN_CASES: &[&str] = &[
     "TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07", "TC-08", "TC-09", "TC-10",
     "TC-11", "TC-12", "TC-13", "TC-14", "TC-15", "TC-16", "TC-17", "TC-18", "TC-19", "TC-20",
-    "TC-21", "TC-22", "TC-23",
+    "TC-21", "TC-22", "TC-23", "TC-24",
 ];
 
 /// Why a production-conditions case does not run off the aggregated

@@ -97,6 +97,10 @@ pub struct CpuEngineProfile {
     /// query decision in the worker's log (TC-22 reconciles them).
     #[serde(default)]
     pub kvcr_diagnostics: bool,
+    /// `--api-misuse-probe`: the worker serves `POST /kvcr/probe/api_misuse`,
+    /// calls KVCR must refuse made on its own KVCR and what KVCR did (TC-18).
+    #[serde(default)]
+    pub api_misuse_probe: bool,
     /// `--placement-policy counting`: KVCR gets the engine's own placement
     /// policy (KVCR's default answers, every call counted in
     /// `cpu_engine_kvcr_policy_calls`, misbehaving while the
@@ -201,6 +205,7 @@ impl CpuEngineProfile {
             (self.align_sequence, "--align-sequence"),
             (self.abort_cancelled, "--abort-cancelled"),
             (self.kvcr_diagnostics, "--kvcr-diagnostics"),
+            (self.api_misuse_probe, "--api-misuse-probe"),
         ] {
             if on {
                 flags.push(flag.into());
@@ -453,11 +458,19 @@ impl Engine for CpuEngine {
             .args(self.g3_flags(ctx, slot))
     }
 
-    /// `--fault NAME[=ARG]` each (docs/cpu-engine.md).
+    /// `--fault NAME[=ARG]` each (docs/cpu-engine.md), but
+    /// [`super::KVCR_OVERRIDE`]`=SECTION.FIELD=JSON`, which is the engine's
+    /// `--kvcr-config-override SECTION.FIELD=JSON`.
     fn with_faults(&self, worker: ProcessSpec, faults: &[&str]) -> Result<ProcessSpec, String> {
-        Ok(faults
-            .iter()
-            .fold(worker, |spec, fault| spec.args(["--fault", fault])))
+        Ok(faults.iter().fold(worker, |spec, fault| {
+            match fault
+                .strip_prefix(super::KVCR_OVERRIDE)
+                .and_then(|rest| rest.strip_prefix('='))
+            {
+                Some(setting) => spec.args(["--kvcr-config-override", setting]),
+                None => spec.args(["--fault", fault]),
+            }
+        }))
     }
 
     fn reference_worker(
@@ -616,6 +629,37 @@ mod tests {
         );
     }
 
+    /// A KVCR override among the launch faults is the engine's
+    /// `--kvcr-config-override`; every other switch stays a `--fault`.
+    #[test]
+    fn a_kvcr_override_is_a_config_override_and_the_rest_stay_faults() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let engine = CpuEngine::new(CpuEngineProfile::shipped(), GeometryKind::Dense, root);
+        let timeout = crate::engine::kvcr_override("config.operation_timeout_ms=10");
+        assert_eq!(timeout, "kvcr_override=config.operation_timeout_ms=10");
+        let spec = engine
+            .with_faults(
+                ProcessSpec::new("worker-B", "/py", "/l"),
+                &[
+                    &timeout,
+                    "hide_failed_deposits",
+                    "kvcr_overrides_are_not_this",
+                ],
+            )
+            .unwrap();
+        assert_eq!(
+            spec.args,
+            [
+                "--kvcr-config-override",
+                "config.operation_timeout_ms=10",
+                "--fault",
+                "hide_failed_deposits",
+                "--fault",
+                "kvcr_overrides_are_not_this",
+            ]
+        );
+    }
+
     /// The KVCR API knobs become the engine's flags; with
     /// `framework_regions` the workers deposit nothing, so their readiness
     /// waits for no deposit.
@@ -630,6 +674,7 @@ mod tests {
             "--align-sequence",
             "--abort-cancelled",
             "--kvcr-diagnostics",
+            "--api-misuse-probe",
         ] {
             assert!(!flags.iter().any(|f| f == flag), "{flag} is off by default");
         }
@@ -643,6 +688,7 @@ mod tests {
             align_sequence: true,
             abort_cancelled: true,
             kvcr_diagnostics: true,
+            api_misuse_probe: true,
             counting_policy: true,
             ..shipped
         };
@@ -653,6 +699,7 @@ mod tests {
             "--align-sequence",
             "--abort-cancelled",
             "--kvcr-diagnostics",
+            "--api-misuse-probe",
         ] {
             assert!(flags.iter().any(|f| f == flag), "{flag} in {flags:?}");
         }

@@ -49,6 +49,19 @@ pub use topology::Topology;
 /// ready, where the engine asks for one ([`Engine::ready_nice`]).
 pub const READY_NICE: i32 = 10;
 
+/// The launch-time switch that replaces one field of the configuration a
+/// worker hands KVCR: `kvcr_override=SECTION.FIELD=JSON` among a stack's
+/// worker faults. The CPU engine applies it (its `--kvcr-config-override`),
+/// so KVCR's own validation judges the value; an engine without it refuses
+/// it as any switch it does not have.
+pub const KVCR_OVERRIDE: &str = "kvcr_override";
+
+/// [`KVCR_OVERRIDE`] of `setting` (`SECTION.FIELD=JSON`, e.g.
+/// `config.operation_timeout_ms=10`), as a worker fault.
+pub fn kvcr_override(setting: &str) -> String {
+    format!("{KVCR_OVERRIDE}={setting}")
+}
+
 /// The engine registry: one line per engine, its `--engine` word and the
 /// room that builds and plans it. `registry!(engines)` below makes
 /// [`Kind`]; the toy engine's test (`engine/testing.rs`) makes the same

@@ -11,6 +11,11 @@
 //! type, key size), the key and the payload, zero-padded to 8 bytes; a
 //! cursor counts bytes ever written, so a frame sits at `cursor % capacity`
 //! and may wrap.
+//!
+//! A clean release leaves a handback region past the pool's own bytes, in
+//! the same file: from the first page boundary after the grant, a 40-byte
+//! header (`<32sQ`: a SHA-256 digest, the body's size) and the body; the
+//! next claim replays it, then truncates the file back to where it starts.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -101,6 +106,79 @@ pub struct TornFrame {
     /// The header's bytes before and after.
     pub was: Vec<u8>,
     pub now: Vec<u8>,
+}
+
+/// KVCR's handback region header: a 32-byte digest, then the body's size.
+const HANDBACK_HEADER_BYTES: u64 = 40;
+const HANDBACK_SIZE_OFFSET: u64 = 32;
+/// Where a handback region may start: KVCR rounds the pool's end up to its
+/// allocation granularity, a page here.
+const PAGE_BYTES: u64 = 4096;
+
+/// A handback region cut one byte short by [`tear_handback`], verified by
+/// reading the file back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TornHandback {
+    /// Where in the pool file the region starts.
+    pub region_offset: u64,
+    /// The region's size, as the Guard logged it and as found.
+    pub region_bytes: u64,
+    /// The body size its header declares (`region_bytes` less the header).
+    pub declared_body_bytes: u64,
+    /// The pool file's size before and after the cut.
+    pub file_bytes_before: u64,
+    pub file_bytes_after: u64,
+}
+
+/// Cuts the last byte off the handback region of `region_bytes` (the size
+/// the Guard logged with `snapshot_written`) at the end of `pool`, so its
+/// header declares one byte more than the file holds: what a host that
+/// lost the region's tail (a crash before the pages reached the file, a
+/// full disk) leaves. Refused unless the file ends in exactly that region:
+/// a page-aligned start whose header declares the rest. Only the region's
+/// last byte goes; the pool's own bytes are not touched.
+pub fn tear_handback(pool: &Path, region_bytes: u64) -> Result<TornHandback, String> {
+    let context = |e: std::io::Error| format!("{}: {e}", pool.display());
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(pool)
+        .map_err(context)?;
+    let file_bytes_before = file.metadata().map_err(context)?.len();
+    let region_offset = file_bytes_before
+        .checked_sub(region_bytes)
+        .filter(|_| region_bytes > HANDBACK_HEADER_BYTES)
+        .ok_or_else(|| {
+            format!("a file of {file_bytes_before} bytes holds no handback region of {region_bytes} bytes")
+        })?;
+    if region_offset == 0 || region_offset % PAGE_BYTES != 0 {
+        return Err(format!(
+            "a region of {region_bytes} bytes at the end of {file_bytes_before} would start at {region_offset}, not past the pool on a page boundary: no handback region there"
+        ));
+    }
+    let declared_body_bytes =
+        read_u64(&mut file, region_offset + HANDBACK_SIZE_OFFSET).map_err(context)?;
+    if declared_body_bytes + HANDBACK_HEADER_BYTES != region_bytes {
+        return Err(format!(
+            "the region's header declares a body of {declared_body_bytes} bytes, not the {} the Guard logged",
+            region_bytes - HANDBACK_HEADER_BYTES
+        ));
+    }
+    file.set_len(file_bytes_before - 1).map_err(context)?;
+    let file_bytes_after = file.metadata().map_err(context)?.len();
+    if file_bytes_after != file_bytes_before - 1 {
+        return Err(format!(
+            "the pool file is {file_bytes_after} bytes after the cut, not {}",
+            file_bytes_before - 1
+        ));
+    }
+    Ok(TornHandback {
+        region_offset,
+        region_bytes,
+        declared_body_bytes,
+        file_bytes_before,
+        file_bytes_after,
+    })
 }
 
 fn read_u64(file: &mut std::fs::File, offset: u64) -> std::io::Result<u64> {
@@ -251,6 +329,69 @@ mod tests {
         let bytes = std::fs::read(&pool).unwrap();
         assert_eq!(&bytes[4096 + 4092..8192], &[0xff; 4]);
         assert_eq!(&bytes[4096..4098], &[0xff; 2]);
+    }
+
+    /// A pool file of `pool_bytes` (0x5a), then a handback region whose
+    /// header declares `body` bytes and which holds them.
+    fn pool_with_handback(dir: &Path, pool_bytes: usize, body: u64) -> PathBuf {
+        pool_with_region(dir, pool_bytes, body, body)
+    }
+
+    /// As [`pool_with_handback`], the header declaring `declared` bytes.
+    fn pool_with_region(dir: &Path, pool_bytes: usize, declared: u64, body: u64) -> PathBuf {
+        let path = dir.join(format!("kvcr-pool_0-{declared}-{body}"));
+        let mut bytes = vec![0x5au8; pool_bytes];
+        bytes.extend([0x11u8; 32]);
+        bytes.extend(declared.to_le_bytes());
+        bytes.extend(vec![0x22u8; body as usize]);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_handback_region_loses_its_last_byte_and_nothing_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pool = pool_with_handback(tmp.path(), 3 * 4096, 168);
+        let torn = tear_handback(&pool, 208).unwrap();
+        assert_eq!(
+            torn,
+            TornHandback {
+                region_offset: 3 * 4096,
+                region_bytes: 208,
+                declared_body_bytes: 168,
+                file_bytes_before: 3 * 4096 + 208,
+                file_bytes_after: 3 * 4096 + 207,
+            }
+        );
+        let bytes = std::fs::read(&pool).unwrap();
+        assert_eq!(bytes.len(), 3 * 4096 + 207);
+        assert!(bytes[..3 * 4096].iter().all(|b| *b == 0x5a), "the pool");
+        assert!(
+            bytes[3 * 4096 + 40..].iter().all(|b| *b == 0x22),
+            "the body"
+        );
+    }
+
+    #[test]
+    fn a_file_without_that_region_is_refused_and_left_as_it_was() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pool = pool_with_handback(tmp.path(), 2 * 4096, 168);
+        let before = std::fs::read(&pool).unwrap();
+        // Another size than the Guard logged: the start is off the page.
+        let err = tear_handback(&pool, 200).unwrap_err();
+        assert!(err.contains("page boundary"), "{err}");
+        // A page-aligned region whose header declares another body.
+        let other = pool_with_region(tmp.path(), 2 * 4096, 100, 4096 - 40);
+        let other_before = std::fs::read(&other).unwrap();
+        let err = tear_handback(&other, 4096).unwrap_err();
+        assert!(err.contains("declares a body of 100 bytes"), "{err}");
+        assert_eq!(std::fs::read(&other).unwrap(), other_before);
+        // No region at all (the file is just the pool).
+        let bare = tmp.path().join("bare");
+        std::fs::write(&bare, vec![0u8; 4096]).unwrap();
+        assert!(tear_handback(&bare, 4096).is_err());
+        assert!(tear_handback(&bare, 8192).is_err());
+        assert_eq!(std::fs::read(&pool).unwrap(), before);
     }
 
     #[test]

@@ -807,7 +807,8 @@ impl Script {
         ));
     }
 
-    /// A Guard the worker claims from, started first, stopped after it.
+    /// A Guard the worker claims from, started first, stopped after it (its
+    /// exit status in `$helper_rc` from then on).
     pub(super) fn helper_guard(&mut self, guard: &ProcessSpec) {
         let socket = &self.socket;
         let log = quote(&guard.log.display().to_string());
@@ -819,7 +820,7 @@ impl Script {
             "n=0; until [ -S {socket} ]; do n=$((n+1)); if [ $n -gt 600 ] || ! kill -0 $helper 2>/dev/null; then say \"setup failed: its Guard did not start (log \"{log}\")\"; exit 90; fi; sleep 0.05; done"
         ));
         self.after.push(
-            "kill -TERM $helper 2>/dev/null; wait $helper; say \"its Guard exited $?\"".into(),
+            "kill -TERM $helper 2>/dev/null; wait $helper; helper_rc=$?; say \"its Guard exited $helper_rc\"".into(),
         );
     }
 

@@ -11,6 +11,11 @@
 //!
 //! Values may name the attempt's directories: `{pools}`, `{sockets}`,
 //! `{socket}` (the Guard's socket), `{work}`.
+//!
+//! A worker's Guard is up before anything is placed beside the worker, so
+//! a row can tamper with the pool file the Guard made for it; and since a
+//! worker's refused start must not hurt its Guard, that Guard must exit 0
+//! when the wrapper stops it.
 
 use std::path::Path;
 
@@ -60,6 +65,27 @@ pub enum Beside {
     G3FileOfSize(u64),
     /// `{work}/g3.bin` and a hard link to it, `{work}/g3-link.bin`.
     G3FileAndHardLink,
+    /// The pool file of the worker's Guard, tampered with once that Guard is
+    /// up and before the worker claims it; put back as it was after the
+    /// worker exited, before the Guard stops. The Guard (which granted the
+    /// claim) must still run and hold its socket. Worker rows only.
+    TamperedPool(Tamper),
+}
+
+/// What the harness does to a Guard's pool file before a worker claims it
+/// (`KVCRPoolAttachment.attach`, the worker's side of a granted claim).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tamper {
+    /// Its mode changed from 0600 to 0644.
+    Mode0644,
+    /// Moved aside (`{work}/pool-aside`) and another file of the same size
+    /// and mode put at its path: another inode than the grant names.
+    Replaced,
+    /// One page shorter than the grant describes. Not more: the Guard keeps
+    /// its own mapping of the file, and a page of it that it touched past
+    /// the new end would kill it with SIGBUS, which would be the harness's
+    /// doing; the last page of the last pool it never touches unclaimed.
+    ShrunkByAPage,
 }
 
 /// One configuration KVCR must refuse at start.
@@ -76,7 +102,7 @@ pub struct ConfigRow {
     pub words: &'static [&'static str],
 }
 
-use Beside::{FileAtSocket, G3FileAndHardLink, G3FileOfSize, LiveService, Nothing};
+use Beside::{FileAtSocket, G3FileAndHardLink, G3FileOfSize, LiveService, Nothing, TamperedPool};
 use Component::{Guard, Worker};
 use Setting::{Flag, Kvcr};
 
@@ -104,7 +130,20 @@ const G3_FILE: [Setting; 3] = [
     Flag("--g3-file", "{work}/g3.bin"),
 ];
 
+/// Not a multiple of any page-aligned block: a G3 file of whole slots
+/// cannot have it, whatever the worker's block size.
+const G3_CAPACITY_OF_NO_WHOLE_SLOTS: &str = "g3.capacity_bytes_per_file=262145";
+
 /// Every configuration KVCR must refuse at start: adding one is one row.
+///
+/// A worker claims from its Guard before it builds its KVCR core, and the
+/// claim checks its tier configuration (`guard_protocol._TierConfig`,
+/// `_G3Config`) before it connects: where the core or the G3 tier has a
+/// line of the same words, the row's words end with the claim's location
+/// (msgspec's ``- at `$.tier_config` ``), so only the claim's check passes
+/// it. A relative G3 path cannot reach the claim's `G3 paths must be
+/// absolute`: the client resolves every path (`Path.resolve()`) before it
+/// checks, and the CPU engine refuses a relative `--g3-file` itself.
 #[rustfmt::skip]
 pub const REFUSED_CONFIGS: &[ConfigRow] = &[
     // A worker's KVCR configuration.
@@ -129,6 +168,32 @@ pub const REFUSED_CONFIGS: &[ConfigRow] = &[
     row("g3_paths_alias_one_file", Worker,
         &[G3_FILE[0], G3_FILE[1], G3_FILE[2], Kvcr(r#"g3.paths=["{work}/g3.bin","{work}/g3-link.bin"]"#)],
         G3FileAndHardLink, &["G3 file paths must not alias the same file"]),
+    row("g3_path_twice", Worker,
+        &[G3_FILE[0], G3_FILE[1], G3_FILE[2], Kvcr(r#"g3.paths=["{work}/g3.bin","{work}/g3.bin"]"#)],
+        Nothing, &["G3 file paths must be unique - at `$.tier_config.g3`"]),
+    row("g3_with_two_pools", Worker,
+        &[G3_FILE[0], G3_FILE[1], G3_FILE[2], Kvcr(r#"config.pool_layouts=[["kv",4096],["extra",4096]]"#)],
+        Nothing, &["G3 does not support multiple pools - at `$.tier_config`"]),
+    // The block is page-aligned, the capacity is not whole blocks.
+    row("g3_capacity_not_whole_slots", Worker,
+        &[G3_FILE[0], G3_FILE[1], G3_FILE[2], Kvcr(G3_CAPACITY_OF_NO_WHOLE_SLOTS)],
+        Nothing, &["G3 requires page-aligned complete slots"]),
+    // The capacity is whole blocks, the block is not page-aligned.
+    row("g3_slot_not_page_aligned", Worker,
+        &[G3_FILE[0], G3_FILE[1], G3_FILE[2], Kvcr(r#"config.pool_layouts=[["kv",6144]]"#),
+          Kvcr("g3.capacity_bytes_per_file=393216")],
+        Nothing, &["G3 requires page-aligned complete slots"]),
+    // KVCR's own G3 policy, plugged by the engine, on a worker with no disk
+    // tier (the claim is granted; the core refuses, and gives it back).
+    row("g3_policy_without_g3", Worker, &[Flag("--placement-policy", "kvcr-g3")], Nothing,
+        &["G3LRUPolicy requires configured G3"]),
+    // The pool file its Guard made, tampered with before the worker claims.
+    row("pool_file_mode_0644", Worker, &[], TamperedPool(Tamper::Mode0644),
+        &["KVCR pool must have mode 0600"]),
+    row("pool_file_replaced", Worker, &[], TamperedPool(Tamper::Replaced),
+        &["KVCR pool identity does not match the grant"]),
+    row("pool_file_shrunk", Worker, &[], TamperedPool(Tamper::ShrunkByAPage),
+        &["KVCR pool is smaller than the grant describes"]),
     // The Guard service's command line and paths.
     row("pool_dir_missing", Guard, &[Flag("--pool-dir", "{pools}/missing")], Nothing,
         &["KVCR pool directory does not exist"]),
@@ -174,12 +239,26 @@ impl ConfigRow {
             FileAtSocket => Some("a regular file at its socket path".to_string()),
             G3FileOfSize(bytes) => Some(format!("a G3 file of {bytes} bytes left at its path")),
             G3FileAndHardLink => Some("a G3 file and a hard link to it".to_string()),
+            TamperedPool(t) => Some(format!(
+                "its Guard's pool file, once the Guard is up, {}",
+                t.describe()
+            )),
         };
         set.into_iter().chain(beside).collect::<Vec<_>>().join(", ")
     }
 
     fn cause(&self) -> String {
         format!("configuration {}: {}", self.name, self.settings())
+    }
+}
+
+impl Tamper {
+    fn describe(self) -> &'static str {
+        match self {
+            Tamper::Mode0644 => "changed to mode 0644",
+            Tamper::Replaced => "replaced by another file of the same size (another inode)",
+            Tamper::ShrunkByAPage => "one page shorter than the grant describes",
+        }
     }
 }
 
@@ -255,7 +334,6 @@ impl Stack {
                     Flag(flag, value) => set_or_add_flag(&mut subject, flag, &fill(value, &dirs)),
                 }
             }
-            beside_expected = arrange_beside(row, &dirs, &guard, logs, &mut script);
         }
         if row.component == Worker {
             // A G3 worker claims one pool: its Guard holds one.
@@ -265,7 +343,11 @@ impl Stack {
                 set_or_add_flag(&mut guard, "--pool-sizes-gb", &first);
             }
             guard.log = logs.join(format!("hostile-{}.guard.log", row.name));
-            script.helper_guard(&guard);
+            beside_expected += worker_guard(&guard, &mut script);
+        }
+        if hostile {
+            // After a worker's Guard: what is beside may be its pool file.
+            beside_expected += arrange_beside(row, &dirs, &guard, logs, &mut script);
         }
         if sabotage == Sabotage::PlantFile {
             script.plant_file();
@@ -313,9 +395,21 @@ impl Stack {
     }
 }
 
-/// Places what `row` has beside its component, and the checks (and
-/// removals of the harness's own files) after it exited. Returns how many
+/// Starts the Guard a worker claims from, and checks that it exits 0 when
+/// the wrapper stops it after the worker's refused start. Returns how many
 /// checks the wrapper runs.
+fn worker_guard(guard: &ProcessSpec, script: &mut Script) -> usize {
+    script.helper_guard(guard);
+    script.after(untouched_check(
+        "[ \"$helper_rc\" = 0 ]",
+        "its Guard service exited $helper_rc on SIGTERM after the refused start (0 expected)",
+    ));
+    1
+}
+
+/// Places what `row` has beside its component (after a worker's Guard is
+/// up), and the checks (and removals of the harness's own files) after it
+/// exited. Returns how many checks the wrapper runs.
 fn arrange_beside(
     row: &ConfigRow,
     dirs: &Dirs,
@@ -370,6 +464,68 @@ fn arrange_beside(
             script.after(format!("rm -f {q_g3} {link}"));
             0
         }
+        TamperedPool(tamper) => {
+            let aside = quote(&dirs.work.join("pool-aside").display().to_string());
+            let (tampered, restored) = tamper_lines(tamper, &aside);
+            script.before(pool_file_of_the_guard(&quote(
+                &dirs.pools.display().to_string(),
+            )));
+            script.before(tampered);
+            // First once the worker exited, so before its Guard is stopped.
+            let alive = untouched_check(
+                &format!("kill -0 $helper 2>/dev/null && [ -S {q_socket} ]"),
+                &format!("its Guard service, which granted the refused claim, still runs and serves {socket}"),
+            );
+            script.after_first(format!("{restored}\n{alive}"));
+            1
+        }
+    }
+}
+
+/// A wrapper line failing the setup (the worker's Guard stopped first).
+fn setup_failed(why: &str) -> String {
+    format!(
+        "{{ say 'setup failed: {why}'; kill -TERM $helper 2>/dev/null; wait $helper; exit 90; }}"
+    )
+}
+
+/// The one pool file of the worker's Guard, in `$pool`.
+fn pool_file_of_the_guard(pools: &str) -> String {
+    format!(
+        "pool=; n=0; for f in {pools}/kvcr-*; do [ -f \"$f\" ] || continue; n=$((n+1)); pool=$f; done; [ $n -eq 1 ] || {}",
+        setup_failed("not exactly one pool file of the Guard")
+    )
+}
+
+/// The wrapper's lines doing `tamper` to `$pool` (verified, and said), and
+/// putting it back.
+fn tamper_lines(tamper: Tamper, aside: &str) -> (String, String) {
+    let failed = setup_failed("the pool file could not be tampered with");
+    let unrestored = "say 'setup failed: the pool file could not be put back'";
+    match tamper {
+        Tamper::Mode0644 => (
+            format!(
+                "chmod 644 \"$pool\" && [ \"$(stat -c %a \"$pool\")\" = 644 ] || {failed}\n\
+                 say \"tampered: $pool has mode $(stat -c %a \"$pool\")\""
+            ),
+            format!("chmod 600 \"$pool\" || {unrestored}"),
+        ),
+        Tamper::Replaced => (
+            format!(
+                "pool_size=$(stat -c %s \"$pool\") && pool_inode=$(stat -c %i \"$pool\") && mv \"$pool\" {aside} && truncate -s \"$pool_size\" \"$pool\" && chmod 600 \"$pool\" && [ \"$(stat -c %s \"$pool\")\" = \"$pool_size\" ] && [ \"$(stat -c %i \"$pool\")\" != \"$pool_inode\" ] || {failed}\n\
+                 say \"tampered: $pool is another file of $pool_size bytes (inode $(stat -c %i \"$pool\"), the Guard's $pool_inode)\""
+            ),
+            format!("mv -f {aside} \"$pool\" && [ \"$(stat -c %i \"$pool\")\" = \"$pool_inode\" ] || {unrestored}"),
+        ),
+        Tamper::ShrunkByAPage => (
+            format!(
+                "pool_size=$(stat -c %s \"$pool\") && truncate -s $((pool_size - 4096)) \"$pool\" && [ \"$(stat -c %s \"$pool\")\" -lt \"$pool_size\" ] || {failed}\n\
+                 say \"tampered: $pool shrunk from $pool_size to $(stat -c %s \"$pool\") bytes\""
+            ),
+            // Only grown back: the Guard may have written past it since (its
+            // hand-back region, after the refused claim).
+            format!("[ \"$(stat -c %s \"$pool\")\" -ge \"$pool_size\" ] || truncate -s \"$pool_size\" \"$pool\" || {unrestored}"),
+        ),
     }
 }
 
@@ -401,8 +557,9 @@ mod tests {
                 "{}",
                 r.name
             );
-            // A KVCR setting is for a worker; a Guard's rows are flags.
-            if r.set.iter().any(|s| matches!(s, Kvcr(_))) {
+            // A KVCR setting is for a worker; a Guard's rows are flags. Only
+            // a worker has a Guard of its own whose pool file can be spoiled.
+            if r.set.iter().any(|s| matches!(s, Kvcr(_))) || matches!(r.beside, TamperedPool(_)) {
                 assert_eq!(r.component, Worker, "{}", r.name);
             }
         }
@@ -472,23 +629,38 @@ mod tests {
         assert!(beside_seen("hostile-start: listed\n").is_empty());
     }
 
-    #[test]
-    fn whats_beside_is_placed_before_and_checked_before_any_helper_stops() {
+    /// `row`'s wrapper script as the attempt builds it (a worker's Guard,
+    /// then what is beside), and how many checks it runs.
+    fn script_of(r: &ConfigRow) -> (String, usize) {
         let guard = ProcessSpec::new("guard", "/venv/bin/python", "/logs/g.log").args([
             "-m",
             "kvcr.kvcr_service",
             "--socket-path",
             "/x/g.sock",
         ]);
+        let dirs = Dirs::named(r.name);
+        let mut script = Script::new(&dirs, 158_543_872);
+        let mut checks = 0;
+        if r.component == Worker {
+            checks += worker_guard(&guard, &mut script);
+        }
+        checks += arrange_beside(r, &dirs, &guard, Path::new("/logs"), &mut script);
+        (script.script(&guard), checks)
+    }
+
+    fn position<'a>(text: &'a str, name: &str) -> impl Fn(&str) -> usize + 'a {
+        let name = name.to_string();
+        move |needle: &str| {
+            text.find(needle)
+                .unwrap_or_else(|| panic!("{name}: {needle} in {text}"))
+        }
+    }
+
+    #[test]
+    fn whats_beside_is_placed_before_and_checked_before_any_helper_stops() {
         for r in REFUSED_CONFIGS {
-            let dirs = Dirs::named(r.name);
-            let mut script = Script::new(&dirs, 158_543_872);
-            let checks = arrange_beside(r, &dirs, &guard, Path::new("/logs"), &mut script);
-            let text = script.script(&guard);
-            let at = |needle: &str| {
-                text.find(needle)
-                    .unwrap_or_else(|| panic!("{}: {needle} in {text}", r.name))
-            };
+            let (text, checks) = script_of(r);
+            let at = position(&text, r.name);
             assert_eq!(text.matches("untouched yes").count(), checks, "{}", r.name);
             if checks > 0 {
                 assert!(at("environment ready") < at("untouched yes"), "{}", r.name);
@@ -506,22 +678,158 @@ mod tests {
                 FileAtSocket => assert!(at("printf kvcr-e2e") < at("environment ready")),
                 G3FileOfSize(_) => assert!(at("truncate -s 4096") < at("environment ready")),
                 G3FileAndHardLink => assert!(at("ln ") < at("environment ready")),
-                Nothing => assert_eq!(checks, 0),
+                TamperedPool(_) => assert_eq!(checks, 2, "{}", r.name),
+                Nothing => assert_eq!(checks, usize::from(r.component == Worker), "{}", r.name),
             }
-            if r.beside != Nothing {
-                // The harness's own files go before the listing.
-                assert_eq!(
-                    r.beside == LiveService,
-                    !text.contains("rm -f"),
-                    "{}",
-                    r.name
-                );
-            }
+            // The harness's own files go before the listing.
+            let places_files =
+                matches!(r.beside, FileAtSocket | G3FileOfSize(_) | G3FileAndHardLink);
+            assert_eq!(places_files, text.contains("rm -f"), "{}", r.name);
             let checked = std::process::Command::new("sh")
                 .args(["-n", "-c", &text])
                 .status()
                 .expect("sh");
             assert!(checked.success(), "{}: {text}", r.name);
         }
+    }
+
+    #[test]
+    fn a_workers_guard_must_exit_0_once_stopped_after_the_refused_start() {
+        let r = REFUSED_CONFIGS
+            .iter()
+            .find(|r| r.name == "operation_timeout_zero")
+            .expect("row");
+        let (text, checks) = script_of(r);
+        let at = position(&text, r.name);
+        assert_eq!(checks, 1);
+        assert!(at("until [ -S") < at("environment ready"));
+        assert!(at("kill -TERM $helper") < at("helper_rc=$?"));
+        assert!(at("helper_rc=$?") < at("if [ \"$helper_rc\" = 0 ]"));
+        assert!(at("if [ \"$helper_rc\" = 0 ]") < at("say listed"));
+        assert!(text.contains("untouched no its Guard service exited $helper_rc on SIGTERM"));
+        // A Guard row has no Guard of its own to stop.
+        let r = REFUSED_CONFIGS
+            .iter()
+            .find(|r| r.component == Guard && r.beside == Nothing)
+            .expect("row");
+        assert!(!script_of(r).0.contains("helper_rc"));
+    }
+
+    #[test]
+    fn a_pool_file_is_tampered_with_once_its_guard_is_up_and_put_back_before_it_stops() {
+        let tampers = [
+            (Tamper::Mode0644, "chmod 644", "chmod 600"),
+            (Tamper::Replaced, "mv \"$pool\"", "mv -f"),
+            (
+                Tamper::ShrunkByAPage,
+                "truncate -s $((pool_size - 4096))",
+                "|| truncate -s \"$pool_size\"",
+            ),
+        ];
+        for (tamper, spoil, restore) in tampers {
+            let r = REFUSED_CONFIGS
+                .iter()
+                .find(|r| r.beside == TamperedPool(tamper))
+                .unwrap_or_else(|| panic!("a row for {tamper:?}"));
+            assert_eq!(r.component, Worker, "{}", r.name);
+            let (text, _) = script_of(r);
+            let at = position(&text, r.name);
+            // The Guard is up (its socket there, so its pool file too).
+            assert!(at("until [ -S") < at("/kvcr-*"), "{}", r.name);
+            assert!(at("/kvcr-*") < at(spoil), "{}", r.name);
+            assert!(at(spoil) < at("say \"tampered: "), "{}", r.name);
+            assert!(
+                at("say \"tampered: ") < at("environment ready"),
+                "{}",
+                r.name
+            );
+            // Put back once the worker exited, then the Guard is seen alive,
+            // then stopped, then its exit judged, then the listing.
+            assert!(at("say \"exit $rc\"") < at(restore), "{}", r.name);
+            let alive = "if kill -0 $helper 2>/dev/null && [ -S";
+            assert!(at(restore) < at(alive), "{}", r.name);
+            assert!(
+                at(alive) < at("kill -TERM $helper 2>/dev/null; wait $helper; helper_rc"),
+                "{}",
+                r.name
+            );
+            assert!(at("helper_rc=$?") < at("say listed"), "{}", r.name);
+            // Not exactly one pool file, or a tamper that did not hold: the
+            // setup fails, and stops the Guard first.
+            assert!(text.contains("[ $n -eq 1 ] || { say 'setup failed: not exactly one pool file of the Guard'; kill -TERM $helper"));
+            assert!(text.contains(
+                "say 'setup failed: the pool file could not be tampered with'; kill -TERM $helper"
+            ));
+            assert!(text.contains("say 'setup failed: the pool file could not be put back'"));
+            assert!(
+                r.cause()
+                    .contains("its Guard's pool file, once the Guard is up, "),
+                "{}",
+                r.cause()
+            );
+        }
+    }
+
+    #[test]
+    fn a_tampered_pool_files_lines_do_what_they_say() {
+        // The wrapper's own lines, run on a file of the test's: the pool is
+        // found, spoiled as said, and put back as it was.
+        let dir = std::env::temp_dir().join(format!("kvcr-e2e-tamper-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let pools = dir.display().to_string();
+        let aside = quote(&dir.join("pool-aside").display().to_string());
+        let outcomes = [
+            (Tamper::Mode0644, "[ \"$(stat -c %a \"$pool\")\" = 644 ]"),
+            (Tamper::Replaced, "[ \"$(stat -c %i \"$pool\")\" != \"$pool_inode\" ] && [ \"$(stat -c %s \"$pool\")\" = 40960 ]"),
+            (Tamper::ShrunkByAPage, "[ \"$(stat -c %s \"$pool\")\" = 36864 ]"),
+        ];
+        for (tamper, spoiled) in outcomes {
+            let file = dir.join("kvcr-pool_0-0123");
+            std::fs::write(&file, vec![7u8; 40960]).expect("pool");
+            std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .expect("mode");
+            let before = std::fs::metadata(&file).expect("stat");
+            let (tampered, restored) = tamper_lines(tamper, &aside);
+            let text = [
+                "say() { echo \"hostile-start: $*\"; }".to_string(),
+                "helper=".to_string(),
+                pool_file_of_the_guard(&quote(&pools)),
+                "pool_inode=$(stat -c %i \"$pool\")".to_string(),
+                tampered,
+                format!("{spoiled} || exit 3"),
+                restored,
+            ]
+            .join("\n");
+            let out = std::process::Command::new("sh")
+                .args(["-c", &text])
+                .output()
+                .expect("sh");
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{tamper:?}: {said} {text}");
+            assert!(said.contains("hostile-start: tampered: "), "{said}");
+            let after = std::fs::metadata(&file).expect("stat");
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!(after.ino(), before.ino(), "{tamper:?}");
+            assert_eq!(after.mode() & 0o777, 0o600, "{tamper:?}");
+            assert!(after.len() >= before.len(), "{tamper:?}");
+            assert!(!dir.join("pool-aside").exists(), "{tamper:?}");
+        }
+        // Two pool files: not exactly one.
+        std::fs::write(dir.join("kvcr-pool_1-4567"), b"x").expect("second");
+        let text = [
+            "say() { echo \"hostile-start: $*\"; }".to_string(),
+            "helper=".to_string(),
+            pool_file_of_the_guard(&quote(&pools)),
+        ]
+        .join("\n");
+        let out = std::process::Command::new("sh")
+            .args(["-c", &text])
+            .output()
+            .expect("sh");
+        assert_eq!(out.status.code(), Some(90));
+        assert!(String::from_utf8_lossy(&out.stdout)
+            .contains("hostile-start: setup failed: not exactly one pool file of the Guard"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -203,6 +203,27 @@ impl<'c> Faults<'c> {
         guard_journal::tear_next_frame(&pool, journal_bytes).map_err(CaseError::fault_not_applied)
     }
 
+    /// Cuts the last byte off the handback region of `region_bytes` that
+    /// a clean release of `worker` left at the end of its Guard pool file
+    /// ([`guard_journal::tear_handback`]: refused unless the file ends in
+    /// that region).
+    pub fn tear_handback(
+        &self,
+        worker: &Worker,
+        region_bytes: u64,
+    ) -> Result<guard_journal::TornHandback, CaseError> {
+        let pool = self.pool_file(worker)?;
+        guard_journal::tear_handback(&pool, region_bytes).map_err(CaseError::fault_not_applied)
+    }
+
+    /// The size of `worker`'s Guard pool file now.
+    pub fn pool_file_bytes(&self, worker: &Worker) -> Result<u64, CaseError> {
+        let pool = self.pool_file(worker)?;
+        std::fs::metadata(&pool)
+            .map(|m| m.len())
+            .map_err(|e| CaseError::new(format!("{}: {e}", pool.display())))
+    }
+
     fn pool_file(&self, worker: &Worker) -> Result<std::path::PathBuf, CaseError> {
         self.ctx.stack.pool_file_path_of(worker).ok_or_else(|| {
             CaseError::new(format!(

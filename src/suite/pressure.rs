@@ -165,6 +165,28 @@ impl Pressure<'_> {
         Ok(Staged { fetched, released })
     }
 
+    /// Has `worker`'s engine make the calls KVCR must refuse on its own
+    /// KVCR (`POST /kvcr/probe/api_misuse`, `cpu_engine.api_misuse_probe`):
+    /// `resident` is a block its KVCR holds in its pool. What KVCR did with
+    /// each, and its state before and after.
+    pub fn api_misuse(
+        &self,
+        worker: &Worker,
+        resident: Option<u64>,
+    ) -> Result<MisuseReport, CaseError> {
+        let url = format!("{}/kvcr/probe/api_misuse", worker.admin_url());
+        let answer = block_on(
+            self.ctx,
+            post_json_within(&url, &json!({ "resident": resident }), FETCH_HTTP_TIMEOUT),
+        )?
+        .map_err(CaseError::new)?;
+        serde_json::from_value(answer.clone()).map_err(|e| {
+            CaseError::new(format!(
+                "{url} answered {answer}, not the probe's report: {e}"
+            ))
+        })
+    }
+
     /// The blocks of `hashes` that `worker`'s KVCR holds in `tier` (`local`, `g3`).
     pub fn held_in(
         &self,
@@ -283,6 +305,7 @@ impl Pressure<'_> {
     }
 }
 
+pub use crate::verdict::api_misuse::MisuseReport;
 pub use crate::verdict::full_tiers::Staged;
 pub use crate::verdict::stall::Latch;
 

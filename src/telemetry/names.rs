@@ -99,6 +99,10 @@ pub mod engine_kvcr_log {
     pub const CLOSED_HANDED_BACK: &str = "KVCR closed: Guard group ";
     /// `KVCR close failed: ...` (the release did not reach the Guard).
     pub const CLOSE_FAILED: &str = "KVCR close failed: ";
+    /// `KVCR configuration overridden: config.operation_timeout_ms=10, ...`
+    /// (WARNING at start: a field of KVCR's configuration replaced with
+    /// `--kvcr-config-override`, as JSON).
+    pub const CONFIG_OVERRIDDEN: &str = "KVCR configuration overridden: ";
     /// Tiers of KVCR's inventory.
     pub const TIER_LOCAL_G2: &str = "LOCAL_G2";
     pub const TIER_G3: &str = "G3";
@@ -119,6 +123,10 @@ pub mod kvcr_bad_lines {
     /// WARNING with a traceback: a source refusing a write it cannot set up
     /// (a promoted Guard, for a target whose metadata it never received).
     pub const START_WRITE_SETUP_FAILED: &str = "KVCR start_write setup failed";
+    /// WARNING with a traceback: a claim found a handback region whose
+    /// write never finished (or that was cut short) and threw it away.
+    pub const HANDBACK_DISCARDED: &str =
+        "KVCR discarding a handback region that was never finished";
     /// CRITICAL: `Uncontained KVCR pool failure` (the service stops).
     pub const UNCONTAINED: &str = "Uncontained KVCR pool failure";
     /// `KVCR Guard N failed` is matched with [`super::kvcr_log::GUARD_PREFIX`]

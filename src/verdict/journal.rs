@@ -24,6 +24,57 @@ pub const JOURNAL_INVALID: &str = "recovery journal is invalid";
 pub const BAD_FRAME: &str = "journal frame ";
 /// The Guard's warning at a promotion with no mirror.
 pub const NO_RECOVERED_STATE: &str = "KVCR pool has no recovered state to promote";
+/// The warning of a claim that found an unfinished handback region and
+/// threw it away (`read_handback`).
+pub const HANDBACK_DISCARDED: &str = crate::telemetry::names::kvcr_bad_lines::HANDBACK_DISCARDED;
+
+/// What the next claim made of a handback region cut short.
+#[derive(Debug, Clone, Serialize)]
+pub struct TornHandbackClaim {
+    /// The Guard's lines of [`HANDBACK_DISCARDED`] since the cut.
+    pub discarded_lines: Vec<String>,
+    /// Where the region started, and the pool file's size once the
+    /// replacement serves.
+    pub region_offset: u64,
+    pub file_bytes_after_claim: u64,
+    /// A prefix the released worker had committed, asked of the
+    /// replacement: blocks KVCR delivered from its pool, and blocks the
+    /// engine computed.
+    pub delivered_blocks: u64,
+    pub computed_blocks: u64,
+    /// Its tokens against the reference: `None` when they match.
+    pub wrong_tokens: Option<String>,
+}
+
+/// A claim after a handback region lost its tail threw the region away
+/// with KVCR's warning and started cold: the region gone from the pool
+/// file, nothing of the released worker's blocks delivered (they are
+/// computed again), the reference tokens.
+pub fn expect_handback_discarded(claim: &TornHandbackClaim) -> Result<(), Violation> {
+    let mut c = Checks::new("a claim threw a handback region cut short away and started cold");
+    c.check(!claim.discarded_lines.is_empty(), || {
+        format!("the Guard never logged `{HANDBACK_DISCARDED}` after the region lost its tail")
+    });
+    c.check(claim.file_bytes_after_claim == claim.region_offset, || {
+        format!(
+            "the pool file is {} bytes once the replacement serves: the region at {} was not given back",
+            claim.file_bytes_after_claim, claim.region_offset
+        )
+    });
+    c.check(claim.delivered_blocks == 0, || {
+        format!(
+            "KVCR delivered {} block(s) of the released worker's prefix from its pool after discarding the region",
+            claim.delivered_blocks
+        )
+    });
+    c.check(claim.computed_blocks > 0, || {
+        "the replacement computed no block of the released worker's prefix: the request proves nothing about a cold start".into()
+    });
+    c.check(claim.wrong_tokens.is_none(), || {
+        claim.wrong_tokens.clone().unwrap_or_default()
+    });
+    c.verdict()
+}
 
 /// One request to the worker while its Guard was stopped.
 #[derive(Debug, Clone, Serialize)]
@@ -300,5 +351,52 @@ mod tests {
         assert!(v.detail.contains("none of 0"), "{v}");
         let wrong = cold(0, vec![AttemptOutcome::WrongTokens("x".into())]);
         assert!(expect_cold_takeover(&wrong, 0).is_err());
+    }
+
+    fn discarded() -> TornHandbackClaim {
+        TornHandbackClaim {
+            discarded_lines: vec![format!(
+                "WARNING:kvcr.recovery_journal:{HANDBACK_DISCARDED}"
+            )],
+            region_offset: 159_383_552,
+            file_bytes_after_claim: 159_383_552,
+            delivered_blocks: 0,
+            computed_blocks: 4,
+            wrong_tokens: None,
+        }
+    }
+
+    #[test]
+    fn a_discarded_region_and_a_cold_answer_pass() {
+        assert!(expect_handback_discarded(&discarded()).is_ok());
+    }
+
+    #[test]
+    fn a_region_replayed_kept_or_silently_dropped_fails() {
+        let silent = TornHandbackClaim {
+            discarded_lines: vec![],
+            ..discarded()
+        };
+        let v = expect_handback_discarded(&silent).unwrap_err();
+        assert!(v.detail.contains("never logged"), "{v}");
+        let kept = TornHandbackClaim {
+            file_bytes_after_claim: 159_383_552 + 207,
+            ..discarded()
+        };
+        let v = expect_handback_discarded(&kept).unwrap_err();
+        assert!(v.detail.contains("was not given back"), "{v}");
+        let served = TornHandbackClaim {
+            delivered_blocks: 4,
+            computed_blocks: 0,
+            ..discarded()
+        };
+        let v = expect_handback_discarded(&served).unwrap_err();
+        assert!(v.detail.contains("delivered 4 block(s)"), "{v}");
+        assert!(v.detail.contains("computed no block"), "{v}");
+        let wrong = TornHandbackClaim {
+            wrong_tokens: Some("token 3 differs".into()),
+            ..discarded()
+        };
+        assert!(expect_handback_discarded(&wrong).is_err());
     }
 }

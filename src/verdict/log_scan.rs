@@ -23,6 +23,10 @@ pub enum BadLine {
     /// metadata to the dead primary only (KVCR 0.1.1, docs/cpu-engine.md);
     /// the target re-sends it and its next read is served.
     StartWriteRefused,
+    /// A traceback that follows `KVCR discarding a handback region that was
+    /// never finished`: a claim threw an unfinished handback region away
+    /// and started cold (TC-23 cuts one short).
+    HandbackDiscarded,
     Uncontained,
 }
 
@@ -66,6 +70,9 @@ pub fn scan(log: &str, text: &str, first_line_no: usize) -> Vec<Found> {
         let kind = match BadLine::of(line) {
             Some(BadLine::Traceback) if previous.contains(bad::START_WRITE_SETUP_FAILED) => {
                 Some(BadLine::StartWriteRefused)
+            }
+            Some(BadLine::Traceback) if previous.contains(bad::HANDBACK_DISCARDED) => {
+                Some(BadLine::HandbackDiscarded)
             }
             other => other,
         };
@@ -141,6 +148,19 @@ mod tests {
         assert_eq!(kinds, vec![BadLine::StartWriteRefused, BadLine::Traceback]);
         let found = scan("guard.log", text, 1);
         assert!(expect_no_bad_lines(&found, &[BadLine::StartWriteRefused]).is_err());
+    }
+
+    #[test]
+    fn a_traceback_after_a_discarded_handback_is_its_own_kind() {
+        let text = "WARNING:kvcr.recovery_journal:KVCR discarding a handback region that was never finished\n\
+            Traceback (most recent call last):\n\
+            INFO other\n\
+            Traceback (most recent call last):\n";
+        let found = scan("guard.log", text, 1);
+        let kinds: Vec<BadLine> = found.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, vec![BadLine::HandbackDiscarded, BadLine::Traceback]);
+        assert!(expect_no_bad_lines(&found, &[BadLine::HandbackDiscarded]).is_err());
+        assert!(expect_no_bad_lines(&found[..1], &[BadLine::HandbackDiscarded]).is_ok());
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! a verdict; they never do arithmetic on metric maps inline. Every verdict
 //! has unit tests that show it failing.
 
+pub mod api_misuse;
 pub mod concurrent;
+pub mod deadline_storm;
 pub mod degraded_link;
 pub mod disagg;
 pub mod disk;

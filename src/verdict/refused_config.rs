@@ -3,9 +3,9 @@
 //! ([`expect_refused`](super::hostile_start::expect_refused),
 //! [`expect_nothing_left`](super::hostile_start::expect_nothing_left)),
 //! where KVCR's message is its exception or, for the Guard service's command
-//! line, its usage error; and whatever the harness placed beside it (another
-//! live service on its socket, a file at a path it was given) is left as it
-//! was.
+//! line, its usage error; and whatever was beside it (another live service
+//! on its socket, a file at a path it was given, a worker's own Guard, which
+//! must still serve and exit 0 when stopped) is left as it was.
 
 use serde::Serialize;
 
@@ -14,7 +14,7 @@ use super::{Checks, Violation};
 
 /// Claim: what was beside a refused start is left as it was.
 pub const BESIDE_UNTOUCHED: &str =
-    "a refused start leaves what was beside it (another service, the harness's files) as it was";
+    "a refused start leaves what was beside it (another service, a worker's own Guard, the harness's files) as it was";
 
 /// One thing beside the attempt and whether the wrapper found it as it was
 /// after the component exited.

@@ -798,7 +798,14 @@ mod tests {
         assert_eq!(row.result, MutantResult::Survived);
         assert_eq!(row.lanes_passed(), sequence::CPU_LANES);
         assert_eq!(row.target, "phase2_g3", "its last lane");
-        assert_eq!(row.trials, ["TC-12::disk_tier", "TC-20::full_tiers"]);
+        assert_eq!(
+            row.trials,
+            [
+                "TC-12::disk_tier",
+                "TC-20::full_tiers",
+                "TC-24::deadline_storm"
+            ]
+        );
         assert!(row.rerun.is_none());
         let sum: f64 = row.passed.iter().map(|p| p.child.wall_s).sum();
         assert!((row.wall_s() - sum).abs() < 1e-9, "every lane's time, once");

@@ -213,7 +213,14 @@ mod tests {
             ],
             "case-number order"
         );
-        assert_eq!(lanes[4].trials, ["TC-12::disk_tier", "TC-20::full_tiers"]);
+        assert_eq!(
+            lanes[4].trials,
+            [
+                "TC-12::disk_tier",
+                "TC-20::full_tiers",
+                "TC-24::deadline_storm"
+            ]
+        );
         assert_eq!(default_targets(Kind::Vllm).unwrap(), ["phase1_vllm"]);
     }
 
