@@ -91,3 +91,21 @@ impl Checks {
         }
     }
 }
+
+/// Test help: the CPU engine's probe file `probe` (under
+/// `fixtures/cpu-engine/cpu_engine/`) lists its attempts as `("name", ...`
+/// tuples in the order of `names`, the order a verdict's table expects.
+#[cfg(test)]
+pub(crate) fn assert_probe_order<'a>(probe: &str, names: impl IntoIterator<Item = &'a str>) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/cpu-engine/cpu_engine")
+        .join(probe);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut at = 0;
+    for name in names {
+        let found = text[at..]
+            .find(&format!("(\"{name}\","))
+            .unwrap_or_else(|| panic!("{name} is not {probe}'s next attempt"));
+        at += found + 1;
+    }
+}
