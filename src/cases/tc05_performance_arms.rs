@@ -244,6 +244,7 @@ fn deliver_bench(ctx: &CaseCtx) -> CaseResult {
         wall_seconds: answer.wall_seconds,
         first_failure: answer.first_failure.clone(),
         kvcr_ops: KvcrOps::from_delta(a.name(), &delta),
+        op_seconds: answer.op_seconds.clone(),
     };
     let (kvcr_success, kvcr_unsuccessful) = bench.local_delivers();
     let counts = BenchCounts {

@@ -8,6 +8,7 @@
 //! | `TC-05::<arm>::itl_p50` | each ok request's median inter-token gap | p50 | higher |
 //! | `TC-05::<arm>::kvcr::<scope>` | the mean duration of one KVCR operation of that scope (`result=success`, all workers) over the arm's ok requests after the warm-up: their `kvcr_duration_seconds` sum increases over their count increases, one value per run | mean | higher |
 //! | `TC-05::kvcr_deliver_bench::local_deliver` | the mean duration of one KVCR `local_deliver` (`result=success`) over TC-05's deliver bench: hundreds of delivers of one prompt's blocks from KVCR's pool, timed apart from any request; their summed seconds over their count, one value per run | mean | higher |
+//! | `TC-05::kvcr_deliver_bench::deliver_p10` | each bench deliver's wall time as the worker awaited it (submit to completion seen), hundreds per run | p10 | higher |
 //! | `TC-05::concurrency_sweep::c<N>::throughput` | the level's ok requests/s | mean | lower |
 //! | `TC-05::concurrency_sweep::c<N>::ttft_p50` | each ok request's TTFT at that level | p50 | higher |
 //! | `TC-05::concurrency_sweep::r<rate>::{throughput,ttft_p50}` | the same, for an open-loop level | as above | as above |
@@ -504,6 +505,26 @@ impl RunResults {
                     Better::Lower,
                 ),
                 values,
+            );
+        }        // Each deliver as the worker awaited it: its quick mode (p10) holds
+        // still between rounds where the mean, made of waits for the other
+        // threads, does not (docs/benchmarks.md, "The deliver bench").
+        let ops_ms: Vec<f64> = self
+            .perf
+            .kvcr_bench
+            .iter()
+            .flat_map(|b| b.op_seconds.iter().map(|s| s * 1e3))
+            .collect();
+        if !ops_ms.is_empty() {
+            push(
+                FigureSpec::new(
+                    format!("TC-05::{DELIVER_BENCH_TRIAL}::deliver_p10"),
+                    "KVCR deliver, bench (p10 per op)".into(),
+                    "ms",
+                    Statistic::P10,
+                    Better::Lower,
+                ),
+                ops_ms,
             );
         }
     }
@@ -1023,6 +1044,7 @@ evidence: a"
             wall_seconds: 2.0,
             first_failure: None,
             kvcr_ops,
+            op_seconds: Vec::new(),
         };
         // 400 delivers in 2 s: 5 ms each; the steps inside them and an
         // unsuccessful deliver take no part.
@@ -1062,6 +1084,36 @@ evidence: a"
         assert!(!serde_json::to_string(&PerfSummary::default())
             .unwrap()
             .contains("kvcr_bench"));
+    }
+
+    #[test]
+    fn a_deliver_bench_with_per_op_times_is_also_a_p10_figure_of_them() {
+        let id = "TC-05::kvcr_deliver_bench::deliver_p10";
+        let mut run = sample_run();
+        let bench = |op_seconds: Vec<f64>| crate::evidence::KvcrBench {
+            worker: "A".into(),
+            ops: op_seconds.len() as u64,
+            failed: 0,
+            blocks_per_op: 4,
+            wall_seconds: op_seconds.iter().sum(),
+            first_failure: None,
+            kvcr_ops: Vec::new(),
+            op_seconds,
+        };
+        // A run recorded before the worker timed each deliver has none.
+        run.perf.kvcr_bench = vec![bench(Vec::new())];
+        assert!(values(&run, id).is_none(), "no per-op times, no figure");
+        run.perf.kvcr_bench = vec![bench(vec![0.001, 0.002, 0.010])];
+        let (spec, v) = values(&run, id).unwrap();
+        assert_eq!(v, [1.0, 2.0, 10.0], "every deliver a sample, in ms");
+        assert_eq!(spec.label, "KVCR deliver, bench (p10 per op)");
+        assert_eq!(
+            (spec.unit.as_str(), spec.statistic, spec.better, spec.judged),
+            ("ms", Statistic::P10, Better::Lower, Judged::Interval)
+        );
+        let text = serde_json::to_string(&run.perf).unwrap();
+        let back: PerfSummary = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.kvcr_bench, run.perf.kvcr_bench);
     }
 
     /// A phase2_g3 run's results.json in the layout TC-12 writes (ten

@@ -78,6 +78,10 @@ pub struct KvcrBench {
     pub first_failure: Option<String>,
     /// KVCR's operations over the bench, per scope and result.
     pub kvcr_ops: Vec<KvcrOps>,
+    /// Each deliver's wall time as the worker awaited it, seconds, in order
+    /// (empty in runs recorded before the worker reported them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub op_seconds: Vec<f64>,
 }
 
 impl KvcrBench {
@@ -165,6 +169,7 @@ mod tests {
                 op("transfer", "success", 400),
                 op("local_deliver", "failed", 2),
             ],
+            op_seconds: Vec::new(),
         };
         assert_eq!(
             bench.local_delivers(),

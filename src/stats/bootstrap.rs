@@ -30,6 +30,9 @@ use super::student::{t_two_sided, z_two_sided};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Statistic {
+    /// Type-7 0.1-quantile: an operation's quick mode, where the waits for
+    /// other threads that spread its mean are shortest.
+    P10,
     /// Median (type-7 0.5-quantile).
     P50,
     /// Type-7 0.9-quantile.
@@ -42,6 +45,7 @@ impl Statistic {
     /// Its short name (`p50`).
     pub fn as_str(self) -> &'static str {
         match self {
+            Statistic::P10 => "p10",
             Statistic::P50 => "p50",
             Statistic::P90 => "p90",
             Statistic::Mean => "mean",
@@ -51,6 +55,7 @@ impl Statistic {
     /// The statistic of `values` (reordered in place); `None` when empty.
     pub fn of(self, values: &mut [f64]) -> Option<f64> {
         match self {
+            Statistic::P10 => quantile(values, 0.1),
             Statistic::P50 => quantile(values, 0.5),
             Statistic::P90 => quantile(values, 0.9),
             Statistic::Mean => {
@@ -295,6 +300,7 @@ mod tests {
         assert_eq!(quantile(&mut [], 0.5), None);
         let mut hundred: Vec<f64> = (1..=101).rev().map(f64::from).collect();
         assert_eq!(Statistic::P90.of(&mut hundred), Some(91.0));
+        assert_eq!(Statistic::P10.of(&mut hundred), Some(11.0));
         assert_eq!(Statistic::Mean.of(&mut [1.0, 2.0, 6.0]), Some(3.0));
     }
 

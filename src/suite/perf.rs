@@ -44,6 +44,9 @@ pub struct BenchAnswer {
     /// The first failure, as the worker described it.
     #[serde(default)]
     pub first_failure: Option<String>,
+    /// Each deliver's wall time as the worker awaited it, seconds, in order.
+    #[serde(default)]
+    pub op_seconds: Vec<f64>,
 }
 
 /// A measured request and what the server said about its cache use.

@@ -157,6 +157,7 @@ mod tests {
             wall_seconds: 2.1,
             first_failure: None,
             kvcr_ops: Vec::new(),
+            op_seconds: Vec::new(),
         };
         let mut case = CaseRecord::start("TC-05", "TC-05::kvcr_deliver_bench");
         case.measurements
