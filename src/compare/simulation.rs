@@ -295,12 +295,18 @@ fn recorded_pools() -> Vec<PairPool> {
                     false => r.clone(),
                 }
             };
-            let pairs = f
+            let pairs: Vec<[Vec<f64>; 2]> = f
                 .rounds
                 .chunks(2)
                 .filter(|p| p.len() == 2 && !p[0].is_empty() && !p[1].is_empty())
                 .map(|p| [kept(&p[0]), kept(&p[1])])
                 .collect();
+            // A figure recorded in several comparisons is one pool of
+            // all their pairs.
+            if let Some(pool) = pools.iter_mut().find(|p: &&mut PairPool| p.spec.id == f.id) {
+                pool.pairs.extend(pairs);
+                continue;
+            }
             pools.push(PairPool {
                 spec: FigureSpec {
                     id: f.id.clone(),
