@@ -57,6 +57,9 @@ fn expected_figures() -> BTreeSet<String> {
     }
     // The deliver bench's KVCR local_deliver (the CPU engine's stack).
     ids.insert("TC-05::kvcr_deliver_bench::local_deliver".to_string());
+    // The pull bench's KVCR remote_deliver and its pulls' p10.
+    ids.insert("TC-05::kvcr_pull_bench::remote_deliver".to_string());
+    ids.insert("TC-05::kvcr_pull_bench::pull_p10".to_string());
     ids
 }
 

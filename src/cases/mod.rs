@@ -58,6 +58,7 @@ pub const PHASE1: &[Case] = &[
     tc05_performance_arms::REMOTE_HIT,
     tc05_performance_arms::SWEEP,
     tc05_performance_arms::DELIVER_BENCH,
+    tc05_performance_arms::PULL_BENCH,
     tc04_guard_takeover::CASE,
     tc06_guard_recovery_timing::CASE,
     tc04_worker_killed_under_load::CASE,

@@ -184,11 +184,13 @@ mod tests {
         let header = table.lines().next().unwrap();
         assert_eq!(header.matches(" | ").count() + 1, 3 + stacks().len());
         assert!(header.contains(" cpu agg |") && header.contains(" sglang two-node |"));
-        // TC-05's five arms share a row; every other case has its own.
+        // TC-05's five arms share a row, and its two KVCR benches another;
+        // every other case has its own.
         let tc05 = table.lines().find(|l| l.starts_with("| TC-05 ")).unwrap();
         assert!(tc05.starts_with("| TC-05 cold, local_hit, dram_hit, remote_hit, concurrency_sweep | the performance arms' stack |"), "{tc05}");
+        assert!(table.contains("| TC-05 kvcr_deliver_bench, kvcr_pull_bench | the performance arms' stack, a KVCR bench |"), "{table}");
         let rows = table.lines().filter(|l| l.starts_with("| TC-")).count();
-        assert_eq!(rows, cases.len() - 4);
+        assert_eq!(rows, cases.len() - 5);
     }
 
     #[test]

@@ -16,7 +16,15 @@
 //!   `perf_kvcr_bench_ops` times in a row, after a warm-up; KVCR's own
 //!   `local_deliver` histogram over the bench must count every deliver, all
 //!   successful. Hundreds of delivers a round resolve a change of KVCR's
-//!   deliver that the arms' ten requests cannot.
+//!   deliver that the arms' ten requests cannot;
+//! - **KVCR pull bench** (CPU engine): KVCR's peer pull timed the same way:
+//!   a prompt committed on worker A is sent to worker B through the router,
+//!   whose hint names A; B keeps that hint and pulls the prompt's blocks
+//!   from A with it `perf_kvcr_bench_ops` times in a row, each a hinted
+//!   remote deliver into device slots of its own, after a warm-up. B's
+//!   `remote_deliver` histogram must count every pull, all successful, and
+//!   A's `source_write` count must rise (the source's write is on the
+//!   timed path).
 //!
 //! Each arm reports n and its TTFT p50's order-statistic interval. Each
 //! request records KVCR's own operations over its telemetry window (count
@@ -33,6 +41,7 @@ use crate::prompts::Prompt;
 use crate::stats::OpenLoop;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::verdict::kvcr_bench::{expect_bench_delivered, BenchCounts};
+use crate::verdict::kvcr_pull_bench::{expect_bench_pulled, PullCounts};
 use crate::verdict::local::{expect_computed, expect_device_hit, expect_host_tier_hit};
 use crate::verdict::transfer::expect_peer_transfer;
 
@@ -86,7 +95,16 @@ pub const DELIVER_BENCH: Case = Case {
     run: deliver_bench,
 };
 
-/// Delivers the bench runs before it is timed: the first ones pay for
+pub const PULL_BENCH: Case = Case {
+    id: "TC-05",
+    name: "kvcr_pull_bench",
+    destructive: false,
+    needs: &[Need::PerformanceArms, Need::DeliverBench],
+    optional: &[],
+    run: pull_bench,
+};
+
+/// Operations a bench runs before it is timed: the first ones pay for
 /// what a cold path costs once (a first transfer set-up).
 const BENCH_WARM_UP_OPS: u32 = 20;
 
@@ -264,6 +282,58 @@ fn deliver_bench(ctx: &CaseCtx) -> CaseResult {
     )?;
     // Only a bench whose every deliver KVCR timed becomes a figure.
     ctx.perf().report_kvcr_bench(&bench);
+    Ok(())
+}
+
+fn pull_bench(ctx: &CaseCtx) -> CaseResult {
+    let (a, b) = (ctx.worker("A")?, ctx.worker("B")?);
+    let family = ctx.family()?;
+    let prompt = family.variant(0);
+    ctx.commit(&a, prompt)?;
+    // B serves the prompt through the router, whose hint names A: B pulls
+    // it from A and keeps the hint, which every bench pull submits again.
+    let answer = ctx.complete_on(&b, prompt)?;
+    ctx.expect_reference(prompt, &answer.tokens)?;
+    let hashes = ctx.pressure().block_hashes(&b, prompt)?;
+    let warm_up = ctx.perf().pull_bench(&b, &hashes, BENCH_WARM_UP_OPS)?;
+    ctx.measure("warm_up", &warm_up);
+    let ops = ctx.settings().perf_kvcr_bench_ops;
+    let (a_before, b_before) = (ctx.snapshot(&a)?, ctx.snapshot(&b)?);
+    let answer = ctx.perf().pull_bench(&b, &hashes, ops)?;
+    let b_delta = ctx.delta_since(&b, &b_before)?;
+    let a_delta = ctx.delta_since(&a, &a_before)?;
+    let mut kvcr_ops = KvcrOps::from_delta(b.name(), &b_delta);
+    kvcr_ops.extend(KvcrOps::from_delta(a.name(), &a_delta));
+    let bench = KvcrBench {
+        worker: b.name().to_string(),
+        ops: u64::from(ops),
+        failed: answer.failed,
+        blocks_per_op: answer.blocks_per_op,
+        wall_seconds: answer.wall_seconds,
+        first_failure: answer.first_failure.clone(),
+        kvcr_ops,
+        op_seconds: answer.op_seconds.clone(),
+    };
+    let (remote_success, remote_unsuccessful) = bench.ops_of(b.name(), KvcrBench::PULL_SCOPE);
+    let counts = PullCounts {
+        target: bench.worker.clone(),
+        source: a.name().to_string(),
+        asked: bench.ops,
+        ran: answer.ops,
+        failed: bench.failed,
+        first_failure: bench.first_failure.clone(),
+        remote_success,
+        remote_unsuccessful,
+        source_writes: bench.ops_of(a.name(), KvcrBench::SOURCE_SCOPE).0,
+    };
+    ctx.record("kvcr_pull_bench.json", &bench);
+    ctx.check(
+        "kvcr_pull_bench_counts.json",
+        &counts,
+        expect_bench_pulled(&counts),
+    )?;
+    // Only a bench whose every pull KVCR timed becomes a figure.
+    ctx.perf().report_kvcr_pull_bench(&bench);
     Ok(())
 }
 

@@ -9,6 +9,8 @@
 //! | `TC-05::<arm>::kvcr::<scope>` | the mean duration of one KVCR operation of that scope (`result=success`, all workers) over the arm's ok requests after the warm-up: their `kvcr_duration_seconds` sum increases over their count increases, one value per run | mean | higher |
 //! | `TC-05::kvcr_deliver_bench::local_deliver` | the mean duration of one KVCR `local_deliver` (`result=success`) over TC-05's deliver bench: hundreds of delivers of one prompt's blocks from KVCR's pool, timed apart from any request; their summed seconds over their count, one value per run | mean | higher |
 //! | `TC-05::kvcr_deliver_bench::deliver_p10` | each bench deliver's wall time as the worker awaited it (submit to completion seen), hundreds per run | p10 | higher |
+//! | `TC-05::kvcr_pull_bench::remote_deliver` | the mean duration of one KVCR `remote_deliver` (`result=success`) on the target over TC-05's pull bench: hundreds of hinted pulls of one prompt's blocks from the peer, timed apart from any request; their summed seconds over their count, one value per run | mean | higher |
+//! | `TC-05::kvcr_pull_bench::pull_p10` | each bench pull's wall time as the target awaited its deliver (submit to completion seen, the source's write inside it), hundreds per run | p10 | higher |
 //! | `TC-05::concurrency_sweep::c<N>::throughput` | the level's ok requests/s | mean | lower |
 //! | `TC-05::concurrency_sweep::c<N>::ttft_p50` | each ok request's TTFT at that level | p50 | higher |
 //! | `TC-05::concurrency_sweep::r<rate>::{throughput,ttft_p50}` | the same, for an open-loop level | as above | as above |
@@ -92,6 +94,9 @@ const SWEEP_TRIAL: &str = "concurrency_sweep";
 
 /// TC-05's deliver bench: KVCR's host-tier deliver timed apart from requests.
 const DELIVER_BENCH_TRIAL: &str = "kvcr_deliver_bench";
+
+/// TC-05's pull bench: KVCR's hinted peer pull timed apart from requests.
+const PULL_BENCH_TRIAL: &str = "kvcr_pull_bench";
 
 /// TC-12's trial name, whose read-backs from disk are figures.
 const DISK_TIER_TRIAL: &str = "disk_tier";
@@ -375,7 +380,7 @@ impl RunResults {
                 );
             }
         }
-        self.deliver_bench_figures(&mut push);
+        self.kvcr_bench_figures(&mut push);
         for level in &self.perf.sweep {
             // `c4` for a closed-loop level, `r8` for an open-loop one.
             let key = level.key();
@@ -482,51 +487,23 @@ impl RunResults {
         out
     }
 
-    /// The figure of TC-05's deliver bench, when the run has one: KVCR's
-    /// mean `local_deliver` over every bench deliver it timed (hundreds a
-    /// run, where an arm has ten requests).
-    fn deliver_bench_figures(&self, push: &mut impl FnMut(FigureSpec, Vec<f64>)) {
-        let ops: Vec<&KvcrOps> = self
-            .perf
-            .kvcr_bench
-            .iter()
-            .flat_map(|b| &b.kvcr_ops)
-            .collect();
-        let delivers = mean_op_times(ops)
-            .into_iter()
-            .filter(|(scope, _)| scope == KvcrBench::SCOPE);
-        for (scope, values) in delivers {
-            push(
-                FigureSpec::new(
-                    format!("TC-05::{DELIVER_BENCH_TRIAL}::{scope}"),
-                    format!("KVCR {scope}, bench (mean per op)"),
-                    "ms",
-                    Statistic::Mean,
-                    Better::Lower,
-                ),
-                values,
-            );
-        }        // Each deliver as the worker awaited it: its quick mode (p10) holds
-        // still between rounds where the mean, made of waits for the other
-        // threads, does not (docs/benchmarks.md, "The deliver bench").
-        let ops_ms: Vec<f64> = self
-            .perf
-            .kvcr_bench
-            .iter()
-            .flat_map(|b| b.op_seconds.iter().map(|s| s * 1e3))
-            .collect();
-        if !ops_ms.is_empty() {
-            push(
-                FigureSpec::new(
-                    format!("TC-05::{DELIVER_BENCH_TRIAL}::deliver_p10"),
-                    "KVCR deliver, bench (p10 per op)".into(),
-                    "ms",
-                    Statistic::P10,
-                    Better::Lower,
-                ),
-                ops_ms,
-            );
-        }
+    /// The figures of TC-05's KVCR benches, when the run has them: the
+    /// deliver bench's, then the pull bench's ([`KvcrBenchFigures`]).
+    fn kvcr_bench_figures(&self, push: &mut impl FnMut(FigureSpec, Vec<f64>)) {
+        let deliver = KvcrBenchFigures {
+            trial: DELIVER_BENCH_TRIAL,
+            benches: &self.perf.kvcr_bench,
+            scope: KvcrBench::SCOPE,
+            op: "deliver",
+        };
+        let pull = KvcrBenchFigures {
+            trial: PULL_BENCH_TRIAL,
+            benches: &self.perf.kvcr_pull_bench,
+            scope: KvcrBench::PULL_SCOPE,
+            op: "pull",
+        };
+        deliver.push_figures(push);
+        pull.push_figures(push);
     }
 
     /// The figures of TC-12's read-backs from the disk tier, when the run
@@ -737,6 +714,64 @@ fn mean_op_times(ops: Vec<&KvcrOps>) -> Vec<(String, Vec<f64>)> {
         .filter(|(_, (count, seconds))| *count > 0 && seconds.is_finite())
         .map(|(scope, (count, seconds))| (scope.to_string(), vec![seconds * 1000.0 / count as f64]))
         .collect()
+}
+
+/// One of TC-05's KVCR benches (hundreds of operations of one path a run,
+/// timed apart from any request) and its two figures.
+struct KvcrBenchFigures<'r> {
+    /// The trial (`kvcr_deliver_bench`).
+    trial: &'static str,
+    /// The run's benches of that trial.
+    benches: &'r [KvcrBench],
+    /// KVCR's scope of the bench's operation (`local_deliver`).
+    scope: &'static str,
+    /// The operation in the per-op figure's id and label (`deliver`).
+    op: &'static str,
+}
+
+impl KvcrBenchFigures<'_> {
+    /// KVCR's mean `scope` over every bench operation it timed (hundreds a
+    /// run, where an arm has ten requests), one value a run, and each
+    /// operation's wall time as the worker awaited it, whose p10 is the
+    /// `<op>_p10` figure.
+    fn push_figures(&self, push: &mut impl FnMut(FigureSpec, Vec<f64>)) {
+        let ops: Vec<&KvcrOps> = self.benches.iter().flat_map(|b| &b.kvcr_ops).collect();
+        let mine = mean_op_times(ops)
+            .into_iter()
+            .filter(|(scope, _)| scope == self.scope);
+        for (scope, values) in mine {
+            push(
+                FigureSpec::new(
+                    format!("TC-05::{}::{scope}", self.trial),
+                    format!("KVCR {scope}, bench (mean per op)"),
+                    "ms",
+                    Statistic::Mean,
+                    Better::Lower,
+                ),
+                values,
+            );
+        }
+        // Each operation as the worker awaited it: its quick mode (p10)
+        // holds still between rounds where the mean, made of waits for the
+        // other threads, does not (docs/benchmarks.md, "The deliver bench").
+        let ops_ms: Vec<f64> = self
+            .benches
+            .iter()
+            .flat_map(|b| b.op_seconds.iter().map(|s| s * 1e3))
+            .collect();
+        if !ops_ms.is_empty() {
+            push(
+                FigureSpec::new(
+                    format!("TC-05::{}::{}_p10", self.trial, self.op),
+                    format!("KVCR {}, bench (p10 per op)", self.op),
+                    "ms",
+                    Statistic::P10,
+                    Better::Lower,
+                ),
+                ops_ms,
+            );
+        }
+    }
 }
 
 /// Bad requests of one trial in one run.
@@ -1095,7 +1130,9 @@ evidence: a"
             ops: op_seconds.len() as u64,
             failed: 0,
             blocks_per_op: 4,
-            wall_seconds: op_seconds.iter().sum(),
+            // Not the ops' sum: serde_json's parse of a sum's 17 digits may
+            // miss its last bit, and the round trip below compares exactly.
+            wall_seconds: 0.02,
             first_failure: None,
             kvcr_ops: Vec::new(),
             op_seconds,
@@ -1114,6 +1151,87 @@ evidence: a"
         let text = serde_json::to_string(&run.perf).unwrap();
         let back: PerfSummary = serde_json::from_str(&text).unwrap();
         assert_eq!(back.kvcr_bench, run.perf.kvcr_bench);
+    }
+
+    fn pull_bench(kvcr_ops: Vec<KvcrOps>, op_seconds: Vec<f64>) -> crate::evidence::KvcrBench {
+        crate::evidence::KvcrBench {
+            worker: "B".into(),
+            ops: 400,
+            failed: 0,
+            blocks_per_op: 4,
+            wall_seconds: 4.0,
+            first_failure: None,
+            kvcr_ops,
+            op_seconds,
+        }
+    }
+
+    #[test]
+    fn a_pull_bench_is_one_remote_deliver_figure_per_run() {
+        let id = "TC-05::kvcr_pull_bench::remote_deliver";
+        let mut run = sample_run();
+        assert!(values(&run, id).is_none(), "no bench, no figure");
+        // 400 pulls in 4 s on the target: 10 ms each; the source's writes,
+        // an unsuccessful pull and the steps inside them take no part.
+        run.perf.kvcr_pull_bench = vec![pull_bench(
+            vec![
+                op("B", "remote_deliver", "success", 400, 4_000.0),
+                op("B", "remote_deliver", "failed", 1, 900.0),
+                op("B", "transfer", "success", 400, 1_200.0),
+                op("A", "source_write", "success", 400, 2_000.0),
+            ],
+            Vec::new(),
+        )];
+        let (spec, v) = values(&run, id).unwrap();
+        assert_eq!(v, [10.0]);
+        assert_eq!(spec.label, "KVCR remote_deliver, bench (mean per op)");
+        assert_eq!(
+            (spec.unit.as_str(), spec.statistic, spec.better, spec.judged),
+            ("ms", Statistic::Mean, Better::Lower, Judged::Interval)
+        );
+        let pull_ids: Vec<String> = run
+            .figures()
+            .into_iter()
+            .map(|f| f.spec.id)
+            .filter(|id| id.starts_with("TC-05::kvcr_pull_bench::"))
+            .collect();
+        assert_eq!(pull_ids, [id], "no source_write or transfer figure");
+        // The pull bench is no deliver bench, and the other way round.
+        assert!(run
+            .figures()
+            .iter()
+            .all(|f| !f.spec.id.starts_with("TC-05::kvcr_deliver_bench")));
+        run.perf.kvcr_bench = run.perf.kvcr_pull_bench.clone();
+        run.perf.kvcr_pull_bench.clear();
+        assert!(values(&run, id).is_none());
+        // A bench KVCR timed no pull of has no figure (absent is not 0).
+        run.perf.kvcr_pull_bench = vec![pull_bench(Vec::new(), Vec::new())];
+        assert!(values(&run, id).is_none());
+    }
+
+    #[test]
+    fn a_pull_bench_with_per_op_times_is_also_a_p10_figure_of_them() {
+        let id = "TC-05::kvcr_pull_bench::pull_p10";
+        let mut run = sample_run();
+        run.perf.kvcr_pull_bench = vec![pull_bench(Vec::new(), Vec::new())];
+        assert!(values(&run, id).is_none(), "no per-op times, no figure");
+        run.perf.kvcr_pull_bench = vec![pull_bench(Vec::new(), vec![0.009, 0.011, 0.030])];
+        let (spec, v) = values(&run, id).unwrap();
+        assert_eq!(v, [9.0, 11.0, 30.0], "every pull a sample, in ms");
+        assert_eq!(spec.label, "KVCR pull, bench (p10 per op)");
+        assert_eq!(
+            (spec.unit.as_str(), spec.statistic, spec.better, spec.judged),
+            ("ms", Statistic::P10, Better::Lower, Judged::Interval)
+        );
+        assert!(values(&run, "TC-05::kvcr_deliver_bench::deliver_p10").is_none());
+        // Read back from results.json: the bench survives the round trip.
+        let text = serde_json::to_string(&run.perf).unwrap();
+        assert!(text.contains("\"kvcr_pull_bench\""), "{text}");
+        let back: PerfSummary = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.kvcr_pull_bench, run.perf.kvcr_pull_bench);
+        assert!(!serde_json::to_string(&PerfSummary::default())
+            .unwrap()
+            .contains("kvcr_pull_bench"));
     }
 
     /// A phase2_g3 run's results.json in the layout TC-12 writes (ten

@@ -175,7 +175,7 @@ pub const KEYS: &[KeySpec] = &[
         "PHASE1_PERF_KVCR_BENCH_OPS",
         Kind::Uint { min: 1 },
         true,
-        "KVCR delivers timed by TC-05's deliver bench, each of one prompt's blocks from KVCR's pool",
+        "KVCR operations timed by each of TC-05's benches: delivers of one prompt's blocks from KVCR's pool, pulls of them from a peer",
     ),
     k(
         "perf_sweep_requests",

@@ -94,7 +94,7 @@ pub struct Settings {
     pub perf_concurrency_levels: Vec<u32>,
     /// Fresh prompts per TC-05 arm.
     pub perf_repeats: u32,
-    /// KVCR delivers timed by TC-05's deliver bench.
+    /// KVCR operations timed by each of TC-05's benches (delivers, pulls).
     pub perf_kvcr_bench_ops: u32,
     /// Requests per TC-05 sweep level (closed loop: at least `perf_sweep_waves` × the level).
     pub perf_sweep_requests: u32,

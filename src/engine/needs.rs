@@ -76,9 +76,10 @@ pub enum Need {
     /// A link between two nodes that the run created and may cut: the
     /// two-node topology's veth (TC-13).
     NodeLink,
-    /// The worker runs KVCR delivers of blocks it holds on request, timed
-    /// apart from any request (`POST /kvcr/bench/deliver`), so TC-05 can
-    /// time hundreds of host-tier delivers a round.
+    /// The worker runs KVCR operations on request, timed apart from any
+    /// request: delivers of blocks it holds (`POST /kvcr/bench/deliver`)
+    /// and hinted pulls from a peer (`POST /kvcr/bench/pull`), so TC-05 can
+    /// time hundreds of host-tier delivers and peer pulls a round.
     DeliverBench,
     /// A third aggregated worker, C, beside A and B: one prefix can be
     /// hinted to two targets at once, or a third peer speak on a worker's
@@ -130,7 +131,7 @@ impl Need {
             Need::DepositReports => "deposit reports",
             Need::EngineMemoryReports => "engine-memory reports",
             Need::NodeLink => "a link between nodes",
-            Need::DeliverBench => "a deliver bench",
+            Need::DeliverBench => "a KVCR bench",
             Need::ThirdAggregatedWorker => "a third aggregated worker",
         }
     }
@@ -213,7 +214,7 @@ pub fn without(need: Need, engine: &str) -> Support {
         Need::ThirdAggregatedWorker => format!(
             "the {engine} lanes start two aggregated workers; only the CPU engine starts a third (profile key `cpu_engine.agg_workers = 3`)"
         ),
-        Need::DeliverBench => "only the CPU engine runs KVCR delivers on request (POST /kvcr/bench/deliver); on this engine KVCR's deliver time is read from TC-05's arms".into(),
+        Need::DeliverBench => "only the CPU engine runs KVCR delivers and pulls on request (POST /kvcr/bench/deliver, /kvcr/bench/pull); on this engine KVCR's deliver and pull times are read from TC-05's arms".into(),
         Need::FaultSwitches => format!(
             "the {engine} engine has no fault switches (the fault rows that turn one on run on the CPU engine)"
         ),

@@ -2,8 +2,9 @@
 //! `kvcr_duration_seconds{scope,result}` histogram (count and sum) on a
 //! worker over the request's telemetry window. A deliver that gets slower
 //! shows here even when the client's TTFT hides it (the deliver overlaps
-//! other work of the engine). [`KvcrBench`] is the same increase over
-//! TC-05's deliver bench: hundreds of delivers timed apart from requests.
+//! other work of the engine). [`KvcrBench`] is the same increase over one
+//! of TC-05's benches: hundreds of delivers (or peer pulls) timed apart
+//! from requests.
 
 use serde::{Deserialize, Serialize};
 
@@ -56,14 +57,17 @@ impl KvcrOps {
     }
 }
 
-/// TC-05's deliver bench: KVCR's host-tier deliver timed apart from any
-/// request. Worker `worker` delivered one committed prompt's blocks from
+/// One of TC-05's KVCR benches, timed apart from any request. The deliver
+/// bench: worker `worker` delivered one committed prompt's blocks from
 /// KVCR's local pool into their own device slots `ops` times in a row
-/// (`POST /kvcr/bench/deliver`); `kvcr_ops` is KVCR's own histogram
-/// increase over the bench, so hundreds of delivers make one round's mean.
+/// (`POST /kvcr/bench/deliver`). The pull bench: worker `worker` (the
+/// target) pulled one prompt's blocks from its peer `ops` times in a row,
+/// each a hinted remote deliver (`POST /kvcr/bench/pull`), and `kvcr_ops`
+/// holds the source's operations too. `kvcr_ops` is KVCR's own histogram
+/// increase over the bench, so hundreds of operations make one round's mean.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KvcrBench {
-    /// The worker (`A`).
+    /// The worker that ran the operations (`A`; the pull bench's target).
     pub worker: String,
     /// Delivers asked for (after the warm-up, which is not counted).
     pub ops: u64,
@@ -85,20 +89,37 @@ pub struct KvcrBench {
 }
 
 impl KvcrBench {
-    /// KVCR's scope of a deliver from its local pool (the bench's scope).
+    /// KVCR's scope of a deliver from its local pool (the deliver bench's scope).
     pub const SCOPE: &'static str = "local_deliver";
+    /// KVCR's scope of the target's whole pull (the pull bench's scope).
+    pub const PULL_SCOPE: &'static str = "remote_deliver";
+    /// KVCR's scope of the source's write inside a pull.
+    pub const SOURCE_SCOPE: &'static str = "source_write";
 
     /// KVCR's `local_deliver` operations over the bench: how many
     /// succeeded, and the others as (result, count).
     pub fn local_delivers(&self) -> (u64, Vec<(String, u64)>) {
-        let mine = self.kvcr_ops.iter().filter(|o| o.scope == Self::SCOPE);
-        let (success, other): (Vec<&KvcrOps>, Vec<&KvcrOps>) =
-            mine.partition(|o| o.result == "success");
-        (
-            success.iter().map(|o| o.count).sum(),
-            other.iter().map(|o| (o.result.clone(), o.count)).collect(),
+        by_result(self.kvcr_ops.iter().filter(|o| o.scope == Self::SCOPE))
+    }
+
+    /// KVCR's operations of `scope` on `worker` over the bench: how many
+    /// succeeded, and the others as (result, count).
+    pub fn ops_of(&self, worker: &str, scope: &str) -> (u64, Vec<(String, u64)>) {
+        by_result(
+            self.kvcr_ops
+                .iter()
+                .filter(|o| o.worker == worker && o.scope == scope),
         )
     }
+}
+
+/// The successful operations' count, and the others as (result, count).
+fn by_result<'o>(ops: impl Iterator<Item = &'o KvcrOps>) -> (u64, Vec<(String, u64)>) {
+    let (success, other): (Vec<&KvcrOps>, Vec<&KvcrOps>) = ops.partition(|o| o.result == "success");
+    (
+        success.iter().map(|o| o.count).sum(),
+        other.iter().map(|o| (o.result.clone(), o.count)).collect(),
+    )
 }
 
 #[cfg(test)]
@@ -177,6 +198,41 @@ mod tests {
         );
         bench.kvcr_ops.clear();
         assert_eq!(bench.local_delivers(), (0, Vec::new()));
+    }
+
+    #[test]
+    fn a_pull_bench_splits_each_workers_ops_by_result() {
+        let op = |worker: &str, scope: &str, result: &str, count| KvcrOps {
+            worker: worker.into(),
+            scope: scope.into(),
+            result: result.into(),
+            count,
+            seconds: 0.1,
+        };
+        let bench = KvcrBench {
+            worker: "B".into(),
+            ops: 400,
+            failed: 0,
+            blocks_per_op: 4,
+            wall_seconds: 4.0,
+            first_failure: None,
+            kvcr_ops: vec![
+                op("B", "remote_deliver", "success", 399),
+                op("B", "remote_deliver", "failed", 1),
+                op("A", "source_write", "success", 400),
+                op("A", "remote_deliver", "success", 7),
+            ],
+            op_seconds: Vec::new(),
+        };
+        assert_eq!(
+            bench.ops_of("B", KvcrBench::PULL_SCOPE),
+            (399, vec![("failed".to_string(), 1)])
+        );
+        assert_eq!(
+            bench.ops_of("A", KvcrBench::SOURCE_SCOPE),
+            (400, Vec::new())
+        );
+        assert_eq!(bench.ops_of("B", KvcrBench::SOURCE_SCOPE), (0, Vec::new()));
     }
 
     #[test]

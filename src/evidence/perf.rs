@@ -564,6 +564,10 @@ pub struct PerfSummary {
     /// requests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kvcr_bench: Vec<KvcrBench>,
+    /// TC-05's pull bench: KVCR's hinted peer pull timed apart from
+    /// requests (the target's operations and the source's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kvcr_pull_bench: Vec<KvcrBench>,
 }
 
 #[cfg(test)]

@@ -367,6 +367,7 @@ pub(crate) fn perf() -> PerfSummary {
         ],
         workload: Some(workload()),
         kvcr_bench: Vec::new(),
+        kvcr_pull_bench: Vec::new(),
     }
 }
 

@@ -1,5 +1,5 @@
 //! Measured streaming requests and per-arm summaries (TC-05, TC-06), and
-//! TC-05's KVCR deliver bench, through `ctx.perf()`.
+//! TC-05's KVCR deliver and pull benches, through `ctx.perf()`.
 //!
 //! A case streams a prompt, checks the tokens, and gets a [`RequestRecord`]
 //! with the client-side timings. Summaries go into the case's measurements
@@ -22,15 +22,17 @@ use crate::stats::{OpenLoop, ScheduledSend};
 
 use super::ask;
 use super::claim::clause;
-use super::records::{ARM, KVCR_BENCH, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
+use super::records::{ARM, KVCR_BENCH, KVCR_PULL_BENCH, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
 use super::{CaseCtx, CaseError};
 
-/// How long a deliver bench may take: a base, and a generous bound per
-/// deliver (one takes milliseconds; on a loaded machine up to 30).
+/// How long a bench may take: a base, and a generous bound per operation
+/// (a deliver takes milliseconds, a pull about 10; on a loaded machine up
+/// to 30).
 const BENCH_TIMEOUT_BASE: Duration = Duration::from_secs(30);
 const BENCH_TIMEOUT_PER_OP: Duration = Duration::from_millis(100);
 
-/// A worker's answer to its deliver bench (`POST /kvcr/bench/deliver`).
+/// A worker's answer to its deliver bench (`POST /kvcr/bench/deliver`) or
+/// its pull bench (`POST /kvcr/bench/pull`, which also names the peer).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BenchAnswer {
     /// Delivers run.
@@ -47,6 +49,9 @@ pub struct BenchAnswer {
     /// Each deliver's wall time as the worker awaited it, seconds, in order.
     #[serde(default)]
     pub op_seconds: Vec<f64>,
+    /// The pull bench's source: the control endpoint the router's hint names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// A measured request and what the server said about its cache use.
@@ -255,21 +260,53 @@ impl<'c> Perf<'c> {
         hashes: &[u64],
         ops: u32,
     ) -> Result<BenchAnswer, CaseError> {
-        let ctx = self.ctx;
-        ctx.doing(format!(
+        self.ctx.doing(format!(
             "timing {ops} KVCR delivers of {} blocks on worker {}",
             hashes.len(),
             worker.name()
         ))?;
-        let url = format!("{}/kvcr/bench/deliver", worker.admin_url());
+        self.bench(worker, "deliver", hashes, ops)
+    }
+
+    /// Has `worker` (the target) pull `hashes` from the peer that the
+    /// router's hint of its last hinted request for them names, `ops`
+    /// times in a row, each a hinted KVCR remote deliver into device slots
+    /// of its own (`POST /kvcr/bench/pull`, the CPU engine's pull bench),
+    /// and returns its answer. The worker refuses (HTTP 409, an error here
+    /// with its reason) unless such a hint names every block and its own
+    /// KVCR holds none of them.
+    pub fn pull_bench(
+        &self,
+        worker: &Worker,
+        hashes: &[u64],
+        ops: u32,
+    ) -> Result<BenchAnswer, CaseError> {
+        self.ctx.doing(format!(
+            "timing {ops} KVCR pulls of {} blocks to worker {}",
+            hashes.len(),
+            worker.name()
+        ))?;
+        self.bench(worker, "pull", hashes, ops)
+    }
+
+    /// `POST /kvcr/bench/<name>` on `worker`, answered within a bound
+    /// that grows with `ops`.
+    fn bench(
+        &self,
+        worker: &Worker,
+        name: &str,
+        hashes: &[u64],
+        ops: u32,
+    ) -> Result<BenchAnswer, CaseError> {
+        let url = format!("{}/kvcr/bench/{name}", worker.admin_url());
         let body = serde_json::json!({"hashes": hashes, "ops": ops});
         let timeout = BENCH_TIMEOUT_BASE + BENCH_TIMEOUT_PER_OP * ops;
-        let answer = ask::block_on(ctx, super::pressure::post_json_within(&url, &body, timeout))?
-            .map_err(|e| {
-            CaseError::new(format!(
-                "the deliver bench on worker {}: {e}",
-                worker.name()
-            ))
+        let answer = ask::block_on(
+            self.ctx,
+            super::pressure::post_json_within(&url, &body, timeout),
+        )?
+        .map_err(|e| {
+            CaseError::new(format!("the {name} bench on worker {}: {e}", worker.name()))
         })?;
         serde_json::from_value(answer.clone()).map_err(|e| {
             CaseError::new(format!("{url} answered {answer}, not a bench result: {e}"))
@@ -280,6 +317,12 @@ impl<'c> Perf<'c> {
     /// (where `compare` reads it).
     pub fn report_kvcr_bench(&self, bench: &KvcrBench) {
         self.ctx.measure(KVCR_BENCH, bench);
+    }
+
+    /// Records TC-05's pull bench into results.json's
+    /// `perf.kvcr_pull_bench` (where `compare` reads it).
+    pub fn report_kvcr_pull_bench(&self, bench: &KvcrBench) {
+        self.ctx.measure(KVCR_PULL_BENCH, bench);
     }
 
     /// Records the recovery timeline of TC-06.

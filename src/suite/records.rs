@@ -20,6 +20,7 @@ pub const RECOVERY: &str = "recovery";
 pub const TTFT_ACCURACY: &str = "ttft_accuracy";
 pub const WORKLOAD: &str = "workload";
 pub const KVCR_BENCH: &str = "kvcr_bench";
+pub const KVCR_PULL_BENCH: &str = "kvcr_pull_bench";
 
 fn take<T: DeserializeOwned>(case: &mut CaseRecord, key: &str, keep: bool) -> Option<T> {
     let value = if keep {
@@ -56,6 +57,8 @@ pub fn collect_perf(
         }
         perf.kvcr_bench
             .extend(take::<KvcrBench>(case, KVCR_BENCH, true));
+        perf.kvcr_pull_bench
+            .extend(take::<KvcrBench>(case, KVCR_PULL_BENCH, true));
         perf.ttft_accuracy
             .extend(take::<crate::evidence::TtftAccuracy>(
                 case,
@@ -171,6 +174,29 @@ mod tests {
         );
         let (_, none) = collect_perf(std::slice::from_mut(&mut other), None);
         assert!(none.kvcr_bench.is_empty());
+    }
+
+    #[test]
+    fn a_pull_bench_measurement_reaches_its_own_perf_list() {
+        let bench = KvcrBench {
+            worker: "B".into(),
+            ops: 400,
+            failed: 0,
+            blocks_per_op: 4,
+            wall_seconds: 4.2,
+            first_failure: None,
+            kvcr_ops: Vec::new(),
+            op_seconds: vec![0.01],
+        };
+        let mut case = CaseRecord::start("TC-05", "TC-05::kvcr_pull_bench");
+        case.measurements.insert(
+            KVCR_PULL_BENCH.into(),
+            serde_json::to_value(&bench).unwrap(),
+        );
+        let (_, perf) = collect_perf(std::slice::from_mut(&mut case), None);
+        assert_eq!(perf.kvcr_pull_bench, vec![bench]);
+        assert!(perf.kvcr_bench.is_empty(), "no deliver bench of it");
+        assert!(case.measurements.contains_key(KVCR_PULL_BENCH));
     }
 
     #[test]

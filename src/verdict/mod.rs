@@ -22,6 +22,7 @@ pub mod interval;
 pub mod journal;
 pub mod key_history;
 pub mod kvcr_bench;
+pub mod kvcr_pull_bench;
 pub mod ledger;
 pub mod load;
 pub mod local;
