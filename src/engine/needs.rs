@@ -77,8 +77,9 @@ pub enum Need {
     /// two-node topology's veth (TC-13).
     NodeLink,
     /// The worker runs KVCR delivers of blocks it holds on request, timed
-    /// apart from any request (`POST /kvcr/bench/deliver`), so TC-05 can
-    /// time hundreds of host-tier delivers a round.
+    /// apart from any request (`POST /kvcr/bench/deliver`; from KVCR's
+    /// disk tier, `POST /kvcr/bench/g3_read`), so TC-05 can time hundreds
+    /// of host-tier delivers a round, and TC-12 hundreds of reads from disk.
     DeliverBench,
     /// A third aggregated worker, C, beside A and B: one prefix can be
     /// hinted to two targets at once, or a third peer speak on a worker's

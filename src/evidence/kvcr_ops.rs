@@ -3,7 +3,8 @@
 //! worker over the request's telemetry window. A deliver that gets slower
 //! shows here even when the client's TTFT hides it (the deliver overlaps
 //! other work of the engine). [`KvcrBench`] is the same increase over
-//! TC-05's deliver bench: hundreds of delivers timed apart from requests.
+//! TC-05's deliver bench (hundreds of delivers timed apart from requests)
+//! or TC-12's G3 read bench (hundreds of reads from the disk tier).
 
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +62,8 @@ impl KvcrOps {
 /// KVCR's local pool into their own device slots `ops` times in a row
 /// (`POST /kvcr/bench/deliver`); `kvcr_ops` is KVCR's own histogram
 /// increase over the bench, so hundreds of delivers make one round's mean.
+/// TC-12's G3 read bench is the same record of delivers from KVCR's disk
+/// tier (`POST /kvcr/bench/g3_read`, scope [`KvcrBench::G3_READ_SCOPE`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KvcrBench {
     /// The worker (`A`).
@@ -88,10 +91,20 @@ impl KvcrBench {
     /// KVCR's scope of a deliver from its local pool (the bench's scope).
     pub const SCOPE: &'static str = "local_deliver";
 
+    /// KVCR's scope of a read from its disk tier straight into engine
+    /// memory (TC-12's G3 read bench's scope).
+    pub const G3_READ_SCOPE: &'static str = "g3_deliver";
+
     /// KVCR's `local_deliver` operations over the bench: how many
     /// succeeded, and the others as (result, count).
     pub fn local_delivers(&self) -> (u64, Vec<(String, u64)>) {
-        let mine = self.kvcr_ops.iter().filter(|o| o.scope == Self::SCOPE);
+        self.scope_ops(Self::SCOPE)
+    }
+
+    /// KVCR's operations of `scope` over the bench: how many succeeded,
+    /// and the others as (result, count).
+    pub fn scope_ops(&self, scope: &str) -> (u64, Vec<(String, u64)>) {
+        let mine = self.kvcr_ops.iter().filter(|o| o.scope == scope);
         let (success, other): (Vec<&KvcrOps>, Vec<&KvcrOps>) =
             mine.partition(|o| o.result == "success");
         (
@@ -175,6 +188,8 @@ mod tests {
             bench.local_delivers(),
             (398, vec![("failed".to_string(), 2)])
         );
+        assert_eq!(bench.scope_ops("transfer"), (400, Vec::new()));
+        assert_eq!(bench.scope_ops(KvcrBench::G3_READ_SCOPE), (0, Vec::new()));
         bench.kvcr_ops.clear();
         assert_eq!(bench.local_delivers(), (0, Vec::new()));
     }

@@ -564,6 +564,10 @@ pub struct PerfSummary {
     /// requests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kvcr_bench: Vec<KvcrBench>,
+    /// TC-12's G3 read bench: KVCR's read from its disk tier timed apart
+    /// from requests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub g3_read_bench: Vec<KvcrBench>,
 }
 
 #[cfg(test)]

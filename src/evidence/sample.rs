@@ -367,6 +367,7 @@ pub(crate) fn perf() -> PerfSummary {
         ],
         workload: Some(workload()),
         kvcr_bench: Vec::new(),
+        g3_read_bench: Vec::new(),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Measured streaming requests and per-arm summaries (TC-05, TC-06), and
-//! TC-05's KVCR deliver bench, through `ctx.perf()`.
+//! the KVCR benches (TC-05's deliver bench, TC-12's G3 read bench), through
+//! `ctx.perf()`.
 //!
 //! A case streams a prompt, checks the tokens, and gets a [`RequestRecord`]
 //! with the client-side timings. Summaries go into the case's measurements
@@ -22,15 +23,16 @@ use crate::stats::{OpenLoop, ScheduledSend};
 
 use super::ask;
 use super::claim::clause;
-use super::records::{ARM, KVCR_BENCH, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
+use super::records::{ARM, G3_READ_BENCH, KVCR_BENCH, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
 use super::{CaseCtx, CaseError};
 
-/// How long a deliver bench may take: a base, and a generous bound per
-/// deliver (one takes milliseconds; on a loaded machine up to 30).
+/// How long a bench may take: a base, and a generous bound per deliver
+/// (one takes milliseconds; on a loaded machine up to 30).
 const BENCH_TIMEOUT_BASE: Duration = Duration::from_secs(30);
 const BENCH_TIMEOUT_PER_OP: Duration = Duration::from_millis(100);
 
-/// A worker's answer to its deliver bench (`POST /kvcr/bench/deliver`).
+/// A worker's answer to a bench (`POST /kvcr/bench/deliver`,
+/// `POST /kvcr/bench/g3_read`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BenchAnswer {
     /// Delivers run.
@@ -255,22 +257,50 @@ impl<'c> Perf<'c> {
         hashes: &[u64],
         ops: u32,
     ) -> Result<BenchAnswer, CaseError> {
-        let ctx = self.ctx;
-        ctx.doing(format!(
+        self.ctx.doing(format!(
             "timing {ops} KVCR delivers of {} blocks on worker {}",
             hashes.len(),
             worker.name()
         ))?;
-        let url = format!("{}/kvcr/bench/deliver", worker.admin_url());
+        self.bench(worker, "/kvcr/bench/deliver", "deliver bench", hashes, ops)
+    }
+
+    /// Has `worker` deliver `hashes` from KVCR's disk tier into their own
+    /// device slots `ops` times in a row (`POST /kvcr/bench/g3_read`, the
+    /// CPU engine's G3 read bench) and returns its answer. The worker
+    /// refuses (HTTP 409, an error here naming the blocks) unless its device
+    /// cache holds every block and KVCR holds each on disk only.
+    pub fn g3_read_bench(
+        &self,
+        worker: &Worker,
+        hashes: &[u64],
+        ops: u32,
+    ) -> Result<BenchAnswer, CaseError> {
+        self.ctx.doing(format!(
+            "timing {ops} KVCR reads of {} blocks from disk on worker {}",
+            hashes.len(),
+            worker.name()
+        ))?;
+        self.bench(worker, "/kvcr/bench/g3_read", "G3 read bench", hashes, ops)
+    }
+
+    /// Runs the worker's bench at `route` (`what`, for errors).
+    fn bench(
+        &self,
+        worker: &Worker,
+        route: &str,
+        what: &str,
+        hashes: &[u64],
+        ops: u32,
+    ) -> Result<BenchAnswer, CaseError> {
+        let url = format!("{}{route}", worker.admin_url());
         let body = serde_json::json!({"hashes": hashes, "ops": ops});
         let timeout = BENCH_TIMEOUT_BASE + BENCH_TIMEOUT_PER_OP * ops;
-        let answer = ask::block_on(ctx, super::pressure::post_json_within(&url, &body, timeout))?
-            .map_err(|e| {
-            CaseError::new(format!(
-                "the deliver bench on worker {}: {e}",
-                worker.name()
-            ))
-        })?;
+        let answer = ask::block_on(
+            self.ctx,
+            super::pressure::post_json_within(&url, &body, timeout),
+        )?
+        .map_err(|e| CaseError::new(format!("the {what} on worker {}: {e}", worker.name())))?;
         serde_json::from_value(answer.clone()).map_err(|e| {
             CaseError::new(format!("{url} answered {answer}, not a bench result: {e}"))
         })
@@ -280,6 +310,12 @@ impl<'c> Perf<'c> {
     /// (where `compare` reads it).
     pub fn report_kvcr_bench(&self, bench: &KvcrBench) {
         self.ctx.measure(KVCR_BENCH, bench);
+    }
+
+    /// Records TC-12's G3 read bench into results.json's
+    /// `perf.g3_read_bench` (where `compare` reads it).
+    pub fn report_g3_read_bench(&self, bench: &KvcrBench) {
+        self.ctx.measure(G3_READ_BENCH, bench);
     }
 
     /// Records the recovery timeline of TC-06.
