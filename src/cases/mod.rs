@@ -121,10 +121,12 @@ pub const PHASE3_API: &[Case] = &[
 /// KVCR's disk tier on the `phase2-g3` stack: both tiers of worker B
 /// overflowed (TC-20), operations that outlast KVCR's operation timeout
 /// while the pool is full (TC-24, on a stack of its own), then TC-12 on
-/// worker A (destructive: it kills A).
+/// worker A: its G3 read bench, then the disk tier's spill, read-backs and
+/// handback (destructive: it kills A).
 pub const PHASE2_G3: &[Case] = &[
     tc20_full_tiers::CASE,
     tc24_deadline_storm::CASE,
+    tc12_disk_tier::G3_READ_BENCH,
     tc12_disk_tier::CASE,
 ];
 

@@ -19,14 +19,31 @@
 //! promotes (it serves the pool's DRAM half only) and the replacement A'
 //! finds the disk half again: the spilled blocks are `FETCHABLE, G3` on A',
 //! and a prefix of them comes back from disk with the reference tokens.
+//!
+//! **G3 read bench** (CPU engine; its own trial, before the one above):
+//! KVCR's read from disk timed apart from any request. One prompt more
+//! than the pool holds is committed on A, so the first prompt's prefix
+//! spills to disk; a request for that prefix reads it back into A's
+//! device cache. KVCR delivers a block it holds on disk only straight
+//! from its G3 slot (`g3_deliver`) without filling its pool, so the block
+//! stays on disk only and every later deliver reads the disk again: A
+//! delivers the prefix from disk into its own device slots
+//! `perf_kvcr_bench_ops` times in a row (`POST /kvcr/bench/g3_read`, each
+//! op timed by the worker), after a warm-up. KVCR's own `g3_deliver`
+//! histogram over the bench must count every read, all successful.
+//! Hundreds of reads a round resolve a change of KVCR's read from disk
+//! that the read-backs' ten requests cannot.
 
 use crate::engine::Need;
-use crate::evidence::{KvcrOps, DISK_TIER_CASE};
+use crate::evidence::{KvcrBench, KvcrOps, DISK_TIER_CASE};
+use crate::stack::Worker;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
 use crate::telemetry::engine_kvcr_log;
 use crate::telemetry::names::engine_kvcr_log::TIER_G3;
 use crate::telemetry::{Counter, Scope};
 use crate::verdict::disk::{expect_g3_survives, expect_served_from_disk, expect_spilled, Spill};
+use crate::verdict::g3_read_bench::expect_g3_reads_timed;
+use crate::verdict::kvcr_bench::BenchCounts;
 use serde_json::json;
 
 pub const CASE: Case = Case {
@@ -122,6 +139,95 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         expect_g3_survives(&first, &held, &from_disk),
     )?;
     ctx.pressure().expect_no_bad_lines_since(&marks, &[])
+}
+
+pub const G3_READ_BENCH: Case = Case {
+    id: DISK_TIER_CASE,
+    name: "g3_read_bench",
+    destructive: false,
+    needs: &[
+        Need::DiskTierReports,
+        Need::ProductionConditions,
+        Need::Guard,
+        Need::DeliverBench,
+    ],
+    optional: &[],
+    run: g3_read_bench,
+};
+
+/// Reads the bench runs before it is timed: the first ones pay for what a
+/// cold path costs once (a first transfer set-up).
+const BENCH_WARM_UP_OPS: u32 = 20;
+
+fn g3_read_bench(ctx: &CaseCtx) -> CaseResult {
+    let a = ctx.worker("A")?;
+    let hashes = read_back_from_disk(ctx, &a)?;
+    let warm_up = ctx.perf().g3_read_bench(&a, &hashes, BENCH_WARM_UP_OPS)?;
+    ctx.measure("warm_up", &warm_up);
+    let ops = ctx.settings().perf_kvcr_bench_ops;
+    let before = ctx.snapshot(&a)?;
+    let answer = ctx.perf().g3_read_bench(&a, &hashes, ops)?;
+    let delta = ctx.delta_since(&a, &before)?;
+    let bench = KvcrBench {
+        worker: a.name().to_string(),
+        ops: u64::from(ops),
+        failed: answer.failed,
+        blocks_per_op: answer.blocks_per_op,
+        wall_seconds: answer.wall_seconds,
+        first_failure: answer.first_failure.clone(),
+        kvcr_ops: KvcrOps::from_delta(a.name(), &delta),
+        op_seconds: answer.op_seconds.clone(),
+    };
+    let (kvcr_success, kvcr_unsuccessful) = bench.scope_ops(KvcrBench::G3_READ_SCOPE);
+    let counts = BenchCounts {
+        worker: bench.worker.clone(),
+        asked: bench.ops,
+        ran: answer.ops,
+        failed: bench.failed,
+        first_failure: bench.first_failure.clone(),
+        kvcr_success,
+        kvcr_unsuccessful,
+    };
+    ctx.record("g3_read_bench.json", &bench);
+    ctx.check(
+        "g3_read_bench_counts.json",
+        &counts,
+        expect_g3_reads_timed(&counts),
+    )?;
+    // Only a bench whose every read KVCR timed becomes a figure.
+    ctx.perf().report_g3_read_bench(&bench);
+    Ok(())
+}
+
+/// Spills a fresh prompt's prefix to `worker`'s disk tier and reads it
+/// back once through a request, so the device cache holds the prefix
+/// while KVCR holds it on disk only: the blocks the G3 read bench
+/// delivers again. Returns their hashes.
+fn read_back_from_disk(ctx: &CaseCtx, worker: &Worker) -> Result<Vec<u64>, CaseError> {
+    let pool_blocks = ctx.pressure().guard_pool_blocks(worker)?;
+    let per_prompt = u64::from(ctx.settings().prompts.prefix_blocks);
+    let families = ctx.families(prompts_to_spill(&pool_blocks, per_prompt))?;
+    for family in &families {
+        ctx.commit(worker, family.variant(0))?;
+    }
+    let hashes = ctx
+        .pressure()
+        .block_hashes(worker, families[0].variant(0))?;
+    let read_back = families[0].variant(1);
+    let answer = ctx.complete_on(worker, read_back)?;
+    ctx.expect_reference(read_back, &answer.tokens)?;
+    let holding = ctx.pressure().holding(worker, &hashes)?;
+    if holding.values().any(|w| w != "g3") {
+        let path = ctx.record("holding.json", &holding);
+        return Err(CaseError::new(format!(
+            "after reading {} back, worker {}'s KVCR does not hold all its {} prefix blocks on disk only: {holding:?}",
+            read_back.key(),
+            worker.name(),
+            hashes.len()
+        ))
+        .with_evidence(path));
+    }
+    Ok(hashes)
 }
 
 /// The measurement of the read-backs' TTFT percentiles (ms).

@@ -19,6 +19,8 @@
 //! | `TC-06::guard_recovery_timing::t1_kvcr::<scope>` | the mean duration of one KVCR operation of that scope on the target during t1's request (the pull from the Guard: `remote_deliver`), one value per run | p50 | higher |
 //! | `TC-12::disk_tier::g3_hit` | each ok read-back's TTFT: a prefix evicted from KVCR's DRAM pool, delivered from its disk tier (G3) | p50 | higher |
 //! | `TC-12::disk_tier::kvcr::{g3_deliver,g3_fill}` | the mean duration of one KVCR read from disk of that scope (`result=success`) over the ok read-backs after the warm-up, one value per run, as for TC-05's arms | mean | higher |
+//! | `TC-12::g3_read_bench::g3_deliver` | the mean duration of one KVCR `g3_deliver` (`result=success`) over TC-12's G3 read bench: hundreds of delivers of one prompt's blocks that KVCR holds on disk only, each a read from disk, timed apart from any request; their summed seconds over their count, one value per run | mean | higher |
+//! | `TC-12::g3_read_bench::read_p10` | each bench read's wall time as the worker awaited it (submit to completion seen), hundreds per run | p10 | higher |
 //! | `TC-05::<trial>::failed_requests` | the trial's requests that got no answer, one count per run | mean | any increase |
 //! | `TC-05::<trial>::wrong_tokens` | the trial's requests answered with tokens other than the reference's | mean | any increase |
 //! | `WL-01::hit_rate::{device,dram,peer,disk,total}` | the trace replay's (KVCR on) prompt tokens served from that tier, % of its prompt tokens, one value per run | mean | lower |
@@ -100,6 +102,9 @@ const PULL_BENCH_TRIAL: &str = "kvcr_pull_bench";
 
 /// TC-12's trial name, whose read-backs from disk are figures.
 const DISK_TIER_TRIAL: &str = "disk_tier";
+
+/// TC-12's G3 read bench: KVCR's read from disk timed apart from requests.
+const G3_READ_BENCH_TRIAL: &str = "g3_read_bench";
 
 /// KVCR's scopes of a read from its disk tier: straight into engine
 /// memory (`g3_deliver`, the CPU engine's path) or into DRAM first
@@ -472,6 +477,7 @@ impl RunResults {
             }
         }
         self.disk_tier_figures(&mut push);
+        self.g3_read_bench_figures(&mut push);
         self.workload_figures(&mut push);
         for (trial, counts) in self.request_faults() {
             let id = |m: &str| format!("TC-05::{trial}::{m}");
@@ -491,13 +497,17 @@ impl RunResults {
     /// deliver bench's, then the pull bench's ([`KvcrBenchFigures`]).
     fn kvcr_bench_figures(&self, push: &mut impl FnMut(FigureSpec, Vec<f64>)) {
         let deliver = KvcrBenchFigures {
+            case: "TC-05",
             trial: DELIVER_BENCH_TRIAL,
+            bench: "bench",
             benches: &self.perf.kvcr_bench,
             scope: KvcrBench::SCOPE,
             op: "deliver",
         };
         let pull = KvcrBenchFigures {
+            case: "TC-05",
             trial: PULL_BENCH_TRIAL,
+            bench: "bench",
             benches: &self.perf.kvcr_pull_bench,
             scope: KvcrBench::PULL_SCOPE,
             op: "pull",
@@ -543,6 +553,21 @@ impl RunResults {
                 values,
             );
         }
+    }
+
+    /// The figures of TC-12's G3 read bench, when the run has one
+    /// ([`KvcrBenchFigures`]: hundreds of reads from disk a run, where the
+    /// read-backs are ten requests).
+    fn g3_read_bench_figures(&self, push: &mut impl FnMut(FigureSpec, Vec<f64>)) {
+        KvcrBenchFigures {
+            case: DISK_TIER_CASE,
+            trial: G3_READ_BENCH_TRIAL,
+            bench: "G3 read bench",
+            benches: &self.perf.g3_read_bench,
+            scope: KvcrBench::G3_READ_SCOPE,
+            op: "read",
+        }
+        .push_figures(push);
     }
 
     /// The figures of a workload trace replayed (KVCR on), when the run
@@ -719,8 +744,12 @@ fn mean_op_times(ops: Vec<&KvcrOps>) -> Vec<(String, Vec<f64>)> {
 /// One of TC-05's KVCR benches (hundreds of operations of one path a run,
 /// timed apart from any request) and its two figures.
 struct KvcrBenchFigures<'r> {
+    /// The case of the trial (`TC-05`).
+    case: &'static str,
     /// The trial (`kvcr_deliver_bench`).
     trial: &'static str,
+    /// The bench in the figures' labels (`bench`).
+    bench: &'static str,
     /// The run's benches of that trial.
     benches: &'r [KvcrBench],
     /// KVCR's scope of the bench's operation (`local_deliver`).
@@ -742,8 +771,8 @@ impl KvcrBenchFigures<'_> {
         for (scope, values) in mine {
             push(
                 FigureSpec::new(
-                    format!("TC-05::{}::{scope}", self.trial),
-                    format!("KVCR {scope}, bench (mean per op)"),
+                    format!("{}::{}::{scope}", self.case, self.trial),
+                    format!("KVCR {scope}, {} (mean per op)", self.bench),
                     "ms",
                     Statistic::Mean,
                     Better::Lower,
@@ -762,8 +791,8 @@ impl KvcrBenchFigures<'_> {
         if !ops_ms.is_empty() {
             push(
                 FigureSpec::new(
-                    format!("TC-05::{}::{}_p10", self.trial, self.op),
-                    format!("KVCR {}, bench (p10 per op)", self.op),
+                    format!("{}::{}::{}_p10", self.case, self.trial, self.op),
+                    format!("KVCR {}, {} (p10 per op)", self.op, self.bench),
                     "ms",
                     Statistic::P10,
                     Better::Lower,
@@ -1238,6 +1267,81 @@ evidence: a"
     /// read-backs from disk; the values are illustrative).
     fn tc12_run() -> RunResults {
         RunResults::parse(include_str!("testdata/results-tc12.json")).unwrap()
+    }
+
+    #[test]
+    fn a_g3_read_bench_is_a_g3_deliver_mean_and_a_p10_of_its_reads() {
+        let (mean_id, p10_id) = (
+            "TC-12::g3_read_bench::g3_deliver",
+            "TC-12::g3_read_bench::read_p10",
+        );
+        let mut run = tc12_run();
+        assert!(values(&run, p10_id).is_none(), "no bench, no figure");
+        let bench = |kvcr_ops, op_seconds: Vec<f64>| crate::evidence::KvcrBench {
+            worker: "A".into(),
+            ops: 400,
+            failed: 0,
+            blocks_per_op: 4,
+            wall_seconds: 1.2,
+            first_failure: None,
+            kvcr_ops,
+            op_seconds,
+        };
+        // 400 reads in 1.2 s of KVCR's time: 3 ms each; an unsuccessful read
+        // and a scope the bench does not time take no part.
+        run.perf.g3_read_bench = vec![bench(
+            vec![
+                op("A", "g3_deliver", "success", 400, 1_200.0),
+                op("A", "g3_deliver", "failed", 1, 900.0),
+                op("A", "g3_store", "success", 1, 8.0),
+            ],
+            vec![0.002, 0.003, 0.010],
+        )];
+        let ids: Vec<String> = run.figures().into_iter().map(|f| f.spec.id).collect();
+        assert_eq!(
+            ids,
+            [
+                "TC-12::disk_tier::g3_hit",
+                "TC-12::disk_tier::kvcr::g3_deliver",
+                mean_id,
+                p10_id,
+            ],
+            "beside the read-backs' figures, and no deliver bench's"
+        );
+        let (spec, v) = values(&run, mean_id).unwrap();
+        assert_eq!(v, [3.0]);
+        assert_eq!(spec.label, "KVCR g3_deliver, G3 read bench (mean per op)");
+        assert_eq!(
+            (spec.unit.as_str(), spec.statistic, spec.better, spec.judged),
+            ("ms", Statistic::Mean, Better::Lower, Judged::Interval)
+        );
+        let (spec, v) = values(&run, p10_id).unwrap();
+        assert_eq!(v, [2.0, 3.0, 10.0], "every read a sample, in ms");
+        assert_eq!(
+            spec.label,
+            "KVCR read, G3 read bench (p10 per op)"
+        );
+        assert_eq!(
+            (spec.unit.as_str(), spec.statistic, spec.better, spec.judged),
+            ("ms", Statistic::P10, Better::Lower, Judged::Interval)
+        );
+        // A bench KVCR timed none of, without per-op times, has no figure
+        // (absent is not 0).
+        run.perf.g3_read_bench = vec![bench(Vec::new(), Vec::new())];
+        assert!(values(&run, mean_id).is_none() && values(&run, p10_id).is_none());
+        // Read back from results.json: the bench survives the round trip,
+        // apart from the deliver bench's.
+        run.perf.g3_read_bench = vec![bench(
+            vec![op("A", "g3_deliver", "success", 2, 8.0)],
+            vec![0.004],
+        )];
+        let text = serde_json::to_string(&run.perf).unwrap();
+        assert!(text.contains("\"g3_read_bench\"") && !text.contains("\"kvcr_bench\""));
+        let back: PerfSummary = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.g3_read_bench, run.perf.g3_read_bench);
+        assert!(!serde_json::to_string(&PerfSummary::default())
+            .unwrap()
+            .contains("g3_read_bench"));
     }
 
     #[test]

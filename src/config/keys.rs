@@ -175,7 +175,7 @@ pub const KEYS: &[KeySpec] = &[
         "PHASE1_PERF_KVCR_BENCH_OPS",
         Kind::Uint { min: 1 },
         true,
-        "KVCR operations timed by each of TC-05's benches: delivers of one prompt's blocks from KVCR's pool, pulls of them from a peer",
+        "KVCR operations timed by each bench: delivers of one prompt's blocks from KVCR's pool and pulls of them from a peer (TC-05), reads of them from the disk tier (TC-12)",
     ),
     k(
         "perf_sweep_requests",

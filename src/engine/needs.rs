@@ -77,9 +77,11 @@ pub enum Need {
     /// two-node topology's veth (TC-13).
     NodeLink,
     /// The worker runs KVCR operations on request, timed apart from any
-    /// request: delivers of blocks it holds (`POST /kvcr/bench/deliver`)
-    /// and hinted pulls from a peer (`POST /kvcr/bench/pull`), so TC-05 can
-    /// time hundreds of host-tier delivers and peer pulls a round.
+    /// request: delivers of blocks it holds (`POST /kvcr/bench/deliver`;
+    /// from KVCR's disk tier, `POST /kvcr/bench/g3_read`) and hinted pulls
+    /// from a peer (`POST /kvcr/bench/pull`), so TC-05 can time hundreds of
+    /// host-tier delivers and peer pulls a round, and TC-12 hundreds of
+    /// reads from disk.
     DeliverBench,
     /// A third aggregated worker, C, beside A and B: one prefix can be
     /// hinted to two targets at once, or a third peer speak on a worker's

@@ -3,8 +3,8 @@
 //! worker over the request's telemetry window. A deliver that gets slower
 //! shows here even when the client's TTFT hides it (the deliver overlaps
 //! other work of the engine). [`KvcrBench`] is the same increase over one
-//! of TC-05's benches: hundreds of delivers (or peer pulls) timed apart
-//! from requests.
+//! of the benches: hundreds of delivers, peer pulls (TC-05) or reads from
+//! the disk tier (TC-12) timed apart from requests.
 
 use serde::{Deserialize, Serialize};
 
@@ -63,7 +63,9 @@ impl KvcrOps {
 /// (`POST /kvcr/bench/deliver`). The pull bench: worker `worker` (the
 /// target) pulled one prompt's blocks from its peer `ops` times in a row,
 /// each a hinted remote deliver (`POST /kvcr/bench/pull`), and `kvcr_ops`
-/// holds the source's operations too. `kvcr_ops` is KVCR's own histogram
+/// holds the source's operations too. TC-12's G3 read bench is the same
+/// record of delivers from KVCR's disk tier (`POST /kvcr/bench/g3_read`,
+/// scope [`KvcrBench::G3_READ_SCOPE`]). `kvcr_ops` is KVCR's own histogram
 /// increase over the bench, so hundreds of operations make one round's mean.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KvcrBench {
@@ -96,10 +98,20 @@ impl KvcrBench {
     /// KVCR's scope of the source's write inside a pull.
     pub const SOURCE_SCOPE: &'static str = "source_write";
 
+    /// KVCR's scope of a read from its disk tier straight into engine
+    /// memory (TC-12's G3 read bench's scope).
+    pub const G3_READ_SCOPE: &'static str = "g3_deliver";
+
     /// KVCR's `local_deliver` operations over the bench: how many
     /// succeeded, and the others as (result, count).
     pub fn local_delivers(&self) -> (u64, Vec<(String, u64)>) {
-        by_result(self.kvcr_ops.iter().filter(|o| o.scope == Self::SCOPE))
+        self.scope_ops(Self::SCOPE)
+    }
+
+    /// KVCR's operations of `scope` over the bench (every worker): how many
+    /// succeeded, and the others as (result, count).
+    pub fn scope_ops(&self, scope: &str) -> (u64, Vec<(String, u64)>) {
+        by_result(self.kvcr_ops.iter().filter(|o| o.scope == scope))
     }
 
     /// KVCR's operations of `scope` on `worker` over the bench: how many
@@ -196,6 +208,8 @@ mod tests {
             bench.local_delivers(),
             (398, vec![("failed".to_string(), 2)])
         );
+        assert_eq!(bench.scope_ops("transfer"), (400, Vec::new()));
+        assert_eq!(bench.scope_ops(KvcrBench::G3_READ_SCOPE), (0, Vec::new()));
         bench.kvcr_ops.clear();
         assert_eq!(bench.local_delivers(), (0, Vec::new()));
     }

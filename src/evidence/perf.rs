@@ -568,6 +568,10 @@ pub struct PerfSummary {
     /// requests (the target's operations and the source's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kvcr_pull_bench: Vec<KvcrBench>,
+    /// TC-12's G3 read bench: KVCR's read from its disk tier timed apart
+    /// from requests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub g3_read_bench: Vec<KvcrBench>,
 }
 
 #[cfg(test)]

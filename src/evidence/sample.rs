@@ -368,6 +368,7 @@ pub(crate) fn perf() -> PerfSummary {
         workload: Some(workload()),
         kvcr_bench: Vec::new(),
         kvcr_pull_bench: Vec::new(),
+        g3_read_bench: Vec::new(),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Measured streaming requests and per-arm summaries (TC-05, TC-06), and
-//! TC-05's KVCR deliver and pull benches, through `ctx.perf()`.
+//! The KVCR benches (TC-05's deliver and pull benches, TC-12's G3 read
+//! bench), through `ctx.perf()`.
 //!
 //! A case streams a prompt, checks the tokens, and gets a [`RequestRecord`]
 //! with the client-side timings. Summaries go into the case's measurements
@@ -22,7 +23,7 @@ use crate::stats::{OpenLoop, ScheduledSend};
 
 use super::ask;
 use super::claim::clause;
-use super::records::{ARM, KVCR_BENCH, KVCR_PULL_BENCH, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
+use super::records::{ARM, KVCR_BENCH, KVCR_PULL_BENCH, G3_READ_BENCH, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
 use super::{CaseCtx, CaseError};
 
 /// How long a bench may take: a base, and a generous bound per operation
@@ -31,8 +32,9 @@ use super::{CaseCtx, CaseError};
 const BENCH_TIMEOUT_BASE: Duration = Duration::from_secs(30);
 const BENCH_TIMEOUT_PER_OP: Duration = Duration::from_millis(100);
 
-/// A worker's answer to its deliver bench (`POST /kvcr/bench/deliver`) or
-/// its pull bench (`POST /kvcr/bench/pull`, which also names the peer).
+/// A worker's answer to a bench: its deliver bench (`POST
+/// /kvcr/bench/deliver`), its pull bench (`POST /kvcr/bench/pull`, which
+/// also names the peer) or its G3 read bench (`POST /kvcr/bench/g3_read`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BenchAnswer {
     /// Delivers run.
@@ -289,6 +291,25 @@ impl<'c> Perf<'c> {
         self.bench(worker, "pull", hashes, ops)
     }
 
+    /// Has `worker` deliver `hashes` from KVCR's disk tier into their own
+    /// device slots `ops` times in a row (`POST /kvcr/bench/g3_read`, the
+    /// CPU engine's G3 read bench) and returns its answer. The worker
+    /// refuses (HTTP 409, an error here naming the blocks) unless its device
+    /// cache holds every block and KVCR holds each on disk only.
+    pub fn g3_read_bench(
+        &self,
+        worker: &Worker,
+        hashes: &[u64],
+        ops: u32,
+    ) -> Result<BenchAnswer, CaseError> {
+        self.ctx.doing(format!(
+            "timing {ops} KVCR reads of {} blocks from disk on worker {}",
+            hashes.len(),
+            worker.name()
+        ))?;
+        self.bench(worker, "g3_read", hashes, ops)
+    }
+
     /// `POST /kvcr/bench/<name>` on `worker`, answered within a bound
     /// that grows with `ops`.
     fn bench(
@@ -323,6 +344,12 @@ impl<'c> Perf<'c> {
     /// `perf.kvcr_pull_bench` (where `compare` reads it).
     pub fn report_kvcr_pull_bench(&self, bench: &KvcrBench) {
         self.ctx.measure(KVCR_PULL_BENCH, bench);
+    }
+
+    /// Records TC-12's G3 read bench into results.json's
+    /// `perf.g3_read_bench` (where `compare` reads it).
+    pub fn report_g3_read_bench(&self, bench: &KvcrBench) {
+        self.ctx.measure(G3_READ_BENCH, bench);
     }
 
     /// Records the recovery timeline of TC-06.

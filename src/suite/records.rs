@@ -21,6 +21,7 @@ pub const TTFT_ACCURACY: &str = "ttft_accuracy";
 pub const WORKLOAD: &str = "workload";
 pub const KVCR_BENCH: &str = "kvcr_bench";
 pub const KVCR_PULL_BENCH: &str = "kvcr_pull_bench";
+pub const G3_READ_BENCH: &str = "g3_read_bench";
 
 fn take<T: DeserializeOwned>(case: &mut CaseRecord, key: &str, keep: bool) -> Option<T> {
     let value = if keep {
@@ -59,6 +60,8 @@ pub fn collect_perf(
             .extend(take::<KvcrBench>(case, KVCR_BENCH, true));
         perf.kvcr_pull_bench
             .extend(take::<KvcrBench>(case, KVCR_PULL_BENCH, true));
+        perf.g3_read_bench
+            .extend(take::<KvcrBench>(case, G3_READ_BENCH, true));
         perf.ttft_accuracy
             .extend(take::<crate::evidence::TtftAccuracy>(
                 case,
@@ -197,6 +200,27 @@ mod tests {
         assert_eq!(perf.kvcr_pull_bench, vec![bench]);
         assert!(perf.kvcr_bench.is_empty(), "no deliver bench of it");
         assert!(case.measurements.contains_key(KVCR_PULL_BENCH));
+    }
+
+    #[test]
+    fn a_g3_read_bench_measurement_reaches_the_perf_summary_apart_from_the_deliver_bench() {
+        let bench = KvcrBench {
+            worker: "A".into(),
+            ops: 400,
+            failed: 0,
+            blocks_per_op: 4,
+            wall_seconds: 1.3,
+            first_failure: None,
+            kvcr_ops: Vec::new(),
+            op_seconds: vec![0.003],
+        };
+        let mut case = CaseRecord::start("TC-12", "TC-12::g3_read_bench");
+        case.measurements
+            .insert(G3_READ_BENCH.into(), serde_json::to_value(&bench).unwrap());
+        let (_, perf) = collect_perf(std::slice::from_mut(&mut case), None);
+        assert_eq!(perf.g3_read_bench, vec![bench]);
+        assert!(perf.kvcr_bench.is_empty(), "not a deliver bench");
+        assert!(case.measurements.contains_key(G3_READ_BENCH));
     }
 
     #[test]

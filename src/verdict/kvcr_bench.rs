@@ -13,7 +13,8 @@ use super::{Checks, Violation};
 /// Claim: KVCR timed every bench deliver, and each succeeded.
 pub const BENCH_DELIVERED: &str = "KVCR timed every bench deliver as a successful local_deliver";
 
-/// What a deliver bench ran, as the worker and KVCR counted it.
+/// What a deliver bench ran, as the worker and KVCR counted it (also
+/// TC-12's G3 read bench: [`super::g3_read_bench`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct BenchCounts {
     /// The worker (`A`).
@@ -25,8 +26,9 @@ pub struct BenchCounts {
     pub ran: u64,
     pub failed: u64,
     pub first_failure: Option<String>,
-    /// KVCR's `local_deliver` operations over the bench: successful, and
-    /// the others as (result, count).
+    /// KVCR's operations of the bench's scope over the bench (`local_deliver`;
+    /// `g3_deliver` for TC-12's G3 read bench): successful, and the others
+    /// as (result, count).
     pub kvcr_success: u64,
     pub kvcr_unsuccessful: Vec<(String, u64)>,
 }

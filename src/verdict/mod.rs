@@ -16,6 +16,7 @@ pub mod fan_out;
 pub mod findings;
 pub mod foreign_control;
 pub mod full_tiers;
+pub mod g3_read_bench;
 pub mod guard;
 pub mod hostile_start;
 pub mod interval;

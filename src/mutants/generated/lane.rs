@@ -801,6 +801,7 @@ mod tests {
         assert_eq!(
             row.trials,
             [
+                "TC-12::g3_read_bench",
                 "TC-12::disk_tier",
                 "TC-20::full_tiers",
                 "TC-24::deadline_storm"

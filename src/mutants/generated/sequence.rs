@@ -216,6 +216,7 @@ mod tests {
         assert_eq!(
             lanes[4].trials,
             [
+                "TC-12::g3_read_bench",
                 "TC-12::disk_tier",
                 "TC-20::full_tiers",
                 "TC-24::deadline_storm"

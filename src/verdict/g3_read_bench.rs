@@ -1,0 +1,124 @@
+//! TC-12's G3 read bench: every read from disk the worker ran is one KVCR
+//! counted.
+//!
+//! The bench's figures are its reads' times and KVCR's own `g3_deliver`
+//! histogram over the bench, so the histogram must show exactly the reads
+//! asked for, all successful: a count short of them means reads that went
+//! another way (from KVCR's pool, were a block filled there) and left the
+//! figures timing something other than the disk, and a failed read times
+//! a different path.
+
+use super::kvcr_bench::BenchCounts;
+use super::{Checks, Violation};
+
+/// Claim: KVCR timed every bench read as a successful read from disk.
+pub const G3_READS_TIMED: &str = "KVCR timed every bench read from disk as a successful g3_deliver";
+
+/// The worker ran every read asked for without a failure, and KVCR's
+/// `g3_deliver` success count (`kvcr_success`) rose by exactly that many,
+/// with no unsuccessful `g3_deliver`.
+pub fn expect_g3_reads_timed(c: &BenchCounts) -> Result<(), Violation> {
+    let unsuccessful: Vec<String> = c
+        .kvcr_unsuccessful
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(result, n)| format!("{n} {result}"))
+        .collect();
+    Checks::new(G3_READS_TIMED)
+        .check(c.ran == c.asked, || {
+            format!(
+                "worker {} ran {} reads from disk, {} were asked for",
+                c.worker, c.ran, c.asked
+            )
+        })
+        .check(c.failed == 0, || {
+            format!(
+                "worker {} saw {} of {} reads from disk fail (first: {})",
+                c.worker,
+                c.failed,
+                c.ran,
+                c.first_failure.as_deref().unwrap_or("not described")
+            )
+        })
+        .check(c.kvcr_success == c.asked, || {
+            format!(
+                "KVCR's g3_deliver success count on worker {} rose by {}, expected exactly the {} bench reads (its kvcr_duration_seconds histogram is the figures' evidence; a read served from KVCR's pool is no g3_deliver)",
+                c.worker, c.kvcr_success, c.asked
+            )
+        })
+        .check(unsuccessful.is_empty(), || {
+            format!(
+                "KVCR counted g3_deliver operations that did not succeed on worker {}: {}",
+                c.worker,
+                unsuccessful.join(", ")
+            )
+        })
+        .verdict()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(ran: u64, failed: u64, success: u64) -> BenchCounts {
+        BenchCounts {
+            worker: "A".into(),
+            asked: 400,
+            ran,
+            failed,
+            first_failure: (failed > 0).then(|| "op 7: not on disk only: 42=local".into()),
+            kvcr_success: success,
+            kvcr_unsuccessful: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn every_read_counted_and_successful_passes() {
+        assert_eq!(expect_g3_reads_timed(&counts(400, 0, 400)), Ok(()));
+    }
+
+    #[test]
+    fn a_count_that_did_not_move_or_fell_short_fails() {
+        let v = expect_g3_reads_timed(&counts(400, 0, 0)).unwrap_err();
+        assert_eq!(v.claim, G3_READS_TIMED);
+        assert!(
+            v.detail.contains("rose by 0, expected exactly the 400"),
+            "{v}"
+        );
+        let v = expect_g3_reads_timed(&counts(400, 0, 399)).unwrap_err();
+        assert!(
+            v.detail.contains("rose by 399, expected exactly the 400"),
+            "{v}"
+        );
+        // More than asked: reads outside the bench (a request's) in its window.
+        let v = expect_g3_reads_timed(&counts(400, 0, 401)).unwrap_err();
+        assert!(v.detail.contains("rose by 401"), "{v}");
+    }
+
+    #[test]
+    fn a_failed_read_fails_whichever_side_saw_it() {
+        let v = expect_g3_reads_timed(&counts(400, 1, 399)).unwrap_err();
+        assert!(
+            v.detail
+                .contains("saw 1 of 400 reads from disk fail (first: op 7: not on disk only"),
+            "{v}"
+        );
+        let mut kvcr = counts(400, 0, 399);
+        kvcr.kvcr_unsuccessful = vec![("failed".into(), 1)];
+        let v = expect_g3_reads_timed(&kvcr).unwrap_err();
+        assert!(
+            v.detail.contains("did not succeed on worker A: 1 failed"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn a_worker_that_ran_fewer_reads_fails() {
+        let v = expect_g3_reads_timed(&counts(10, 0, 10)).unwrap_err();
+        assert!(
+            v.detail
+                .contains("ran 10 reads from disk, 400 were asked for"),
+            "{v}"
+        );
+    }
+}
