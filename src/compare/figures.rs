@@ -1317,10 +1317,7 @@ evidence: a"
         );
         let (spec, v) = values(&run, p10_id).unwrap();
         assert_eq!(v, [2.0, 3.0, 10.0], "every read a sample, in ms");
-        assert_eq!(
-            spec.label,
-            "KVCR read, G3 read bench (p10 per op)"
-        );
+        assert_eq!(spec.label, "KVCR read, G3 read bench (p10 per op)");
         assert_eq!(
             (spec.unit.as_str(), spec.statistic, spec.better, spec.judged),
             ("ms", Statistic::P10, Better::Lower, Judged::Interval)

@@ -23,7 +23,9 @@ use crate::stats::{OpenLoop, ScheduledSend};
 
 use super::ask;
 use super::claim::clause;
-use super::records::{ARM, KVCR_BENCH, KVCR_PULL_BENCH, G3_READ_BENCH, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
+use super::records::{
+    ARM, G3_READ_BENCH, KVCR_BENCH, KVCR_PULL_BENCH, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY,
+};
 use super::{CaseCtx, CaseError};
 
 /// How long a bench may take: a base, and a generous bound per operation
