@@ -8,6 +8,7 @@
 
 use serde::Serialize;
 
+use super::timed_ops::{every_op_counted, OpsCounted, OpsNamed};
 use super::{Checks, Violation};
 
 /// Claim: KVCR timed every bench deliver, and each succeeded.
@@ -33,52 +34,36 @@ pub struct BenchCounts {
     pub kvcr_unsuccessful: Vec<(String, u64)>,
 }
 
+/// How the deliver bench's messages name its ops.
+const DELIVERS: OpsNamed = OpsNamed {
+    ran: "delivers",
+    counted: "bench delivers",
+    scope: "local_deliver",
+    why_exact: None,
+};
+
+impl BenchCounts {
+    /// The counts as the shared verdict reads them.
+    pub(super) fn counted(&self) -> OpsCounted<'_> {
+        OpsCounted {
+            worker: &self.worker,
+            asked: self.asked,
+            ran: self.ran,
+            failed: self.failed,
+            first_failure: self.first_failure.as_deref(),
+            success: self.kvcr_success,
+            unsuccessful: &self.kvcr_unsuccessful,
+        }
+    }
+}
+
 /// The worker ran every deliver asked for without a failure, and KVCR's
 /// `local_deliver` success count rose by exactly that many, with no
 /// unsuccessful `local_deliver`.
 pub fn expect_bench_delivered(c: &BenchCounts) -> Result<(), Violation> {
-    let unsuccessful: Vec<String> = c
-        .kvcr_unsuccessful
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(result, n)| format!("{n} {result}"))
-        .collect();
-    Checks::new(BENCH_DELIVERED)
-        .check(c.ran == c.asked, || {
-            format!(
-                "worker {} ran {} delivers, {} were asked for",
-                c.worker, c.ran, c.asked
-            )
-        })
-        .check(c.failed == 0, || {
-            format!(
-                "worker {} saw {} of {} delivers fail (first: {})",
-                c.worker,
-                c.failed,
-                c.ran,
-                c.first_failure.as_deref().unwrap_or("not described")
-            )
-        })
-        .check(c.kvcr_success != 0, || {
-            format!(
-                "KVCR's local_deliver success count on worker {} did not move over {} bench delivers (its kvcr_duration_seconds histogram is the figure's evidence)",
-                c.worker, c.asked
-            )
-        })
-        .check(c.kvcr_success == 0 || c.kvcr_success == c.asked, || {
-            format!(
-                "KVCR's local_deliver success count on worker {} rose by {}, expected exactly the {} bench delivers",
-                c.worker, c.kvcr_success, c.asked
-            )
-        })
-        .check(unsuccessful.is_empty(), || {
-            format!(
-                "KVCR counted local_deliver operations that did not succeed on worker {}: {}",
-                c.worker,
-                unsuccessful.join(", ")
-            )
-        })
-        .verdict()
+    let mut checks = Checks::new(BENCH_DELIVERED);
+    every_op_counted(&mut checks, &DELIVERS, &c.counted());
+    checks.verdict()
 }
 
 #[cfg(test)]

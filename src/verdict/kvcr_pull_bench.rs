@@ -11,6 +11,7 @@
 
 use serde::Serialize;
 
+use super::timed_ops::{every_op_counted, OpsCounted, OpsNamed};
 use super::{Checks, Violation};
 
 /// Claim: KVCR timed every bench pull as a successful remote deliver, and
@@ -40,58 +41,42 @@ pub struct PullCounts {
     pub source_writes: u64,
 }
 
+/// How the pull bench's messages name its ops.
+const PULLS: OpsNamed = OpsNamed {
+    ran: "pulls",
+    counted: "bench pulls",
+    scope: "remote_deliver",
+    why_exact: None,
+};
+
+impl PullCounts {
+    /// The target's counts as the shared verdict reads them.
+    fn counted(&self) -> OpsCounted<'_> {
+        OpsCounted {
+            worker: &self.target,
+            asked: self.asked,
+            ran: self.ran,
+            failed: self.failed,
+            first_failure: self.first_failure.as_deref(),
+            success: self.remote_success,
+            unsuccessful: &self.remote_unsuccessful,
+        }
+    }
+}
+
 /// The target ran every pull asked for without a failure, its KVCR's
 /// `remote_deliver` success count rose by exactly that many with no
 /// unsuccessful one, and the source's `source_write` count rose.
 pub fn expect_bench_pulled(c: &PullCounts) -> Result<(), Violation> {
-    let unsuccessful: Vec<String> = c
-        .remote_unsuccessful
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(result, n)| format!("{n} {result}"))
-        .collect();
-    Checks::new(BENCH_PULLED)
-        .check(c.ran == c.asked, || {
-            format!(
-                "worker {} ran {} pulls, {} were asked for",
-                c.target, c.ran, c.asked
-            )
-        })
-        .check(c.failed == 0, || {
-            format!(
-                "worker {} saw {} of {} pulls fail (first: {})",
-                c.target,
-                c.failed,
-                c.ran,
-                c.first_failure.as_deref().unwrap_or("not described")
-            )
-        })
-        .check(c.remote_success != 0, || {
-            format!(
-                "KVCR's remote_deliver success count on worker {} did not move over {} bench pulls (its kvcr_duration_seconds histogram is the figure's evidence)",
-                c.target, c.asked
-            )
-        })
-        .check(c.remote_success == 0 || c.remote_success == c.asked, || {
-            format!(
-                "KVCR's remote_deliver success count on worker {} rose by {}, expected exactly the {} bench pulls",
-                c.target, c.remote_success, c.asked
-            )
-        })
-        .check(unsuccessful.is_empty(), || {
-            format!(
-                "KVCR counted remote_deliver operations that did not succeed on worker {}: {}",
-                c.target,
-                unsuccessful.join(", ")
-            )
-        })
-        .check(c.source_writes != 0, || {
-            format!(
-                "KVCR's source_write success count on worker {} did not move over {} bench pulls from it: the pulls made no source write",
-                c.source, c.asked
-            )
-        })
-        .verdict()
+    let mut checks = Checks::new(BENCH_PULLED);
+    every_op_counted(&mut checks, &PULLS, &c.counted());
+    checks.check(c.source_writes != 0, || {
+        format!(
+            "KVCR's source_write success count on worker {} did not move over {} bench pulls from it: the pulls made no source write",
+            c.source, c.asked
+        )
+    });
+    checks.verdict()
 }
 
 #[cfg(test)]

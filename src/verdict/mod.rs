@@ -41,6 +41,7 @@ pub mod source_close;
 pub mod stall;
 pub mod start_leftovers;
 pub mod stranger;
+mod timed_ops;
 pub mod tokens;
 pub mod transfer;
 pub mod workload;
