@@ -39,9 +39,9 @@ use crate::engine::Need;
 use crate::evidence::{Arm, KvcrBench, KvcrOps};
 use crate::prompts::Prompt;
 use crate::stats::OpenLoop;
-use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
-use crate::verdict::kvcr_bench::{expect_bench_delivered, BenchCounts};
-use crate::verdict::kvcr_pull_bench::{expect_bench_pulled, PullCounts};
+use crate::suite::{Case, CaseCtx, CaseError, CaseResult, KvcrBenchKind};
+use crate::verdict::kvcr_bench::expect_bench_delivered;
+use crate::verdict::kvcr_pull_bench::expect_bench_pulled;
 use crate::verdict::local::{expect_computed, expect_device_hit, expect_host_tier_hit};
 use crate::verdict::transfer::expect_peer_transfer;
 
@@ -103,10 +103,6 @@ pub const PULL_BENCH: Case = Case {
     optional: &[],
     run: pull_bench,
 };
-
-/// Operations a bench runs before it is timed: the first ones pay for
-/// what a cold path costs once (a first transfer set-up).
-const BENCH_WARM_UP_OPS: u32 = 20;
 
 fn repeats(ctx: &CaseCtx) -> usize {
     ctx.settings().perf_repeats as usize
@@ -248,41 +244,16 @@ fn deliver_bench(ctx: &CaseCtx) -> CaseResult {
         ))
         .with_evidence(path));
     }
-    let warm_up = ctx.perf().deliver_bench(&a, &hashes, BENCH_WARM_UP_OPS)?;
-    ctx.measure("warm_up", &warm_up);
-    let ops = ctx.settings().perf_kvcr_bench_ops;
-    let before = ctx.snapshot(&a)?;
-    let answer = ctx.perf().deliver_bench(&a, &hashes, ops)?;
-    let delta = ctx.delta_since(&a, &before)?;
-    let bench = KvcrBench {
-        worker: a.name().to_string(),
-        ops: u64::from(ops),
-        failed: answer.failed,
-        blocks_per_op: answer.blocks_per_op,
-        wall_seconds: answer.wall_seconds,
-        first_failure: answer.first_failure.clone(),
-        kvcr_ops: KvcrOps::from_delta(a.name(), &delta),
-        op_seconds: answer.op_seconds.clone(),
-    };
-    let (kvcr_success, kvcr_unsuccessful) = bench.local_delivers();
-    let counts = BenchCounts {
-        worker: bench.worker.clone(),
-        asked: bench.ops,
-        ran: answer.ops,
-        failed: bench.failed,
-        first_failure: bench.first_failure.clone(),
-        kvcr_success,
-        kvcr_unsuccessful,
-    };
-    ctx.record("kvcr_bench.json", &bench);
-    ctx.check(
-        "kvcr_bench_counts.json",
+    let timed = ctx
+        .perf()
+        .time_kvcr_bench(KvcrBenchKind::Deliver, &a, None, &hashes)?;
+    let counts = timed.counts(KvcrBench::SCOPE);
+    ctx.perf().judge_kvcr_bench(
+        KvcrBenchKind::Deliver,
+        &timed.bench,
         &counts,
         expect_bench_delivered(&counts),
-    )?;
-    // Only a bench whose every deliver KVCR timed becomes a figure.
-    ctx.perf().report_kvcr_bench(&bench);
-    Ok(())
+    )
 }
 
 fn pull_bench(ctx: &CaseCtx) -> CaseResult {
@@ -295,46 +266,16 @@ fn pull_bench(ctx: &CaseCtx) -> CaseResult {
     let answer = ctx.complete_on(&b, prompt)?;
     ctx.expect_reference(prompt, &answer.tokens)?;
     let hashes = ctx.pressure().block_hashes(&b, prompt)?;
-    let warm_up = ctx.perf().pull_bench(&b, &hashes, BENCH_WARM_UP_OPS)?;
-    ctx.measure("warm_up", &warm_up);
-    let ops = ctx.settings().perf_kvcr_bench_ops;
-    let (a_before, b_before) = (ctx.snapshot(&a)?, ctx.snapshot(&b)?);
-    let answer = ctx.perf().pull_bench(&b, &hashes, ops)?;
-    let b_delta = ctx.delta_since(&b, &b_before)?;
-    let a_delta = ctx.delta_since(&a, &a_before)?;
-    let mut kvcr_ops = KvcrOps::from_delta(b.name(), &b_delta);
-    kvcr_ops.extend(KvcrOps::from_delta(a.name(), &a_delta));
-    let bench = KvcrBench {
-        worker: b.name().to_string(),
-        ops: u64::from(ops),
-        failed: answer.failed,
-        blocks_per_op: answer.blocks_per_op,
-        wall_seconds: answer.wall_seconds,
-        first_failure: answer.first_failure.clone(),
-        kvcr_ops,
-        op_seconds: answer.op_seconds.clone(),
-    };
-    let (remote_success, remote_unsuccessful) = bench.ops_of(b.name(), KvcrBench::PULL_SCOPE);
-    let counts = PullCounts {
-        target: bench.worker.clone(),
-        source: a.name().to_string(),
-        asked: bench.ops,
-        ran: answer.ops,
-        failed: bench.failed,
-        first_failure: bench.first_failure.clone(),
-        remote_success,
-        remote_unsuccessful,
-        source_writes: bench.ops_of(a.name(), KvcrBench::SOURCE_SCOPE).0,
-    };
-    ctx.record("kvcr_pull_bench.json", &bench);
-    ctx.check(
-        "kvcr_pull_bench_counts.json",
+    let timed = ctx
+        .perf()
+        .time_kvcr_bench(KvcrBenchKind::Pull, &b, Some(&a), &hashes)?;
+    let counts = timed.pull_counts(a.name());
+    ctx.perf().judge_kvcr_bench(
+        KvcrBenchKind::Pull,
+        &timed.bench,
         &counts,
         expect_bench_pulled(&counts),
-    )?;
-    // Only a bench whose every pull KVCR timed becomes a figure.
-    ctx.perf().report_kvcr_pull_bench(&bench);
-    Ok(())
+    )
 }
 
 fn sweep(ctx: &CaseCtx) -> CaseResult {

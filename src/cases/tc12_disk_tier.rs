@@ -37,13 +37,12 @@
 use crate::engine::Need;
 use crate::evidence::{KvcrBench, KvcrOps, DISK_TIER_CASE};
 use crate::stack::Worker;
-use crate::suite::{Case, CaseCtx, CaseError, CaseResult};
+use crate::suite::{Case, CaseCtx, CaseError, CaseResult, KvcrBenchKind};
 use crate::telemetry::engine_kvcr_log;
 use crate::telemetry::names::engine_kvcr_log::TIER_G3;
 use crate::telemetry::{Counter, Scope};
 use crate::verdict::disk::{expect_g3_survives, expect_served_from_disk, expect_spilled, Spill};
 use crate::verdict::g3_read_bench::expect_g3_reads_timed;
-use crate::verdict::kvcr_bench::BenchCounts;
 use serde_json::json;
 
 pub const CASE: Case = Case {
@@ -155,48 +154,19 @@ pub const G3_READ_BENCH: Case = Case {
     run: g3_read_bench,
 };
 
-/// Reads the bench runs before it is timed: the first ones pay for what a
-/// cold path costs once (a first transfer set-up).
-const BENCH_WARM_UP_OPS: u32 = 20;
-
 fn g3_read_bench(ctx: &CaseCtx) -> CaseResult {
     let a = ctx.worker("A")?;
     let hashes = read_back_from_disk(ctx, &a)?;
-    let warm_up = ctx.perf().g3_read_bench(&a, &hashes, BENCH_WARM_UP_OPS)?;
-    ctx.measure("warm_up", &warm_up);
-    let ops = ctx.settings().perf_kvcr_bench_ops;
-    let before = ctx.snapshot(&a)?;
-    let answer = ctx.perf().g3_read_bench(&a, &hashes, ops)?;
-    let delta = ctx.delta_since(&a, &before)?;
-    let bench = KvcrBench {
-        worker: a.name().to_string(),
-        ops: u64::from(ops),
-        failed: answer.failed,
-        blocks_per_op: answer.blocks_per_op,
-        wall_seconds: answer.wall_seconds,
-        first_failure: answer.first_failure.clone(),
-        kvcr_ops: KvcrOps::from_delta(a.name(), &delta),
-        op_seconds: answer.op_seconds.clone(),
-    };
-    let (kvcr_success, kvcr_unsuccessful) = bench.scope_ops(KvcrBench::G3_READ_SCOPE);
-    let counts = BenchCounts {
-        worker: bench.worker.clone(),
-        asked: bench.ops,
-        ran: answer.ops,
-        failed: bench.failed,
-        first_failure: bench.first_failure.clone(),
-        kvcr_success,
-        kvcr_unsuccessful,
-    };
-    ctx.record("g3_read_bench.json", &bench);
-    ctx.check(
-        "g3_read_bench_counts.json",
+    let timed = ctx
+        .perf()
+        .time_kvcr_bench(KvcrBenchKind::G3Read, &a, None, &hashes)?;
+    let counts = timed.counts(KvcrBench::G3_READ_SCOPE);
+    ctx.perf().judge_kvcr_bench(
+        KvcrBenchKind::G3Read,
+        &timed.bench,
         &counts,
         expect_g3_reads_timed(&counts),
-    )?;
-    // Only a bench whose every read KVCR timed becomes a figure.
-    ctx.perf().report_g3_read_bench(&bench);
-    Ok(())
+    )
 }
 
 /// Spills a fresh prompt's prefix to `worker`'s disk tier and reads it

@@ -32,6 +32,7 @@ mod guard;
 mod guard_costs;
 mod hostile_start;
 mod ignore;
+mod kvcr_benches;
 mod kvcr_checks;
 mod kvcr_coverage;
 mod lifecycle;
@@ -65,6 +66,7 @@ pub use faults::{EngineFaults, Faults, LinkCut, Stopped, ThreadFaults};
 pub use guard::{GuardAttempt, GuardFollower, GuardView, Guards};
 pub use hostile_start::HostileStart;
 pub use ignore::{machine_cannot_run_trial, machine_trial, require_all_from_env, Skip};
+pub use kvcr_benches::{BenchAnswer, KvcrBenchKind, TimedBench};
 pub use lifecycle::{install_teardown_on_signal, Suite};
 pub use link_degradation::{
     listener_of, AppliedCondition, ConditionsOffTheLink, LinkDegradation, RemovedCondition,
@@ -72,7 +74,7 @@ pub use link_degradation::{
 pub use load::{Load, LoadRequest, LoadRun};
 pub use neighbours::registry_dir;
 pub use observe::{Observe, PeerTransferDeltas};
-pub use perf::{BenchAnswer, Measured, Perf};
+pub use perf::{Measured, Perf};
 pub use pressure::{Latch, LogMark, LogMarks, Pressure};
 pub use pressure_probes::{ClaimProbe, StoppedWorker};
 pub use readings::PrefillAccounting;

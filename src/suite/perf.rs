@@ -1,6 +1,5 @@
-//! Measured streaming requests and per-arm summaries (TC-05, TC-06), and
-//! The KVCR benches (TC-05's deliver and pull benches, TC-12's G3 read
-//! bench), through `ctx.perf()`.
+//! Measured streaming requests and per-arm summaries (TC-05, TC-06), through
+//! `ctx.perf()` (the KVCR benches: `suite::kvcr_benches`).
 //!
 //! A case streams a prompt, checks the tokens, and gets a [`RequestRecord`]
 //! with the client-side timings. Summaries go into the case's measurements
@@ -14,8 +13,8 @@ use futures_util::stream::{self, StreamExt};
 use crate::client::StreamOutcome;
 use crate::engine::{Need, Support};
 use crate::evidence::{
-    percentiles, ttft_offsets, Arm, ArmSummary, FirstTokenPair, KvcrBench, RequestRecord,
-    SweepLevel, TtftAccuracy,
+    percentiles, ttft_offsets, Arm, ArmSummary, FirstTokenPair, RequestRecord, SweepLevel,
+    TtftAccuracy,
 };
 use crate::prompts::Prompt;
 use crate::stack::Worker;
@@ -23,40 +22,8 @@ use crate::stats::{OpenLoop, ScheduledSend};
 
 use super::ask;
 use super::claim::clause;
-use super::records::{
-    ARM, G3_READ_BENCH, KVCR_BENCH, KVCR_PULL_BENCH, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY,
-};
+use super::records::{ARM, RECOVERY, REQUESTS, SWEEP, TTFT_ACCURACY};
 use super::{CaseCtx, CaseError};
-
-/// How long a bench may take: a base, and a generous bound per operation
-/// (a deliver takes milliseconds, a pull about 10; on a loaded machine up
-/// to 30).
-const BENCH_TIMEOUT_BASE: Duration = Duration::from_secs(30);
-const BENCH_TIMEOUT_PER_OP: Duration = Duration::from_millis(100);
-
-/// A worker's answer to a bench: its deliver bench (`POST
-/// /kvcr/bench/deliver`), its pull bench (`POST /kvcr/bench/pull`, which
-/// also names the peer) or its G3 read bench (`POST /kvcr/bench/g3_read`).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct BenchAnswer {
-    /// Delivers run.
-    pub ops: u64,
-    /// Delivers that raised or left a block undelivered.
-    pub failed: u64,
-    /// Blocks in each deliver.
-    pub blocks_per_op: u64,
-    /// The worker's wall time of the bench, seconds.
-    pub wall_seconds: f64,
-    /// The first failure, as the worker described it.
-    #[serde(default)]
-    pub first_failure: Option<String>,
-    /// Each deliver's wall time as the worker awaited it, seconds, in order.
-    #[serde(default)]
-    pub op_seconds: Vec<f64>,
-    /// The pull bench's source: the control endpoint the router's hint names.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-}
 
 /// A measured request and what the server said about its cache use.
 pub struct Measured {
@@ -66,7 +33,7 @@ pub struct Measured {
 
 /// Measured streams of one case (`ctx.perf()`).
 pub struct Perf<'c> {
-    ctx: &'c CaseCtx<'c>,
+    pub(super) ctx: &'c CaseCtx<'c>,
 }
 
 impl<'c> Perf<'c> {
@@ -251,107 +218,6 @@ impl<'c> Perf<'c> {
                 }
             }
         }
-    }
-
-    /// Has `worker` deliver `hashes` from KVCR's local pool into their own
-    /// device slots `ops` times in a row (`POST /kvcr/bench/deliver`, the
-    /// CPU engine's deliver bench) and returns its answer. The worker
-    /// refuses (HTTP 409, an error here naming the blocks) unless its device
-    /// cache and KVCR's pool hold every block.
-    pub fn deliver_bench(
-        &self,
-        worker: &Worker,
-        hashes: &[u64],
-        ops: u32,
-    ) -> Result<BenchAnswer, CaseError> {
-        self.ctx.doing(format!(
-            "timing {ops} KVCR delivers of {} blocks on worker {}",
-            hashes.len(),
-            worker.name()
-        ))?;
-        self.bench(worker, "deliver", hashes, ops)
-    }
-
-    /// Has `worker` (the target) pull `hashes` from the peer that the
-    /// router's hint of its last hinted request for them names, `ops`
-    /// times in a row, each a hinted KVCR remote deliver into device slots
-    /// of its own (`POST /kvcr/bench/pull`, the CPU engine's pull bench),
-    /// and returns its answer. The worker refuses (HTTP 409, an error here
-    /// with its reason) unless such a hint names every block and its own
-    /// KVCR holds none of them.
-    pub fn pull_bench(
-        &self,
-        worker: &Worker,
-        hashes: &[u64],
-        ops: u32,
-    ) -> Result<BenchAnswer, CaseError> {
-        self.ctx.doing(format!(
-            "timing {ops} KVCR pulls of {} blocks to worker {}",
-            hashes.len(),
-            worker.name()
-        ))?;
-        self.bench(worker, "pull", hashes, ops)
-    }
-
-    /// Has `worker` deliver `hashes` from KVCR's disk tier into their own
-    /// device slots `ops` times in a row (`POST /kvcr/bench/g3_read`, the
-    /// CPU engine's G3 read bench) and returns its answer. The worker
-    /// refuses (HTTP 409, an error here naming the blocks) unless its device
-    /// cache holds every block and KVCR holds each on disk only.
-    pub fn g3_read_bench(
-        &self,
-        worker: &Worker,
-        hashes: &[u64],
-        ops: u32,
-    ) -> Result<BenchAnswer, CaseError> {
-        self.ctx.doing(format!(
-            "timing {ops} KVCR reads of {} blocks from disk on worker {}",
-            hashes.len(),
-            worker.name()
-        ))?;
-        self.bench(worker, "g3_read", hashes, ops)
-    }
-
-    /// `POST /kvcr/bench/<name>` on `worker`, answered within a bound
-    /// that grows with `ops`.
-    fn bench(
-        &self,
-        worker: &Worker,
-        name: &str,
-        hashes: &[u64],
-        ops: u32,
-    ) -> Result<BenchAnswer, CaseError> {
-        let url = format!("{}/kvcr/bench/{name}", worker.admin_url());
-        let body = serde_json::json!({"hashes": hashes, "ops": ops});
-        let timeout = BENCH_TIMEOUT_BASE + BENCH_TIMEOUT_PER_OP * ops;
-        let answer = ask::block_on(
-            self.ctx,
-            super::pressure::post_json_within(&url, &body, timeout),
-        )?
-        .map_err(|e| {
-            CaseError::new(format!("the {name} bench on worker {}: {e}", worker.name()))
-        })?;
-        serde_json::from_value(answer.clone()).map_err(|e| {
-            CaseError::new(format!("{url} answered {answer}, not a bench result: {e}"))
-        })
-    }
-
-    /// Records TC-05's deliver bench into results.json's `perf.kvcr_bench`
-    /// (where `compare` reads it).
-    pub fn report_kvcr_bench(&self, bench: &KvcrBench) {
-        self.ctx.measure(KVCR_BENCH, bench);
-    }
-
-    /// Records TC-05's pull bench into results.json's
-    /// `perf.kvcr_pull_bench` (where `compare` reads it).
-    pub fn report_kvcr_pull_bench(&self, bench: &KvcrBench) {
-        self.ctx.measure(KVCR_PULL_BENCH, bench);
-    }
-
-    /// Records TC-12's G3 read bench into results.json's
-    /// `perf.g3_read_bench` (where `compare` reads it).
-    pub fn report_g3_read_bench(&self, bench: &KvcrBench) {
-        self.ctx.measure(G3_READ_BENCH, bench);
     }
 
     /// Records the recovery timeline of TC-06.
