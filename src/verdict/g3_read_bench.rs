@@ -37,15 +37,7 @@ mod tests {
     use super::*;
 
     fn counts(ran: u64, failed: u64, success: u64) -> BenchCounts {
-        BenchCounts {
-            worker: "A".into(),
-            asked: 400,
-            ran,
-            failed,
-            first_failure: (failed > 0).then(|| "op 7: not on disk only: 42=local".into()),
-            kvcr_success: success,
-            kvcr_unsuccessful: Vec::new(),
-        }
+        BenchCounts::of_400(ran, failed, success, "op 7: not on disk only: 42=local")
     }
 
     #[test]

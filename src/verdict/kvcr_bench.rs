@@ -67,19 +67,28 @@ pub fn expect_bench_delivered(c: &BenchCounts) -> Result<(), Violation> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn counts(ran: u64, failed: u64, success: u64) -> BenchCounts {
+impl BenchCounts {
+    /// Test help: worker A asked for 400 ops, ran `ran`, saw `failed` fail
+    /// (the first described as `failure`); KVCR counted `success`.
+    pub(super) fn of_400(ran: u64, failed: u64, success: u64, failure: &str) -> Self {
         BenchCounts {
             worker: "A".into(),
             asked: 400,
             ran,
             failed,
-            first_failure: (failed > 0).then(|| "op 7: RuntimeError: boom".into()),
+            first_failure: (failed > 0).then(|| failure.into()),
             kvcr_success: success,
             kvcr_unsuccessful: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(ran: u64, failed: u64, success: u64) -> BenchCounts {
+        BenchCounts::of_400(ran, failed, success, "op 7: RuntimeError: boom")
     }
 
     #[test]
