@@ -369,7 +369,12 @@ fn run_rounds_with(
         if let Some(pairs) = completed_pairs(run.round) {
             if pairs >= 2 {
                 let so_far = collector.compare(&rule, &args.bootstrap);
-                println!("[pair {pairs}/{}] {}", total / 2, so_far.progress());
+                println!(
+                    "[pair {pairs}/{}] {}{}",
+                    total / 2,
+                    interim_label(pairs, total as u32 / 2, looks.contains(&pairs)),
+                    so_far.progress()
+                );
                 if looks.contains(&pairs) && pairs < total as u32 / 2 && so_far.may_stop() {
                     let why = match so_far.decided() {
                         true => "every figure has a verdict",
@@ -386,6 +391,17 @@ fn run_rounds_with(
     Ok((comparison, written))
 }
 
+/// What a progress line before the last pair is: a look of early stop,
+/// or a glance whose regressions are no verdict (acting on every glance
+/// would call more false regressions than the rule allows).
+fn interim_label(pairs: u32, total_pairs: u32, look: bool) -> &'static str {
+    match (pairs >= total_pairs, look) {
+        (true, _) => "",
+        (false, true) => "early-stop look: ",
+        (false, false) => "so far, no verdict until the last pair: ",
+    }
+}
+
 /// The pairs complete once `round` has run: its pair's second round
 /// completes it.
 fn completed_pairs(round: Round) -> Option<u32> {
@@ -394,6 +410,16 @@ fn completed_pairs(round: Round) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_progress_line_before_the_last_pair_says_it_is_no_verdict() {
+        assert_eq!(
+            super::interim_label(3, 8, false),
+            "so far, no verdict until the last pair: "
+        );
+        assert_eq!(super::interim_label(6, 8, true), "early-stop look: ");
+        assert_eq!(super::interim_label(8, 8, true), "");
+    }
+
     use super::*;
 
     fn args(line: &str) -> Vec<String> {
