@@ -103,7 +103,7 @@ commands:
                                completions, writes each one's stamps to PATH
   compare-results BASE_RUN... --head HEAD_RUN... [--out DIR] [--resamples N]
                     [--seed S] [--confidence C] [--min-change F] [--min-pairs K]
-                    [--scope familywise|per-figure] [--method paired|pooled]
+                    [--scope familywise|per-figure] [--method paired|paired-log|pooled]
                                compare phase1 runs of two builds (run directories or
                                their results.json): BASE_RUN i and HEAD_RUN i form round
                                pair i. Per figure (TC-05 arms' TTFT p50/p90, TPOT and
@@ -134,7 +134,7 @@ commands:
                                failed or left no run directory of its own
   compare --base SPEC --head SPEC [--target LANE] [--rounds N] [--trials|--cases FILTER,...]
           [--out DIR] [--resamples N] [--seed S] [--confidence C] [--min-change F]
-          [--min-pairs K] [--scope familywise|per-figure] [--method paired|pooled]
+          [--min-pairs K] [--scope familywise|per-figure] [--method paired|paired-log|pooled]
           [--early-stop] [HARNESS FLAGS]
                                run a lane's perf trials (LANE: a cargo test target,
                                default phase1; trials default TC-05 and TC-06: every

@@ -104,8 +104,9 @@ pub fn apply_statistics_flag(
         "--method" => {
             rule.method = match value {
                 "paired" => Method::Paired,
+                "paired-log" => Method::PairedLog,
                 "pooled" => Method::Pooled,
-                _ => return Err(bad("not paired or pooled")),
+                _ => return Err(bad("not paired, paired-log or pooled")),
             }
         }
         _ => return Ok(false),

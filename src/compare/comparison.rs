@@ -9,7 +9,8 @@ use super::figures::{Better, FigureSpec, Judged, RunResults};
 use super::gate::Gate;
 use super::rounds::{Build, Round};
 use crate::stats::{
-    difference, min_detectable_effect, paired_difference, Bootstrap, Difference, PairSamples,
+    difference, min_detectable_effect, paired_difference, paired_ratio, Bootstrap, Difference,
+    PairSamples,
 };
 
 /// Version of the compare.json layout.
@@ -76,6 +77,11 @@ pub enum Method {
     /// Student-t interval over the pairs ([`crate::stats::paired_difference`]):
     /// the drift a pair shares cancels inside its difference (the default).
     Paired,
+    /// The mean of the per-pair log ratios head / base, with a Student-t
+    /// interval over the pairs, in the figure's unit
+    /// ([`crate::stats::paired_ratio`]; `--method paired-log`): one
+    /// far-off pair weighs as one factor among the pairs.
+    PairedLog,
     /// The statistic of each build's pooled samples, with a round-pair
     /// bootstrap interval ([`crate::stats::difference`]; `--pooled`).
     Pooled,
@@ -86,10 +92,11 @@ impl Method {
         Method::Pooled
     }
 
-    /// `paired` or `pooled`.
+    /// `paired`, `paired-log` or `pooled`.
     pub fn as_str(self) -> &'static str {
         match self {
             Method::Paired => "paired",
+            Method::PairedLog => "paired-log",
             Method::Pooled => "pooled",
         }
     }
@@ -173,6 +180,7 @@ impl Rule {
         };
         let estimate = match self.method {
             Method::Paired => "mean paired difference",
+            Method::PairedLog => "mean paired log ratio",
             Method::Pooled => "head − base",
         };
         let looks = match self.looks {
@@ -723,6 +731,10 @@ fn compare_figure(
     };
     let diff = match rule.method {
         Method::Paired => paired_difference(&pairs, spec.statistic, confidence),
+        // A figure with no ratio (a zero or negative statistic) keeps the
+        // difference.
+        Method::PairedLog => paired_ratio(&pairs, spec.statistic, confidence)
+            .or_else(|| paired_difference(&pairs, spec.statistic, confidence)),
         Method::Pooled => difference(&pairs, spec.statistic, confidence, &boot),
     };
     let (base, head) = (side(Build::Base), side(Build::Head));

@@ -28,5 +28,5 @@ pub use bootstrap::{
     Difference, Estimate, Interval, PairSamples, Statistic,
 };
 pub use order_interval::{min_sample_for, quantile_interval, QuantileInterval};
-pub use paired::{min_detectable_effect, paired_difference, MDE_POWER};
+pub use paired::{min_detectable_effect, paired_difference, paired_ratio, MDE_POWER};
 pub use rng::SplitMix64;
