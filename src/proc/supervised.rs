@@ -798,11 +798,15 @@ mod tests {
         // child (USR1); in a group stop it only waits, so the child's line
         // can come only from the harness's own SIGTERM (forwarding there
         // too would race the two signals in the child).
+        // The leader says it is ready once its own trap is set: the child's
+        // `up` alone can come first, and a TERM before the trap would end
+        // the leader without a word to its child.
         let script = |heard: &Path, on_term: &str| {
             format!(
                 "sh -c 'trap \"echo TERM >> {h}; exit 0\" TERM; trap \"echo USR1 >> {h}; exit 0\" USR1; \
                  echo up >> {h}; while :; do sleep 0.05; done' & child=$!; \
-                 trap '{on_term} wait $child; exit 0' TERM; while :; do sleep 0.05; done",
+                 trap '{on_term} wait $child; exit 0' TERM; echo ready > {h}.ready; \
+                 while :; do sleep 0.05; done",
                 h = heard.display()
             )
         };
@@ -820,7 +824,9 @@ mod tests {
             }
             let leader = Supervised::spawn(&spec).unwrap();
             let deadline = Instant::now() + Duration::from_secs(30);
-            while !std::fs::read_to_string(&heard).is_ok_and(|h| h.contains("up"))
+            let ready = heard.with_extension("txt.ready");
+            while !(std::fs::read_to_string(&heard).is_ok_and(|h| h.contains("up"))
+                && ready.exists())
                 && Instant::now() < deadline
             {
                 std::thread::sleep(Duration::from_millis(10));

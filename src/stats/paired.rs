@@ -87,12 +87,12 @@ pub fn paired_ratio(
     })
 }
 
-/// Each complete pair's (head, base) statistic, and the statistic of each
-/// build's pooled samples; `None` without a complete pair.
-fn pair_statistics(
-    pairs: &[PairSamples],
-    statistic: Statistic,
-) -> Option<(Vec<(f64, f64)>, f64, f64)> {
+/// Each complete pair's (head, base) statistic, then the statistic of
+/// base's and of head's pooled samples.
+type PairStatistics = (Vec<(f64, f64)>, f64, f64);
+
+/// [`PairStatistics`] of `pairs`; `None` without a complete pair.
+fn pair_statistics(pairs: &[PairSamples], statistic: Statistic) -> Option<PairStatistics> {
     let complete: Vec<&PairSamples> = pairs
         .iter()
         .filter(|p| !p.base.is_empty() && !p.head.is_empty())
