@@ -131,6 +131,8 @@ pub enum ProcError {
         command: String,
         source: io::Error,
     },
+    #[error("cannot start {name}: the run is ending (it was interrupted by a signal)")]
+    Ending { name: String },
     #[error("cannot signal {name}: it is seen only through {address} (another PID namespace, container or host); the stack description must name a hook for this")]
     Remote { name: String, address: String },
     #[error("cannot signal {name} (pid {pid}): {source}")]
@@ -250,15 +252,22 @@ impl Supervised {
                 });
             }
         }
+        let reaped = !spec.outlive_harness;
+        let permit = if reaped {
+            Some(reaper::permit_spawn().ok_or_else(|| ProcError::Ending {
+                name: spec.name.clone(),
+            })?)
+        } else {
+            None
+        };
         let child = spawner::spawn(command).map_err(|source| ProcError::Spawn {
             name: spec.name.clone(),
             command: spec.command_line(),
             source,
         })?;
         let pid = child.id();
-        let reaped = !spec.outlive_harness;
-        if reaped {
-            reaper::track_group(pid);
+        if let Some(permit) = permit {
+            permit.track_group(pid);
         }
         tracing::debug!(name = %spec.name, pid, "started `{}`", spec.command_line());
         Ok(Self {

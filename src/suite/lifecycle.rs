@@ -1105,6 +1105,10 @@ fn heal_before(stack: &Stack, ctx: &CaseCtx, trial: &str) -> Result<Vec<String>,
 /// SIGINT / SIGTERM: tear down the live stack (if any), then exit.
 pub fn install_teardown_on_signal() {
     signals::install(|_| {
+        // Nothing starts from here on: a worker the main thread would start
+        // beside this teardown (a heal before the next case) could write
+        // into the scratch directory after the teardown removed it.
+        crate::proc::reaper::end_spawns();
         if let Some(stack) = LIVE_STACK.lock().ok().and_then(|s| s.clone()) {
             stack.teardown();
         }
