@@ -31,6 +31,7 @@ def comparison(path: pathlib.Path, prefixes: list[str], what: str) -> dict:
     rounds = len(data["rounds"])
     figures = [
         {"id": f["id"], "label": f["label"], "statistic": f["statistic"],
+         **({"family": f["family"]} if "family" in f else {}),
          "rounds": per_round(f, rounds)}
         for f in data["figures"]
         if any(f["id"].startswith(p) for p in prefixes)

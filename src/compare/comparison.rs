@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::errors::CompareError;
-use super::figures::{Better, FigureSpec, Judged, RunResults};
+use super::figures::{Better, Family, FigureSpec, Judged, RunResults};
 use super::gate::Gate;
 use super::rounds::{Build, Round};
 use crate::stats::{
@@ -63,7 +63,20 @@ pub struct Rule {
     /// 1 − confidence. 1 without early stop.
     #[serde(default = "one_look")]
     pub looks: u32,
+    /// The share of the family-wise error rate that the figures isolating
+    /// a KVCR path ([`Family::Path`]) split among themselves; the other
+    /// figures split the rest ([`Rule::family_confidences`]). Absent in
+    /// files written before it existed: 0, every figure in one family.
+    #[serde(default)]
+    pub path_share: f64,
 }
+
+/// The default [`Rule::path_share`]: the few path figures (three in a
+/// default comparison) share half the error rate, the thirty-odd others
+/// the other half. With eight pairs a path figure's interval is then about
+/// a quarter narrower than in one family of all, and another figure's
+/// about a tenth wider (docs/benchmarks.md, "Two families").
+pub const PATH_SHARE: f64 = 0.5;
 
 fn one_look() -> u32 {
     1
@@ -111,6 +124,7 @@ impl Default for Rule {
             familywise: true,
             method: Method::Paired,
             looks: 1,
+            path_share: PATH_SHARE,
         }
     }
 }
@@ -128,6 +142,12 @@ impl Rule {
             return Err(CompareError::Setting(format!(
                 "the minimum relative change must be a fraction of at least 0 (0.10 for 10 %), got {}",
                 self.min_relative_change
+            )));
+        }
+        if !(0.0..1.0).contains(&self.path_share) {
+            return Err(CompareError::Setting(format!(
+                "the path figures' share of the error rate must lie in [0, 1), got {}",
+                self.path_share
             )));
         }
         if self.looks == 0 {
@@ -159,6 +179,26 @@ impl Rule {
             true => 1.0 - (1.0 - self.confidence) / (judged as f64 * looks),
             false => 1.0 - (1.0 - self.confidence) / looks,
         }
+    }
+
+    /// The confidence of each interval when `path` figures of
+    /// [`Family::Path`] and `other` figures of [`Family::Other`] get a
+    /// verdict, as (path, other). Family-wise, a weighted Bonferroni: the
+    /// path figures split [`Rule::path_share`] of the error rate, the
+    /// others the rest, so the chance of any false verdict among all of
+    /// them still stays within 1 − confidence. A family with no figure
+    /// leaves the whole rate to the other; a share of 0 makes one family
+    /// of all ([`Rule::figure_confidence`]).
+    pub fn family_confidences(&self, path: usize, other: usize) -> (f64, f64) {
+        if !self.familywise || self.path_share == 0.0 || path == 0 || other == 0 {
+            let each = self.figure_confidence(path + other);
+            return (each, each);
+        }
+        let alpha = (1.0 - self.confidence) / f64::from(self.looks.max(1));
+        (
+            1.0 - alpha * self.path_share / path as f64,
+            1.0 - alpha * (1.0 - self.path_share) / other as f64,
+        )
     }
 
     /// The pair counts at which an early-stopping comparison of `pairs`
@@ -345,10 +385,17 @@ pub struct Comparison {
     pub rounds: Vec<RoundRecord>,
     /// Every figure, in report order.
     pub figures: Vec<FigureResult>,
-    /// The confidence of each figure's interval ([`Rule::figure_confidence`]);
-    /// absent in files written before it existed (then `rule.confidence`).
+    /// The confidence of each figure's interval ([`Rule::figure_confidence`]),
+    /// of the [`Family::Other`] figures where the path figures have their
+    /// own ([`Comparison::path_confidence`]); absent in files written
+    /// before it existed (then `rule.confidence`).
     #[serde(default)]
     pub figure_confidence: Option<f64>,
+    /// The confidence of each [`Family::Path`] figure's interval
+    /// ([`Rule::family_confidences`]); absent where the path figures had
+    /// no share of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_confidence: Option<f64>,
 }
 
 /// How many figures got each verdict.
@@ -386,17 +433,34 @@ impl Comparison {
     /// The rule in words, with the confidence each figure's interval had.
     pub fn describe_rule(&self) -> String {
         let each = self.figure_confidence.unwrap_or(self.rule.confidence);
-        let judged = self
-            .figures
-            .iter()
-            .filter(|f| f.spec.judged == Judged::Interval)
-            .filter(|f| f.pairs >= self.rule.min_pairs && f.difference.is_some())
-            .count();
-        match each == self.rule.confidence {
-            true => self.rule.describe(),
-            false => format!(
-                "{}; {judged} figures judged, each interval at {}",
+        let judged = |family: Option<Family>| {
+            self.figures
+                .iter()
+                .filter(|f| f.spec.judged == Judged::Interval)
+                .filter(|f| family.map_or(true, |family| f.spec.family == family))
+                .filter(|f| f.pairs >= self.rule.min_pairs && f.difference.is_some())
+                .count()
+        };
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        match (self.path_confidence, each == self.rule.confidence) {
+            (Some(path), _) => {
+                let (p, o) = (judged(Some(Family::Path)), judged(Some(Family::Other)));
+                format!(
+                    "{}; {p} figure{} isolating a KVCR path judged, each interval at {} \
+                     ({:.0} % of the error rate), {o} other figure{}, each at {}",
+                    self.rule.describe(),
+                    plural(p),
+                    percent(path),
+                    self.rule.path_share * 100.0,
+                    plural(o),
+                    percent(each)
+                )
+            }
+            (None, true) => self.rule.describe(),
+            (None, false) => format!(
+                "{}; {} figures judged, each interval at {}",
                 self.rule.describe(),
+                judged(None),
                 percent(each)
             ),
         }
@@ -635,18 +699,25 @@ impl Collector {
         // Counts are judged without an interval, and a figure of one value
         // in every round cannot move by chance: neither takes a share of
         // the family-wise confidence.
-        let judged = self
-            .figures
-            .iter()
-            .filter(|(spec, _)| spec.judged == Judged::Interval)
-            .filter(|(_, samples)| complete_pairs(samples) >= rule.min_pairs)
-            .filter(|(_, samples)| constant(samples).is_none())
-            .count();
-        let confidence = rule.figure_confidence(judged);
+        let judged = |family: Family| {
+            self.figures
+                .iter()
+                .filter(|(spec, _)| spec.judged == Judged::Interval && spec.family == family)
+                .filter(|(_, samples)| complete_pairs(samples) >= rule.min_pairs)
+                .filter(|(_, samples)| constant(samples).is_none())
+                .count()
+        };
+        let (path, other) = rule.family_confidences(judged(Family::Path), judged(Family::Other));
         let figures = self
             .figures
             .iter()
-            .map(|(spec, samples)| compare_figure(spec, samples, rule, confidence, bootstrap))
+            .map(|(spec, samples)| {
+                let confidence = match spec.family {
+                    Family::Path => path,
+                    Family::Other => other,
+                };
+                compare_figure(spec, samples, rule, confidence, bootstrap)
+            })
             .collect();
         let mut rounds = self.rounds.clone();
         rounds.sort_by_key(|r| r.round.index);
@@ -656,7 +727,8 @@ impl Collector {
             bootstrap: *bootstrap,
             rounds,
             figures,
-            figure_confidence: Some(confidence),
+            figure_confidence: Some(other),
+            path_confidence: (path != other).then_some(path),
         }
     }
 }
@@ -927,12 +999,10 @@ mod tests {
         assert_eq!(percent(1.0 - 0.05 / 27.0), "99.81 %");
     }
 
-    /// Twelve figures: eleven the same in both builds, one that moved by a
-    /// few units in each pair, as a build that is the same does by chance
-    /// once in some twenty figures. At 95 % per figure that one is a
-    /// regression; family-wise (each interval at 99.58 %) it is not.
-    #[test]
-    fn familywise_does_not_judge_a_chance_shift_in_one_of_many_figures() {
+    /// Twelve figures: eleven the same in both builds, one (`f0`, of
+    /// `moved`'s family) that moved by a few units in each pair, as a build
+    /// that is the same does by chance once in some twenty figures.
+    fn twelve_figures(moved: Family) -> Collector {
         let spec = |f: usize| FigureSpec {
             id: format!("f{f}"),
             label: format!("figure {f}"),
@@ -940,6 +1010,10 @@ mod tests {
             statistic: Statistic::P50,
             better: crate::compare::figures::Better::Lower,
             judged: Judged::Interval,
+            family: match f {
+                0 => moved,
+                _ => Family::Other,
+            },
         };
         let shift = [1.0, 4.0, 2.0, 5.0, 1.0, 3.0];
         let mut c = Collector::default();
@@ -957,6 +1031,14 @@ mod tests {
                 c.add_samples(*round, &spec(f), &[base + f64::from(round.pair())]);
             }
         }
+        c
+    }
+
+    /// At 95 % per figure the moved one of twelve is a regression;
+    /// family-wise (each interval at 99.58 %) it is not.
+    #[test]
+    fn familywise_does_not_judge_a_chance_shift_in_one_of_many_figures() {
+        let c = twelve_figures(Family::Other);
         let verdict_of_the_moved = |familywise| {
             let rule = Rule {
                 familywise,
@@ -974,6 +1056,75 @@ mod tests {
         // 20 ms ± a few): no verdict of a change, and not a tight one.
         assert_eq!(verdict, Verdict::NoChangeTooWide);
         assert!((each.unwrap() - (1.0 - 0.05 / 12.0)).abs() < 1e-12);
+    }
+
+    /// The moved figure isolating a KVCR path, the only one: its family's
+    /// share (half the error rate) narrows its interval to 97.5 %, where
+    /// the same shift is a regression that one family of twelve (99.58 %
+    /// each) does not call; the eleven others split the rest (99.77 %).
+    #[test]
+    fn a_path_figure_is_judged_at_its_familys_share_of_the_error_rate() {
+        let judged = |rule: Rule| {
+            let c = twelve_figures(Family::Path).compare(&rule, &Bootstrap::default());
+            let text = c.describe_rule();
+            (
+                c.figures[0].verdict,
+                c.path_confidence,
+                c.figure_confidence,
+                text,
+            )
+        };
+        let (verdict, path, other, text) = judged(Rule::default());
+        assert_eq!(verdict, Verdict::Regression);
+        assert!((path.unwrap() - 0.975).abs() < 1e-12, "{path:?}");
+        assert!(
+            (other.unwrap() - (1.0 - 0.025 / 11.0)).abs() < 1e-12,
+            "{other:?}"
+        );
+        assert!(
+            text.ends_with(
+                "1 figure isolating a KVCR path judged, each interval at 97.50 % (50 % of the \
+                 error rate), 11 other figures, each at 99.77 %"
+            ),
+            "{text}"
+        );
+        let one_family = Rule {
+            path_share: 0.0,
+            ..Rule::default()
+        };
+        let (verdict, path, other, _) = judged(one_family);
+        assert_eq!(verdict, Verdict::NoChangeTooWide);
+        assert_eq!(path, None);
+        assert!((other.unwrap() - (1.0 - 0.05 / 12.0)).abs() < 1e-12);
+    }
+
+    /// Weighted Bonferroni: the path figures' and the others' error rates
+    /// add up to the comparison's; an empty family leaves all of it to the
+    /// other, as does a share of 0 (files written before the families).
+    #[test]
+    fn the_two_families_split_the_error_rate_by_the_path_share() {
+        let rule = Rule::default();
+        let (path, other) = rule.family_confidences(3, 36);
+        let spent = 3.0 * (1.0 - path) + 36.0 * (1.0 - other);
+        assert!((spent - 0.05).abs() < 1e-12, "{spent}");
+        assert!((path - (1.0 - 0.025 / 3.0)).abs() < 1e-12);
+        for (p, o) in [(0, 39), (39, 0)] {
+            let each = rule.figure_confidence(39);
+            assert_eq!(rule.family_confidences(p, o), (each, each));
+        }
+        let looks = Rule { looks: 2, ..rule };
+        assert!((looks.family_confidences(3, 36).0 - (1.0 - 0.0125 / 3.0)).abs() < 1e-12);
+        let old: Rule = serde_json::from_str(
+            r#"{"confidence":0.95,"min_relative_change":0.05,"familywise":true}"#,
+        )
+        .unwrap();
+        assert_eq!(old.path_share, 0.0);
+        assert_eq!(old.family_confidences(3, 36).0, old.figure_confidence(39));
+        let bad = Rule {
+            path_share: 1.0,
+            ..rule
+        };
+        assert!(bad.checked().is_err());
     }
 
     fn diff(base: f64, head: f64, lo: f64, hi: f64) -> Difference {
@@ -1058,6 +1209,7 @@ mod tests {
             statistic: Statistic::P50,
             better: Better::Lower,
             judged: Judged::Interval,
+            family: Family::Other,
         }
     }
 
@@ -1256,6 +1408,7 @@ mod tests {
             statistic: Statistic::Mean,
             better: Better::Lower,
             judged: Judged::AnyIncrease,
+            family: Family::Other,
         }
     }
 

@@ -156,6 +156,29 @@ impl Judged {
     }
 }
 
+/// Which share of the comparison's error rate a figure's interval is
+/// sized from ([`super::Rule::family_confidences`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// A figure that isolates one KVCR path from the engine, the router
+    /// and the client: a bench's p10 per op, the Guard promotion's recovery
+    /// stage. A KVCR change that slows a path shows here first, and a few
+    /// such figures share most of the error rate, so their intervals stay
+    /// narrow beside the dozens of other figures.
+    Path,
+    /// Every other figure: client latencies and throughput, KVCR's means,
+    /// the promotion's total and its other stages.
+    #[default]
+    Other,
+}
+
+impl Family {
+    fn is_other(&self) -> bool {
+        *self == Family::Other
+    }
+}
+
 /// What a figure is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FigureSpec {
@@ -172,6 +195,10 @@ pub struct FigureSpec {
     /// How its verdict is reached; absent in compare.json: by the interval.
     #[serde(default, skip_serializing_if = "Judged::is_interval")]
     pub judged: Judged,
+    /// Whose share of the error rate its interval gets; absent in
+    /// compare.json: [`Family::Other`].
+    #[serde(default, skip_serializing_if = "Family::is_other")]
+    pub family: Family,
 }
 
 impl FigureSpec {
@@ -183,6 +210,15 @@ impl FigureSpec {
             statistic,
             better,
             judged: Judged::Interval,
+            family: Family::Other,
+        }
+    }
+
+    /// A figure of [`Family::Path`].
+    fn isolating_a_path(self) -> Self {
+        FigureSpec {
+            family: Family::Path,
+            ..self
         }
     }
 
@@ -456,21 +492,25 @@ impl RunResults {
                 );
             }
             // The promotion's stages isolate where a slower promotion
-            // spends its time.
+            // spends its time. The recovery stage (the pool's adoption) is
+            // KVCR's alone and holds still between rounds: a path figure.
             if let Some(stages) = &t.promotion_stages {
-                for (name, value) in [
-                    ("recovery", stages.recovery_ms),
-                    ("setup", stages.setup_ms),
-                    ("start", stages.start_ms),
+                for (name, value, family) in [
+                    ("recovery", stages.recovery_ms, Family::Path),
+                    ("setup", stages.setup_ms, Family::Other),
+                    ("start", stages.start_ms, Family::Other),
                 ] {
                     push(
-                        FigureSpec::new(
-                            format!("TC-06::guard_recovery_timing::promotion_{name}"),
-                            format!("TC-06 Guard promotion, {name} stage"),
-                            "ms",
-                            Statistic::P50,
-                            Better::Lower,
-                        ),
+                        FigureSpec {
+                            family,
+                            ..FigureSpec::new(
+                                format!("TC-06::guard_recovery_timing::promotion_{name}"),
+                                format!("TC-06 Guard promotion, {name} stage"),
+                                "ms",
+                                Statistic::P50,
+                                Better::Lower,
+                            )
+                        },
                         vec![value],
                     );
                 }
@@ -796,7 +836,8 @@ impl KvcrBenchFigures<'_> {
                     "ms",
                     Statistic::P10,
                     Better::Lower,
-                ),
+                )
+                .isolating_a_path(),
                 ops_ms,
             );
         }
@@ -1040,9 +1081,16 @@ evidence: a"
                 setup_ms: 0.5,
                 start_ms: 6.0,
             });
-        for (id, want) in [("recovery", 0.2), ("setup", 0.5), ("start", 6.0)] {
+        // The recovery stage, KVCR's adoption of the pool, isolates the
+        // promotion's path; the others do not hold still.
+        for (id, want, family) in [
+            ("recovery", 0.2, Family::Path),
+            ("setup", 0.5, Family::Other),
+            ("start", 6.0, Family::Other),
+        ] {
             let id = format!("TC-06::guard_recovery_timing::promotion_{id}");
-            assert_eq!(values(&run, &id).unwrap().1, [want], "{id}");
+            let (spec, v) = values(&run, &id).unwrap();
+            assert_eq!((v, spec.family), (vec![want], family), "{id}");
         }
         // The pull from the Guard for t1's request.
         let t1 = "TC-06::guard_recovery_timing::t1_kvcr::remote_deliver";
@@ -1177,6 +1225,7 @@ evidence: a"
             (spec.unit.as_str(), spec.statistic, spec.better, spec.judged),
             ("ms", Statistic::P10, Better::Lower, Judged::Interval)
         );
+        assert_eq!(spec.family, Family::Path, "it isolates the deliver path");
         let text = serde_json::to_string(&run.perf).unwrap();
         let back: PerfSummary = serde_json::from_str(&text).unwrap();
         assert_eq!(back.kvcr_bench, run.perf.kvcr_bench);
@@ -1248,6 +1297,7 @@ evidence: a"
         let (spec, v) = values(&run, id).unwrap();
         assert_eq!(v, [9.0, 11.0, 30.0], "every pull a sample, in ms");
         assert_eq!(spec.label, "KVCR pull, bench (p10 per op)");
+        assert_eq!(spec.family, Family::Path);
         assert_eq!(
             (spec.unit.as_str(), spec.statistic, spec.better, spec.judged),
             ("ms", Statistic::P10, Better::Lower, Judged::Interval)
@@ -1318,6 +1368,7 @@ evidence: a"
         let (spec, v) = values(&run, p10_id).unwrap();
         assert_eq!(v, [2.0, 3.0, 10.0], "every read a sample, in ms");
         assert_eq!(spec.label, "KVCR read, G3 read bench (p10 per op)");
+        assert_eq!(spec.family, Family::Path);
         assert_eq!(
             (spec.unit.as_str(), spec.statistic, spec.better, spec.judged),
             ("ms", Statistic::P10, Better::Lower, Judged::Interval)

@@ -45,14 +45,16 @@ use crate::stats::Bootstrap;
 pub use cli::CompareArgs;
 pub use comparison::{
     largest_unexcluded_change, verdict, Collector, Comparison, Counts, FigureResult, Method,
-    RoundRecord, Rule, Sample, Verdict, COMPARE_SCHEMA_VERSION, DEFAULT_MIN_PAIRS,
+    RoundRecord, Rule, Sample, Verdict, COMPARE_SCHEMA_VERSION, DEFAULT_MIN_PAIRS, PATH_SHARE,
 };
 pub use driver::{
     round_runs, run_compare, CompareDriveArgs, RoundRun, DEFAULT_ROUNDS, DEFAULT_TRIALS,
     DISK_TIER_TARGET,
 };
 pub use errors::CompareError;
-pub use figures::{Better, FigureSpec, FigureValues, Judged, RequestFault, RunInfo, RunResults};
+pub use figures::{
+    Better, Family, FigureSpec, FigureValues, Judged, RequestFault, RunInfo, RunResults,
+};
 pub use gate::{Gate, EXIT_NOT_COMPARED};
 pub use junit::{junit_report, junit_xml, SUITE};
 pub use page::render_page;

@@ -4,7 +4,7 @@
 //! rounds. The table in docs/benchmarks.md comes from [`rate_table`].
 
 use super::comparison::{Collector, Rule, Verdict};
-use super::figures::{Better, FigureSpec};
+use super::figures::{Better, Family, FigureSpec};
 use super::rounds::{Build, RoundPlan};
 use crate::stats::{small_sample_widening, Bootstrap, SplitMix64, Statistic};
 
@@ -83,6 +83,7 @@ fn rates(shape: Shape, pairs: u32, shift: f64, rule: &Rule, trials: u32, resampl
         statistic: shape.statistic,
         better: Better::Lower,
         judged: crate::compare::figures::Judged::Interval,
+        family: Family::Other,
     };
     let mut rng = SplitMix64::new(0x5eed ^ u64::from(pairs) << 8);
     let mut counts = [0u32; 4];
@@ -263,6 +264,9 @@ struct RecordedFigure {
     id: String,
     label: String,
     statistic: Statistic,
+    /// As compare.json names it; absent: [`Family::Other`].
+    #[serde(default)]
+    family: Family,
     rounds: Vec<Vec<f64>>,
 }
 
@@ -273,11 +277,15 @@ struct PairPool {
     pairs: Vec<[Vec<f64>; 2]>,
 }
 
-/// Interval figures a default comparison judges with KVCR's operation
-/// durations (27 recorded without them, plus about 9 KVCR scopes over the
-/// four arms, TC-06's three promotion stages and the pull from the Guard):
-/// the Bonferroni family each simulated figure's interval is sized for.
-const FAMILY: usize = 40;
+/// The figures isolating a KVCR path that a default comparison judges
+/// (the deliver and pull benches' p10, the promotion's recovery stage):
+/// the family each simulated [`Family::Path`] figure's interval is sized for.
+const PATH_FAMILY: usize = 3;
+
+/// The other interval figures a default comparison judges (39 in all in a
+/// recorded A-against-A one, less the path figures): the family each
+/// simulated [`Family::Other`] figure's interval is sized for.
+const OTHER_FAMILY: usize = 36;
 
 /// Pairs of the default comparison ([`super::DEFAULT_ROUNDS`] / 2).
 const PAIRS: u32 = super::driver::DEFAULT_ROUNDS / 2;
@@ -315,6 +323,7 @@ fn recorded_pools() -> Vec<PairPool> {
                     statistic: f.statistic,
                     better: Better::Lower,
                     judged: crate::compare::figures::Judged::Interval,
+                    family: f.family,
                 },
                 pairs,
             });
@@ -352,33 +361,64 @@ fn draw_comparison(
     out
 }
 
-/// The rule of the simulated design: the default's, with each interval at
-/// the confidence a family of [`FAMILY`] figures gets, split over `looks`.
-fn design_rule(looks: u32) -> Rule {
-    Rule {
-        confidence: 1.0 - (1.0 - Rule::default().confidence) / FAMILY as f64,
-        familywise: false,
+/// The rules of the simulated design, per family: the default's, each
+/// interval at the confidence its family gets in a default comparison
+/// ([`PATH_FAMILY`] and [`OTHER_FAMILY`] figures), split over `looks`.
+struct DesignRules {
+    path: Rule,
+    other: Rule,
+}
+
+fn design_rules(looks: u32) -> DesignRules {
+    let (path, other) = Rule {
         looks,
         ..Rule::default()
     }
+    .family_confidences(PATH_FAMILY, OTHER_FAMILY);
+    let rule = |confidence| Rule {
+        confidence,
+        familywise: false,
+        ..Rule::default()
+    };
+    DesignRules {
+        path: rule(path),
+        other: rule(other),
+    }
 }
 
-/// The comparison of the drawn rounds with fewer than `pairs` pairs.
+/// The comparison of the drawn rounds with fewer than `pairs` pairs, each
+/// family under its rule; its figures in the order of `pools`.
 fn judge(
     pools: &[PairPool],
     drawn: &[(u32, Build, usize, Vec<f64>)],
     pairs: u32,
-    rule: &Rule,
+    rules: &DesignRules,
 ) -> super::Comparison {
-    let mut c = Collector::default();
+    let mut path = Collector::default();
+    let mut other = Collector::default();
     for (index, build, fi, values) in drawn.iter().filter(|d| d.0 / 2 < pairs) {
         let round = super::Round {
             index: *index,
             build: *build,
         };
-        c.add_samples(round, &pools[*fi].spec, values);
+        let spec = &pools[*fi].spec;
+        match spec.family {
+            Family::Path => path.add_samples(round, spec, values),
+            Family::Other => other.add_samples(round, spec, values),
+        }
     }
-    c.compare(rule, &Bootstrap::default())
+    let path = path.compare(&rules.path, &Bootstrap::default());
+    let mut judged = other.compare(&rules.other, &Bootstrap::default());
+    let mut figures = std::mem::take(&mut judged.figures);
+    figures.extend(path.figures);
+    judged.figures = pools
+        .iter()
+        .filter_map(|pool| {
+            let at = figures.iter().position(|f| f.spec.id == pool.spec.id)?;
+            Some(figures.swap_remove(at))
+        })
+        .collect();
+    judged
 }
 
 /// Per figure over `trials` simulated comparisons: the share with a
@@ -400,7 +440,7 @@ fn power(pools: &[PairPool], shift: f64, early_stop: bool, trials: u32) -> Power
         true => Rule::default().early_stop_looks(PAIRS),
         false => vec![PAIRS],
     };
-    let rule = design_rule(looks.len() as u32);
+    let rules = design_rules(looks.len() as u32);
     let mut rng = SplitMix64::new(0x9e37_79b9 ^ (shift * 1000.0) as u64 ^ u64::from(early_stop));
     let n = pools.len();
     let (mut reg, mut any, mut fam, mut pairs_run) = (vec![0u32; n], vec![0u32; n], 0u32, 0u64);
@@ -409,7 +449,7 @@ fn power(pools: &[PairPool], shift: f64, early_stop: bool, trials: u32) -> Power
         let drawn = draw_comparison(pools, PAIRS, shift, &mut rng);
         let mut last = None;
         for &k in &looks {
-            let c = judge(pools, &drawn, k, &rule);
+            let c = judge(pools, &drawn, k, &rules);
             let stop = c.may_stop();
             last = Some((k, c));
             if stop {
@@ -458,10 +498,12 @@ fn power_table() -> String {
     let pct = |x: f64| format!("{:.0} %", x * 100.0);
     let mut o = format!(
         "{POWER_TRIALS} simulated comparisons per cell, {PAIRS} pairs drawn from the recorded \
-         A-against-A pairs, each interval sized for a family of {FAMILY} figures.\n\n\
+         A-against-A pairs, each interval sized as in a default comparison: {PATH_FAMILY} figures \
+         isolating a KVCR path sharing {:.0} % of the error rate, {OTHER_FAMILY} others the rest.\n\n\
          | figure | A-A: false verdicts | +10 %: regression found | median MDE | \
          early stop, A-A: false verdicts | early stop, +10 %: found |\n\
-         |---|---|---|---|---|---|\n"
+         |---|---|---|---|---|---|\n",
+        super::comparison::PATH_SHARE * 100.0
     );
     for (i, pool) in pools.iter().enumerate() {
         o.push_str(&format!(

@@ -12,6 +12,7 @@ fn spec(id: &str, label: &str, unit: &str, statistic: Statistic, better: Better)
         statistic,
         better,
         judged: Judged::Interval,
+        family: Family::Other,
     }
 }
 
