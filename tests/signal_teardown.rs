@@ -22,6 +22,20 @@ fn writer(dir: &Path, log: &Path) -> Supervised {
     Supervised::spawn(&spec).expect("/bin/sh starts")
 }
 
+/// Waits until `writer` has written `entry` (`what`, for the message).
+fn await_entry(entry: &Path, writer: &Supervised, what: &str) {
+    wait::until(
+        format!("the writer to write {what}"),
+        Duration::from_secs(10),
+        Duration::from_millis(5),
+        || match entry.exists() {
+            true => Poll::Ready(()),
+            false => Poll::Pending(writer.log_tail(5)),
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[test]
 fn finish_kills_a_late_process_and_removes_what_it_wrote_after_the_teardown() {
     let base = tempfile::tempdir().unwrap();
@@ -30,19 +44,7 @@ fn finish_kills_a_late_process_and_removes_what_it_wrote_after_the_teardown() {
     reaper::track_path(&scratch);
     let late = writer(&scratch, &base.path().join("writer.log"));
     let entry = scratch.join("discovery/instances/worker");
-    wait::until(
-        "the writer's first entry",
-        Duration::from_secs(10),
-        Duration::from_millis(10),
-        || {
-            if entry.exists() {
-                Poll::Ready(())
-            } else {
-                Poll::Pending(late.log_tail(5))
-            }
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    await_entry(&entry, &late, "its first entry");
 
     // The signal: nothing starts any more.
     reaper::end_spawns();
@@ -59,19 +61,7 @@ fn finish_kills_a_late_process_and_removes_what_it_wrote_after_the_teardown() {
     // not knowing the writer, which creates its entry again.
     let _ = std::fs::remove_dir_all(&scratch);
     reaper::forget_path(&scratch);
-    wait::until(
-        "the writer to write again",
-        Duration::from_secs(10),
-        Duration::from_millis(5),
-        || {
-            if entry.exists() {
-                Poll::Ready(())
-            } else {
-                Poll::Pending(String::new())
-            }
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    await_entry(&entry, &late, "its entry again");
 
     reaper::finish();
     assert!(
