@@ -15,7 +15,9 @@ use kvcr_e2e::wait::{self, Poll};
 /// A process that creates `dir/discovery/instances/worker` again and again,
 /// as a worker keeps its discovery entries.
 fn writer(dir: &Path, log: &Path) -> Supervised {
-    let script = "while :; do mkdir -p \"$1/discovery/instances\" && : > \"$1/discovery/instances/worker\"; done";
+    // `echo`, not `:`: a failed redirection of a special builtin ends a
+    // POSIX shell, and the teardown below removes the directory under it.
+    let script = "while :; do mkdir -p \"$1/discovery/instances\" && echo up > \"$1/discovery/instances/worker\"; done";
     let spec = ProcessSpec::new("discovery-writer", "/bin/sh", log)
         .args(["-c", script, "writer"])
         .arg(dir.display().to_string());

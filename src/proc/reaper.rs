@@ -127,12 +127,12 @@ pub fn track_path(path: &Path) {
     send(format!("+p {}", path.display()));
 }
 
-/// The path was cleaned by a normal teardown, or must be kept. While the
-/// run ends on a signal, a removed path stays listed: a process that
-/// [`finish`] has yet to kill may create it again.
+/// The path was cleaned by a normal teardown. While the run ends on a
+/// signal, every path stays listed: a process that [`finish`] has yet to
+/// kill may create it again, even between its removal and this call.
 pub fn forget_path(path: &Path) {
     let mut owned = owned();
-    if owned.ending && !path.exists() {
+    if owned.ending {
         return;
     }
     owned.paths.retain(|p| p != path);
