@@ -16,7 +16,10 @@
 //! each misbehaviour happened and KVCR logged one warning for each; KVCR
 //! kept every block it asked about, failed and dropped no deposit, still
 //! evicted and still delivered from its pool; no bad KVCR line but the
-//! tracebacks of its `... failed` warnings.
+//! tracebacks of its `... failed` warnings. Then the policy behaves again
+//! and B commits one more prompt into its full pool: KVCR scores the blocks
+//! the hostile scores left unscored, so the suite's at-rest audit after the
+//! case finds every slot evictable.
 
 use serde_json::json;
 
@@ -78,9 +81,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     })?);
     let per_prompt = u64::from(ctx.settings().prompts.prefix_blocks).max(1);
     let prompts = (pool / per_prompt + OVERFLOW_PROMPTS) as usize;
-    let families = ctx.families(2 * prompts + 1)?;
+    let families = ctx.families(2 * prompts + 2)?;
     let (calm, rest) = families.split_at(prompts);
-    let (hostile, pinned) = rest.split_at(prompts);
+    let (hostile, rest) = rest.split_at(prompts);
+    let (pinned, calm_again) = rest.split_at(1);
 
     // A well-behaved policy: consulted as KVCR acted.
     let before = ctx.snapshot(&b)?;
@@ -134,6 +138,10 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
                 "delta": delta}),
         expect_hostile_policy_answered(&answered, &calls, &kvcr),
     )?;
+    // The policy behaves again: a deposit into the full pool makes KVCR
+    // score the blocks the hostile scores left unscored, so the at-rest
+    // audit after the case finds every pool slot evictable again.
+    ctx.commit(&b, calm_again[0].variant(0))?;
     // The raising hooks' tracebacks are KVCR's warnings; any other bad line fails.
     ctx.pressure()
         .expect_no_bad_lines_since(&marks, &[BadLine::Traceback])

@@ -504,6 +504,10 @@ impl Engine for CpuEngine {
         Some(blocks * self.geometry().block_size_tokens as usize - 1)
     }
 
+    fn reports_kvcr_state(&self) -> bool {
+        true
+    }
+
     fn counts_blocks(&self) -> bool {
         true
     }

@@ -399,6 +399,14 @@ pub trait Engine: Send + Sync {
         false
     }
 
+    /// Whether each KVCR worker's `/metrics` reports KVCR's state gauges
+    /// (`kvcr_state`) as they are now, so the suite can check after a case
+    /// that KVCR holds nothing back (the CPU engine does; vLLM logs them per
+    /// interval only).
+    fn reports_kvcr_state(&self) -> bool {
+        false
+    }
+
     /// Whether an aggregated worker deposits the blocks it computes into
     /// its KVCR pool, so that its readiness can wait for one. The CPU
     /// engine with `framework_regions` keeps them in its own memory.

@@ -37,6 +37,7 @@ use crate::verdict::Violation;
 
 use super::activity::Activity;
 use super::ask::{self, Answer};
+use super::at_rest::AtRest;
 use super::case_evidence::{CaseEvidence, Closed};
 use super::claim::{clause, Claim};
 use super::crashes::Crashes;
@@ -75,6 +76,8 @@ pub struct CaseCtx<'a> {
     pub(super) activity: Activity,
     /// Components seen crashed, and the exits the case's fault makes.
     pub(super) crashes: Crashes,
+    /// What the case may leave held in KVCR (the at-rest audit after it).
+    pub(super) at_rest: AtRest,
 }
 
 impl<'a> CaseCtx<'a> {
@@ -102,7 +105,15 @@ impl<'a> CaseCtx<'a> {
             requests: RequestLog::new(stack.plan.engine.model(), settings.prompts.max_tokens),
             activity: Activity::new(),
             crashes: Crashes::default(),
+            at_rest: AtRest::default(),
         })
+    }
+
+    /// After this case, allocated pool slots may stay unevictable in KVCR,
+    /// `why` (recorded in `at-rest.json`); every other clause of the
+    /// at-rest audit still holds.
+    pub fn allow_unevictable_at_rest(&self, why: impl Into<String>) {
+        self.at_rest.allow_unevictable(why);
     }
 
     /// Names what the case does from now on (the timeout message quotes

@@ -407,10 +407,16 @@ impl Suite {
             move || (case.run(&ctx), ctx),
         );
         let result = match &timed_out {
-            None => ctx
-                .crashes
-                .judge(&stack, &ctx.evidence, result)
-                .map_err(|e| e.to_string()),
+            None => {
+                let judged = ctx.crashes.judge(&stack, &ctx.evidence, result);
+                // A case that leaves the stack whole leaves KVCR at rest.
+                let whole = !case.destructive() && ctx.crashes.count() == 0;
+                let judged = match whole {
+                    true => super::at_rest::judge(&ctx, judged),
+                    false => judged,
+                };
+                judged.map_err(|e| e.to_string())
+            }
             Some(timed_out) => {
                 // The case's own late error ("cancelled") says less than this.
                 activity.resume();

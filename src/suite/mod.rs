@@ -15,6 +15,7 @@
 
 mod activity;
 mod ask;
+mod at_rest;
 mod case;
 mod case_evidence;
 pub mod claim;

@@ -6,6 +6,7 @@
 //! has unit tests that show it failing.
 
 pub mod api_misuse;
+pub mod at_rest;
 pub mod concurrent;
 pub mod deadline_storm;
 pub mod degraded_link;
