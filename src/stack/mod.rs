@@ -256,6 +256,23 @@ impl Stack {
             .ok_or_else(|| StackError::NoSuchWorker(name.into()))
     }
 
+    /// The log of every component of the stack as it is now: the
+    /// frontend, each Guard service (and each started again after one
+    /// died) and each worker.
+    pub fn component_logs(&self) -> Vec<PathBuf> {
+        let mut logs = vec![self.frontend().log_path().to_path_buf()];
+        logs.extend(self.guards.iter().map(|g| g.log_path().to_path_buf()));
+        if let Ok(restarted) = self.restarted_guards.lock() {
+            logs.extend(restarted.iter().map(|(_, g)| g.log_path().to_path_buf()));
+        }
+        logs.extend(
+            self.workers()
+                .iter()
+                .map(|w| w.process.log_path().to_path_buf()),
+        );
+        logs
+    }
+
     pub fn workers(&self) -> Vec<Arc<Worker>> {
         self.workers.lock().map(|w| w.clone()).unwrap_or_default()
     }

@@ -41,6 +41,7 @@ use super::at_rest::AtRest;
 use super::case_evidence::{CaseEvidence, Closed};
 use super::claim::{clause, Claim};
 use super::crashes::Crashes;
+use super::log_audit::LogAudit;
 use super::request_log::RequestLog;
 use super::{CaseError, CaseResult};
 use super::{Disagg, Faults, Guards, Load, Observe, Perf, Pressure, SharedPrefix};
@@ -78,6 +79,9 @@ pub struct CaseCtx<'a> {
     pub(super) crashes: Crashes,
     /// What the case may leave held in KVCR (the at-rest audit after it).
     pub(super) at_rest: AtRest,
+    /// Where the stack's logs stood when the case began (the log audit
+    /// after it).
+    pub(super) log_audit: LogAudit,
 }
 
 impl<'a> CaseCtx<'a> {
@@ -106,6 +110,7 @@ impl<'a> CaseCtx<'a> {
             activity: Activity::new(),
             crashes: Crashes::default(),
             at_rest: AtRest::default(),
+            log_audit: LogAudit::default(),
         })
     }
 

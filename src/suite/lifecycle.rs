@@ -64,6 +64,9 @@ pub struct Suite {
     planned: OnceCell<Vec<Trial>>,
     /// WL-01's trace, read once when a planned trial replays one.
     workload_trace: OnceCell<Result<Option<Arc<TraceFile>>, String>>,
+    /// Where the next case's log audit begins: the last audit's end; the
+    /// logs' start before the first case (none: the next case's start).
+    log_audit_from: Mutex<Option<super::pressure::LogMarks>>,
 }
 
 impl Suite {
@@ -168,6 +171,9 @@ impl Suite {
         let engine = settings.build_engine(&repo_root)?;
         let prompts = PromptBook::new(reference::prompt_shape(&settings, engine.as_ref()));
         crate::proc::clock_watch::start();
+        // An attached stack's logs hold its owner's runs: its audit reads
+        // from the first case on.
+        let log_audit_from = settings.attach.is_none().then(Default::default);
         Ok(Self {
             target,
             settings,
@@ -188,6 +194,7 @@ impl Suite {
             live_run: Mutex::new(None),
             planned: OnceCell::new(),
             workload_trace: OnceCell::new(),
+            log_audit_from: Mutex::new(log_audit_from),
         })
     }
 
@@ -399,6 +406,13 @@ impl Suite {
             self.note_left_broken(&found, &case.trial_name());
         }
         let pids_before: Vec<u32> = stack.workers().iter().map(|w| w.process.pid()).collect();
+        let from = self
+            .log_audit_from
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_else(|| super::log_audit::marks_now(&stack));
+        ctx.log_audit.begin(from);
         let activity = ctx.activity.clone();
         let ((result, ctx), timed_out) = super::deadline::run_bounded(
             &case.trial_name(),
@@ -409,10 +423,19 @@ impl Suite {
         let result = match &timed_out {
             None => {
                 let judged = ctx.crashes.judge(&stack, &ctx.evidence, result);
-                // A case that leaves the stack whole leaves KVCR at rest.
+                // A case that leaves the stack whole leaves KVCR at rest and
+                // no bad line in the stack's logs.
                 let whole = !case.destructive() && ctx.crashes.count() == 0;
                 let judged = match whole {
-                    true => super::at_rest::judge(&ctx, judged),
+                    true => {
+                        let at_rest = super::at_rest::judge(&ctx, judged);
+                        let (judged, next) = super::log_audit::judge(&ctx, at_rest);
+                        *self
+                            .log_audit_from
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner()) = Some(next);
+                        judged
+                    }
                     false => judged,
                 };
                 judged.map_err(|e| e.to_string())

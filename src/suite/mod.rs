@@ -39,6 +39,7 @@ mod kvcr_coverage;
 mod lifecycle;
 mod link_degradation;
 mod load;
+mod log_audit;
 mod neighbours;
 mod observe;
 mod perf;

@@ -36,6 +36,7 @@ impl Pressure<'_> {
     /// fails: it saw nothing, which is no evidence of no bad line.
     pub fn expect_no_bad_lines_since(&self, marks: &LogMarks, expected: &[BadLine]) -> CaseResult {
         let found = scan_since(self.ctx.logs_dir(), marks).map_err(CaseError::new)?;
+        self.ctx.log_audit.expect(expected);
         self.ctx.check(
             "bad-lines.json",
             &json!({"expected": expected, "found": found}),
@@ -76,16 +77,34 @@ pub fn scan_since(dir: &Path, marks: &LogMarks) -> Result<Vec<Found>, String> {
             dir.display()
         ));
     }
+    scan_files_between(&logs, marks, &LogMarks::default())
+}
+
+/// The bad lines of each of `logs` past its mark in `from` (a log without
+/// one from its start) up to its mark in `to` (a log without one to its
+/// end). Fails when a log cannot be read.
+pub fn scan_files_between(
+    logs: &[PathBuf],
+    from: &LogMarks,
+    to: &LogMarks,
+) -> Result<Vec<Found>, String> {
     let mut found = Vec::new();
     for path in logs {
-        let bytes = std::fs::read(&path).map_err(|e| {
+        let bytes = std::fs::read(path).map_err(|e| {
             format!(
                 "bad-line scan: cannot read {}: {e}; its bad lines would go unseen",
                 path.display()
             )
         })?;
-        let from = marks.0.get(&path).copied().unwrap_or(0);
-        let start = usize::try_from(from).unwrap_or(usize::MAX).min(bytes.len());
+        let at = |marks: &LogMarks, default: usize| {
+            marks
+                .0
+                .get(path)
+                .map_or(default, |m| usize::try_from(*m).unwrap_or(usize::MAX))
+                .min(bytes.len())
+        };
+        let end = at(to, bytes.len());
+        let start = at(from, 0).min(end);
         let first_line = bytes[..start].iter().filter(|b| **b == b'\n').count() + 1;
         let name = path
             .file_name()
@@ -93,7 +112,7 @@ pub fn scan_since(dir: &Path, marks: &LogMarks) -> Result<Vec<Found>, String> {
             .unwrap_or_default();
         found.extend(log_scan::scan(
             &name,
-            &String::from_utf8_lossy(&bytes[start..]),
+            &String::from_utf8_lossy(&bytes[start..end]),
             first_line,
         ));
     }
@@ -379,6 +398,41 @@ mod tests {
             (found[1].log.as_str(), found[1].line_no),
             ("worker-A.log", 2)
         );
+    }
+
+    #[test]
+    fn a_scan_of_named_logs_reads_only_those() {
+        let dir = tempfile::tempdir().unwrap();
+        let worker = dir.path().join("worker-A.log");
+        let hostile = dir.path().join("hostile-port-taken.log");
+        std::fs::write(&worker, "fine\n").unwrap();
+        std::fs::write(&hostile, "Traceback (most recent call last):\n").unwrap();
+        let none = LogMarks(Default::default());
+        assert!(
+            scan_files_between(std::slice::from_ref(&worker), &none, &none)
+                .unwrap()
+                .is_empty()
+        );
+        let tb = "Traceback (most recent call last):\n";
+        std::fs::write(&worker, format!("fine\n{tb}")).unwrap();
+        let found = scan_files_between(std::slice::from_ref(&worker), &none, &none).unwrap();
+        assert_eq!((found.len(), found[0].line_no), (1, 2));
+        assert_eq!(found[0].log, "worker-A.log");
+        // Lines past the window's end are the next window's.
+        let end = LogMarks([(worker.clone(), 5)].into_iter().collect());
+        assert!(
+            scan_files_between(std::slice::from_ref(&worker), &none, &end)
+                .unwrap()
+                .is_empty()
+        );
+        std::fs::write(&worker, format!("fine\n{tb}{tb}")).unwrap();
+        let next = LogMarks(
+            [(worker.clone(), 5 + tb.len() as u64)]
+                .into_iter()
+                .collect(),
+        );
+        let found = scan_files_between(&[worker], &next, &none).unwrap();
+        assert_eq!((found.len(), found[0].line_no), (1, 3));
     }
 
     #[test]

@@ -60,13 +60,28 @@ pub struct Found {
     pub line_no: usize,
     pub kind: BadLine,
     pub text: String,
+    /// For a traceback: the line before it (what the component said
+    /// failed) and the exception it ends with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceback: Option<Traceback>,
+}
+
+/// What a traceback in a log says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Traceback {
+    /// The line before the traceback, e.g. `WARNING ... KVCR recovery
+    /// publication failed`.
+    pub after: String,
+    /// The exception line that ends it, e.g. `AttributeError: ...`.
+    pub raised: String,
 }
 
 /// Every bad line of `text` (a log's window starting at line `first_line_no`).
 pub fn scan(log: &str, text: &str, first_line_no: usize) -> Vec<Found> {
+    let lines: Vec<&str> = text.lines().collect();
     let mut previous = "";
     let mut found = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    for (i, line) in lines.iter().copied().enumerate() {
         let kind = match BadLine::of(line) {
             Some(BadLine::Traceback) if previous.contains(bad::START_WRITE_SETUP_FAILED) => {
                 Some(BadLine::StartWriteRefused)
@@ -82,11 +97,27 @@ pub fn scan(log: &str, text: &str, first_line_no: usize) -> Vec<Found> {
                 line_no: first_line_no + i,
                 kind,
                 text: line.trim().chars().take(300).collect(),
+                traceback: line
+                    .contains(bad::TRACEBACK)
+                    .then(|| traceback(previous, &lines[i + 1..])),
             });
         }
         previous = line;
     }
     found
+}
+
+/// The traceback after `previous`, whose frames are `rest` (indented) up to
+/// the exception line.
+fn traceback(previous: &str, rest: &[&str]) -> Traceback {
+    let raised = rest
+        .iter()
+        .find(|l| !l.starts_with(char::is_whitespace) && !l.is_empty())
+        .map_or("", |l| l.trim());
+    Traceback {
+        after: previous.trim().chars().take(300).collect(),
+        raised: raised.chars().take(300).collect(),
+    }
 }
 
 /// Passes when every bad line found is of a kind the case expects.
@@ -100,11 +131,15 @@ pub fn expect_no_bad_lines(found: &[Found], expected: &[BadLine]) -> Result<(), 
         Some(first) => Err(Violation {
             claim: "no unexpected KVCR error in any component's log",
             detail: format!(
-                "{} unexpected bad lines, the first {}:{}: `{}`",
+                "{} unexpected bad lines, the first {}:{}: `{}`{}",
                 unexpected.len(),
                 first.log,
                 first.line_no,
-                first.text
+                first.text,
+                match &first.traceback {
+                    Some(t) => format!(" after `{}`, raising `{}`", t.after, t.raised),
+                    None => String::new(),
+                }
             ),
         }),
     }
@@ -174,5 +209,26 @@ mod tests {
             "{v}"
         );
         assert!(expect_no_bad_lines(&[], &[]).is_ok());
+    }
+
+    #[test]
+    fn a_traceback_is_named_by_what_failed_and_what_it_raised() {
+        let text = "WARNING:kvcr.recovery_journal:KVCR recovery publication failed\n\
+            Traceback (most recent call last):\n\
+            \x20 File \"/x/kvcr/recovery_journal.py\", line 114, in _project_recovery_record\n\
+            \x20   g3 = record.g3.slot\n\
+            AttributeError: 'NoneType' object has no attribute 'slot'\n\
+            INFO served\n";
+        let found = scan("worker-A.log", text, 1);
+        assert_eq!(found.len(), 1);
+        let v = expect_no_bad_lines(&found, &[]).unwrap_err();
+        assert!(
+            v.detail.contains(
+                "worker-A.log:2: `Traceback (most recent call last):` after \
+                 `WARNING:kvcr.recovery_journal:KVCR recovery publication failed`, raising \
+                 `AttributeError: 'NoneType' object has no attribute 'slot'`"
+            ),
+            "{v}"
+        );
     }
 }
