@@ -83,9 +83,99 @@ pub fn until<T>(
     }
 }
 
+/// What [`settle`] saw last: the state, and whether it settled in time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled<T> {
+    pub state: T,
+    /// How long it took to settle; `None`: still moving at the deadline.
+    pub after: Option<Duration>,
+}
+
+/// Reads a state every `every` until `moving` finds nothing still moving in
+/// it, or `timeout` passes; either way the last state read (a verdict then
+/// names what was still moving). Fails only when a read fails.
+pub fn settle<T: Clone, E>(
+    what: impl Into<String>,
+    timeout: Duration,
+    every: Duration,
+    mut read: impl FnMut() -> Result<T, E>,
+    moving: impl Fn(&T) -> Vec<String>,
+) -> Result<Settled<T>, E> {
+    let started = Instant::now();
+    let mut last = None;
+    let mut failed = None;
+    let waited = until(what, timeout, every, || match read() {
+        Err(e) => {
+            failed = Some(e);
+            Poll::Abort(String::new())
+        }
+        Ok(state) => {
+            let still = moving(&state);
+            last = Some(state.clone());
+            match still.is_empty() {
+                true => Poll::Ready(state),
+                false => Poll::Pending(still.join(", ")),
+            }
+        }
+    });
+    match (waited, failed, last) {
+        (Ok(state), _, _) => Ok(Settled {
+            state,
+            after: Some(started.elapsed()),
+        }),
+        (Err(_), Some(e), _) => Err(e),
+        (Err(_), None, Some(state)) => Ok(Settled { state, after: None }),
+        (Err(_), None, None) => unreachable!("a wait that was not aborted read a state"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settle_returns_the_settled_or_the_last_state() {
+        let mut n = 0;
+        let settled = settle(
+            "n to reach 2",
+            Duration::from_secs(1),
+            Duration::ZERO,
+            || -> Result<u32, String> {
+                n += 1;
+                Ok(n)
+            },
+            |n| match *n < 2 {
+                true => vec![format!("n={n}")],
+                false => vec![],
+            },
+        )
+        .unwrap();
+        assert_eq!(settled.state, 2);
+        assert!(settled.after.is_some());
+        let stuck = settle(
+            "never",
+            Duration::from_millis(5),
+            Duration::from_millis(1),
+            || -> Result<u32, String> { Ok(7) },
+            |_| vec!["moving".into()],
+        )
+        .unwrap();
+        assert_eq!(
+            stuck,
+            Settled {
+                state: 7,
+                after: None
+            }
+        );
+        let failed = settle(
+            "a read",
+            Duration::from_secs(1),
+            Duration::ZERO,
+            || -> Result<u32, String> { Err("no scrape".into()) },
+            |_| vec![],
+        );
+        assert_eq!(failed, Err("no scrape".to_string()));
+    }
 
     #[test]
     fn returns_the_ready_value() {

@@ -36,7 +36,7 @@ use crate::verdict::full_tiers::{
     expect_back_on_disk, expect_capacity_asked, expect_fetched_from_disk, expect_full_tiers_evict,
     expect_recomputed, expect_slots_back, FromDisk, FullTiers, Layout, Slots,
 };
-use crate::wait::{self, Poll};
+use crate::wait;
 use serde_json::json;
 
 pub const CASE: Case = Case {
@@ -281,28 +281,12 @@ fn await_idle(ctx: &CaseCtx, worker: &Worker, when: &str) -> Result<Slots, CaseE
         "waiting for worker {}'s KVCR to go idle {when}",
         worker.name()
     ))?;
-    let mut last = None;
-    let idle = wait::until(
+    let settled = wait::settle(
         format!("worker {}'s KVCR to go idle {when}", worker.name()),
         IDLE_WITHIN,
         Duration::from_millis(50),
-        || {
-            let seen = match ctx.snapshot(worker).and_then(|s| slots(&s)) {
-                Ok(seen) => seen,
-                Err(e) => return Poll::Abort(e.message),
-            };
-            last = Some(seen);
-            let held = seen.held_back();
-            if held.is_empty() {
-                Poll::Ready(seen)
-            } else {
-                Poll::Pending(held.join("; "))
-            }
-        },
-    );
-    match (idle, last) {
-        (Ok(seen), _) => Ok(seen),
-        (Err(e), None) => Err(CaseError::new(e.to_string())),
-        (Err(_), Some(seen)) => Ok(seen),
-    }
+        || ctx.snapshot(worker).and_then(|s| slots(&s)),
+        Slots::held_back,
+    )?;
+    Ok(settled.state)
 }

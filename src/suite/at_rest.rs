@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::stack::Worker;
 use crate::telemetry::{Gauge, Resource, Snapshot};
 use crate::verdict::at_rest::{expect_at_rest, Allowance, KvcrState, Layout, TierSlots};
-use crate::wait::{self, Poll};
+use crate::wait;
 
 use super::claim::Claim;
 use super::{CaseCtx, CaseError, CaseResult};
@@ -86,37 +86,18 @@ pub(super) fn judge(ctx: &CaseCtx, result: CaseResult) -> CaseResult {
 /// `worker`'s state once its KVCR has settled, or the last seen at
 /// [`SETTLE_WITHIN`] (the verdict then names what was still moving).
 fn settle(ctx: &CaseCtx, worker: &Worker) -> Result<Seen, CaseError> {
-    let started = std::time::Instant::now();
-    let mut last = None;
-    let settled = wait::until(
+    let settled = wait::settle(
         format!("worker {}'s KVCR to finish the case's work", worker.name()),
         SETTLE_WITHIN,
         Duration::from_millis(50),
-        || {
-            let state = match ctx.snapshot(worker).and_then(|s| kvcr_state(&s, worker)) {
-                Ok(state) => state,
-                Err(e) => return Poll::Abort(e.message),
-            };
-            last = Some(state);
-            match state.unsettled() {
-                moving if moving.is_empty() => Poll::Ready(state),
-                moving => Poll::Pending(moving.join(", ")),
-            }
-        },
-    );
-    match (settled, last) {
-        (Ok(state), _) => Ok(Seen {
-            worker: worker.name().to_string(),
-            state,
-            settled_ms: Some(started.elapsed().as_millis()),
-        }),
-        (Err(_), Some(state)) => Ok(Seen {
-            worker: worker.name().to_string(),
-            state,
-            settled_ms: None,
-        }),
-        (Err(e), None) => Err(CaseError::new(e.to_string())),
-    }
+        || ctx.snapshot(worker).and_then(|s| kvcr_state(&s, worker)),
+        KvcrState::unsettled,
+    )?;
+    Ok(Seen {
+        worker: worker.name().to_string(),
+        state: settled.state,
+        settled_ms: settled.after.map(|d| d.as_millis()),
+    })
 }
 
 /// `worker`'s KVCR state gauges in `snapshot`. The pool's and the
