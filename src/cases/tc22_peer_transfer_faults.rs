@@ -47,6 +47,7 @@ use crate::suite::foreign_peer;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult, EngineFault, Sending};
 use crate::telemetry::{scrape, Counter, Delta, OpResult, Scope, Snapshot, Unreadable};
 use crate::verdict::engine_memory::{expect_engine_memory_source, expect_fetched_read};
+use crate::verdict::log_scan::BadLine;
 use crate::verdict::foreign_control::{
     expect_foreign_messages_dropped, expect_spoofed_route_contained, ForeignControl,
     ReadAfterSpoof, SpoofedRoute,
@@ -78,11 +79,17 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             e.message
         ))
     })?;
+    let marks = ctx.pressure().log_marks();
     two_reads_meet_a_pending_pin(ctx, &a, &b, &c)?;
     foreign_messages_then_a_read(ctx, &a, &b)?;
     spoofed_metadata_then_two_reads(ctx, &a, &b)?;
     let decided = super::tc22_refused_hints::refused_hints(ctx, &a, &b)?;
-    super::tc22_refused_hints::kvcr_diagnostics_agree(ctx, &[&a, &b, &c], &decided)
+    super::tc22_refused_hints::kvcr_diagnostics_agree(ctx, &[&a, &b, &c], &decided)?;
+    // The foreign peer's start_write, whose metadata A could not load, is
+    // refused with KVCR's traceback (`KVCR start_write setup failed`); any
+    // other bad line fails.
+    ctx.pressure()
+        .expect_no_bad_lines_since(&marks, &[BadLine::StartWriteRefused])
 }
 
 /// B and C read the prefix from A while A's engine holds the pin back.
