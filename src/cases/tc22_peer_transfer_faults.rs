@@ -47,11 +47,11 @@ use crate::suite::foreign_peer;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult, EngineFault, Sending};
 use crate::telemetry::{scrape, Counter, Delta, OpResult, Scope, Snapshot, Unreadable};
 use crate::verdict::engine_memory::{expect_engine_memory_source, expect_fetched_read};
-use crate::verdict::log_scan::BadLine;
 use crate::verdict::foreign_control::{
     expect_foreign_messages_dropped, expect_spoofed_route_contained, ForeignControl,
     ReadAfterSpoof, SpoofedRoute,
 };
+use crate::verdict::log_scan::BadLine;
 use crate::verdict::shared_pin::{expect_one_pin_for_two_reads, SharedPin};
 use crate::wait::{self, Poll};
 
