@@ -13,19 +13,25 @@
 //! KVCR's diagnostics (where `cpu_engine.kvcr_diagnostics` is on, as the
 //! phase3-api profile sets it): each worker's log has KVCR's key history,
 //! numbered without gaps per process, whose accepted inventory is exactly
-//! the engine's logged and counted inventory; and KVCR logged a query
-//! decision for each refused-hint request, with no hint present.
+//! the engine's logged and counted inventory; KVCR logged a query
+//! decision for each refused-hint request, with no hint present; and its
+//! query decisions keep to the sample of four per request their lines
+//! declare, tested by one request the case queries six times.
 
 use std::time::Duration;
 
 use serde_json::json;
 
+use crate::client::request_id::new_request_id;
 use crate::stack::Worker;
 use crate::suite::{CaseCtx, CaseError, CaseResult, EngineFault};
 use crate::telemetry::{Counter, OpResult, Scope, Snapshot};
 use crate::verdict::key_history::{
     disagreements, expect_key_history_reconciled, expect_query_decisions, parse_query_decision,
     DecidedRequest, KeyHistoryReading,
+};
+use crate::verdict::query_sampling::{
+    expect_query_sampling, QuerySampling, SampledRequest, SAMPLE_CAP,
 };
 use crate::verdict::refused_hint::{expect_hint_refused, missing_words, RefusedHint, ROWS};
 use crate::wait::{self, Poll};
@@ -96,10 +102,13 @@ pub(super) fn refused_hints(
 }
 
 /// KVCR's key history on each of `workers` is complete and agrees with its
-/// engine's inventory, and its query decisions name `decided`.
+/// engine's inventory, its query decisions name `decided`, and they keep
+/// to KVCR's sample of four per request, which a request `sampler` (one of
+/// `workers`) queries past the cap puts to the test.
 pub(super) fn kvcr_diagnostics_agree(
     ctx: &CaseCtx,
     workers: &[&Worker],
+    sampler: &Worker,
     decided: &[DecidedRequest],
 ) -> CaseResult {
     if !ctx.settings().cpu_engine.kvcr_diagnostics {
@@ -123,7 +132,57 @@ pub(super) fn kvcr_diagnostics_agree(
         "kvcr-diagnostics.json",
         &json!({ "decided": decided }),
         expect_query_decisions(decided),
+    )?;
+    let sampled = queried_past_the_cap(ctx, sampler)?;
+    let sampling: Vec<_> = workers
+        .iter()
+        .map(|w| QuerySampling::read(w.name(), &ctx.observe().worker_log(w)))
+        .collect();
+    ctx.check(
+        "kvcr-query-sampling.json",
+        &json!({"sampled": sampled, "sampling": sampling}),
+        expect_query_sampling(&sampling, &sampled),
     )
+}
+
+/// How many times the sampled request queries KVCR: past the sample cap,
+/// so a KVCR that logged a query beyond it would show it.
+const SAMPLED_QUERIES: u32 = SAMPLE_CAP + 2;
+
+/// A block no request computes ("qsample"): the sampled request's query.
+const SAMPLED_BLOCK: u64 = 0x0071_7361_6d70_6c65;
+
+/// Queries `worker`'s KVCR `SAMPLED_QUERIES` times under one fresh request
+/// id (`POST /kvcr/holding`: no hint, not an access), then waits until its
+/// log has the query decisions KVCR should have logged for it.
+fn queried_past_the_cap(ctx: &CaseCtx, worker: &Worker) -> Result<SampledRequest, CaseError> {
+    let request_id = format!("query-sample-{}", new_request_id());
+    for _ in 0..SAMPLED_QUERIES {
+        ctx.pressure()
+            .holding_for(worker, &[SAMPLED_BLOCK], Some(&request_id))?;
+    }
+    let logged = SAMPLED_QUERIES.min(SAMPLE_CAP) as usize;
+    // The engine logs a decision before it answers; the log file may lag.
+    let _ = wait::until(
+        format!(
+            "worker {}'s query decisions for {request_id}",
+            worker.name()
+        ),
+        SETTLE_WITHIN,
+        Duration::from_millis(100),
+        || {
+            let r = QuerySampling::read(worker.name(), &ctx.observe().worker_log(worker));
+            match r.ordinals_of(&request_id).len() {
+                n if n >= logged => Poll::Ready(()),
+                n => Poll::Pending(format!("{n} lines")),
+            }
+        },
+    );
+    Ok(SampledRequest {
+        worker: worker.name().to_string(),
+        request_id,
+        queries: SAMPLED_QUERIES,
+    })
 }
 
 /// `worker`'s key history once it agrees with the engine (the engine logs

@@ -119,9 +119,27 @@ impl Pressure<'_> {
         worker: &Worker,
         hashes: &[u64],
     ) -> Result<BTreeMap<u64, String>, CaseError> {
+        self.holding_for(worker, hashes, None)
+    }
+
+    /// As [`Self::holding`], the query made under `request_id` when given
+    /// (KVCR numbers each request's queries in its query decisions); an
+    /// engine that does not say it queried under that id fails.
+    pub fn holding_for(
+        &self,
+        worker: &Worker,
+        hashes: &[u64],
+        request_id: Option<&str>,
+    ) -> Result<BTreeMap<u64, String>, CaseError> {
         let url = format!("{}/kvcr/holding", worker.admin_url());
-        let answer = block_on(self.ctx, post_json(&url, &json!({"hashes": hashes})))?
-            .map_err(CaseError::new)?;
+        let body = json!({"hashes": hashes, "request_id": request_id});
+        let answer = block_on(self.ctx, post_json(&url, &body))?.map_err(CaseError::new)?;
+        if request_id.is_some() && answer["request_id"].as_str() != request_id {
+            return Err(CaseError::new(format!(
+                "{url} answered {answer}: not a query under request id {}",
+                request_id.unwrap_or_default()
+            )));
+        }
         let held = answer["holding"]
             .as_object()
             .ok_or_else(|| CaseError::new(format!("{url} answered {answer}")))?;

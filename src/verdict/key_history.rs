@@ -78,12 +78,23 @@ pub fn parse_key_event(line: &str) -> Option<KeyEvent> {
     })
 }
 
-/// One `KVCR_EVENT query_decision` line: the request and whether KVCR saw
-/// a hint for it.
+/// One `KVCR_EVENT query_decision` line: the request, whether KVCR saw a
+/// hint for it, and which of the request's queries it was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QueryDecision {
     pub request_id: String,
     pub hint_present: bool,
+    /// KVCR's NIXL agent name: each KVCR instance numbers its own queries.
+    pub agent: String,
+    /// `query_ordinal`: the request's 1st, 2nd, ... query.
+    pub ordinal: u32,
+    /// `sample_cap`: how many queries of a request KVCR says it logs.
+    pub sample_cap: u32,
+}
+
+/// Whether `line` is a query decision line (parsed or not).
+pub fn is_query_decision(line: &str) -> bool {
+    line.contains(QUERY_DECISION)
 }
 
 /// A query decision line, if `line` is one.
@@ -92,6 +103,9 @@ pub fn parse_query_decision(line: &str) -> Option<QueryDecision> {
     Some(QueryDecision {
         request_id: f.get("request_id")?.to_string(),
         hint_present: *f.get("hint_present")? == "True",
+        agent: f.get("agent")?.to_string(),
+        ordinal: f.get("query_ordinal")?.parse().ok()?,
+        sample_cap: f.get("sample_cap")?.parse().ok()?,
     })
 }
 
@@ -432,11 +446,14 @@ mod tests {
         assert_eq!(hashes, vec![7, 8]);
         let d = parse_query_decision(
             "x DEBUG KVCR_EVENT query_decision request_id=abc-1 agent=a keys=3 \
-             query_ordinal=1 hint_present=False hint_failed=None",
+             query_ordinal=2 sample_cap=4 sample_scope=request_lru128 local_ready=0 \
+             local_filling=0 g3_fetchable=0 remote_fetchable=0 misses=3 opportunistic=False \
+             hint_present=False hint_failed=None",
         )
         .unwrap();
         assert_eq!(d.request_id, "abc-1");
         assert!(!d.hint_present);
+        assert_eq!((d.agent.as_str(), d.ordinal, d.sample_cap), ("a", 2, 4));
         assert_eq!(
             parse_key_event("KVCR inventory stored tier=G3 hashes=1"),
             None
@@ -531,6 +548,9 @@ mod tests {
             decisions: vec![QueryDecision {
                 request_id: "d1".into(),
                 hint_present,
+                agent: "a".into(),
+                ordinal: 1,
+                sample_cap: 4,
             }],
         };
         assert_eq!(expect_query_decisions(&[decided(false)]), Ok(()));

@@ -32,6 +32,7 @@ pub mod log_scan;
 pub mod partition;
 pub mod policy;
 pub mod pressure;
+pub mod query_sampling;
 pub mod refused_config;
 pub mod refused_hint;
 pub mod restart;
