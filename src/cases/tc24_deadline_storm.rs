@@ -18,7 +18,17 @@
 //! and the blocks KVCR holds on disk are fetched into the full pool
 //! (`KVCR.fetch`, through the engine's `POST /kvcr/fetch`).
 //!
-//! Verdicts: every request is answered within its budget with the
+//! Before the storm, a deliver waits on blocks KVCR is still filling: the
+//! engine's probe (`POST /kvcr/probe/deliver_while_filling`) deposits a new
+//! prompt's blocks on B and, before KVCR's progress thread has run, delivers
+//! them back as a second request for the prefix would, then holds the
+//! interpreter for [`FILLING_HOLD_MS`] (the copy cannot end, as on a host too
+//! busy to schedule KVCR's thread). KVCR must answer the deliver at its
+//! first poll past the deadline, every block failed (its sweep of expired
+//! delivers), and the prompt is then answered with the reference tokens.
+//!
+//! Verdicts: the deliver that waited on filling blocks ended failed at its
+//! deadline; every request is answered within its budget with the
 //! reference tokens (what KVCR failed is computed again); the storm
 //! happened (KVCR attempted spills, so deposits waited for room, and
 //! deposit blocks ended failed; the failed operations of every scope are
@@ -38,8 +48,8 @@ use crate::suite::{Case, CaseCtx, CaseError, CaseResult, LogMark};
 use crate::telemetry::names::engine_kvcr_log::CONFIG_OVERRIDDEN;
 use crate::telemetry::{Counter, Delta, OpResult, Scope, Snapshot};
 use crate::verdict::deadline_storm::{
-    expect_answered_through_storm, expect_nothing_left, expect_still_admits, expect_storm,
-    Admission, AfterStorm, ScopeOps, StormOps, StormRequest,
+    expect_answered_through_storm, expect_deliver_expired_while_filling, expect_nothing_left,
+    expect_still_admits, expect_storm, Admission, AfterStorm, ScopeOps, StormOps, StormRequest,
 };
 use crate::verdict::full_tiers::Staged;
 use crate::verdict::log_scan::BadLine;
@@ -68,6 +78,9 @@ pub const CASE: Case = Case {
 /// four-block deposit wait 20-30 ms. 10 ms lets the workers start and the
 /// pool fill, and fails the waits.
 pub const OPERATION_TIMEOUT_MS: u64 = 10;
+/// How long the deliver-while-filling probe holds the fill: past the
+/// deliver's deadline with room to spare.
+const FILLING_HOLD_MS: u64 = 3 * OPERATION_TIMEOUT_MS;
 /// KVCR refuses an abandon timeout under twice the operation timeout.
 const ABANDON_TIMEOUT_MS: u64 = 2 * OPERATION_TIMEOUT_MS;
 /// How long one request may take: a CPU-engine request with every block
@@ -132,6 +145,7 @@ fn storm(ctx: &CaseCtx) -> CaseResult {
     }
     ctx.measure("operation_timeout_ms", OPERATION_TIMEOUT_MS);
     ctx.measure("pool_blocks", pool);
+    deliver_while_filling(ctx, &b)?;
 
     // Overflow the pool: every deposit past the second waits for spills.
     let before = ctx.snapshot(&b)?;
@@ -224,6 +238,37 @@ fn storm(ctx: &CaseCtx) -> CaseResult {
         "admitted-after.json",
         &json!({"admission": admitted, "delta": delta}),
         expect_still_admits(&admitted),
+    )
+}
+
+/// A new prompt's blocks deposited on `worker` and delivered back while
+/// KVCR still fills them, the fill held past the deliver's deadline (the
+/// engine's probe); then the prompt itself, answered with the reference
+/// tokens (the device cache holds the probe's computed blocks).
+fn deliver_while_filling(ctx: &CaseCtx, worker: &Worker) -> CaseResult {
+    let family = ctx.family()?;
+    let prompt = family.variant(0);
+    let hashes = ctx.pressure().block_hashes(worker, prompt)?;
+    ctx.doing(format!(
+        "a deliver of {}'s {} blocks on worker {} while KVCR fills them, held {FILLING_HOLD_MS} ms",
+        prompt.key(),
+        hashes.len(),
+        worker.name()
+    ))?;
+    let probe = ctx
+        .pressure()
+        .deliver_while_filling(worker, &hashes, FILLING_HOLD_MS)?;
+    ctx.measure("filling_deliver_blocks_failed", probe.deliver_failed());
+    ctx.check(
+        "deliver-while-filling.json",
+        &probe,
+        expect_deliver_expired_while_filling(&probe, OPERATION_TIMEOUT_MS),
+    )?;
+    let served = vec![request(ctx, worker, prompt, "after-filling")?];
+    ctx.check(
+        "deliver-while-filling-request.json",
+        &served,
+        expect_answered_through_storm(&served, REQUEST_BUDGET.as_secs_f64() * 1000.0),
     )
 }
 

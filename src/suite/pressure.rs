@@ -205,6 +205,27 @@ impl Pressure<'_> {
         })
     }
 
+    /// Has `worker`'s engine deposit `hashes` (blocks KVCR does not hold)
+    /// and deliver them back while KVCR is still filling them, holding the
+    /// fill for `hold_ms` (`POST /kvcr/probe/deliver_while_filling`; CPU
+    /// engine): what KVCR answered the deliver and the deposit.
+    pub fn deliver_while_filling(
+        &self,
+        worker: &Worker,
+        hashes: &[u64],
+        hold_ms: u64,
+    ) -> Result<FillingProbe, CaseError> {
+        let url = format!("{}/kvcr/probe/deliver_while_filling", worker.admin_url());
+        let body = json!({"hashes": hashes, "hold_ms": hold_ms});
+        let answer = block_on(self.ctx, post_json_within(&url, &body, FETCH_HTTP_TIMEOUT))?
+            .map_err(CaseError::new)?;
+        serde_json::from_value(answer.clone()).map_err(|e| {
+            CaseError::new(format!(
+                "{url} answered {answer}, not the probe's report: {e}"
+            ))
+        })
+    }
+
     /// The blocks of `hashes` that `worker`'s KVCR holds in `tier` (`local`, `g3`).
     pub fn held_in(
         &self,
@@ -324,6 +345,7 @@ impl Pressure<'_> {
 }
 
 pub use crate::verdict::api_misuse::MisuseReport;
+pub use crate::verdict::deadline_storm::FillingProbe;
 pub use crate::verdict::full_tiers::Staged;
 pub use crate::verdict::stall::Latch;
 

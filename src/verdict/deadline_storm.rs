@@ -1,10 +1,13 @@
 //! Operations that outlast KVCR's operation timeout while its pool is full
 //! (TC-24): deposits that wait for a spill to disk past their deadline, a
-//! fetch into the full pool, deliveries from both tiers. KVCR must end them
-//! failed, the engine must compute instead and answer as before, and once
-//! KVCR is idle nothing may stay held.
+//! fetch into the full pool, deliveries from both tiers, a deliver that
+//! waits on blocks KVCR is still filling. KVCR must end them failed, the
+//! engine must compute instead and answer as before, and once KVCR is idle
+//! nothing may stay held.
 
-use serde::Serialize;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 use super::full_tiers::Slots;
 use super::{Checks, Violation};
@@ -12,7 +15,7 @@ use super::{Checks, Violation};
 /// One request sent while KVCR's operations time out.
 #[derive(Debug, Clone, Serialize)]
 pub struct StormRequest {
-    /// Which part of the case sent it (`overflow`, `read-back`, `after`).
+    /// Which part of the case sent it (`after-filling`, `overflow`, `read-back`, `after`).
     pub step: &'static str,
     pub prompt: String,
     /// `None`: not answered within the budget.
@@ -57,6 +60,89 @@ pub fn expect_answered_through_storm(
             )
         });
     }
+    c.verdict()
+}
+
+/// What the engine's deliver-while-filling probe answered
+/// (`POST /kvcr/probe/deliver_while_filling`): a new prompt's blocks
+/// deposited and delivered back while KVCR was still filling them, the
+/// interpreter then held (KVCR's progress thread idle, so the fill could not
+/// end) past the deliver's deadline, and KVCR polled once.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct FillingProbe {
+    pub blocks: Vec<u64>,
+    /// The blocks KVCR said it was filling right after the deliver.
+    pub filling_at_deliver: Vec<u64>,
+    pub held_ms: f64,
+    /// The deliver's completion came in KVCR's first poll after the hold.
+    pub deliver_answered_after_hold: bool,
+    /// Per-block statuses (`SUCCESS`, `FAILED`, ...) by block hash;
+    /// `None`: no completion within the probe's wait.
+    pub deliver: Option<BTreeMap<String, String>>,
+    pub deposit: Option<BTreeMap<String, String>>,
+}
+
+impl FillingProbe {
+    /// The deliver's blocks KVCR failed.
+    pub fn deliver_failed(&self) -> u64 {
+        self.deliver.as_ref().map_or(0, |d| {
+            d.values().filter(|status| *status == "FAILED").count() as u64
+        })
+    }
+}
+
+/// A deliver that waited on filling blocks past its deadline ended failed
+/// at that deadline: every block was filling when it came, the hold
+/// outlasted the operation timeout, KVCR answered it in its first poll
+/// after the hold (before the fill could end: only its deadline answers it
+/// then) with every block failed, and it answered the deposit too. Without
+/// the first two, nothing waited past a deadline and the step proves nothing.
+pub fn expect_deliver_expired_while_filling(
+    p: &FillingProbe,
+    timeout_ms: u64,
+) -> Result<(), Violation> {
+    let mut c = Checks::new(
+        "a deliver waiting on blocks KVCR is still filling ends failed at its deadline",
+    );
+    let not_filling: Vec<u64> = p
+        .blocks
+        .iter()
+        .filter(|h| !p.filling_at_deliver.contains(h))
+        .copied()
+        .collect();
+    c.check(!p.blocks.is_empty(), || "the probe named no block".into())
+        .check(not_filling.is_empty(), || {
+            format!(
+                "blocks {not_filling:?} were not filling when the deliver came: it waited on \
+                 nothing"
+            )
+        })
+        .check(p.held_ms >= timeout_ms as f64, || {
+            format!(
+                "the fill was held {:.1} ms, less than the {timeout_ms} ms operation timeout",
+                p.held_ms
+            )
+        });
+    match &p.deliver {
+        None => c.check(false, || {
+            "KVCR never answered the deliver: it waits on the fill past its deadline".into()
+        }),
+        Some(statuses) => c
+            .check(p.deliver_answered_after_hold, || {
+                "KVCR did not answer the deliver at its first poll past the deadline: it waited \
+                 for the fill to end"
+                    .into()
+            })
+            .check(p.deliver_failed() == p.blocks.len() as u64, || {
+                format!(
+                    "of {} blocks, the deliver answered {statuses:?}",
+                    p.blocks.len()
+                )
+            }),
+    };
+    c.check(p.deposit.is_some(), || {
+        "KVCR never answered the deposit whose fill the deliver waited on".into()
+    });
     c.verdict()
 }
 
@@ -300,6 +386,66 @@ mod tests {
         };
         let v = expect_storm(&s).unwrap_err();
         assert!(v.detail.contains("no spill to disk was attempted"), "{v}");
+    }
+
+    fn filling_probe() -> FillingProbe {
+        let failed = |hs: &[u64]| {
+            hs.iter()
+                .map(|h| (h.to_string(), "FAILED".into()))
+                .collect()
+        };
+        FillingProbe {
+            blocks: vec![11, 12],
+            filling_at_deliver: vec![11, 12],
+            held_ms: 30.2,
+            deliver_answered_after_hold: true,
+            deliver: Some(failed(&[11, 12])),
+            deposit: Some(failed(&[11, 12])),
+        }
+    }
+
+    #[test]
+    fn a_deliver_failed_at_its_deadline_while_filling_passes() {
+        let p = filling_probe();
+        assert!(expect_deliver_expired_while_filling(&p, 10).is_ok());
+        assert_eq!(p.deliver_failed(), 2);
+    }
+
+    /// KVCR let the deliver wait for the fill: answered late (failed by the
+    /// fill's own failure), or never.
+    #[test]
+    fn a_deliver_answered_after_the_fill_or_never_fails() {
+        let late = FillingProbe {
+            deliver_answered_after_hold: false,
+            ..filling_probe()
+        };
+        let v = expect_deliver_expired_while_filling(&late, 10).unwrap_err();
+        assert!(v.detail.contains("waited for the fill to end"), "{v}");
+        let never = FillingProbe {
+            deliver: None,
+            deposit: None,
+            ..late
+        };
+        let v = expect_deliver_expired_while_filling(&never, 10).unwrap_err();
+        assert!(v.detail.contains("never answered the deliver"), "{v}");
+        assert!(v.detail.contains("never answered the deposit"), "{v}");
+    }
+
+    /// The blocks were no longer filling (the copy ended first), or the hold
+    /// was shorter than the timeout: nothing waited past a deadline.
+    #[test]
+    fn a_deliver_that_never_waited_past_its_deadline_proves_nothing() {
+        let mut p = filling_probe();
+        p.filling_at_deliver = vec![11];
+        p.held_ms = 4.0;
+        let mut served = BTreeMap::new();
+        served.insert("11".to_string(), "FAILED".to_string());
+        served.insert("12".to_string(), "SUCCESS".to_string());
+        p.deliver = Some(served);
+        let v = expect_deliver_expired_while_filling(&p, 10).unwrap_err();
+        assert!(v.detail.contains("blocks [12] were not filling"), "{v}");
+        assert!(v.detail.contains("held 4.0 ms"), "{v}");
+        assert!(v.detail.contains("of 2 blocks"), "{v}");
     }
 
     fn idle() -> AfterStorm {
