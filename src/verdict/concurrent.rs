@@ -43,18 +43,19 @@ impl SharedPrefixDeposits {
 
 /// At least one deposit met a block still filling: without it the case
 /// proved nothing about KVCR's FILLING path.
-pub fn expect_overlap(d: &SharedPrefixDeposits) -> Result<(), Violation> {
+pub fn expect_overlap(d: &SharedPrefixDeposits, bursts: usize) -> Result<(), Violation> {
     if d.met_filling_blocks > 0 {
         return Ok(());
     }
     Err(Violation {
         claim: DEPOSITS_OVERLAPPED,
         detail: format!(
-            "no deposit met a filling block: {} requests for one {}-block prefix computed {} blocks and deposited {}, never while KVCR was still copying another's",
+            "no deposit met a filling block: {} requests for one {}-block prefix computed {} blocks and deposited {}, never while KVCR was still copying another's ({bursts} {} of a new prompt, none met one)",
             d.requests,
             d.prefix_blocks,
             d.computed_blocks,
-            d.answered()
+            d.answered(),
+            if bursts == 1 { "burst" } else { "bursts" }
         ),
     })
 }
@@ -113,7 +114,7 @@ mod tests {
     #[test]
     fn overlapped_deposits_that_copied_once_pass() {
         let d = overlapped();
-        assert!(expect_overlap(&d).is_ok());
+        assert!(expect_overlap(&d, 1).is_ok());
         assert!(expect_no_failed_deposit(&d).is_ok());
         assert!(expect_deposited_once(&d).is_ok());
     }
@@ -127,9 +128,13 @@ mod tests {
             ..overlapped()
         };
         assert_eq!(
-            expect_overlap(&d).unwrap_err().to_string(),
-            "a deposit met blocks KVCR was still filling: no deposit met a filling block: 8 requests for one 4-block prefix computed 4 blocks and deposited 4, never while KVCR was still copying another's"
+            expect_overlap(&d, 3).unwrap_err().to_string(),
+            "a deposit met blocks KVCR was still filling: no deposit met a filling block: 8 requests for one 4-block prefix computed 4 blocks and deposited 4, never while KVCR was still copying another's (3 bursts of a new prompt, none met one)"
         );
+        assert!(expect_overlap(&d, 1)
+            .unwrap_err()
+            .to_string()
+            .ends_with("(1 burst of a new prompt, none met one)"));
     }
 
     #[test]
