@@ -5,7 +5,11 @@
 //! reference tokens; KVCR called the policy's hooks as often as its own
 //! counters say it acted (`on_ingest` once per stored block, `on_remove`
 //! once per evicted one, `decide_ingest` and `eviction_score` before each
-//! admission, `decide_eviction` before each eviction). Then the policy turns
+//! admission, `decide_eviction` before each eviction), and told it truly
+//! where each block is held: the engine lends KVCR none of its memory on
+//! this stack (no host tier, no framework regions, no pin over the phase),
+//! so no block is in FW_G2, and each block `on_ingest` is told of is in
+//! KVCR's pool (LOCAL_G2) alone. Then the policy turns
 //! hostile (the `hostile_policy` switch: every other `decide_ingest` raises
 //! or answers MOVE_TO, every other `eviction_score` raises or is NaN, every
 //! other `decide_eviction` raises or answers no decision, every other
@@ -14,6 +18,7 @@
 //! (`no_evict`, work KVCR must keep local), which the policy asks to drop
 //! every other time. Expect: reference tokens;
 //! each misbehaviour happened and KVCR logged one warning for each; KVCR
+//! still told the policy truly where each block is held; KVCR
 //! kept every block it asked about, failed and dropped no deposit, still
 //! evicted and still delivered from its pool; no bad KVCR line but the
 //! tracebacks of its `... failed` warnings. Then the policy behaves again
@@ -30,8 +35,8 @@ use crate::suite::{Case, CaseCtx, CaseError, CaseResult, EngineFault};
 use crate::telemetry::{Counter, Delta, OpResult, Scope};
 use crate::verdict::log_scan::BadLine;
 use crate::verdict::policy::{
-    expect_hostile_policy_answered, expect_policy_consulted, Answered, KvcrActivity, Misbehaviour,
-    PolicyCalls, ANSWERED,
+    expect_block_tiers_told, expect_hostile_policy_answered, expect_policy_consulted, Answered,
+    BlockTiersTold, FrameworkMemory, KvcrActivity, Misbehaviour, PolicyCalls, ANSWERED,
 };
 
 pub const CASE: Case = Case {
@@ -98,6 +103,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
         &json!({"policy_calls": calls, "kvcr": kvcr, "delta": delta}),
         expect_policy_consulted(&calls, &kvcr),
     )?;
+    check_block_tiers(ctx, "block_tiers.json", &delta, &calls)?;
 
     // The same policy, hostile: KVCR answers each misbehaviour and serves on.
     let switch = ctx
@@ -138,6 +144,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
                 "delta": delta}),
         expect_hostile_policy_answered(&answered, &calls, &kvcr),
     )?;
+    check_block_tiers(ctx, "hostile_block_tiers.json", &delta, &calls)?;
     // The policy behaves again: a deposit into the full pool makes KVCR
     // score the blocks the hostile scores left unscored, so the at-rest
     // audit after the case finds every pool slot evictable again.
@@ -165,6 +172,61 @@ fn policy_calls(delta: &Delta) -> Result<PolicyCalls, CaseError> {
         }
     }
     Ok(calls)
+}
+
+/// What KVCR told the policy of each block's tiers over `delta`'s phase,
+/// checked against what the engine lent KVCR of its own memory.
+fn check_block_tiers(
+    ctx: &CaseCtx,
+    evidence: &str,
+    delta: &Delta,
+    calls: &PolicyCalls,
+) -> CaseResult {
+    let told = block_tiers_told(delta)?;
+    let engine = &ctx.settings().cpu_engine;
+    let framework = FrameworkMemory {
+        offered: engine.host_tier_blocks > 0 || engine.framework_regions,
+        pinned: framework_pins(delta)?,
+    };
+    let disk_tier = engine.g3_capacity_blocks.is_some();
+    ctx.check(
+        evidence,
+        &json!({"block_tiers": told, "framework_memory": framework, "disk_tier": disk_tier,
+                "host_tier_blocks": engine.host_tier_blocks,
+                "framework_regions": engine.framework_regions, "policy_calls": calls}),
+        expect_block_tiers_told(&told, calls, &framework, disk_tier),
+    )
+}
+
+/// The engine's counts of the block metas KVCR handed its policy in
+/// `delta`; the family must be reported.
+fn block_tiers_told(delta: &Delta) -> Result<BlockTiersTold, CaseError> {
+    delta.required_count(&Counter::KvcrPolicyBlockTiers(
+        "on_ingest".into(),
+        "LOCAL_G2".into(),
+    ))?;
+    let mut told = BlockTiersTold::default();
+    for (c, v) in delta.nonzero() {
+        if let Counter::KvcrPolicyBlockTiers(hook, tiers) = c {
+            told.0
+                .entry(hook.clone())
+                .or_default()
+                .insert(tiers.clone(), v.round() as u64);
+        }
+    }
+    Ok(told)
+}
+
+/// Blocks of its own memory the engine pinned for KVCR in `delta`, in any
+/// tier; the family must be reported.
+fn framework_pins(delta: &Delta) -> Result<u64, CaseError> {
+    delta.required_count(&Counter::KvcrFrameworkPinBlocks(
+        "host".into(),
+        "pinned".into(),
+    ))?;
+    let pinned = delta
+        .sum_where(|c| matches!(c, Counter::KvcrFrameworkPinBlocks(_, event) if event == "pinned"));
+    Ok(pinned.round().max(0.0) as u64)
 }
 
 /// What KVCR reported of the worker in `delta`.

@@ -103,7 +103,8 @@ pub struct CpuEngineProfile {
     pub api_misuse_probe: bool,
     /// `--placement-policy counting`: KVCR gets the engine's own placement
     /// policy (KVCR's default answers, every call counted in
-    /// `cpu_engine_kvcr_policy_calls`, misbehaving while the
+    /// `cpu_engine_kvcr_policy_calls`, the tiers KVCR told it of each block
+    /// in `cpu_engine_kvcr_policy_block_tiers`, misbehaving while the
     /// `hostile_policy` switch is on; TC-21).
     #[serde(default)]
     pub counting_policy: bool,

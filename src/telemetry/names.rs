@@ -509,6 +509,13 @@ pub enum Counter {
     /// misbehaviour the `hostile_policy` switch made of it); CPU engine only
     /// (`cpu_engine_kvcr_policy_calls`).
     KvcrPolicyCalls(String, String),
+    /// Block metas KVCR handed the engine's own placement policy, by hook
+    /// (as [`Counter::KvcrPolicyCalls`]; each block of an
+    /// `on_align_sequence` list counts) and by the tiers KVCR said the block
+    /// is resident in (`tiers`: KVCR's `CacheTier` names, sorted, joined by
+    /// `+`, e.g. `LOCAL_G2`, `FW_G2+LOCAL_G2`; `none` for no tier); CPU
+    /// engine only (`cpu_engine_kvcr_policy_block_tiers`).
+    KvcrPolicyBlockTiers(String, String),
     /// Tokens the engine generated (`vllm:generation_tokens`; vLLM only). A
     /// prefill worker generates one per request, when it answers.
     GenerationTokens,
@@ -593,6 +600,7 @@ enum Family {
     KvcrFetchBlocks,
     KvcrCapacityNeeded,
     KvcrPolicyCalls,
+    KvcrPolicyBlockTiers,
     GenerationTokens,
     NixlTransfers,
     NixlTransferBytes,
@@ -626,6 +634,7 @@ const FAMILIES: &[Family] = &[
     Family::KvcrFetchBlocks,
     Family::KvcrCapacityNeeded,
     Family::KvcrPolicyCalls,
+    Family::KvcrPolicyBlockTiers,
     Family::GenerationTokens,
     Family::NixlTransfers,
     Family::NixlTransferBytes,
@@ -662,6 +671,7 @@ impl Family {
             Family::KvcrFetchBlocks => "cpu_engine_kvcr_fetch_blocks",
             Family::KvcrCapacityNeeded => "cpu_engine_kvcr_capacity_needed",
             Family::KvcrPolicyCalls => "cpu_engine_kvcr_policy_calls",
+            Family::KvcrPolicyBlockTiers => "cpu_engine_kvcr_policy_block_tiers",
             Family::GenerationTokens => "vllm:generation_tokens",
             Family::NixlTransfers => "vllm:nixl_bytes_transferred_count",
             Family::NixlTransferBytes => "vllm:nixl_bytes_transferred_sum",
@@ -701,6 +711,7 @@ impl Family {
             Family::KvcrFetchBlocks => &["event"],
             Family::KvcrCapacityNeeded => &["pool"],
             Family::KvcrPolicyCalls => &["hook", "answer"],
+            Family::KvcrPolicyBlockTiers => &["hook", "tiers"],
             _ => &[],
         }
     }
@@ -765,6 +776,9 @@ impl Family {
             Family::KvcrFetchBlocks => Counter::KvcrFetchBlocks(label("event")?),
             Family::KvcrCapacityNeeded => Counter::KvcrCapacityNeeded(label("pool")?),
             Family::KvcrPolicyCalls => Counter::KvcrPolicyCalls(label("hook")?, label("answer")?),
+            Family::KvcrPolicyBlockTiers => {
+                Counter::KvcrPolicyBlockTiers(label("hook")?, label("tiers")?)
+            }
             Family::GenerationTokens => Counter::GenerationTokens,
             Family::NixlTransfers => Counter::NixlTransfers,
             Family::NixlTransferBytes => Counter::NixlTransferBytes,
@@ -809,7 +823,8 @@ impl Counter {
             | Counter::KvcrFrameworkPinBlocks(..)
             | Counter::KvcrFetchBlocks(_)
             | Counter::KvcrCapacityNeeded(_)
-            | Counter::KvcrPolicyCalls(..) => WhenAbsent::ZeroBeforeFirstEvent,
+            | Counter::KvcrPolicyCalls(..)
+            | Counter::KvcrPolicyBlockTiers(..) => WhenAbsent::ZeroBeforeFirstEvent,
             Counter::TieringCascadeJobFailures
             | Counter::PrefixCacheQueries
             | Counter::PrefixCacheHits
@@ -880,6 +895,9 @@ impl Counter {
             Counter::KvcrFetchBlocks(e) => (Family::KvcrFetchBlocks, vec![e.clone()]),
             Counter::KvcrCapacityNeeded(p) => (Family::KvcrCapacityNeeded, vec![p.clone()]),
             Counter::KvcrPolicyCalls(h, a) => (Family::KvcrPolicyCalls, vec![h.clone(), a.clone()]),
+            Counter::KvcrPolicyBlockTiers(h, t) => {
+                (Family::KvcrPolicyBlockTiers, vec![h.clone(), t.clone()])
+            }
             Counter::GenerationTokens => (Family::GenerationTokens, vec![]),
             Counter::NixlTransfers => (Family::NixlTransfers, vec![]),
             Counter::NixlTransferBytes => (Family::NixlTransferBytes, vec![]),
@@ -1068,6 +1086,9 @@ impl fmt::Display for Counter {
             Counter::KvcrPolicyCalls(h, a) => {
                 write!(f, "kvcr_policy_calls{{hook={h},answer={a}}}")
             }
+            Counter::KvcrPolicyBlockTiers(h, t) => {
+                write!(f, "kvcr_policy_block_tiers{{hook={h},tiers={t}}}")
+            }
             Counter::GenerationTokens => f.write_str("generation_tokens"),
             Counter::NixlTransfers => f.write_str("nixl_transfers"),
             Counter::NixlTransferBytes => f.write_str("nixl_transfer_bytes"),
@@ -1168,6 +1189,9 @@ impl FromStr for Counter {
             "kvcr_capacity_needed" => Counter::KvcrCapacityNeeded(get("pool")?.to_string()),
             "kvcr_policy_calls" => {
                 Counter::KvcrPolicyCalls(get("hook")?.to_string(), get("answer")?.to_string())
+            }
+            "kvcr_policy_block_tiers" => {
+                Counter::KvcrPolicyBlockTiers(get("hook")?.to_string(), get("tiers")?.to_string())
             }
             "generation_tokens" => Counter::GenerationTokens,
             "nixl_transfers" => Counter::NixlTransfers,
@@ -1435,6 +1459,7 @@ vllm:generation_tokens_total{dynamo_component="backend",dynamo_endpoint="generat
             Counter::KvcrFetchBlocks("fetched".into()),
             Counter::KvcrCapacityNeeded("kv".into()),
             Counter::KvcrPolicyCalls("decide_ingest".into(), "raise_ingest".into()),
+            Counter::KvcrPolicyBlockTiers("on_ingest".into(), "FW_G2+LOCAL_G2".into()),
             Counter::GenerationTokens,
             Counter::NixlTransfers,
             Counter::NixlTransferBytes,

@@ -263,6 +263,123 @@ pub fn expect_hostile_policy_answered(
     c.verdict()
 }
 
+/// What KVCR told the engine's policy of the blocks it handed it over a
+/// phase (`cpu_engine_kvcr_policy_block_tiers`): hook -> the tiers a block
+/// meta said the block is resident in (KVCR's `CacheTier` names, sorted,
+/// joined by `+`; [`NO_TIER`] for none) -> block metas.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BlockTiersTold(pub BTreeMap<String, BTreeMap<String, u64>>);
+
+/// The `tiers` label of a block meta resident in no tier.
+pub const NO_TIER: &str = "none";
+/// KVCR's name of the engine's framework memory tier.
+const FW_G2: &str = "FW_G2";
+
+impl BlockTiersTold {
+    /// Block metas handed to `hook`, whatever their tiers.
+    pub fn all(&self, hook: &str) -> u64 {
+        self.0.get(hook).map(|t| t.values().sum()).unwrap_or(0)
+    }
+
+    /// Every block meta handed to any hook.
+    pub fn total(&self) -> u64 {
+        self.0.keys().map(|hook| self.all(hook)).sum()
+    }
+
+    /// Block metas whose tiers match `pred`, as `hook/tiers=n`.
+    fn listed_where(&self, pred: impl Fn(&str, &[&str]) -> bool) -> Vec<String> {
+        self.0
+            .iter()
+            .flat_map(|(hook, tiers)| tiers.iter().map(move |(t, n)| (hook, t, *n)))
+            .filter(|(hook, t, n)| *n > 0 && pred(hook, &t.split('+').collect::<Vec<_>>()))
+            .map(|(hook, t, n)| format!("{hook}/{t}={n}"))
+            .collect()
+    }
+}
+
+/// Whether the engine could have lent KVCR its own memory (FW_G2) over a
+/// phase: KVCR marks a block resident in FW_G2 only while it holds a pin
+/// of the engine's memory for a peer's read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FrameworkMemory {
+    /// The engine offers KVCR memory to pin: a host tier
+    /// (`cpu_engine.host_tier_blocks` > 0) or its device cache
+    /// (`cpu_engine.framework_regions`).
+    pub offered: bool,
+    /// Blocks the engine pinned for KVCR over the phase
+    /// (`cpu_engine_kvcr_framework_pin_blocks{event="pinned"}`).
+    pub pinned: u64,
+}
+
+/// The hooks whose block metas must match their calls one for one: KVCR
+/// calls them with one block as it stores or removes it, so their counts
+/// are settled once its deposits are answered (a scoring call may still be
+/// on its way between the policy's two counts).
+const SETTLED_HOOKS: [&str; 2] = ["on_ingest", "on_remove"];
+
+/// KVCR tells the policy truly where each block is held, on a stack whose
+/// engine lends KVCR none of its memory: no block meta says FW_G2, and each
+/// block KVCR tells `on_ingest` of is resident in the one tier it was
+/// ingested into (its pool, `LOCAL_G2`, or with `disk_tier` also `G3`).
+/// The counts of `on_ingest` and `on_remove` must cover every call the
+/// policy counted of them (`calls`).
+pub fn expect_block_tiers_told(
+    told: &BlockTiersTold,
+    calls: &PolicyCalls,
+    framework: &FrameworkMemory,
+    disk_tier: bool,
+) -> Result<(), Violation> {
+    let mut c = Checks::new("KVCR tells its placement policy where each block is held");
+    c.check(told.total() > 0 && told.all("on_ingest") > 0, || {
+        format!(
+            "no evidence: the policy was handed {} block metas, {} of them at on_ingest",
+            told.total(),
+            told.all("on_ingest")
+        )
+    })
+    .check(!framework.offered && framework.pinned == 0, || {
+        format!(
+            "the check needs an engine that lends KVCR none of its memory: it offers memory to \
+             pin: {}, it pinned {} blocks for KVCR",
+            framework.offered, framework.pinned
+        )
+    });
+    for hook in SETTLED_HOOKS {
+        c.check(told.all(hook) == calls.all(hook), || {
+            format!(
+                "{hook} was handed {} block metas in {} calls",
+                told.all(hook),
+                calls.all(hook)
+            )
+        });
+    }
+    let in_fw = told.listed_where(|_, tiers| tiers.contains(&FW_G2));
+    c.check(in_fw.is_empty(), || {
+        format!(
+            "KVCR told the policy of blocks in the engine's framework memory ({FW_G2}), which \
+             lent it none: {}",
+            in_fw.join(", ")
+        )
+    });
+    let ingest_tiers: &[&str] = if disk_tier {
+        &["LOCAL_G2", "G3"]
+    } else {
+        &["LOCAL_G2"]
+    };
+    let misplaced = told.listed_where(|hook, tiers| {
+        hook == "on_ingest" && !(tiers.len() == 1 && ingest_tiers.contains(&tiers[0]))
+    });
+    c.check(misplaced.is_empty(), || {
+        format!(
+            "on_ingest was told of blocks not resident in the one tier they were ingested into \
+             ({}): {}",
+            ingest_tiers.join(" or "),
+            misplaced.join(", ")
+        )
+    });
+    c.verdict()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,6 +548,142 @@ mod tests {
             "on_remove was called 16 times for 0 blocks KVCR evicted",
         ] {
             assert!(v.detail.contains(part), "{part}: {v}");
+        }
+    }
+
+    fn told(entries: &[(&str, &str, u64)]) -> BlockTiersTold {
+        BlockTiersTold(calls(entries).0)
+    }
+
+    /// What KVCR 0.1.1 tells the policy over the calm phase of `consulted`.
+    fn told_truly() -> BlockTiersTold {
+        told(&[
+            ("decide_ingest", NO_TIER, 20),
+            ("on_ingest", "LOCAL_G2", 20),
+            ("eviction_score", "LOCAL_G2", 24),
+            ("decide_eviction", "LOCAL_G2", 16),
+            ("on_remove", NO_TIER, 16),
+        ])
+    }
+
+    const LENDS_NONE: FrameworkMemory = FrameworkMemory {
+        offered: false,
+        pinned: 0,
+    };
+
+    #[test]
+    fn blocks_told_where_kvcr_holds_them_pass() {
+        assert_eq!(
+            expect_block_tiers_told(&told_truly(), &consulted(), &LENDS_NONE, false),
+            Ok(())
+        );
+        let spilled = told(&[("on_ingest", "LOCAL_G2", 12), ("on_ingest", "G3", 8)]);
+        let calls = calls(&[("on_ingest", ANSWERED, 20)]);
+        assert_eq!(
+            expect_block_tiers_told(&spilled, &calls, &LENDS_NONE, true),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn blocks_told_in_framework_memory_that_lent_none_fail() {
+        // KVCR's `_block_meta` with its framework-memory check inverted.
+        let inverted = told(&[
+            ("decide_ingest", "FW_G2", 20),
+            ("on_ingest", "FW_G2+LOCAL_G2", 20),
+            ("eviction_score", "FW_G2+LOCAL_G2", 24),
+            ("decide_eviction", "FW_G2+LOCAL_G2", 16),
+            ("on_remove", "FW_G2", 16),
+        ]);
+        let v = expect_block_tiers_told(&inverted, &consulted(), &LENDS_NONE, false).unwrap_err();
+        for part in [
+            "KVCR told the policy of blocks in the engine's framework memory (FW_G2), which lent \
+             it none: decide_eviction/FW_G2+LOCAL_G2=16, decide_ingest/FW_G2=20",
+            "on_remove/FW_G2=16",
+            "on_ingest was told of blocks not resident in the one tier they were ingested into \
+             (LOCAL_G2): on_ingest/FW_G2+LOCAL_G2=20",
+        ] {
+            assert!(v.detail.contains(part), "{part}: {v}");
+        }
+    }
+
+    #[test]
+    fn an_ingested_block_told_elsewhere_fails() {
+        let nowhere = told(&[("on_ingest", "LOCAL_G2", 19), ("on_ingest", NO_TIER, 1)]);
+        let c = calls(&[("on_ingest", ANSWERED, 20)]);
+        let v = expect_block_tiers_told(&nowhere, &c, &LENDS_NONE, false).unwrap_err();
+        assert!(v.detail.contains("on_ingest/none=1"), "{v}");
+        // G3 is an ingest tier only on a stack with a disk tier.
+        let disk = told(&[("on_ingest", "G3", 20)]);
+        let v = expect_block_tiers_told(&disk, &c, &LENDS_NONE, false).unwrap_err();
+        assert!(v.detail.contains("on_ingest/G3=20"), "{v}");
+        let both = told(&[("on_ingest", "G3+LOCAL_G2", 20)]);
+        let v = expect_block_tiers_told(&both, &c, &LENDS_NONE, true).unwrap_err();
+        assert!(
+            v.detail
+                .contains("(LOCAL_G2 or G3): on_ingest/G3+LOCAL_G2=20"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn no_block_meta_is_no_evidence() {
+        let v = expect_block_tiers_told(
+            &BlockTiersTold::default(),
+            &PolicyCalls::default(),
+            &LENDS_NONE,
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            v.detail
+                .contains("no evidence: the policy was handed 0 block metas, 0 of them"),
+            "{v}"
+        );
+        let no_ingest = told(&[("eviction_score", "LOCAL_G2", 3)]);
+        let v = expect_block_tiers_told(&no_ingest, &PolicyCalls::default(), &LENDS_NONE, false)
+            .unwrap_err();
+        assert!(
+            v.detail.contains("3 block metas, 0 of them at on_ingest"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn tiers_not_counted_for_every_call_fail() {
+        let mut short = told_truly();
+        short
+            .0
+            .get_mut("on_remove")
+            .unwrap()
+            .insert(NO_TIER.into(), 15);
+        let v = expect_block_tiers_told(&short, &consulted(), &LENDS_NONE, false).unwrap_err();
+        assert!(
+            v.detail
+                .contains("on_remove was handed 15 block metas in 16 calls"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn an_engine_that_lends_its_memory_is_no_ground_for_the_check() {
+        for framework in [
+            FrameworkMemory {
+                offered: true,
+                pinned: 0,
+            },
+            FrameworkMemory {
+                offered: false,
+                pinned: 4,
+            },
+        ] {
+            let v = expect_block_tiers_told(&told_truly(), &consulted(), &framework, false)
+                .unwrap_err();
+            assert!(
+                v.detail
+                    .contains("the check needs an engine that lends KVCR none of its memory"),
+                "{v}"
+            );
         }
     }
 }
