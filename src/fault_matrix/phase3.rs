@@ -26,7 +26,7 @@ pub static ROWS: &[FaultRow] = &[
         doc: RowDoc {
             fault: "`hits_during_prefill`: a block a prefill in flight computes is a device hit for the other requests at once, so only the first request computes and deposits the prefix",
             caught_by: "TC-17 (the overlap)",
-            message: "`a deposit met blocks KVCR was still filling: no deposit met a filling block: 8 requests for one 5-block prefix computed 5 blocks and deposited 5, never while KVCR was still copying another's`",
+            message: "`a deposit met blocks KVCR was still filling: no deposit met a filling block: 8 requests for one 5-block prefix computed 5 blocks and deposited 5, never while KVCR was still copying another's (3 bursts of a new prompt, none met one)`",
         },
     },
     // One target reads more bytes than KVCR delivered: the fan-out's
