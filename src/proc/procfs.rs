@@ -154,6 +154,27 @@ fn parse_device(field: &str) -> Option<u64> {
     Some(nix::libc::makedev(major as u32, minor as u32))
 }
 
+/// Where `pid`'s main thread sleeps in the kernel (`/proc/<pid>/wchan`,
+/// e.g. `poll_schedule_timeout.constprop.0`, `futex_wait_queue`); `None`
+/// when it is gone or the kernel does not say.
+pub fn wchan(pid: u32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/wchan")).ok()?;
+    let text = text.trim();
+    (!text.is_empty() && text != "0").then(|| text.to_string())
+}
+
+/// `pid` and every process below it, parents before children.
+pub fn with_descendants(pid: u32) -> Vec<u32> {
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() {
+        let below = children(all[i]);
+        all.extend(below);
+        i += 1;
+    }
+    all
+}
+
 /// Direct children of `pid` (from `/proc/<pid>/task/*/children`).
 pub fn children(pid: u32) -> Vec<u32> {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {

@@ -240,6 +240,7 @@ impl Stack {
                     socket_accepted = accepts_on(pid, &dirs.socket());
                     if socket_accepted {
                         await_probe_closed(&dirs.socket());
+                        await_service_polling(pid);
                     }
                 }
             },
@@ -612,9 +613,9 @@ fn accepts_on(pid: u32, socket: &Path) -> bool {
 }
 
 /// Waits (at most 5 s) until the service has closed its end of the probe's
-/// connection, so that the SIGTERM after it cannot land while the service
-/// is still starting that connection's thread: KVCR 0.1.1 raises its
-/// shutdown from the signal handler, and socketserver swallows it there
+/// connection, the first half of keeping the SIGTERM after it from landing
+/// while the service still dispatches that connection: KVCR 0.1.1 raises
+/// its shutdown from the signal handler, and socketserver swallows it there
 /// (docs/kvcr-findings.md, finding 18). A service that never closes it is
 /// stopped anyway, and judged on its exit.
 fn await_probe_closed(socket: &Path) {
@@ -630,6 +631,33 @@ fn await_probe_closed(socket: &Path) {
             match sockets_bound_to(&table, socket) {
                 0 | 1 => Poll::Ready(()),
                 n => Poll::Pending(format!("{n} sockets on the path")),
+            }
+        },
+    );
+}
+
+/// Waits (at most 5 s) until the Guard service under `wrapper` (the process
+/// running `kvcr.kvcr_service`) sleeps in its accept loop's poll again. The
+/// probe's connection closed is not enough: the connection's thread can
+/// close it while the main thread is still in `process_request`, waiting
+/// for that thread to report started, where a SIGTERM is lost (finding 18).
+fn await_service_polling(wrapper: u32) {
+    let _ = wait::until(
+        "the Guard service's main thread back in its accept loop's poll",
+        Duration::from_secs(5),
+        Duration::from_millis(10),
+        || {
+            let service = procfs::with_descendants(wrapper).into_iter().find(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .map(|c| String::from_utf8_lossy(&c).contains("kvcr.kvcr_service"))
+                    .unwrap_or(false)
+            });
+            let Some(service) = service else {
+                return Poll::Pending("no kvcr.kvcr_service process".into());
+            };
+            match procfs::wchan(service) {
+                Some(w) if w.contains("poll") || w.contains("select") => Poll::Ready(()),
+                w => Poll::Pending(format!("pid {service} in {w:?}")),
             }
         },
     );
