@@ -642,16 +642,21 @@ fn await_probe_closed(socket: &Path) {
 /// close it while the main thread is still in `process_request`, waiting
 /// for that thread to report started, where a SIGTERM is lost (finding 18).
 fn await_service_polling(wrapper: u32) {
-    let _ = wait::until(
+    let waited = wait::until(
         "the Guard service's main thread back in its accept loop's poll",
         Duration::from_secs(5),
         Duration::from_millis(10),
         || {
-            let service = procfs::with_descendants(wrapper).into_iter().find(|p| {
-                std::fs::read(format!("/proc/{p}/cmdline"))
-                    .map(|c| String::from_utf8_lossy(&c).contains("kvcr.kvcr_service"))
-                    .unwrap_or(false)
-            });
+            // The deepest match: the wrapper's own command line names the
+            // module too.
+            let service = procfs::with_descendants(wrapper)
+                .into_iter()
+                .rev()
+                .find(|p| {
+                    std::fs::read(format!("/proc/{p}/cmdline"))
+                        .map(|c| String::from_utf8_lossy(&c).contains("kvcr.kvcr_service"))
+                        .unwrap_or(false)
+                });
             let Some(service) = service else {
                 return Poll::Pending("no kvcr.kvcr_service process".into());
             };
@@ -661,6 +666,10 @@ fn await_service_polling(wrapper: u32) {
             }
         },
     );
+    if let Err(e) = waited {
+        // Stopped anyway, and judged on its exit.
+        tracing::warn!("{e}");
+    }
 }
 
 /// The sockets of `/proc/net/unix` (its text) bound to `path`: a listener
