@@ -158,9 +158,13 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             Ok(result) => return result,
             Err(e) => {
                 let load = crate::proc::procfs::load_average();
+                let loads = load.map_or("unknown".to_string(), |[one, five, _]| {
+                    format!("{one:.1} (5 min: {five:.1})")
+                });
+                // The first line: the error's log tail is in the evidence.
+                let why = e.message.lines().next().unwrap_or_default();
                 eprintln!(
-                    "[kvcr-e2e] TC-24: the storm's stack at an operation timeout of {operation_ms} ms did not come up, load {load:?}: {}",
-                    e.message
+                    "[kvcr-e2e] TC-24: the storm's stack at an operation timeout of {operation_ms} ms did not come up at load {loads}: {why}"
                 );
                 refused.push(json!({
                     "operation_timeout_ms": operation_ms,
