@@ -33,7 +33,9 @@ use crate::suite::{Case, CaseCtx, CaseError, CaseResult, FanOutTarget, Sending};
 use crate::verdict::concurrent::{
     expect_deposited_once, expect_no_failed_deposit, expect_overlap, SharedPrefixDeposits,
 };
-use crate::verdict::fan_out::{expect_fan_out_reconciled, expect_pulls_overlapped, overlap_ms};
+use crate::verdict::fan_out::{
+    expect_fan_out_reconciled, expect_pulls_overlapped, overlap_ms, TargetWindow,
+};
 
 pub const CASE: Case = Case {
     id: "TC-17",
@@ -111,50 +113,83 @@ fn one_burst(ctx: &CaseCtx, a: &Worker, n: usize) -> Result<SharedPrefixDeposits
     Ok(deposits)
 }
 
+/// Fan-outs of a new prompt tried until the two targets' pulls are in
+/// flight at once. Whether B's pull ends before C's starts is a race on a
+/// loaded two-core host: a mutant batch's `phase3` run met it once
+/// (2026-12-07, the pulls 2.5 ms apart). Each fan-out is judged whole (reference
+/// tokens, reconciliation); the premise fails only when none overlapped.
+const FAN_OUTS: usize = 3;
+
 fn hinted_fan_out(ctx: &CaseCtx, sending: Sending) -> CaseResult {
     let a = ctx.worker("A")?;
     let targets = [ctx.worker("B")?, third_worker(ctx)?];
+    let mut tried = Vec::new();
+    loop {
+        let windows = one_fan_out(ctx, &a, &targets, sending, tried.len() + 1)?;
+        let overlapped = expect_pulls_overlapped(&windows[0], &windows[1]);
+        tried.push(windows);
+        if overlapped.is_ok() || tried.len() == FAN_OUTS {
+            let fan_outs = tried.len();
+            let last = &tried[fan_outs - 1];
+            ctx.measure("fan_outs", fan_outs);
+            ctx.measure("fan_out_windows", last);
+            ctx.measure("fan_out_overlap_ms", overlap_ms(&last[0], &last[1]));
+            return ctx.check(
+                "fan-out.json",
+                &json!({"source": "A", "sending": sending, "fan_outs": tried}),
+                overlapped.map_err(|mut v| {
+                    if fan_outs > 1 {
+                        v.detail = format!(
+                            "{} (the last of {fan_outs} fan-outs, none in flight at once)",
+                            v.detail
+                        );
+                    }
+                    v
+                }),
+            );
+        }
+    }
+}
+
+/// Fan-out number `n`: a prefix committed on `a`, then a prompt sharing it
+/// sent to both `targets`, each answered with the reference tokens and the
+/// pulls reconciled (`fan-out-N.json`); the targets' pull windows.
+fn one_fan_out(
+    ctx: &CaseCtx,
+    a: &Worker,
+    targets: &[std::sync::Arc<Worker>; 2],
+    sending: Sending,
+    n: usize,
+) -> Result<Vec<TargetWindow>, CaseError> {
     let family = ctx.family()?;
-    ctx.commit(&a, family.variant(0))?;
+    ctx.commit(a, family.variant(0))?;
     let prompt = family.variant(1);
-    let mut prefix = ctx.pressure().block_hashes(&a, prompt)?;
+    let mut prefix = ctx.pressure().block_hashes(a, prompt)?;
     prefix.truncate(family.shared_blocks() as usize);
 
-    let a_before = ctx.snapshot(&a)?;
+    let a_before = ctx.snapshot(a)?;
     let mut fan = Vec::with_capacity(targets.len());
-    for worker in &targets {
+    for worker in targets {
         fan.push(FanOutTarget {
             before: ctx.snapshot(worker)?,
             mark: ctx.pressure().log_mark(worker),
             worker: worker.clone(),
         });
     }
-    let to: Vec<&crate::stack::Worker> = targets.iter().map(|w| w.as_ref()).collect();
+    let to: Vec<&Worker> = targets.iter().map(|w| w.as_ref()).collect();
     let answers = ctx.shared_prefix().fan_out(prompt, &to, sending)?;
     for answer in &answers {
         ctx.expect_reference(prompt, &answer.tokens)?;
     }
     let reading = ctx
         .shared_prefix()
-        .fan_out_reading(&a, &a_before, &fan, &answers)?;
+        .fan_out_reading(a, &a_before, &fan, &answers)?;
     let evidence = json!({
         "source": "A", "sending": sending, "prompt": prompt.key(), "prefix_hashes": prefix,
         "bytes_per_block": ctx.geometry().bytes_per_block(), "reading": reading, "answers": answers,
     });
-    ctx.measure("fan_out_windows", &reading.windows);
-    ctx.measure(
-        "fan_out_overlap_ms",
-        overlap_ms(&reading.windows[0], &reading.windows[1]),
-    );
-    // The premise first: pulls that never overlapped prove nothing about
-    // concurrent pulls, whatever their counters say.
     ctx.check(
-        "fan-out.json",
-        &evidence,
-        expect_pulls_overlapped(&reading.windows[0], &reading.windows[1]),
-    )?;
-    ctx.check(
-        "fan-out.json",
+        &format!("fan-out-{n}.json"),
         &evidence,
         expect_fan_out_reconciled(
             &reading.source,
@@ -162,7 +197,8 @@ fn hinted_fan_out(ctx: &CaseCtx, sending: Sending) -> CaseResult {
             &prefix,
             ctx.geometry().bytes_per_block(),
         ),
-    )
+    )?;
+    Ok(reading.windows)
 }
 
 /// Worker C, the fan-out's second target, aggregated like B: the `phase3`

@@ -53,9 +53,9 @@ pub static ROWS: &[FaultRow] = &[
         fault: Fault::Arranged(fan_out_one_after_another),
         expect: Expect::clause(fan_out::PULLS_OVERLAPPED, "not in flight at once"),
         doc: RowDoc {
-            fault: "the harness sends the fan-out's request to C only once B's was answered, so B's and C's pulls of the prefix from A run one after the other",
+            fault: "the harness sends each fan-out's request to C only once B's was answered, so B's and C's pulls of the prefix from A run one after the other, in each of TC-17's three fan-outs",
             caught_by: "TC-17 (the fan-out's overlap)",
-            message: "`the two targets' pulls of one prefix were in flight at once: not in flight at once: B's pull ran 0.0–… ms and C's …–… ms (from the first start): one after the other, … ms apart`",
+            message: "`the two targets' pulls of one prefix were in flight at once: not in flight at once: B's pull ran 0.0–… ms and C's …–… ms (from the first start): one after the other, … ms apart (the last of 3 fan-outs, none in flight at once)`",
         },
     },
     // The first attempt runs without its hostile condition: the Guard that

@@ -464,7 +464,7 @@ fn await_or_restart(
     match first {
         Err(ProvisionError::NoDeposit(failed)) => {
             let reason = format!(
-                "{}: served, but no {KVCR_DEPOSIT} after {}; restarted once (log: {})",
+                "{}: served, but {KVCR_DEPOSIT} never came: {}; restarted once (log: {})",
                 failed.process.name(),
                 failed.wait,
                 failed.process.log_path().display()
