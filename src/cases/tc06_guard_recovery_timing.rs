@@ -21,18 +21,27 @@
 //! progress thread's startup timeout, the workers' operation timeout, its
 //! join timeout), and the figures carry the pool's size (`compare` judges
 //! them per size).
+//! A block the Guard serves stays in the pool it hands back, however many
+//! handbacks it has been through: where A reclaimed its pool from a Guard
+//! that had served it (TC-04 ran before on this stack), a prefix A holds
+//! only from that reclaim is read by B from the Guard after t1, and the
+//! replacement must hold it after the reclaim.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::engine::Need;
 use crate::evidence::{PromotionStages, RecoveryAttempt, RecoveryTimeline};
-use crate::suite::{clause, Case, CaseCtx, CaseError, CaseResult, Claim};
+use crate::prompts::Family;
+use crate::stack::Worker;
+use crate::suite::{clause, Case, CaseCtx, CaseError, CaseResult, Claim, GuardFollower};
 use crate::telemetry::guard_log::GuardEvent;
 use crate::verdict::guard::{expect_recovered_covers, AttemptOutcome};
+use crate::verdict::ledger::{expect_carried_blocks_kept, CarriedBlocks};
 use crate::verdict::local::expect_host_tier_hit;
 use crate::verdict::scale::{expect_steps_within_deadlines, KvcrDeadlines, StepCosts};
 
-use super::production_common::LedgerWatch;
+use super::production_common::{evicted_after_reclaim, stored_by, LedgerWatch};
 
 pub const CASE: Case = Case {
     id: "TC-06",
@@ -48,6 +57,13 @@ const COMMITTED: usize = 16;
 /// Attempts stop here: Dynamo's file discovery drops a dead worker (and the
 /// router forgets its blocks) about 11 s after its death.
 const ATTEMPT_WINDOW: Duration = Duration::from_secs(9);
+/// The families committed before this case searched, newest first, for a
+/// prefix A holds only from reclaiming its pool (TC-04's come first).
+const CARRIED_SEARCH: usize = 16;
+/// The carried read is sent only this soon after the kill: the router may
+/// drop the dead worker's blocks from 6.7 s on.
+const CARRIED_HINT_WINDOW: Duration = Duration::from_secs(6);
+const CARRIED_CHECK: &str = "a block the Guard serves stays in the pool it hands back";
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
@@ -64,6 +80,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     for family in &families {
         ctx.commit(&a, family.variant(0))?;
     }
+    // Where the ledger is kept, so are the block reports the carried read needs.
+    let carried = match &watch {
+        Some(_) => carried_prefix(ctx, &a, &b, families[0].index)?,
+        None => None,
+    };
     let mut ledger = watch.map(|w| w.at_kill(ctx, &a, &b)).transpose()?;
     let cadence = ctx.settings().tc06_cadence;
 
@@ -161,6 +182,11 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     if let Some(ledger) = &mut ledger {
         ledger.after_takeover(ctx, &b)?;
     }
+    // After the ledger's takeover reading: these blocks were committed before this case.
+    let carried_served = match &carried {
+        Some(carried) => read_carried(ctx, carried, &a, &b, t0, &mut guard_events)?,
+        None => None,
+    };
 
     // t2: the replacement serves a prefix A committed, from the reclaimed pool.
     let replacement = ctx.faults().replace("A")?;
@@ -214,6 +240,9 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     if let Some(ledger) = ledger {
         ledger.after_reclaim(ctx, Some(promotion.recovered_blocks), &replacement)?;
     }
+    if let Some(served) = carried_served {
+        expect_carried_handed_back(ctx, served, &replacement)?;
+    }
     let geometry = ctx.geometry();
     ctx.check(
         "replacement.json",
@@ -239,6 +268,152 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
             "guard_log": costs,
         }),
         expect_steps_within_deadlines(&steps, &deadlines, registration_logged),
+    )
+}
+
+/// A prefix A holds only because it reclaimed its pool (held, and never
+/// stored by this A itself) and B does not hold. Where the Guard it
+/// reclaimed from had been serving the pool, the Guard still holds these
+/// records: its own, taken back at the handback, not ones A journaled.
+struct CarriedPrefix {
+    family: Family,
+    hashes: Vec<u64>,
+}
+
+/// The newest family committed before this case (`first_of_case` is this
+/// case's first) whose prefix A carries over from its reclaim; A serves it
+/// once more, so the router lists it on A when A dies. `None` (recorded as
+/// not checked) where A holds none: no earlier case on this stack took A's
+/// pool over and gave it back.
+fn carried_prefix(
+    ctx: &CaseCtx,
+    a: &Worker,
+    b: &Worker,
+    first_of_case: usize,
+) -> Result<Option<CarriedPrefix>, CaseError> {
+    let stored_by_a = stored_by(ctx, a)?;
+    let book = ctx.prompts.all();
+    let earlier = &book[..first_of_case.min(book.len())];
+    for family in earlier.iter().rev().take(CARRIED_SEARCH) {
+        let prompt = family.variant(0);
+        let hashes = ctx.pressure().block_hashes(a, prompt)?;
+        let carried = !hashes.is_empty()
+            && hashes.iter().all(|h| !stored_by_a.contains(h))
+            && ctx.pressure().held_in(a, &hashes, "local")?.len() == hashes.len()
+            && ctx.pressure().held_in(b, &hashes, "miss")?.len() == hashes.len();
+        if carried {
+            let answer = ctx.complete_on(a, prompt)?;
+            ctx.expect_reference(prompt, &answer.tokens)?;
+            ctx.measure("carried_prompt", prompt.key());
+            return Ok(Some(CarriedPrefix {
+                family: family.clone(),
+                hashes,
+            }));
+        }
+    }
+    ctx.not_checked(
+        CARRIED_CHECK,
+        &format!(
+            "none of the {CARRIED_SEARCH} families committed before this case is held by {} \
+             only from a reclaim (no earlier case on this stack took its pool over and gave it \
+             back) and not by {}",
+            a.name(),
+            b.name()
+        ),
+    );
+    Ok(None)
+}
+
+/// The first use of the carried prefix after the kill: B reads it from the
+/// Guard at A's endpoint (`carried-read.json`). Returns the prompt and the
+/// blocks of the prefix B received from there; `None` (not checked) when t1
+/// came too late for the router to still hint A's blocks.
+fn read_carried(
+    ctx: &CaseCtx,
+    carried: &CarriedPrefix,
+    a: &Worker,
+    b: &Worker,
+    t0: Instant,
+    guard_events: &mut GuardFollower,
+) -> Result<Option<CarriedBlocks>, CaseError> {
+    let Some(endpoint) = a.control_endpoint() else {
+        let why = format!(
+            "{} reported no control endpoint to read B's deliveries by",
+            a.name()
+        );
+        ctx.not_checked(CARRIED_CHECK, &why);
+        return Ok(None);
+    };
+    let late = t0.elapsed();
+    if late > CARRIED_HINT_WINDOW {
+        let why = format!(
+            "t1 and its checks ended {:.1} s after the kill: the router may no longer hint {}'s blocks",
+            late.as_secs_f64(),
+            a.name()
+        );
+        ctx.not_checked(CARRIED_CHECK, &why);
+        return Ok(None);
+    }
+    let mark = ctx.pressure().log_mark(b);
+    let prompt = carried.family.variant(1);
+    let attempt = ctx.guard().attempt(b, prompt, guard_events)?;
+    let path = ctx.record("carried-read.json", &attempt);
+    match &attempt.outcome {
+        AttemptOutcome::GuardServed => {}
+        AttemptOutcome::WrongTokens(mismatch) => {
+            let claim = Claim::Clause(crate::verdict::tokens::CLAIM);
+            let message = format!("carried read {}: {mismatch}", attempt.prompt);
+            return Err(CaseError::claimed(claim, mismatch, message).with_evidence(path));
+        }
+        other => {
+            return Err(CaseError::new(format!(
+                "carried read: {} (a prefix {} held only from its reclaim), pinned to {} \
+                 {:.1} s after the kill, was not served by the Guard: {other:?}",
+                attempt.prompt,
+                a.name(),
+                b.name(),
+                attempt.sent_at.saturating_duration_since(t0).as_secs_f64()
+            ))
+            .with_evidence(path))
+        }
+    }
+    let delivered = ctx.pressure().delivered_since(b, mark, endpoint)?;
+    Ok(Some(CarriedBlocks {
+        prompt: attempt.prompt,
+        served_by_guard: carried
+            .hashes
+            .iter()
+            .filter(|h| delivered.contains(h))
+            .copied()
+            .collect(),
+        ..Default::default()
+    }))
+}
+
+/// The second use: the carried blocks the Guard served are in the pool it
+/// handed back to `replacement` (`carried-blocks.json`).
+fn expect_carried_handed_back(
+    ctx: &CaseCtx,
+    served: CarriedBlocks,
+    replacement: &Worker,
+) -> CaseResult {
+    let asked: Vec<u64> = served.served_by_guard.iter().copied().collect();
+    let only_served = |blocks: BTreeSet<u64>| -> BTreeSet<u64> {
+        blocks
+            .intersection(&served.served_by_guard)
+            .copied()
+            .collect()
+    };
+    let carried = CarriedBlocks {
+        held_by_replacement: ctx.pressure().held_in(replacement, &asked, "local")?,
+        evicted_by_replacement: only_served(evicted_after_reclaim(ctx, replacement)?),
+        stored_by_replacement: only_served(stored_by(ctx, replacement)?),
+        ..served
+    };
+    ctx.check(
+        "carried-blocks.json",
+        &carried,
+        expect_carried_blocks_kept(&carried),
     )
 }
 

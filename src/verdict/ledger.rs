@@ -181,6 +181,68 @@ pub fn expect_reclaimed(input: &LedgerInput) -> Result<Ledger, Violation> {
     })
 }
 
+/// Blocks a promoted Guard served from its pool that the dead worker had
+/// itself reclaimed in an earlier takeover (records the Guard kept from its
+/// own handback, not ones the worker journaled), and what the replacement
+/// that reclaimed the pool afterwards holds of them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CarriedBlocks {
+    /// The prompt whose prefix a peer read from the Guard, e.g. `f042v1`.
+    pub prompt: String,
+    /// Blocks of that prefix the peer received from the dead worker's endpoint.
+    pub served_by_guard: BTreeSet<u64>,
+    /// Those the replacement holds after its claim.
+    pub held_by_replacement: BTreeSet<u64>,
+    /// Those the replacement's KVCR evicted without storing them: reclaimed,
+    /// then evicted to make room. Held once, so kept.
+    pub evicted_by_replacement: BTreeSet<u64>,
+    /// Those the replacement's KVCR stored itself: computed again, not kept.
+    pub stored_by_replacement: BTreeSet<u64>,
+}
+
+const CARRIED_CLAIM: &str = "a block the Guard serves stays in the pool it hands back";
+
+/// Passes when every carried block the Guard served is in the pool it
+/// handed back (held, or reclaimed and then evicted, by the replacement,
+/// and not computed again by it): a read of a block is a use of it, not its
+/// removal, however many handbacks the block has been through.
+pub fn expect_carried_blocks_kept(carried: &CarriedBlocks) -> Result<(), Violation> {
+    if carried.served_by_guard.is_empty() {
+        return Err(Violation {
+            claim: CARRIED_CLAIM,
+            detail: format!(
+                "the Guard served no block of {}: the check has nothing to follow",
+                carried.prompt
+            ),
+        });
+    }
+    let missing: Vec<u64> = carried
+        .served_by_guard
+        .iter()
+        .filter(|h| {
+            let once_held = carried.held_by_replacement.contains(h)
+                || carried.evicted_by_replacement.contains(h);
+            !once_held || carried.stored_by_replacement.contains(h)
+        })
+        .copied()
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Violation {
+        claim: CARRIED_CLAIM,
+        detail: format!(
+            "the Guard served {} blocks of {} that the dead worker had reclaimed in an earlier \
+             takeover; the pool it handed back is missing {} of them (not held by the \
+             replacement, or computed and stored again by it): {}",
+            carried.served_by_guard.len(),
+            carried.prompt,
+            missing.len(),
+            few(&missing)
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,5 +377,64 @@ mod tests {
             v.detail.contains("1, 2, 3, 4, 5, 6, 7, 8 and 12 more"),
             "{v}"
         );
+    }
+
+    fn carried() -> CarriedBlocks {
+        CarriedBlocks {
+            prompt: "f042v1".into(),
+            served_by_guard: set(&[1, 2, 3, 4]),
+            held_by_replacement: set(&[1, 2, 3, 4]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn carried_blocks_the_replacement_holds_pass() {
+        assert!(expect_carried_blocks_kept(&carried()).is_ok());
+        // Reclaimed, then evicted by the replacement's own LRU: kept.
+        let mut c = carried();
+        c.held_by_replacement = set(&[1, 2]);
+        c.evicted_by_replacement = set(&[3, 4]);
+        assert!(expect_carried_blocks_kept(&c).is_ok());
+    }
+
+    #[test]
+    fn carried_blocks_gone_after_one_read_fail_named() {
+        // A Guard that retires each carried block once its read is released
+        // hands back a pool without any of them.
+        let mut c = carried();
+        c.held_by_replacement = set(&[]);
+        let v = expect_carried_blocks_kept(&c).unwrap_err();
+        assert_eq!(
+            v.claim,
+            "a block the Guard serves stays in the pool it hands back"
+        );
+        assert!(
+            v.detail.contains(
+                "the Guard served 4 blocks of f042v1 that the dead worker had reclaimed in an \
+                 earlier takeover; the pool it handed back is missing 4 of them"
+            ),
+            "{v}"
+        );
+        assert!(v.detail.ends_with(": 1, 2, 3, 4"), "{v}");
+    }
+
+    #[test]
+    fn a_carried_block_computed_again_is_missing() {
+        let mut c = carried();
+        c.stored_by_replacement = set(&[3]);
+        let v = expect_carried_blocks_kept(&c).unwrap_err();
+        assert!(v.detail.contains("missing 1 of them"), "{v}");
+        assert!(v.detail.ends_with(": 3"), "{v}");
+    }
+
+    #[test]
+    fn nothing_served_checks_nothing() {
+        let v = expect_carried_blocks_kept(&CarriedBlocks {
+            prompt: "f042v1".into(),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(v.detail.contains("served no block of f042v1"), "{v}");
     }
 }
