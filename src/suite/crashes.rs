@@ -7,10 +7,11 @@
 //! case through it ([`Crashes::judge`]).
 
 use std::cell::RefCell;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::proc::clock_watch::{self, ClockEvent};
 use crate::stack::{Crash, Dropout, Stack};
+use crate::wait::{self, Poll};
 
 use super::case_evidence::CaseEvidence;
 use super::claim::Claim;
@@ -50,11 +51,10 @@ impl Crashes {
     /// since the last look and every worker that dropped out of the router
     /// (recorded as `crashes.json`).
     pub fn judge(&self, stack: &Stack, evidence: &CaseEvidence, result: CaseResult) -> CaseResult {
-        let new = unseen(
-            stack.crashed_components(),
-            &self.expected_exits.borrow(),
-            &self.seen.borrow(),
-        );
+        let mut new = self.unseen_crashes(stack);
+        if new.is_empty() && failed_on_a_request(&result) {
+            new = self.exits_on_the_way(stack);
+        }
         // A /health that does not answer is the case's own failure to tell.
         let dropouts = new_dropouts(
             stack.dropped_out_workers().unwrap_or_default(),
@@ -77,11 +77,49 @@ impl Crashes {
         Err(breakage_failure(&new, &dropouts, &clock, result).with_evidence(path))
     }
 
+    /// The crashes of `stack` neither expected nor already reported.
+    fn unseen_crashes(&self, stack: &Stack) -> Vec<Crash> {
+        unseen(
+            stack.crashed_components(),
+            &self.expected_exits.borrow(),
+            &self.seen.borrow(),
+        )
+    }
+
+    /// The crashes seen within [`EXIT_GRACE`]. A worker on its way out
+    /// leaves the router before its process exits (a 503 for a request
+    /// meant for it), so a request can fail before the crash can be seen;
+    /// without the wait the crash would follow the case's failure instead
+    /// of leading it.
+    fn exits_on_the_way(&self, stack: &Stack) -> Vec<Crash> {
+        wait::until(
+            "a component's exit after the case's request failed",
+            EXIT_GRACE,
+            Duration::from_millis(50),
+            || match self.unseen_crashes(stack) {
+                crashes if crashes.is_empty() => Poll::Pending("every component running".into()),
+                crashes => Poll::Ready(crashes),
+            },
+        )
+        .unwrap_or_default()
+    }
+
     /// How many components were seen broken (crashed or dropped out)
     /// during the case.
     pub fn count(&self) -> usize {
         self.seen.borrow().len() + self.dropouts.borrow().len()
     }
+}
+
+/// How long a case whose request failed gives a component to be seen
+/// exiting: a worker's exit with its tier takes well under a second.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// Whether `result` is a failure of one of the case's requests (an error
+/// status, no response, a broken stream): the failure a crash under way
+/// gives.
+fn failed_on_a_request(result: &CaseResult) -> bool {
+    matches!(result, Err(e) if matches!(e.claim, Claim::Request(_)))
 }
 
 /// The crashes of `now` that are neither an expected exit nor already seen.
@@ -218,6 +256,26 @@ mod tests {
             failed.contains("; the case then failed: tokens differ"),
             "{failed}"
         );
+    }
+
+    #[test]
+    fn only_a_failed_request_waits_for_an_exit_under_way() {
+        let status = crate::client::ClientError::Status {
+            request: "completion of f1".into(),
+            url: "http://h/v1".into(),
+            status: 503,
+            body: "{}".into(),
+        };
+        assert!(failed_on_a_request(&Err(CaseError::request(
+            &status,
+            "request f1 failed"
+        ))));
+        let tokens = Err(CaseError::from(crate::verdict::Violation {
+            claim: "reference tokens",
+            detail: "token 2 of 16 differs".into(),
+        }));
+        assert!(!failed_on_a_request(&tokens));
+        assert!(!failed_on_a_request(&Ok(())));
     }
 
     fn dropout(worker: &str, pid: u32) -> Dropout {
