@@ -1,6 +1,8 @@
 //! Reading one mutant's run: killed, survived or broken, and whether that
 //! is what its header expects.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::header::{Expect, MutantHeader};
@@ -21,6 +23,11 @@ pub enum MutantResult {
         message_matches: bool,
         /// Every trial that failed.
         failed: Vec<String>,
+        /// Each failed trial's claim ([`claim`]): what a second run must
+        /// repeat on one trial for the kill to stand. Empty in a table
+        /// written before it was kept.
+        #[serde(default)]
+        claims: BTreeMap<String, String>,
     },
     /// Every trial ran and passed.
     Survived,
@@ -60,12 +67,15 @@ impl MutantResult {
     }
 }
 
-/// Whether two runs failed the same way: both are kills that make the same
-/// claim (the text before the first `:`, its words with digits aside: ids,
-/// ports and run directories differ between runs), and one run's killing
-/// trial failed in the other too, first or not: a lane's trials share one
-/// stack, so a mutant that hangs every request fails whichever trial asks
-/// first, and that may be another one in each run.
+/// Whether two runs failed the same way: both are kills, and
+/// - one trial failed in both with the same claim (the text before the
+///   first `:`, its words with digits aside: ids, ports and run
+///   directories differ between runs), whichever trial failed first in
+///   each; or
+/// - their first failures make the same claim and one run's killing trial
+///   failed in the other too: a lane's trials share one stack, so a mutant
+///   that hangs every request fails whichever trial asks first, and that
+///   may be another one in each run, failing with the same claim.
 pub fn same_failure(a: &MutantResult, b: &MutantResult) -> bool {
     match (a, b) {
         (
@@ -73,15 +83,22 @@ pub fn same_failure(a: &MutantResult, b: &MutantResult) -> bool {
                 trial: t1,
                 message: m1,
                 failed: f1,
+                claims: c1,
                 ..
             },
             MutantResult::Killed {
                 trial: t2,
                 message: m2,
                 failed: f2,
+                claims: c2,
                 ..
             },
-        ) => (t1 == t2 || f2.contains(t1) || f1.contains(t2)) && claim(m1) == claim(m2),
+        ) => {
+            let one_trial_repeated = c1.iter().any(|(trial, said)| c2.get(trial) == Some(said));
+            let first_claims_repeated =
+                (t1 == t2 || f2.contains(t1) || f1.contains(t2)) && claim(m1) == claim(m2);
+            one_trial_repeated || first_claims_repeated
+        }
         _ => false,
     }
 }
@@ -150,6 +167,10 @@ pub fn classify_run(
             message: message.to_string(),
             message_matches,
             failed: failed.iter().map(|(t, _)| t.to_string()).collect(),
+            claims: failed
+                .iter()
+                .map(|(t, m)| (t.to_string(), claim(m)))
+                .collect(),
         };
     }
     for trial in trials {
@@ -245,6 +266,11 @@ mod tests {
                 trial: "TC-02::local_dram_flow".into(),
                 message: "reference tokens: token 0 of 16 differs".into(),
                 message_matches: true,
+                claims: [(
+                    "TC-02::local_dram_flow".to_string(),
+                    "reference tokens".to_string()
+                )]
+                .into(),
                 failed: vec!["TC-02::local_dram_flow".into()],
             }
         );
@@ -300,6 +326,7 @@ mod tests {
             trial: trial.into(),
             message: message.into(),
             message_matches: false,
+            claims: Default::default(),
             failed: vec![trial.into()],
         }
     }
@@ -367,12 +394,14 @@ mod tests {
             trial: "TC-03::hinted_peer_transfer".into(),
             message: hang("TC-03", "f004v1"),
             message_matches: false,
+            claims: Default::default(),
             failed: vec!["TC-03::hinted_peer_transfer".into(), "TC-04::x".into()],
         };
         let second = MutantResult::Killed {
             trial: "TC-01::generation_correctness".into(),
             message: hang("TC-01", "f002v2"),
             message_matches: false,
+            claims: Default::default(),
             failed: vec![
                 "TC-01::generation_correctness".into(),
                 "TC-03::hinted_peer_transfer".into(),
@@ -387,6 +416,7 @@ mod tests {
             trial: "TC-04::guard_takeover_and_replacement".into(),
             message: format!("worker-A.1 gave up waiting for worker-A.1 to register in Dynamo's discovery (/dev/shm/kvcr-e2e-{dir}/discovery) on a port it listens on"),
             message_matches: false,
+            claims: Default::default(),
             failed: vec!["TC-04::guard_takeover_and_replacement".into()],
         }
         };
@@ -401,10 +431,49 @@ mod tests {
             trial: "TC-01::generation_correctness".into(),
             message: hang("TC-01", "f002v2"),
             message_matches: false,
+            claims: Default::default(),
             failed: vec!["TC-01::generation_correctness".into()],
         };
         assert_eq!(first.clone().confirmed_by(elsewhere).word(), "flaky");
         assert_eq!(claim("request f004v1 failed: x"), "request # failed");
+    }
+
+    #[test]
+    fn a_kill_whose_first_failure_differs_stands_when_one_trial_repeats_its_claim() {
+        // The first run failed TC-02 first; the re-run failed TC-01 first
+        // (a check that passed once) and TC-02 again, the same way.
+        let dram = "host-tier (DRAM) hit: 0 blocks loaded from host memory";
+        let cached = "cached pass reused the cache: f000v1 repeated: cached_tokens Some(0)";
+        let first = classify_run(
+            None,
+            &trials(),
+            Ok(&run(&[
+                ("TC-01::generation_correctness", TrialOutcome::Passed),
+                ("TC-02::local_dram_flow", failed(dram)),
+            ])),
+        );
+        let second = classify_run(
+            None,
+            &trials(),
+            Ok(&run(&[
+                ("TC-01::generation_correctness", failed(cached)),
+                ("TC-02::local_dram_flow", failed(dram)),
+            ])),
+        );
+        assert_eq!(first.clone().confirmed_by(second), first);
+        // TC-02 failing the second time with another claim is no repeat.
+        let other = classify_run(
+            None,
+            &trials(),
+            Ok(&run(&[
+                ("TC-01::generation_correctness", failed(cached)),
+                (
+                    "TC-02::local_dram_flow",
+                    failed("reference tokens: token 2 of 16 differs"),
+                ),
+            ])),
+        );
+        assert_eq!(first.confirmed_by(other).word(), "flaky");
     }
 
     #[test]

@@ -653,6 +653,7 @@ mod tests {
             trial: "TC-03::hinted_peer_transfer".into(),
             message: message.into(),
             message_matches: true,
+            claims: Default::default(),
             failed: vec!["TC-03::hinted_peer_transfer".into()],
         }
     }

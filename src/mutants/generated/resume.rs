@@ -9,7 +9,8 @@ use serde::Deserialize;
 
 use super::lane::GeneratedMutant;
 use super::sequence::SequenceLane;
-use crate::mutants::classify::MutantResult;
+use crate::drive::ReadRun;
+use crate::mutants::classify::{classify_run, MutantResult};
 use crate::mutants::report::{ChildEvidence, MutantRow};
 
 /// What a rerun reads of the earlier `mutants.json`.
@@ -155,14 +156,40 @@ pub fn decide(
 }
 
 /// A kept flaky row judged again by this build's rule ([`MutantResult::confirmed_by`]):
-/// both runs' outcomes are in the row, so a rule that now reads them as one
-/// failure makes it a kill without running it again.
+/// both runs' outcomes are in the row (each failed trial's claim read again
+/// from its run directory where the row predates them), so a rule that now
+/// reads them as one failure makes it a kill without running it again.
 fn rejudged(mut row: MutantRow) -> MutantRow {
     if let MutantResult::Flaky { first, second } = row.result {
-        row.result = first.confirmed_by(*second);
+        let rerun_dir = row.rerun.as_ref().and_then(|r| r.child.run_dir.as_deref());
+        let first = with_claims(*first, row.child.run_dir.as_deref(), &row.trials);
+        let second = with_claims(*second, rerun_dir, &row.trials);
+        row.result = first.confirmed_by(second);
         row.met = !matches!(row.result, MutantResult::Flaky { .. });
     }
     row
+}
+
+/// `result` with each failed trial's claim, read from its run directory
+/// when the kill was kept without them (a table of an earlier build);
+/// as it was when that directory does not read.
+fn with_claims(
+    mut result: MutantResult,
+    run_dir: Option<&Path>,
+    trials: &[String],
+) -> MutantResult {
+    if let (MutantResult::Killed { claims, .. }, Some(dir)) = (&mut result, run_dir) {
+        if claims.is_empty() {
+            if let Ok(read) = ReadRun::from_root(dir) {
+                if let MutantResult::Killed { claims: read, .. } =
+                    classify_run(None, trials, Ok(&read))
+                {
+                    *claims = read;
+                }
+            }
+        }
+    }
+    result
 }
 
 /// `killed on phase2 by TC-07::…`, `survived (passed phase1, phase2)`,
@@ -296,6 +323,7 @@ mod tests {
             trial: "TC-04::guard_takeover_and_replacement".into(),
             message: "m".into(),
             message_matches: false,
+            claims: Default::default(),
             failed: vec![],
         }
     }
@@ -332,6 +360,7 @@ mod tests {
             trial: trial.into(),
             message: format!("request f00{}v1 failed: no response", failed.len()),
             message_matches: false,
+            claims: Default::default(),
             failed: failed.iter().map(|t| t.to_string()).collect(),
         };
         let first = hang("TC-01::a", &["TC-01::a", "TC-03::b"]);
@@ -352,6 +381,63 @@ mod tests {
         let kept = decide(&lane(vec![flaky]), &m, &phase1()).unwrap();
         assert_eq!(kept.result.word(), "flaky");
         assert!(!kept.met);
+    }
+
+    #[test]
+    fn a_kept_flaky_row_of_an_earlier_build_reads_its_claims_from_both_runs() {
+        // The first run failed TC-02 first, the re-run TC-01 first and TC-02
+        // again the same way: the row, kept without claims, is a kill.
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path(), 1);
+        let results = |dir: &Path, tc01: &str| {
+            std::fs::create_dir_all(dir).unwrap();
+            let cases = format!(
+                r#"[{tc01},{{"id":"TC-02","name":"TC-02::local_dram_flow","outcome":"failed","message":"host-tier (DRAM) hit: 0 blocks"}}]"#
+            );
+            std::fs::write(
+                dir.join("results.json"),
+                format!(r#"{{"schema_version":1,"run":{{"run_id":"r","cases":{cases}}},"requests":[],"perf":{{}}}}"#),
+            )
+            .unwrap();
+        };
+        let kill = |trial: &str, message: &str| MutantResult::Killed {
+            trial: trial.into(),
+            message: message.into(),
+            message_matches: false,
+            claims: Default::default(),
+            failed: vec![trial.into()],
+        };
+        let mut flaky = row(tmp.path(), &m, MutantResult::Survived, true);
+        let first_dir = flaky.child.run_dir.clone().unwrap();
+        let rerun_dir = tmp.path().join("rerun");
+        results(
+            &first_dir,
+            r#"{"id":"TC-01","name":"TC-01::generation_correctness","outcome":"passed","duration_ms":1.0}"#,
+        );
+        results(
+            &rerun_dir,
+            r#"{"id":"TC-01","name":"TC-01::generation_correctness","outcome":"failed","message":"cached pass reused the cache: f000v1"}"#,
+        );
+        let first = kill("TC-02::local_dram_flow", "host-tier (DRAM) hit: 0 blocks");
+        let second = kill(
+            "TC-01::generation_correctness",
+            "cached pass reused the cache: f000v1",
+        );
+        flaky.rerun = Some(crate::mutants::report::Rerun {
+            result: second.clone(),
+            child: crate::mutants::report::ChildEvidence {
+                run_dir: Some(rerun_dir),
+                ..flaky.child.clone()
+            },
+        });
+        flaky.result = MutantResult::Flaky {
+            first: Box::new(first),
+            second: Box::new(second),
+        };
+        flaky.met = false;
+        let kept = decide(&lane(vec![flaky]), &m, &phase1()).unwrap();
+        assert_eq!(kept.result.word(), "killed", "{:?}", kept.result);
+        assert!(kept.met);
     }
 
     #[test]

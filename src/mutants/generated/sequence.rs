@@ -177,6 +177,7 @@ mod tests {
             trial: trial.into(),
             message: "claim: numbers".into(),
             message_matches: false,
+            claims: Default::default(),
             failed: vec![trial.into()],
         }
     }
