@@ -257,6 +257,20 @@ pub fn expect_hostile_policy_answered(
     .check(kvcr.removed > 0, || {
         "KVCR evicted no block: the pool stopped making room".to_string()
     })
+    // KEEP is KVCR's answer to a decide_eviction that raised or answered
+    // no decision: only a block the policy answered for may leave.
+    .check(
+        calls.get("decide_eviction", ANSWERED) >= kvcr.removed,
+        || {
+            format!(
+                "KVCR evicted {} blocks, but the policy answered decide_eviction only {} times: \
+             a block whose decide_eviction raised or answered no decision was evicted \
+             (KEEP is KVCR's answer to a misbehaving decide_eviction)",
+                kvcr.removed,
+                calls.get("decide_eviction", ANSWERED)
+            )
+        },
+    )
     .check(kvcr.local_delivers > 0, || {
         "KVCR served no block from its pool (no successful local_deliver)".to_string()
     });
@@ -485,9 +499,29 @@ mod tests {
             ("decide_ingest", ANSWERED, 10),
             ("on_ingest", ANSWERED, 15),
             ("on_ingest", "raise_on_ingest", 5),
+            ("decide_eviction", ANSWERED, 16),
+            ("decide_eviction", "raise_eviction", 8),
+            ("decide_eviction", "invalid_eviction", 8),
             ("on_remove", ANSWERED, 16),
         ]);
         (answered, c)
+    }
+
+    #[test]
+    fn a_block_evicted_against_a_misbehaving_decide_eviction_fails() {
+        // Seed 5's draw 25: `decision[0]` read as `decision[-1]`, so KVCR
+        // evicts the blocks whose decide_eviction it answered with KEEP.
+        let (answered, mut c) = hostile();
+        c.0.get_mut("decide_eviction")
+            .unwrap()
+            .insert(ANSWERED.into(), 10);
+        let v = expect_hostile_policy_answered(&answered, &c, &activity()).unwrap_err();
+        assert!(
+            v.detail.contains(
+                "KVCR evicted 16 blocks, but the policy answered decide_eviction only 10 times"
+            ),
+            "{v}"
+        );
     }
 
     #[test]
