@@ -19,7 +19,9 @@
 //! every other time. Expect: reference tokens;
 //! each misbehaviour happened and KVCR logged one warning for each; KVCR
 //! still told the policy truly where each block is held; KVCR
-//! kept every block it asked about, failed and dropped no deposit, still
+//! kept every block it asked about (stored each one `decide_ingest` was
+//! asked of, evicted none whose `decide_eviction` misbehaved), failed and
+//! dropped no deposit, still
 //! evicted and still delivered from its pool; no bad KVCR line but the
 //! tracebacks of its `... failed` warnings. Then the policy behaves again
 //! and B commits one more prompt into its full pool: KVCR scores the blocks
