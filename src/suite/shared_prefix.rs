@@ -12,7 +12,7 @@ use crate::stack::Worker;
 use crate::telemetry::engine_kvcr_log;
 use crate::telemetry::{Counter, Delta, OpResult, Scope, Snapshot, Unreadable};
 use crate::verdict::concurrent::SharedPrefixDeposits;
-use crate::verdict::fan_out::{PullWindow, SourceWrites, TargetPull, TargetWindow};
+use crate::verdict::fan_out::{overlap_ms, PullWindow, SourceWrites, TargetPull, TargetWindow};
 use crate::wait::{self, Poll};
 
 use super::ask::{self, Answer};
@@ -213,7 +213,9 @@ impl<'c> SharedPrefix<'c> {
     /// source's `source_write` counters, once it reported as many writes as
     /// the targets delivered (it reports them asynchronously; past the
     /// deadline its counters are read as they are, and the verdict names
-    /// the shortfall).
+    /// the shortfall). When the pulls did not overlap the source is read as
+    /// it stands: such a fan-out is not reconciled, and the second target
+    /// may have pulled from the first.
     pub fn fan_out_reading(
         &self,
         source: &Worker,
@@ -246,7 +248,11 @@ impl<'c> SharedPrefix<'c> {
         for delta in &target_deltas {
             writes += delta.required_count(&success)?;
         }
-        let source_delta = if writes > 0 {
+        let overlapped = match windows.as_slice() {
+            [first, second] => overlap_ms(first, second).is_some_and(|ms| ms > 0.0),
+            _ => false,
+        };
+        let source_delta = if writes > 0 && overlapped {
             self.ctx
                 .observe()
                 .await_count(
