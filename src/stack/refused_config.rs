@@ -151,6 +151,10 @@ pub const REFUSED_CONFIGS: &[ConfigRow] = &[
         &["operation_timeout_ms must be positive"]),
     row("abandon_below_twice_operation", Worker, &[Kvcr("config.abandon_timeout_ms=1")], Nothing,
         &["abandon_timeout_ms must be at least twice operation_timeout_ms"]),
+    // One millisecond short of twice: the bound itself, not just a far miss.
+    row("abandon_just_below_twice_operation", Worker,
+        &[Kvcr("config.operation_timeout_ms=1000"), Kvcr("config.abandon_timeout_ms=1999")], Nothing,
+        &["abandon_timeout_ms must be at least twice operation_timeout_ms"]),
     row("watermark_above_100", Worker, &[Kvcr("config.capacity_low_watermark_percent=150")], Nothing,
         &["capacity_low_watermark_percent must be between 0 and 100"]),
     row("no_pool_layouts", Worker, &[Kvcr("config.pool_layouts=[]")], Nothing,
@@ -183,6 +187,11 @@ pub const REFUSED_CONFIGS: &[ConfigRow] = &[
         &[G3_FILE[0], G3_FILE[1], G3_FILE[2], Kvcr(r#"config.pool_layouts=[["kv",6144]]"#),
           Kvcr("g3.capacity_bytes_per_file=393216")],
         Nothing, &["G3 requires page-aligned complete slots"]),
+    // A guarded worker whose framework control can tell its bind address
+    // but not adopt the listener a Guard answers on after it dies.
+    row("control_without_adopt_listener", Worker,
+        &[Flag("--fault", "control_without_adopt_listener")], Nothing,
+        &["guard_config needs a framework control that can share its control endpoint"]),
     // KVCR's own G3 policy, plugged by the engine, on a worker with no disk
     // tier (the claim is granted; the core refuses, and gives it back).
     row("g3_policy_without_g3", Worker, &[Flag("--placement-policy", "kvcr-g3")], Nothing,
@@ -563,6 +572,24 @@ mod tests {
                 assert_eq!(r.component, Worker, "{}", r.name);
             }
         }
+    }
+
+    #[test]
+    fn every_fault_a_row_sets_is_a_launch_switch_of_the_engine() {
+        let mut faults = 0;
+        for r in REFUSED_CONFIGS {
+            for s in r.set {
+                if let Flag("--fault", name) = s {
+                    faults += 1;
+                    let fault = crate::suite::EngineFault::EVERY
+                        .iter()
+                        .find(|f| f.name() == *name)
+                        .unwrap_or_else(|| panic!("{}: no engine switch {name}", r.name));
+                    assert!(fault.launch_only(), "{}: {name} is not launch-only", r.name);
+                }
+            }
+        }
+        assert!(faults > 0, "no row sets a fault");
     }
 
     #[test]

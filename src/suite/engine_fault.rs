@@ -88,6 +88,10 @@ pub enum EngineFault {
     /// The worker claims with the other tier set: with a G3 disk tier when
     /// it has none, without one when it has one (launch only, TC-09).
     ToggledG3Tier,
+    /// The framework control the worker hands KVCR cannot adopt a Guard's
+    /// listener, so a guarded worker must refuse to start (launch only,
+    /// TC-16's configuration row `control_without_adopt_listener`).
+    ControlWithoutAdoptListener,
     /// The engine's placement policy (`--placement-policy counting`)
     /// misbehaves in these ways (`raise_ingest,nan_score`, ...): every other
     /// call of a hook they take over (TC-21).
@@ -99,6 +103,47 @@ pub enum EngineFault {
 }
 
 impl EngineFault {
+    /// Every switch, one value each (the tests' list).
+    #[cfg(test)]
+    pub(crate) const EVERY: [EngineFault; 36] = [
+        EngineFault::CorruptDeliveredPages,
+        EngineFault::UnderreportBlocks,
+        EngineFault::WrongTransferBytes,
+        EngineFault::NoGuardDeposit,
+        EngineFault::NoReclaim,
+        EngineFault::ExitAfterPrefill,
+        EngineFault::SkewIntervalLog,
+        EngineFault::NoDeviceHits,
+        EngineFault::NoDeviceEviction,
+        EngineFault::DropSsmPage,
+        EngineFault::WrongTokenAfter(2),
+        EngineFault::StallStreamAfter(2),
+        EngineFault::CutStreamAfter(3),
+        EngineFault::DropSeries("cpu_engine_computed_blocks"),
+        EngineFault::NeverRegister,
+        EngineFault::DieDuringStartup,
+        EngineFault::KvcrProgressFails,
+        EngineFault::HideFailedDeposits,
+        EngineFault::DropRemovedInventory,
+        EngineFault::HideSourceStall,
+        EngineFault::NoHandback,
+        EngineFault::PinDeposits,
+        EngineFault::CachedTokensFirstBlock,
+        EngineFault::NoFirstTokenStamp,
+        EngineFault::PhantomDeviceHit,
+        EngineFault::IgnoreKvHints,
+        EngineFault::HitsDuringPrefill,
+        EngineFault::WithholdPins,
+        EngineFault::UnalignedMemory,
+        EngineFault::ChangedLayout,
+        EngineFault::ExtraKvcrPool,
+        EngineFault::PriorClaimOtherLayout,
+        EngineFault::ToggledG3Tier,
+        EngineFault::ControlWithoutAdoptListener,
+        EngineFault::HostilePolicy("raise_ingest,nan_score"),
+        EngineFault::RewriteKvHint("no_retain"),
+    ];
+
     /// The switch's name in the engine (`wrong_token_after`).
     pub fn name(self) -> &'static str {
         match self {
@@ -135,6 +180,7 @@ impl EngineFault {
             EngineFault::ExtraKvcrPool => "extra_kvcr_pool",
             EngineFault::PriorClaimOtherLayout => "prior_claim_other_layout",
             EngineFault::ToggledG3Tier => "toggled_g3_tier",
+            EngineFault::ControlWithoutAdoptListener => "control_without_adopt_listener",
             EngineFault::HostilePolicy(_) => "hostile_policy",
             EngineFault::RewriteKvHint(_) => "rewrite_kv_hint",
         }
@@ -165,6 +211,7 @@ impl EngineFault {
                 | EngineFault::ExtraKvcrPool
                 | EngineFault::PriorClaimOtherLayout
                 | EngineFault::ToggledG3Tier
+                | EngineFault::ControlWithoutAdoptListener
         )
     }
 
@@ -188,44 +235,6 @@ impl fmt::Display for EngineFault {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const EVERY: [EngineFault; 35] = [
-        EngineFault::CorruptDeliveredPages,
-        EngineFault::UnderreportBlocks,
-        EngineFault::WrongTransferBytes,
-        EngineFault::NoGuardDeposit,
-        EngineFault::NoReclaim,
-        EngineFault::ExitAfterPrefill,
-        EngineFault::SkewIntervalLog,
-        EngineFault::NoDeviceHits,
-        EngineFault::NoDeviceEviction,
-        EngineFault::DropSsmPage,
-        EngineFault::WrongTokenAfter(2),
-        EngineFault::StallStreamAfter(2),
-        EngineFault::CutStreamAfter(3),
-        EngineFault::DropSeries("cpu_engine_computed_blocks"),
-        EngineFault::NeverRegister,
-        EngineFault::DieDuringStartup,
-        EngineFault::KvcrProgressFails,
-        EngineFault::HideFailedDeposits,
-        EngineFault::DropRemovedInventory,
-        EngineFault::HideSourceStall,
-        EngineFault::NoHandback,
-        EngineFault::PinDeposits,
-        EngineFault::CachedTokensFirstBlock,
-        EngineFault::NoFirstTokenStamp,
-        EngineFault::PhantomDeviceHit,
-        EngineFault::IgnoreKvHints,
-        EngineFault::HitsDuringPrefill,
-        EngineFault::WithholdPins,
-        EngineFault::UnalignedMemory,
-        EngineFault::ChangedLayout,
-        EngineFault::ExtraKvcrPool,
-        EngineFault::PriorClaimOtherLayout,
-        EngineFault::ToggledG3Tier,
-        EngineFault::HostilePolicy("raise_ingest,nan_score"),
-        EngineFault::RewriteKvHint("no_retain"),
-    ];
 
     #[test]
     fn switches_are_the_engines_json() {
@@ -278,7 +287,7 @@ mod tests {
             set("NAME_SWITCHES"),
             set("LAUNCH_ONLY"),
         );
-        for fault in EVERY {
+        for fault in EngineFault::EVERY {
             let kind = match fault.value() {
                 _ if fault.launch_only() => &launch,
                 Value::Bool(_) => &flags,
@@ -290,7 +299,7 @@ mod tests {
                 "{fault:?}: the CPU engine has no such switch of that kind"
             );
         }
-        let ours: Vec<&str> = EVERY.iter().map(|f| f.name()).collect();
+        let ours: Vec<&str> = EngineFault::EVERY.iter().map(|f| f.name()).collect();
         for engine_switch in flags.iter().chain(&counts).chain(&names).chain(&launch) {
             assert!(
                 ours.contains(&engine_switch.as_str()),
