@@ -13,9 +13,10 @@
 //! bytes A wrote, gives the fetch's claims back, and keeps the blocks.
 //! Then B's engine misuses KVCR's API on its own KVCR (where
 //! `cpu_engine.api_misuse_probe` is on, as in the phase3-api profile): bad
-//! descriptors and layouts, blocks KVCR cannot fetch, a claim released
-//! twice, handles KVCR never gave. Expect: each refused in KVCR's words
-//! (or its block failed, or `false`), KVCR's state as it was, and B still
+//! descriptors and layouts, blocks KVCR cannot fetch, a held block
+//! deposited from pages of another layout, a claim released twice,
+//! handles KVCR never gave. Expect: each refused in KVCR's words (or its
+//! block failed, or `false`), KVCR's state as it was, and B still
 //! answering with reference tokens.
 
 use serde_json::json;

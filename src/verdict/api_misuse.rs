@@ -76,6 +76,10 @@ pub enum Expected {
     /// Complete the operation with this block served and one claim on it
     /// (the control: without it a KVCR that fails every fetch would pass).
     Served(Block),
+    /// Complete the operation with this block a SUCCESS and no claim (the
+    /// control of a deposit: without it a KVCR that fails every deposit of
+    /// a held block would pass).
+    Succeeded(Block),
     /// Return this value (JSON).
     Returns(&'static str),
 }
@@ -106,9 +110,10 @@ const BAD_LAYOUT: Expected =
 
 /// The probe's attempts, in its order, with KVCR 0.1.1's answer to each
 /// (`core.py`'s `_normalize_descriptors`, `_validate_block_layout`,
-/// `deliver`, `fetch`, `release`, `abort`, `align_sequence`; `progress.py`'s
-/// `_resolve_region`; `local_dram.py`'s `fetch` and `release`).
-pub const ATTEMPTS: [Attempt; 23] = [
+/// `deliver`, `deposit`, `fetch`, `release`, `abort`, `align_sequence`;
+/// `progress.py`'s `_resolve_region`; `local_dram.py`'s `deposit`, `fetch`
+/// and `release`).
+pub const ATTEMPTS: [Attempt; 25] = [
     attempt(
         "descriptors_not_a_list",
         "a deliver whose block's descriptors are a tuple",
@@ -190,6 +195,16 @@ pub const ATTEMPTS: [Attempt; 23] = [
         Expected::Failed(Block::Resident),
     ),
     attempt(
+        "deposit_resident_of_another_layout",
+        "a deposit of a held block from pages of another layout",
+        Expected::Failed(Block::Resident),
+    ),
+    attempt(
+        "deposit_resident",
+        "a deposit of a held block with its layout (the control)",
+        Expected::Succeeded(Block::Resident),
+    ),
+    attempt(
         "fetch_resident",
         "a fetch of a held block with its layout (the control)",
         Expected::Served(Block::Resident),
@@ -263,9 +278,10 @@ fn mismatch(report: &MisuseReport, expected: &Attempt, seen: &MisuseAttempt) -> 
                 seen.outcome == "completed" && seen.results.as_ref().is_some_and(|r| r.is_empty());
             (!empty).then(|| format!("KVCR {}, not a completion of no block", seen_as()))
         }
-        Expected::Failed(block) | Expected::Served(block) => {
+        Expected::Failed(block) | Expected::Served(block) | Expected::Succeeded(block) => {
             let (status, claims) = match expected.expected {
                 Expected::Served(_) => ("SUCCESS", 1),
+                Expected::Succeeded(_) => ("SUCCESS", 0),
                 _ => ("FAILED", 0),
             };
             let Some(hash) = block_of(report, block) else {
@@ -392,6 +408,10 @@ mod tests {
                         seen.results =
                             Some(BTreeMap::from([(block(b).to_string(), "SUCCESS".into())]));
                         seen.claims = Some(1);
+                    }
+                    Expected::Succeeded(b) => {
+                        seen.results =
+                            Some(BTreeMap::from([(block(b).to_string(), "SUCCESS".into())]))
                     }
                     Expected::Returns(json) => {
                         seen.outcome = "returned".into();
@@ -545,6 +565,38 @@ mod tests {
             e.detail.contains("not block 4242 SUCCESS with 1 claim"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_deposit_of_another_layout_kvcr_accepts_fails() {
+        let report = with("deposit_resident_of_another_layout", |a| {
+            a.results = Some(BTreeMap::from([(RESIDENT.to_string(), "SUCCESS".into())]));
+        });
+        let e = expect_misuse_refused(&report).unwrap_err();
+        assert!(
+            e.detail.starts_with("`deposit_resident_of_another_layout`"),
+            "{e}"
+        );
+        assert!(
+            e.detail.contains("not block 4242 FAILED with 0 claim"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_control_deposit_that_fails_or_claims_fails() {
+        let report = with("deposit_resident", |a| {
+            a.results = Some(BTreeMap::from([(RESIDENT.to_string(), "FAILED".into())]));
+        });
+        let e = expect_misuse_refused(&report).unwrap_err();
+        assert!(e.detail.starts_with("`deposit_resident`"), "{e}");
+        assert!(
+            e.detail.contains("not block 4242 SUCCESS with 0 claim"),
+            "{e}"
+        );
+        let report = with("deposit_resident", |a| a.claims = Some(1));
+        let e = expect_misuse_refused(&report).unwrap_err();
+        assert!(e.detail.contains("`deposit_resident`"), "{e}");
     }
 
     #[test]
