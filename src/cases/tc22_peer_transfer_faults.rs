@@ -31,12 +31,14 @@
 //! Refused hints: B's engine rewrites the router's hint naming A into one
 //! KVCR must refuse (unsupported fields, malformed ones; a table of rows).
 //! Expect: reference tokens, B computes the prefix, A is asked for
-//! nothing, KVCR's words for each are logged. Then, where KVCR's own
-//! diagnostics are on (the phase3-api profile): each worker's key history
-//! is gap-free and agrees with its engine's inventory, KVCR logged a
-//! query decision, without a hint, for each refused-hint request, and a
-//! request queried six times on B logged its first four queries only,
-//! numbered 1 to 4 (`tc22_refused_hints`).
+//! nothing, KVCR's words for each are logged. The table's last row is a
+//! hint KVCR must accept (one more hash that uses all 64 bits): B reads
+//! the prefix from A. Then, where KVCR's own diagnostics are on (the
+//! phase3-api profile): each worker's key history is gap-free and agrees
+//! with its engine's inventory, KVCR logged a query decision for each
+//! rewritten-hint request, with a hint present only for the accepted one,
+//! and a request queried six times on B logged its first four queries
+//! only, numbered 1 to 4 (`tc22_refused_hints`).
 
 use std::time::{Duration, Instant};
 
@@ -84,7 +86,7 @@ pub fn run(ctx: &CaseCtx) -> CaseResult {
     two_reads_meet_a_pending_pin(ctx, &a, &b, &c)?;
     foreign_messages_then_a_read(ctx, &a, &b)?;
     spoofed_metadata_then_two_reads(ctx, &a, &b)?;
-    let decided = super::tc22_refused_hints::refused_hints(ctx, &a, &b)?;
+    let decided = super::tc22_refused_hints::rewritten_hints(ctx, &a, &b)?;
     super::tc22_refused_hints::kvcr_diagnostics_agree(ctx, &[&a, &b, &c], &b, &decided)?;
     // The foreign peer's start_write, whose metadata A could not load, is
     // refused with KVCR's traceback (`KVCR start_write setup failed`); any

@@ -1,22 +1,26 @@
-//! TC-22's router hints KVCR must refuse, then KVCR's own diagnostics read
-//! back.
+//! TC-22's router hints KVCR must refuse, and one it must accept; then
+//! KVCR's own diagnostics read back.
 //!
-//! Refused hints: for each row, worker A answers a prompt (the prefix's
+//! Rewritten hints: for each row, worker A answers a prompt (the prefix's
 //! blocks in A's engine memory only), then B is asked for the prefix with a
 //! new suffix while B's engine rewrites the router's hint (which names A
-//! and the prefix's blocks) into one KVCR 0.1.1 does not support or cannot
-//! parse. Expect: reference tokens; B computes the prefix; neither B nor A
-//! runs a peer operation; KVCR's refusal is logged in its words (the
-//! schema-version row first: KVCR warns of each version mismatch once per
-//! process).
+//! and the prefix's blocks). Most rows make a hint KVCR 0.1.1 does not
+//! support or cannot parse. Expect: reference tokens; B computes the
+//! prefix; neither B nor A runs a peer operation; KVCR's refusal is logged
+//! in its words (the schema-version row first: KVCR warns of each version
+//! mismatch once per process). The last row adds a valid hash that uses
+//! all 64 bits, which no CPU-engine hint names otherwise (its hashes are
+//! 63-bit). Expect: reference tokens; B reads the prefix from A instead of
+//! computing it, and the engine did not ignore the hint.
 //!
 //! KVCR's diagnostics (where `cpu_engine.kvcr_diagnostics` is on, as the
 //! phase3-api profile sets it): each worker's log has KVCR's key history,
 //! numbered without gaps per process, whose accepted inventory is exactly
 //! the engine's logged and counted inventory; KVCR logged a query
-//! decision for each refused-hint request, with no hint present; and its
-//! query decisions keep to the sample of four per request their lines
-//! declare, tested by one request the case queries six times.
+//! decision for each rewritten-hint request, with a hint present exactly
+//! for the hint it must accept; and its query decisions keep to the sample
+//! of four per request their lines declare, tested by one request the case
+//! queries six times.
 
 use std::time::Duration;
 
@@ -25,7 +29,7 @@ use serde_json::json;
 use crate::client::request_id::new_request_id;
 use crate::stack::Worker;
 use crate::suite::{CaseCtx, CaseError, CaseResult, EngineFault};
-use crate::telemetry::{Counter, OpResult, Scope, Snapshot};
+use crate::telemetry::{Counter, Delta, OpResult, Scope, Snapshot};
 use crate::verdict::key_history::{
     disagreements, expect_key_history_reconciled, expect_query_decisions, parse_query_decision,
     DecidedRequest, KeyHistoryReading,
@@ -33,16 +37,18 @@ use crate::verdict::key_history::{
 use crate::verdict::query_sampling::{
     expect_query_sampling, QuerySampling, SampledRequest, SAMPLE_CAP,
 };
-use crate::verdict::refused_hint::{expect_hint_refused, missing_words, RefusedHint, ROWS};
+use crate::verdict::refused_hint::{
+    expect_as_row_says, ignored_line, missing_words, Must, RewrittenHint, ROWS,
+};
 use crate::wait::{self, Poll};
 
 /// Each row's request to B, with its hint rewritten; the requests sent.
-pub(super) fn refused_hints(
+pub(super) fn rewritten_hints(
     ctx: &CaseCtx,
     a: &Worker,
     b: &Worker,
 ) -> Result<Vec<DecidedRequest>, CaseError> {
-    let mut refused = Vec::new();
+    let mut rewritten = Vec::new();
     for row in ROWS {
         let family = ctx.family()?;
         let prefix = super::tc19_interrupted_source_write::held_by_a_only(ctx, a, &family)?;
@@ -53,45 +59,51 @@ pub(super) fn refused_hints(
         let answer = ctx.complete_on(b, family.variant(1))?;
         drop(rewriting);
         ctx.expect_reference(family.variant(1), &answer.tokens)?;
-        let (a_delta, b_delta) = (
-            ctx.delta_since(a, &a_before)?,
-            ctx.delta_since(b, &b_before)?,
-        );
+        let b_delta = ctx.delta_since(b, &b_before)?;
         let read = ctx.observe().fetched_read(&b_delta, 0)?;
+        let target_peer_ops = read.remote_fetch_success_ops
+            + read.remote_fetch_unsuccessful.0.values().sum::<u64>()
+            + read.remote_deliver_ops;
+        let a_delta = if target_peer_ops > 0 {
+            source_after_a_write(ctx, a, &a_before)?
+        } else {
+            ctx.delta_since(a, &a_before)?
+        };
         let writes = a_delta.ops_by_result(&Scope::SourceWrite)?;
         let lines = ctx.observe().log_lines_of(&answer.request_id);
         let log = ctx.observe().worker_log(b);
         let mut missing = missing_words(row.words, lines.iter().map(String::as_str));
         missing.extend(missing_words(row.once_per_process, log.lines()));
-        refused.push((
+        rewritten.push((
             answer,
-            RefusedHint {
+            RewrittenHint {
                 rewrite: row.rewrite.to_string(),
+                must: row.must,
                 x_request_id: String::new(),
                 prefix_blocks: prefix.len() as u64,
-                target_peer_ops: read.remote_fetch_success_ops
-                    + read.remote_fetch_unsuccessful.0.values().sum::<u64>()
-                    + read.remote_deliver_ops,
+                target_peer_ops,
                 target_computed_blocks: ctx.observe().computed_blocks(&b_delta)?,
                 peer_reads_taken: a_delta.required_count(&reads_taken())?,
                 peer_source_writes: writes.success + writes.unsuccessful.values().sum::<u64>(),
                 missing_words: missing,
+                ignored_line: ignored_line(lines.iter().map(String::as_str)),
             },
             lines,
         ));
     }
     let mut decided = Vec::new();
-    for (answer, mut row, lines) in refused {
+    for (answer, mut row, lines) in rewritten {
         row.x_request_id = answer.request_id.clone();
+        // One file per row (`hint-no_retain.json`), each with its log lines.
         ctx.check(
-            "refused-hints.json",
+            &format!("hint-{}.json", row.rewrite),
             &json!({"row": row, "answer": answer, "log_lines": lines}),
-            expect_hint_refused(&row),
+            expect_as_row_says(&row),
         )?;
         decided.push(DecidedRequest {
             name: row.rewrite.clone(),
             x_request_id: answer.request_id.clone(),
-            hint_expected: false,
+            hint_expected: row.must == Must::Accept,
             decisions: lines
                 .iter()
                 .filter_map(|l| parse_query_decision(l))
@@ -99,6 +111,22 @@ pub(super) fn refused_hints(
         });
     }
     Ok(decided)
+}
+
+/// A's counts since `before` once it reported the source write of the
+/// read B ran (it may come after B's answer left); what it reported by
+/// then if none comes.
+fn source_after_a_write(ctx: &CaseCtx, a: &Worker, before: &Snapshot) -> Result<Delta, CaseError> {
+    match ctx.observe().await_count(
+        a,
+        before,
+        &Counter::OpCount(Scope::SourceWrite, OpResult::Success),
+        1,
+        "worker A to report the source write of B's read",
+    ) {
+        Ok(delta) => Ok(delta),
+        Err(_) => ctx.delta_since(a, before),
+    }
 }
 
 /// KVCR's key history on each of `workers` is complete and agrees with its

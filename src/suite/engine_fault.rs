@@ -97,8 +97,9 @@ pub enum EngineFault {
     /// call of a hook they take over (TC-21).
     HostilePolicy(&'static str),
     /// The router's hint is rewritten into one KVCR must refuse
-    /// (`no_retain`, `move_mode`, `no_source`, ...; the engine's
-    /// `hint_rewrites.py`) before the engine submits it (TC-22).
+    /// (`no_retain`, `move_mode`, `no_source`, ...), or one it must still
+    /// accept (`hash_beyond_63_bits`; the engine's `hint_rewrites.py`),
+    /// before the engine submits it (TC-22).
     RewriteKvHint(&'static str),
 }
 

@@ -563,4 +563,30 @@ mod tests {
         assert!(expect_query_decisions(&[none]).is_err());
         assert!(expect_query_decisions(&[]).is_err());
     }
+
+    /// A hint KVCR must accept (TC-22's `hash_beyond_63_bits`) is seen.
+    #[test]
+    fn a_request_whose_hint_must_be_kept_needs_hint_present() {
+        let accepted = |hint_present| DecidedRequest {
+            name: "hash_beyond_63_bits".into(),
+            x_request_id: "x2".into(),
+            hint_expected: true,
+            decisions: vec![QueryDecision {
+                request_id: "d2".into(),
+                hint_present,
+                agent: "b".into(),
+                ordinal: 1,
+                sample_cap: 4,
+            }],
+        };
+        assert_eq!(expect_query_decisions(&[accepted(true)]), Ok(()));
+        let e = expect_query_decisions(&[accepted(false)]).unwrap_err();
+        assert!(
+            e.detail.contains(
+                "hash_beyond_63_bits (x-request-id x2): KVCR decided with \
+                 hint_present=false where true was expected"
+            ),
+            "{e}"
+        );
+    }
 }
