@@ -266,6 +266,24 @@ mod tests {
     /// Every switch is one the CPU engine knows, of the kind it expects
     /// (a flag, a token count, a name, launch only), and every switch the
     /// engine has is here.
+    /// TC-16's configuration rows name their faults as text: each must be
+    /// a launch switch (a worker that refuses to start takes no `PUT`).
+    #[test]
+    fn every_fault_a_refused_configuration_sets_is_a_launch_switch() {
+        let named: Vec<(&str, &str)> = crate::stack::REFUSED_CONFIGS
+            .iter()
+            .flat_map(|r| r.faults().map(move |f| (r.name, f)))
+            .collect();
+        assert!(!named.is_empty(), "no row sets a fault");
+        for (row, name) in named {
+            let fault = EngineFault::EVERY
+                .iter()
+                .find(|f| f.name() == name)
+                .unwrap_or_else(|| panic!("{row}: no engine switch {name}"));
+            assert!(fault.launch_only(), "{row}: {name} is not launch-only");
+        }
+    }
+
     #[test]
     fn every_switch_is_the_cpu_engines() {
         let source = std::fs::read_to_string(
