@@ -17,6 +17,7 @@
 use crate::engine::{Need, Support};
 use crate::suite::{Case, CaseCtx, CaseResult};
 use crate::telemetry::{Counter, OpResult, Scope};
+use crate::verdict::peer_metadata::expect_metadata_acknowledged_once;
 use crate::verdict::transfer::{
     expect_exact_pages, expect_hint_membership, expect_peer_transfer, ComputedReading,
 };
@@ -150,6 +151,18 @@ fn expect_hint_membership_on(
             prompt_blocks,
             geometry.bytes_per_block(),
         ),
+    )?;
+    // B pulled from A before (the transfer above), so A has acknowledged
+    // B's NIXL metadata: this pull carried none, and B handled no
+    // acknowledgement. An absent series fails: B has handled one by now.
+    let acks = observed.target.required_count(&Counter::OpCount(
+        Scope::ControlTargetMetadataAck,
+        OpResult::Handled,
+    ))?;
+    ctx.check(
+        "metadata.json",
+        &serde_json::json!({"target": b.name(), "source": a.name(), "target_metadata_acks_handled": acks}),
+        expect_metadata_acknowledged_once(b.name(), a.name(), acks),
     )
 }
 

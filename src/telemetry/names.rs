@@ -311,6 +311,9 @@ label_enum! {
         PeerSetup => "peer_setup",
         /// Enqueueing a control message.
         ControlEnqueue => "control_enqueue",
+        /// Handling a source's acknowledgement of the target's NIXL
+        /// metadata (target side, `handled`).
+        ControlTargetMetadataAck => "control_target_metadata_ack",
         /// Waiting for the framework to pin memory.
         FrameworkPinWait => "framework_pin_wait",
         /// Acquiring a source.

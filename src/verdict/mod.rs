@@ -30,6 +30,7 @@ pub mod load;
 pub mod local;
 pub mod log_scan;
 pub mod partition;
+pub mod peer_metadata;
 pub mod policy;
 pub mod pressure;
 pub mod query_sampling;
