@@ -198,6 +198,7 @@ commands:
                                was not green: no mutant ran, not scored
                                (docs/kvcr-under-test.md)
   mutants --generated N [--seed S] [--modules M,...] [--lanes L,...] [--draw-only]
+          [--coverage RUN_DIR[,RUN_DIR...]]
           [--engine cpu|vllm] [--out DIR] [--record DIR2] [HARNESS FLAGS]
                                generated mutants: cosmic-ray (the `mutgen` env, built on
                                first use) enumerates every operator mutation site of
@@ -213,9 +214,17 @@ commands:
                                (else flaky).
                                Same table and files, plus sample.json; no expectation:
                                exit 0 = every mutant reached a verdict. --draw-only
-                               writes the diffs and sample.json and runs nothing. A
-                               rerun into the same DIR keeps each draw that finished
-                               there and runs only the rest
+                               writes the diffs and sample.json and runs nothing.
+                               --coverage: each RUN_DIR a `cargo test --test LANE --
+                               --kvcr-coverage` run of the base build on a lane of L
+                               (one per lane, every trial passed); a mutant skips each
+                               lane whose run saw its line not run, and one that skips
+                               every lane survives without a stack (a score can only
+                               come out lower); the control still runs every lane;
+                               DIR/coverage-plan.json lists each draw's lanes (printed
+                               with --draw-only). A rerun into the same DIR keeps each
+                               draw that finished there and runs only the rest (with
+                               the same --coverage)
   live-runs [list] [--json] [--live-runs-dir DIR]
                                every live kvcr-e2e run of this machine (all checkouts and
                                users): pid, target, start, exclusive, run dir

@@ -48,6 +48,11 @@ pub struct GeneratedArgs {
     /// one does not pass; default
     /// [`crate::mutants::generated::sequence::default_targets`].
     pub lanes: Vec<&'static str>,
+    /// `--coverage RUN_DIR,...`: `--kvcr-coverage` runs of the base build,
+    /// at most one per lane of the sequence; a draw skips each lane whose
+    /// run never executed its line
+    /// ([`crate::mutants::generated::coverage`]). Absolute paths.
+    pub coverage: Vec<PathBuf>,
 }
 
 impl MutantsArgs {
@@ -64,6 +69,7 @@ impl MutantsArgs {
         };
         let mut engine_given = false;
         let (mut count, mut seed, mut modules, mut lanes) = (None, None, None, None);
+        let mut coverage: Option<Vec<PathBuf>> = None;
         let mut draw_only = false;
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -83,6 +89,7 @@ impl MutantsArgs {
                     | "--seed"
                     | "--modules"
                     | "--lanes"
+                    | "--coverage"
             ) {
                 parsed.harness.push(arg.clone());
                 continue;
@@ -127,6 +134,7 @@ impl MutantsArgs {
                     modules = Some(names);
                 }
                 "--lanes" => lanes = Some(value),
+                "--coverage" => coverage = Some(coverage_dirs(&value)?),
                 "--record" => parsed.record = Some(absolute(PathBuf::from(value))),
                 _ => parsed.out = Some(PathBuf::from(value)),
             }
@@ -147,6 +155,7 @@ impl MutantsArgs {
                     seed: seed.unwrap_or(1),
                     draw_only,
                     lanes,
+                    coverage: coverage.unwrap_or_default(),
                     modules: modules.unwrap_or_else(|| {
                         crate::mutants::generated::MODULES
                             .iter()
@@ -155,8 +164,16 @@ impl MutantsArgs {
                     }),
                 })
             }
-            None if seed.is_some() || modules.is_some() || lanes.is_some() || draw_only => {
-                return Err("--seed, --modules, --lanes and --draw-only go with --generated N".into())
+            None if seed.is_some()
+                || modules.is_some()
+                || lanes.is_some()
+                || coverage.is_some()
+                || draw_only =>
+            {
+                return Err(
+                    "--seed, --modules, --lanes, --coverage and --draw-only go with --generated N"
+                        .into(),
+                )
             }
             None => {}
         }
@@ -178,6 +195,23 @@ impl MutantsArgs {
         drive::check_harness_flags(&parsed.harness, RESERVED_KEYS).map_err(|e| e.to_string())?;
         Ok(parsed)
     }
+}
+
+/// `--coverage a,b`: run directories, each once, made absolute (the lane's
+/// children run elsewhere, and the batch records them).
+fn coverage_dirs(value: &str) -> Result<Vec<PathBuf>, String> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for dir in value.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let dir = absolute(PathBuf::from(dir));
+        if dirs.contains(&dir) {
+            return Err(format!("--coverage: {} is named twice", dir.display()));
+        }
+        dirs.push(dir);
+    }
+    if dirs.is_empty() {
+        return Err("--coverage needs at least one run directory".into());
+    }
+    Ok(dirs)
 }
 
 /// `path` from the current directory, so the copy lands where the user
@@ -243,6 +277,7 @@ mod tests {
                 modules: vec!["guard".into(), "core".into()],
                 draw_only: false,
                 lanes: vec!["phase1", "phase2", "phase3_api", "phase3", "phase2_g3"],
+                coverage: vec![],
             })
         );
         let l = MutantsArgs::parse(&args("--generated 4 --lanes phase2,phase1")).unwrap();
@@ -260,6 +295,25 @@ mod tests {
         assert_eq!(g.modules.len(), crate::mutants::generated::MODULES.len());
         let d = MutantsArgs::parse(&args("--generated 3 --draw-only")).unwrap();
         assert!(d.generated.unwrap().draw_only);
+    }
+
+    #[test]
+    fn coverage_takes_run_directories_made_absolute() {
+        let a = MutantsArgs::parse(&args(
+            "--generated 3 --draw-only --coverage runs/p1,/abs/p2 --log-level debug",
+        ))
+        .unwrap();
+        let g = a.generated.unwrap();
+        assert!(g.draw_only);
+        assert_eq!(g.coverage.len(), 2);
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(g.coverage[0], cwd.join("runs/p1"));
+        assert_eq!(g.coverage[1], PathBuf::from("/abs/p2"));
+        assert_eq!(a.harness, args("--log-level debug"), "not a harness flag");
+        let inline = MutantsArgs::parse(&args("--generated 3 --coverage=/a")).unwrap();
+        assert_eq!(inline.generated.unwrap().coverage, [PathBuf::from("/a")]);
+        let none = MutantsArgs::parse(&args("--generated 3")).unwrap();
+        assert!(none.generated.unwrap().coverage.is_empty());
     }
 
     #[test]
@@ -304,6 +358,11 @@ mod tests {
             ("--seed 3", "go with --generated"),
             ("--draw-only", "go with --generated"),
             ("--lanes phase1", "go with --generated"),
+            ("--coverage /a", "go with --generated"),
+            ("--only m --coverage /a", "go with --generated"),
+            ("--generated 3 --coverage", "needs a value"),
+            ("--generated 3 --coverage ,", "at least one run directory"),
+            ("--generated 3 --coverage /a,/b,/a", "/a is named twice"),
             ("--generated 3 --lanes fault_matrix", "cannot run on"),
             (
                 "--generated 3 --engine vllm --lanes phase2",

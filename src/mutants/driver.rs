@@ -304,6 +304,7 @@ impl ChildOutcome {
             equivalent: head.equivalent,
             rerun: None,
             passed: Vec::new(),
+            skipped_by_coverage: Vec::new(),
         }
     }
 }

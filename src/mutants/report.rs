@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::classify::MutantResult;
 use super::control::ControlRun;
+use super::generated::coverage::{self, CoverageRunRecord, SkippedLane};
 use super::header::Expect;
 use crate::drive::{ChildExit, KvcrSeen, ReadRun};
 
@@ -46,6 +47,12 @@ pub struct MutantRow {
     /// the sequence (`target`, the last, included) for a survivor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub passed: Vec<PassedLane>,
+    /// A generated mutant's lanes of the sequence it did not run
+    /// (`--coverage`): their coverage run never executed its line. A
+    /// survivor that skipped every lane ran no stack: no `target`, no
+    /// trials, no command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_by_coverage: Vec<SkippedLane>,
 }
 
 /// A lane of a generated mutant's sequence that it passed: every trial
@@ -83,6 +90,36 @@ impl MutantRow {
         self.passed.iter().map(|p| p.target.as_str()).collect()
     }
 
+    /// The lanes it skipped by coverage, in the sequence's order.
+    pub fn lanes_skipped(&self) -> Vec<&str> {
+        self.skipped_by_coverage
+            .iter()
+            .map(|s| s.lane.as_str())
+            .collect()
+    }
+
+    /// A generated survivor that ran no lane: every lane of its sequence
+    /// was skipped by coverage, and no stack started.
+    pub fn ran_no_lane(&self) -> bool {
+        !self.skipped_by_coverage.is_empty()
+            && self.passed.is_empty()
+            && self.child.command.is_empty()
+    }
+
+    /// Why a row skipped lanes, for the table and the score file:
+    /// `kvcr/core.py line 181 ran in none of …` for one that ran no lane,
+    /// `phase2 (… not run in its coverage run)` otherwise; `None` without.
+    pub fn coverage_note(&self) -> Option<String> {
+        match (self.skipped_by_coverage.is_empty(), self.ran_no_lane()) {
+            (true, _) => None,
+            (false, true) => Some(coverage::none_ran_words(&self.skipped_by_coverage)),
+            (false, false) => Some(format!(
+                "skipped by coverage: {}",
+                coverage::skipped_words(&self.skipped_by_coverage)
+            )),
+        }
+    }
+
     /// The mutant's time in all: each lane's run, and a kill's second run.
     pub fn wall_s(&self) -> f64 {
         let survivor = matches!(self.result, MutantResult::Survived) && !self.passed.is_empty();
@@ -98,13 +135,29 @@ impl MutantRow {
         if !self.is_generated() {
             return String::new();
         }
+        if self.ran_no_lane() {
+            return format!(
+                "no lane run: {}",
+                coverage::none_ran_words(&self.skipped_by_coverage)
+            );
+        }
+        let skipped = match self.skipped_by_coverage.is_empty() {
+            true => String::new(),
+            false => format!(
+                "; skipped by coverage: {}",
+                coverage::skipped_words(&self.skipped_by_coverage)
+            ),
+        };
         match &self.result {
-            MutantResult::Survived => format!("passed {}", self.lanes_passed().join(", ")),
+            MutantResult::Survived => {
+                format!("passed {}{skipped}", self.lanes_passed().join(", "))
+            }
             other => {
                 let passed = self.lanes_passed();
-                let before = match passed.is_empty() {
-                    true => String::new(),
-                    false => format!(" (passed {})", passed.join(", ")),
+                let before = match (passed.is_empty(), skipped.is_empty()) {
+                    (true, true) => String::new(),
+                    (true, false) => format!(" ({})", &skipped[2..]),
+                    (false, _) => format!(" (passed {}{skipped})", passed.join(", ")),
                 };
                 format!("{} on {}{before}", other.word(), self.target)
             }
@@ -231,6 +284,10 @@ pub struct LaneReport {
     /// A generated batch's lanes, in the order each mutant runs them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lanes: Option<Vec<String>>,
+    /// A generated batch's coverage runs (`--coverage`): a mutant skipped
+    /// each lane whose run never executed its line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub coverage_runs: Vec<CoverageRunRecord>,
     /// The unmutated base build on each target, run before any mutant.
     pub control: Vec<ControlRun>,
     /// Why the batch is not scored (a control not green), when it is not.
@@ -268,6 +325,7 @@ impl LaneReport {
             engine: engine.to_string(),
             harness_flags,
             lanes: None,
+            coverage_runs: Vec::new(),
             all_met: refused.is_none() && rows.iter().all(|r| r.met),
             control,
             refused,
@@ -280,6 +338,12 @@ impl LaneReport {
     /// The report of a generated batch whose mutants run `lanes` in order.
     pub fn with_lanes(mut self, lanes: &[&str]) -> Self {
         self.lanes = Some(lanes.iter().map(|l| l.to_string()).collect());
+        self
+    }
+
+    /// The report of a generated batch guided by `runs` (`--coverage`).
+    pub fn with_coverage(mut self, runs: &[CoverageRunRecord]) -> Self {
+        self.coverage_runs = runs.to_vec();
         self
     }
 
@@ -326,6 +390,13 @@ impl LaneReport {
                     row.lanes_passed().join(", ")
                 ),
             };
+            let detail = match (row.is_generated(), &row.result) {
+                (true, MutantResult::Survived) | (false, _) => detail,
+                (true, _) => match row.coverage_note() {
+                    Some(note) => format!("{detail} [{note}]"),
+                    None => detail,
+                },
+            };
             lines.push(format!(
                 "{:<40} {:<26} {:<9} {:<9} {:<4} {:>6.0}  {}",
                 row.name,
@@ -345,6 +416,13 @@ impl LaneReport {
             lines.push(format!(
                 "lanes, in order (each mutant until one does not pass): {}",
                 lanes.join(" → ")
+            ));
+        }
+        for run in &self.coverage_runs {
+            lines.push(format!(
+                "coverage run of {} (a mutant skips it when its line did not run there): {}",
+                run.lane,
+                run.run_dir.display()
             ));
         }
         if let Some(why) = &self.refused {
@@ -393,7 +471,13 @@ impl LaneReport {
             let (trial, message) = match &row.result {
                 MutantResult::Killed { trial, message, .. } => (trial.as_str(), message.as_str()),
                 MutantResult::Broken { why } => ("", why.as_str()),
-                MutantResult::Survived => ("", ""),
+                MutantResult::Survived => match row.coverage_note() {
+                    Some(note) => {
+                        flaky = note;
+                        ("", flaky.as_str())
+                    }
+                    None => ("", ""),
+                },
                 MutantResult::Flaky { first, second } => {
                     flaky = format!(
                         "did not repeat: first run {}; second run {}",
@@ -454,7 +538,7 @@ impl LaneReport {
             rows.push_str(&format!(
                 "<tr class=\"{met}\"><td><code>{name}</code></td><td>{class}</td><td>{expect}</td>\
                  <td>{result}</td><td>{met_word}</td>{lane}<td><code>{trial}</code></td><td>{message}</td>\
-                 <td>{expected}</td>{passed}<td class=\"num\">{wall:.0}</td><td>{run} <a href=\"{log}\">log</a>{rerun}{earlier}</td></tr>\n",
+                 <td>{expected}</td>{passed}<td class=\"num\">{wall:.0}</td><td>{evidence}</td></tr>\n",
                 met = if row.met { "met" } else { "unmet" },
                 name = esc(&row.name),
                 class = esc(&row.class),
@@ -468,12 +552,24 @@ impl LaneReport {
                     true => format!("<td>{}</td>", esc(&row.target)),
                     false => String::new(),
                 },
-                passed = match sequence {
-                    true => format!("<td>{}</td>", esc(&row.lanes_passed().join(", "))),
-                    false => String::new(),
+                passed = match (sequence, row.skipped_by_coverage.is_empty()) {
+                    (true, true) => format!("<td>{}</td>", esc(&row.lanes_passed().join(", "))),
+                    (true, false) => format!(
+                        "<td>{}{}<i>skipped by coverage:</i> {}</td>",
+                        esc(&row.lanes_passed().join(", ")),
+                        if row.passed.is_empty() { "" } else { "; " },
+                        esc(&row.lanes_skipped().join(", "))
+                    ),
+                    (false, _) => String::new(),
                 },
                 wall = row.wall_s(),
-                log = link(&row.child.log),
+                evidence = match row.ran_no_lane() {
+                    true => "no stack: no lane could kill it".to_string(),
+                    false => format!(
+                        "{run} <a href=\"{}\">log</a>{rerun}{earlier}",
+                        link(&row.child.log)
+                    ),
+                },
             ));
         }
         let mut controls = String::new();
@@ -503,7 +599,7 @@ impl LaneReport {
         };
         format!(
             "<section id=\"mutants\"><h2>KVCR mutants ({engine} lane)</h2>\n\
-             <p>Control, the unmutated build on each target before any mutant:</p><ul>\n{controls}</ul>\n{score}{sequence_note}\
+             <p>Control, the unmutated build on each target before any mutant:</p><ul>\n{controls}</ul>\n{score}{sequence_note}{coverage_note}\
              <table><tr><th>mutant</th><th>class</th><th>expected</th><th>outcome</th><th>met</th>{lane_th}<th>killing trial</th>\
              <th>message</th><th>header's message</th>{passed_th}<th class=\"num\">s</th><th>evidence</th></tr>\n{rows}</table></section>\n",
             engine = esc(&self.engine),
@@ -519,6 +615,23 @@ impl LaneReport {
                     esc(&lanes.join(" → "))
                 ))
                 .unwrap_or_default(),
+            coverage_note = match self.coverage_runs.is_empty() {
+                true => String::new(),
+                false => format!(
+                    "<p>Coverage-guided (<code>--coverage</code>): a mutant skipped each lane whose \
+                     coverage run of the base build never executed its line, and one that skipped \
+                     every lane survived without a stack. Coverage runs: {}.</p>\n",
+                    self.coverage_runs
+                        .iter()
+                        .map(|r| format!(
+                            "{} <code>{}</code>",
+                            esc(&r.lane),
+                            esc(&r.run_dir.display().to_string())
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            },
         )
     }
 
@@ -645,6 +758,7 @@ mod tests {
             equivalent: false,
             rerun: None,
             passed: vec![],
+            skipped_by_coverage: vec![],
         }
     }
 

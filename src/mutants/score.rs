@@ -11,6 +11,7 @@ use time::OffsetDateTime;
 
 use super::control::ControlRun;
 use super::driver::stamp;
+use super::generated::coverage::CoverageRunRecord;
 use super::report::{ChildEvidence, LaneReport, Score};
 use crate::drive::KvcrSeen;
 
@@ -103,6 +104,14 @@ pub struct ScoredMutant {
     /// A generated mutant's lanes it passed, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lanes_passed: Vec<String>,
+    /// A generated mutant's lanes it did not run (`--coverage`): their
+    /// coverage run never executed its line.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes_skipped_by_coverage: Vec<String>,
+    /// Why it skipped them (a survivor that ran no lane: its line ran in
+    /// none of the lanes' coverage runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage_note: Option<String>,
 }
 
 /// The score of a scored batch.
@@ -158,6 +167,10 @@ pub struct ScoreFile {
     /// A generated batch's lanes, in the order each mutant runs them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lanes: Option<Vec<String>>,
+    /// A generated batch's coverage runs (`--coverage`): lane, run
+    /// directory, the build's files digest, when it ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coverage_runs: Vec<CoverageRunRecord>,
     pub started_at: String,
     pub ended_at: String,
     pub harness: HarnessCommit,
@@ -198,6 +211,14 @@ impl ScoreFile {
             engine: report.engine.clone(),
             harness_flags: report.harness_flags.clone(),
             lanes: report.lanes.clone(),
+            coverage_runs: report
+                .coverage_runs
+                .iter()
+                .map(|r| CoverageRunRecord {
+                    run_dir: local_path(&r.run_dir, dir),
+                    ..r.clone()
+                })
+                .collect(),
             started_at: rfc(start.at),
             ended_at: rfc(OffsetDateTime::now_utc()),
             harness: start.harness.clone(),
@@ -239,8 +260,15 @@ impl ScoreFile {
                     },
                     rerun: row.rerun.as_ref().map(|r| r.result.word().to_string()),
                     run_dir: row.child.run_dir.as_ref().map(|d| relative(d, dir)),
-                    lane: row.is_generated().then(|| row.target.clone()),
+                    // None for one that ran no lane (skipped by coverage).
+                    lane: (row.is_generated() && !row.ran_no_lane()).then(|| row.target.clone()),
                     lanes_passed: row.lanes_passed().into_iter().map(String::from).collect(),
+                    lanes_skipped_by_coverage: row
+                        .lanes_skipped()
+                        .into_iter()
+                        .map(String::from)
+                        .collect(),
+                    coverage_note: row.coverage_note(),
                 })
                 .collect(),
         }
@@ -279,6 +307,19 @@ impl ScoreFile {
 /// `path` relative to the batch directory `dir` where it lies under it.
 fn relative(path: &Path, dir: &Path) -> PathBuf {
     path.strip_prefix(dir).unwrap_or(path).to_path_buf()
+}
+
+/// `path` relative to the batch directory, else to the working directory
+/// (the checkout) where it lies under either: a recorded score file names
+/// no path of the machine it ran on.
+fn local_path(path: &Path, dir: &Path) -> PathBuf {
+    if let Ok(rest) = path.strip_prefix(dir) {
+        return rest.to_path_buf();
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => path.strip_prefix(&cwd).unwrap_or(path).to_path_buf(),
+        Err(_) => path.to_path_buf(),
+    }
 }
 
 /// A command line with the batch directory and the working directory (the

@@ -8,11 +8,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::coverage::{self, DrawPlan, LaneCoverage, PlanFile};
 use super::diff;
 use super::resume;
 use super::sample::{self, Site};
 use super::sequence::{self, SequenceLane};
-use super::tool::Tool;
+use super::tool::{PristineKvcr, Tool};
 use super::COSMIC_RAY;
 use crate::config::KvcrSpec;
 use crate::drive::{self, Phase1Child};
@@ -186,6 +187,9 @@ pub fn run_generated(
             .join("target/mutants")
             .join(format!("{}-generated", stamp(now))),
     };
+    let lanes = sequence::plan(&generated.lanes).map_err(LaneError::Usage)?;
+    // Checked before the draw: a wrong --coverage costs nothing.
+    let guide = coverage_guide(repo_root, &generated.coverage, &lanes)?;
     let record = draw(repo_root, &out, generated)?;
     println!(
         "drew {} mutants from {} sites of {} (seed {}, kvcr {}); diffs in {}",
@@ -196,17 +200,43 @@ pub fn run_generated(
         record.kvcr_version,
         out.join("diffs").display()
     );
+    let (plans, plan_file) = plan_draws(&record, &lanes, guide.as_ref())?;
+    if let Some(file) = &plan_file {
+        let path = file.write(&out)?;
+        println!(
+            "{}; each draw's lanes in {}",
+            file.summary(),
+            path.display()
+        );
+    }
     if generated.draw_only {
+        for line in plan_file.iter().flat_map(PlanFile::lines) {
+            println!("  {line}");
+        }
         return Ok((report(now, args, &[], &[]), out));
     }
-    let lanes = sequence::plan(&generated.lanes).map_err(LaneError::Usage)?;
+    let coverage_runs = guide.as_ref().map(|(c, _)| c.records()).unwrap_or_default();
+    // Read before the control runs: a resume with other coverage runs is
+    // refused before any stack starts.
+    let earlier = earlier_lane(&out, args, &generated.lanes, &coverage_runs)?;
     let mut binaries: Vec<(&str, PathBuf)> = Vec::new();
     for lane in &lanes {
         let binary = drive::test_binary(repo_root, lane.target).map_err(|e| e.to_string())?;
         binaries.push((lane.target, binary));
     }
+    let coverage_words = match coverage_runs.is_empty() {
+        true => String::new(),
+        false => format!(
+            " --coverage {}",
+            coverage_runs
+                .iter()
+                .map(|r| r.lane.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    };
     let selection = format!(
-        "--generated {} --seed {} --modules {} --lanes {} ({} drawn, {COSMIC_RAY}, kvcr {})",
+        "--generated {} --seed {} --modules {} --lanes {}{coverage_words} ({} drawn, {COSMIC_RAY}, kvcr {})",
         generated.count,
         generated.seed,
         generated.modules.join(","),
@@ -215,7 +245,9 @@ pub fn run_generated(
         record.kvcr_version
     );
     let table = |control: &[ControlRun], rows: &[MutantRow]| {
-        report(now, args, control, rows).with_lanes(&generated.lanes)
+        report(now, args, control, rows)
+            .with_lanes(&generated.lanes)
+            .with_coverage(&coverage_runs)
     };
     let control = control::run_all(
         repo_root,
@@ -223,10 +255,15 @@ pub fn run_generated(
         &binaries,
         &out,
     )?;
-    let earlier = earlier_lane(&out, args, &generated.lanes);
+    if let Some((coverage, _)) = &guide {
+        // The control ran the build the coverage runs measured.
+        for seen in control.iter().filter_map(|c| c.kvcr.as_ref()) {
+            coverage.check_build(&seen.files_sha256)?;
+        }
+    }
     if table(&control, &[]).refused.is_some() {
         // No draw runs, but the table keeps what an earlier run finished.
-        let kept = resume::kept_rows(earlier.as_ref(), &record.mutants, &lanes);
+        let kept = resume::kept_rows(earlier.as_ref(), &record.mutants, &plans);
         return Err(refuse(
             &table(&control, &kept),
             &out,
@@ -243,11 +280,11 @@ pub fn run_generated(
         println!("removed {} left by the earlier run", stop.display());
     }
     let mut rows = Vec::new();
-    let (mut kept, mut ran, mut stopping) = (0, 0, false);
-    for (i, mutant) in record.mutants.iter().enumerate() {
+    let (mut kept, mut ran, mut no_lane, mut stopping) = (0, 0, 0, false);
+    for (i, (mutant, plan)) in record.mutants.iter().zip(&plans).enumerate() {
         let earlier_row = earlier
             .as_ref()
-            .map(|e| resume::decide(e, mutant, &lanes))
+            .map(|e| resume::decide_planned(e, mutant, plan))
             .transpose();
         match earlier_row {
             Ok(Some(row)) => {
@@ -264,6 +301,21 @@ pub fn run_generated(
             Err(why) => println!("[{}/{total}] {}: not kept: {why}", i + 1, mutant.name),
             Ok(None) => {}
         }
+        if plan.run.is_empty() {
+            // No lane can kill it, and no stack starts: recorded even
+            // after a stop.
+            let row = run_planned(mutant, plan, |_, _| unreachable!("no lane runs"))?;
+            println!(
+                "[{}/{total}] {}: survived without a stack: {}",
+                i + 1,
+                mutant.name,
+                coverage::none_ran_words(&plan.skipped)
+            );
+            rows.push(row);
+            no_lane += 1;
+            table(&control, &rows).write(&out)?;
+            continue;
+        }
         if !stopping && stop.exists() {
             println!(
                 "stopping: {} exists; {ran} mutants ran, {kept} kept so far",
@@ -275,18 +327,28 @@ pub fn run_generated(
             // Later draws kept from the earlier run still go in the table.
             continue;
         }
+        let skips = match plan.skipped.is_empty() {
+            true => String::new(),
+            false => format!(
+                " (skipped by coverage: {})",
+                coverage::skipped_words(&plan.skipped)
+            ),
+        };
         println!(
-            "[{}/{total}] {}: {}",
+            "[{}/{total}] {}: {}{skips}",
             i + 1,
             mutant.name,
-            generated.lanes.join(" → ")
+            plan.targets().join(" → ")
         );
-        // `binaries` holds each lane's, in the sequence's order.
-        let child = |i: usize, lane: &SequenceLane| {
-            let binary = binaries[i].1.clone();
+        let child = |_: usize, lane: &SequenceLane| {
+            let binary = binaries
+                .iter()
+                .find(|(t, _)| *t == lane.target)
+                .map(|(_, b)| b.clone())
+                .unwrap_or_default();
             mutant_child(repo_root, &out, mutant, lane, binary, &args.harness)
         };
-        let row = run_sequence(mutant, &lanes, child)?;
+        let row = run_planned(mutant, plan, child)?;
         let note = match &row.result {
             MutantResult::Killed { trial, .. } => format!(" on {} by {trial}", row.target),
             MutantResult::Survived => format!(" ({})", row.lane_words()),
@@ -297,6 +359,9 @@ pub fn run_generated(
         ran += 1;
         // Rewritten after each mutant: a lane cut short keeps what it ran.
         table(&control, &rows).write(&out)?;
+    }
+    if no_lane > 0 {
+        println!("{no_lane} of {total} draws ran no lane: their line ran in none of the lanes' coverage runs");
     }
     if kept > 0 {
         println!("{kept} of {total} draws kept from the earlier run, {ran} ran now");
@@ -352,6 +417,22 @@ fn mutant_child(
     }
 }
 
+/// Runs `mutant` on the lanes of its `plan` ([`run_sequence`]), its row
+/// naming the lanes coverage skipped; a plan that runs no lane is a
+/// survivor without a stack ([`no_lane_row`]), and `child` is not called.
+fn run_planned(
+    mutant: &GeneratedMutant,
+    plan: &DrawPlan,
+    child: impl Fn(usize, &SequenceLane) -> Phase1Child,
+) -> Result<MutantRow, String> {
+    if plan.run.is_empty() {
+        return Ok(no_lane_row(mutant, plan));
+    }
+    let mut row = run_sequence(mutant, &plan.run, child)?;
+    row.skipped_by_coverage = plan.skipped.clone();
+    Ok(row)
+}
+
 /// Runs `mutant` on `lanes` in order, each through `child(i, lane)`, until
 /// one does not pass ([`sequence::walk`]): the row of the lane that ended
 /// it (a survivor's last), with every lane it passed.
@@ -384,24 +465,134 @@ fn run_sequence(
 }
 
 /// The earlier run's table in `out` when its rows may be kept (same
-/// engine, harness flags and lanes); says why when they may not.
-fn earlier_lane(out: &Path, args: &MutantsArgs, lanes: &[&str]) -> Option<resume::EarlierLane> {
+/// engine, harness flags and lanes); says why when they may not. One that
+/// could be resumed but was guided by other coverage runs than
+/// `coverage_runs` refuses the run.
+fn earlier_lane(
+    out: &Path,
+    args: &MutantsArgs,
+    lanes: &[&str],
+    coverage_runs: &[coverage::CoverageRunRecord],
+) -> Result<Option<resume::EarlierLane>, LaneError> {
     let earlier = match resume::EarlierLane::read(out) {
-        Ok(earlier) => earlier?,
+        Ok(Some(earlier)) => earlier,
+        Ok(None) => return Ok(None),
         Err(why) => {
             println!("not resuming: the earlier table does not read ({why}); every draw runs");
-            return None;
+            return Ok(None);
         }
     };
-    match earlier.mismatch(args.engine.as_str(), &args.harness, lanes) {
-        None => Some(earlier),
-        Some(why) => {
-            println!(
-                "not resuming the earlier run in {}: {why}; every draw runs",
-                out.display()
-            );
-            None
-        }
+    if let Some(why) = earlier.mismatch(args.engine.as_str(), &args.harness, lanes) {
+        println!(
+            "not resuming the earlier run in {}: {why}; every draw runs",
+            out.display()
+        );
+        return Ok(None);
+    }
+    match earlier.coverage_mismatch(coverage_runs) {
+        None => Ok(Some(earlier)),
+        Some(why) => Err(LaneError::Usage(format!(
+            "the earlier run in {} cannot be resumed: {why}",
+            out.display()
+        ))),
+    }
+}
+
+/// The coverage runs of `dirs`, checked against the sequence `lanes` and
+/// the base build, with the base build; `None` without `--coverage`.
+fn coverage_guide(
+    repo_root: &Path,
+    dirs: &[PathBuf],
+    lanes: &[SequenceLane],
+) -> Result<Option<(LaneCoverage, PristineKvcr)>, LaneError> {
+    if dirs.is_empty() {
+        return Ok(None);
+    }
+    let coverage = LaneCoverage::load(dirs, lanes).map_err(LaneError::Usage)?;
+    let pristine = PristineKvcr::find(repo_root)?;
+    coverage
+        .check_build(&pristine.files_sha256()?)
+        .map_err(LaneError::Usage)?;
+    let lost: Vec<String> = coverage
+        .records()
+        .iter()
+        .filter(|r| !r.processes_without_data.is_empty())
+        .map(|r| format!("{}: {}", r.lane, r.processes_without_data.join(", ")))
+        .collect();
+    if !lost.is_empty() {
+        println!(
+            "note: some KVCR processes of the coverage runs saved no data (ended by SIGKILL), \
+             so a line only they ran reads as not run there, which can turn a kill into a \
+             survivor, never the other way: {}",
+            lost.join("; ")
+        );
+    }
+    Ok(Some((coverage, pristine)))
+}
+
+/// Each draw's lanes, and with coverage the plan file that lists them.
+fn plan_draws(
+    record: &SampleRecord,
+    lanes: &[SequenceLane],
+    guide: Option<&(LaneCoverage, PristineKvcr)>,
+) -> Result<(Vec<DrawPlan>, Option<PlanFile>), String> {
+    let Some((coverage, pristine)) = guide else {
+        return Ok((
+            coverage::draw_plans(&record.mutants, lanes, None, &[]),
+            None,
+        ));
+    };
+    let sites: Vec<(String, u32)> = record
+        .mutants
+        .iter()
+        .map(|m| (m.site.module.clone(), m.site.start[0]))
+        .collect();
+    let statements = coverage::statement_lines(&pristine.python, &pristine.root, &sites)?;
+    let plans = coverage::draw_plans(&record.mutants, lanes, Some(coverage), &statements);
+    let file = PlanFile::new(coverage, lanes, &record.mutants, &plans);
+    Ok((plans, Some(file)))
+}
+
+/// The row of a draw whose every lane was skipped by coverage: survived,
+/// with no stack, no trial and no command.
+fn no_lane_row(mutant: &GeneratedMutant, plan: &DrawPlan) -> MutantRow {
+    let head = row_head(mutant);
+    MutantRow {
+        name: head.name,
+        class: head.class,
+        phase1_claims_it: head.phase1_claims_it,
+        expect: head.expect,
+        expected_message: head.expected_message,
+        target: String::new(),
+        trials: Vec::new(),
+        result: MutantResult::Survived,
+        // A verdict: no lane of the sequence can see it.
+        met: true,
+        child: ChildEvidence {
+            command: String::new(),
+            run_dir: None,
+            log: PathBuf::new(),
+            exit_code: None,
+            wall_s: 0.0,
+        },
+        kvcr: None,
+        equivalent: head.equivalent,
+        rerun: None,
+        passed: Vec::new(),
+        skipped_by_coverage: plan.skipped.clone(),
+    }
+}
+
+/// What a generated mutant's row says before it runs.
+fn row_head(mutant: &GeneratedMutant) -> RowHead {
+    RowHead {
+        name: mutant.name.clone(),
+        class: format!("generated:{}", mutant.site.module_name()),
+        // The modules sampled are the ones Phase 1 claims to cover.
+        phase1_claims_it: true,
+        expect: NO_EXPECTATION.into(),
+        expected_message: None,
+        equivalent: false,
     }
 }
 
@@ -419,15 +610,7 @@ fn run_one(
     trials: &[String],
     child: &Phase1Child,
 ) -> Result<MutantRow, String> {
-    let head = RowHead {
-        name: mutant.name.clone(),
-        class: format!("generated:{}", mutant.site.module_name()),
-        // The modules sampled are the ones Phase 1 claims to cover.
-        phase1_claims_it: true,
-        expect: NO_EXPECTATION.into(),
-        expected_message: None,
-        equivalent: false,
-    };
+    let head = row_head(mutant);
     // No expectation: "met" says a verdict was reached (a flaky kill is none).
     let reached = |result: &MutantResult| {
         !matches!(
@@ -676,6 +859,7 @@ mod tests {
             modules: vec!["local_dram".into()],
             draw_only: false,
             lanes: vec!["phase1"],
+            coverage: vec![],
         };
         let record = SampleRecord {
             tool: COSMIC_RAY.into(),
@@ -859,5 +1043,201 @@ mod tests {
             ],
             "an ignored lane's trials are asked for"
         );
+    }
+
+    /// The coverage runs of `lanes` under `dir` (fake, of one build):
+    /// local_dram.py line 412 ran on the lanes of `ran_on`, on no other.
+    fn coverage_of(dir: &Path, lanes: &[&str], ran_on: &[&str]) -> LaneCoverage {
+        use super::super::coverage::tests::fake_run;
+        let digest = "5bcf".repeat(16);
+        let dirs: Vec<PathBuf> = lanes
+            .iter()
+            .map(|lane| {
+                let lines: (&[u32], &[u32]) = match ran_on.contains(lane) {
+                    true => (&[1, 412], &[]),
+                    false => (&[1], &[412]),
+                };
+                fake_run(
+                    dir,
+                    lane,
+                    &digest,
+                    &[("local_dram.py", lines.0, lines.1)],
+                    None,
+                )
+            })
+            .collect();
+        let sequence = sequence::plan(sequence::CPU_LANES).unwrap();
+        LaneCoverage::load(&dirs, &sequence).unwrap()
+    }
+
+    /// Runs `m`'s `plan` with a stand-in binary per lane of the default
+    /// sequence, `kill_on` failing its first trial.
+    fn planned_run(
+        dir: &Path,
+        m: &GeneratedMutant,
+        plan: &DrawPlan,
+        kill_on: Option<&str>,
+    ) -> MutantRow {
+        let lanes = sequence::plan(sequence::CPU_LANES).unwrap();
+        let mut binaries = Vec::new();
+        for lane in &lanes {
+            let (text, exit) = match kill_on == Some(lane.target) {
+                true => (
+                    results_of(&lane.trials, Some((&lane.trials[0], "a claim: 3 ≠ 4"))),
+                    101,
+                ),
+                false => (results_of(&lane.trials, None), 0),
+            };
+            binaries.push((lane.target, lane_binary(dir, lane.target, &text, exit)));
+        }
+        let child = |_: usize, lane: &SequenceLane| {
+            let binary = binaries
+                .iter()
+                .find(|(t, _)| *t == lane.target)
+                .unwrap()
+                .1
+                .clone();
+            mutant_child(dir, dir, m, lane, binary, &[])
+        };
+        run_planned(m, plan, child).unwrap()
+    }
+
+    /// A mutant whose line ran on phase1 and phase3 only skips the other
+    /// covered lanes; phase2_g3, without a coverage run, runs.
+    #[test]
+    fn a_mutant_skips_the_lanes_whose_coverage_run_never_ran_its_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path());
+        let covered = ["phase1", "phase2", "phase3_api", "phase3"];
+        let coverage = coverage_of(&tmp.path().join("cov"), &covered, &["phase1", "phase3"]);
+        let sequence = sequence::plan(sequence::CPU_LANES).unwrap();
+        let plan = coverage.plan(&sequence, &m.site.module, m.site.start[0], None);
+        assert_eq!(plan.targets(), ["phase1", "phase3", "phase2_g3"]);
+
+        let row = planned_run(tmp.path(), &m, &plan, Some("phase3"));
+        assert_eq!(row.result.word(), "killed");
+        assert_eq!(row.target, "phase3");
+        assert_eq!(row.lanes_passed(), ["phase1"]);
+        assert_eq!(row.lanes_skipped(), ["phase2", "phase3_api"]);
+        let runs = tmp.path().join("runs").join(&m.name);
+        assert!(runs.join("phase1").is_dir() && runs.join("phase3").is_dir());
+        for lane in ["phase2", "phase3_api", "phase2_g3"] {
+            assert!(!runs.join(lane).exists(), "{lane} ran");
+        }
+        assert_eq!(
+            row.lane_words(),
+            "killed on phase3 (passed phase1; skipped by coverage: phase2, phase3_api \
+             (kvcr/local_dram.py line 412 not run in their coverage runs))"
+        );
+
+        let tmp = tempfile::tempdir().unwrap();
+        let row = planned_run(tmp.path(), &m, &plan, None);
+        assert_eq!(row.result, MutantResult::Survived);
+        assert_eq!(row.lanes_passed(), ["phase1", "phase3", "phase2_g3"]);
+        assert_eq!(row.target, "phase2_g3");
+        assert!(row.lane_words().starts_with(
+            "passed phase1, phase3, phase2_g3; skipped by coverage: phase2, phase3_api"
+        ));
+    }
+
+    /// A line no lane ran: survived, with no stack, and recorded so in
+    /// the table, mutants.json, the page and the score file; the score is
+    /// killed / judged as ever, the survivor judged.
+    #[test]
+    fn a_draw_no_lane_can_kill_survives_without_a_stack() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path());
+        let coverage = coverage_of(&tmp.path().join("cov"), sequence::CPU_LANES, &[]);
+        let sequence = sequence::plan(sequence::CPU_LANES).unwrap();
+        let plan = coverage.plan(&sequence, &m.site.module, m.site.start[0], None);
+        assert!(plan.run.is_empty());
+        let row = run_planned(&m, &plan, |_, _| panic!("no lane may start")).unwrap();
+        assert_eq!(row.result, MutantResult::Survived);
+        assert!(row.met && row.ran_no_lane() && row.rerun.is_none());
+        assert_eq!(row.wall_s(), 0.0);
+        assert_eq!(row.lanes_skipped(), sequence::CPU_LANES);
+        let note = row.coverage_note().unwrap();
+        assert!(
+            note.starts_with(
+                "kvcr/local_dram.py line 412 ran in none of the 5 lanes' coverage runs (phase1 "
+            ),
+            "{note}"
+        );
+        assert!(!tmp.path().join("runs").exists(), "no child ran");
+
+        // Beside a kill: 1 of 2 judged killed.
+        let kill_dir = tmp.path().join("k");
+        std::fs::create_dir_all(&kill_dir).unwrap();
+        let mut kill = sequence_run(&kill_dir, &mutant(tmp.path()), Some("phase1"));
+        kill.name = "gen-killed".into();
+        let records = coverage.records();
+        let green = crate::mutants::control::sample(crate::mutants::control::ControlOutcome::Green);
+        let report = LaneReport::new(
+            "t".into(),
+            "cpu",
+            vec![],
+            vec![green],
+            vec![kill, row.clone()],
+        )
+        .with_lanes(sequence::CPU_LANES)
+        .with_coverage(&records);
+        let score = report.score_all();
+        assert_eq!((score.killed, score.survived, score.judged()), (1, 1, 2));
+        let table = report.table();
+        let line = table.lines().find(|l| l.starts_with(&m.name)).unwrap();
+        assert!(
+            line.contains(" survived ")
+                && line.contains("no lane run: kvcr/local_dram.py line 412"),
+            "{table}"
+        );
+        assert!(
+            table.contains("coverage run of phase3_api (a mutant skips it"),
+            "{table}"
+        );
+
+        let doc = serde_json::to_value(&report).unwrap();
+        assert_eq!(doc["coverage_runs"].as_array().unwrap().len(), 5);
+        assert_eq!(doc["coverage_runs"][0]["lane"], "phase1");
+        assert_eq!(
+            doc["coverage_runs"][0]["kvcr_files_sha256"],
+            "5bcf".repeat(16)
+        );
+        assert_eq!(
+            doc["coverage_runs"][0]["started_at"],
+            "2026-12-07T10:15:00Z"
+        );
+        let skipped = &doc["mutants"][1]["skipped_by_coverage"];
+        assert_eq!(skipped.as_array().unwrap().len(), 5);
+        assert_eq!(skipped[2]["lane"], "phase3_api");
+        assert_eq!(skipped[2]["line"], 412);
+        assert!(doc["mutants"][0].get("skipped_by_coverage").is_none());
+        // mutants.json reads back for a resume.
+        report.write(tmp.path()).unwrap();
+        let earlier = resume::EarlierLane::read(tmp.path()).unwrap().unwrap();
+        assert_eq!(earlier.coverage_runs, records);
+        assert_eq!(earlier.mutants[1], row);
+
+        let page = report.html(tmp.path());
+        assert!(page.contains("no stack: no lane could kill it"), "{page}");
+        assert!(page.contains("Coverage-guided"), "{page}");
+
+        let start = BatchStart::now(Path::new(env!("CARGO_MANIFEST_DIR")));
+        let file = crate::mutants::score::ScoreFile::new(
+            &report,
+            tmp.path(),
+            "generated",
+            "x".into(),
+            &start,
+            true,
+        );
+        assert_eq!(file.coverage_runs.len(), 5);
+        assert_eq!(file.coverage_runs[0].kvcr_files_sha256, "5bcf".repeat(16));
+        let scored = &file.mutants[1];
+        assert_eq!(scored.outcome, "survived");
+        assert_eq!(scored.lane, None);
+        assert_eq!(scored.lanes_skipped_by_coverage, sequence::CPU_LANES);
+        assert_eq!(scored.coverage_note.as_deref(), Some(note.as_str()));
+        assert!(file.mutants[0].lanes_skipped_by_coverage.is_empty());
+        assert_eq!(file.score.unwrap().all.rate, Some(0.5));
     }
 }

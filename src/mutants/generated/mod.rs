@@ -5,8 +5,11 @@
 //! `--kvcr pypi:<version>+<diff>` on a fresh stack of each lane of a
 //! sequence ([`sequence`], [`lane`]) until one does not pass. They have no
 //! header, so no expectation: the lane reports killed, survived or broken
-//! and a score, and survivors are for reading.
+//! and a score, and survivors are for reading. With `--coverage`, a draw
+//! skips each lane whose coverage run never executed its line
+//! ([`coverage`]).
 
+pub mod coverage;
 pub mod diff;
 pub mod lane;
 pub mod resume;

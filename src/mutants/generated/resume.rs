@@ -3,10 +3,11 @@
 //! `mutants.json` and its run directory holds its results) and runs only
 //! the rest.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::coverage::{CoverageRunRecord, DrawPlan};
 use super::lane::GeneratedMutant;
 use super::sequence::SequenceLane;
 use crate::drive::ReadRun;
@@ -22,6 +23,10 @@ pub struct EarlierLane {
     /// mutants ran a sequence of lanes (they ran the engine's phase 1 lane).
     #[serde(default)]
     pub lanes: Option<Vec<String>>,
+    /// The coverage runs it was guided by (`--coverage`); none in a table
+    /// made without.
+    #[serde(default)]
+    pub coverage_runs: Vec<CoverageRunRecord>,
     pub mutants: Vec<MutantRow>,
 }
 
@@ -75,21 +80,96 @@ impl EarlierLane {
     }
 }
 
-/// The rows of `mutants` that `earlier` finished and [`decide`] keeps, in
-/// draw order: what a run stopped before any draw (by a red control) still
-/// writes to the table, so the next resume loses nothing.
+impl EarlierLane {
+    /// Why its rows cannot be resumed by a run guided by `runs` (none: no
+    /// `--coverage`): a table that has rows and was guided by other
+    /// coverage runs (other lanes, directories or builds), or by none
+    /// where this run is, or the other way. Its rows skipped other lanes
+    /// than this run's draws would, so the run is refused rather than
+    /// mixing the two.
+    pub fn coverage_mismatch(&self, runs: &[CoverageRunRecord]) -> Option<String> {
+        if self.mutants.is_empty() {
+            return None;
+        }
+        let key = |runs: &[CoverageRunRecord]| {
+            let mut key: Vec<(String, PathBuf, String)> = runs
+                .iter()
+                .map(|r| {
+                    (
+                        r.lane.clone(),
+                        r.run_dir.clone(),
+                        r.kvcr_files_sha256.clone(),
+                    )
+                })
+                .collect();
+            key.sort();
+            key
+        };
+        if key(&self.coverage_runs) == key(runs) {
+            return None;
+        }
+        let words = |runs: &[CoverageRunRecord]| match runs.is_empty() {
+            true => "no --coverage".to_string(),
+            false => format!(
+                "--coverage {}",
+                runs.iter()
+                    .map(|r| r.run_dir.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        };
+        Some(format!(
+            "its {} rows were run with {}, this run has {}: give the earlier run's \
+             --coverage to resume it, or use another --out",
+            self.mutants.len(),
+            words(&self.coverage_runs),
+            words(runs)
+        ))
+    }
+}
+
+/// The rows of `mutants` that `earlier` finished and [`decide_planned`]
+/// keeps, in draw order (`plans` aligned with `mutants`): what a run
+/// stopped before any draw (by a red control) still writes to the table,
+/// so the next resume loses nothing.
 pub fn kept_rows(
     earlier: Option<&EarlierLane>,
     mutants: &[GeneratedMutant],
-    lanes: &[SequenceLane],
+    plans: &[DrawPlan],
 ) -> Vec<MutantRow> {
     let Some(earlier) = earlier else {
         return Vec::new();
     };
     mutants
         .iter()
-        .filter_map(|m| decide(earlier, m, lanes).ok())
+        .zip(plans)
+        .filter_map(|(m, plan)| decide_planned(earlier, m, plan).ok())
         .collect()
+}
+
+/// [`decide`] for a draw whose `plan` may skip lanes by coverage: the
+/// earlier row must have skipped the same lanes; one that skipped every
+/// lane ran nothing and is kept as it is.
+pub fn decide_planned(
+    earlier: &EarlierLane,
+    mutant: &GeneratedMutant,
+    plan: &DrawPlan,
+) -> Result<MutantRow, &'static str> {
+    let row = earlier
+        .mutants
+        .iter()
+        .find(|r| r.name == mutant.name)
+        .ok_or("not in the earlier table")?;
+    if row.skipped_by_coverage != plan.skipped {
+        return Err("the earlier run skipped other lanes by coverage");
+    }
+    if plan.run.is_empty() {
+        return match row.ran_no_lane() && matches!(row.result, MutantResult::Survived) {
+            true => Ok(row.clone()),
+            false => Err("the earlier run ran lanes"),
+        };
+    }
+    decide(earlier, mutant, &plan.run)
 }
 
 /// The earlier row of `mutant` to keep, or why it runs. A row is kept
@@ -196,9 +276,10 @@ fn with_claims(
 /// `broken on phase1: why`: a row's outcome and where.
 pub fn outcome_words(row: &MutantRow) -> String {
     let words = result_words(&row.result);
-    match (&row.result, row.passed.is_empty()) {
-        (MutantResult::Survived, true) => words,
-        (MutantResult::Survived, false) => format!("{words} ({})", row.lane_words()),
+    let ran_or_skipped = !(row.passed.is_empty() && row.skipped_by_coverage.is_empty());
+    match (&row.result, ran_or_skipped) {
+        (MutantResult::Survived, false) => words,
+        (MutantResult::Survived, true) => format!("{words} ({})", row.lane_words()),
         (result, _) => {
             let word = result.word();
             let rest = words.strip_prefix(word).unwrap_or(&words);
@@ -306,6 +387,7 @@ mod tests {
             }),
             result,
             passed: vec![],
+            skipped_by_coverage: vec![],
         }
     }
 
@@ -314,6 +396,7 @@ mod tests {
             engine: "cpu".into(),
             harness_flags: vec![],
             lanes: None,
+            coverage_runs: vec![],
             mutants: rows,
         }
     }
@@ -454,10 +537,11 @@ mod tests {
             row(tmp.path(), &a, killed(), false),
         ]);
         let mutants = [a, b.clone(), c];
-        let kept = kept_rows(Some(&earlier), &mutants, &phase1());
+        let plans = vec![DrawPlan::all(&phase1()); 3];
+        let kept = kept_rows(Some(&earlier), &mutants, &plans);
         let names: Vec<&str> = kept.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, [b.name.as_str()]);
-        assert!(kept_rows(None, &mutants, &phase1()).is_empty());
+        assert!(kept_rows(None, &mutants, &plans).is_empty());
     }
 
     #[test]
@@ -638,5 +722,124 @@ mod tests {
             decide(&lane(vec![gone]), &m, &lanes).unwrap_err(),
             "its earlier run directory holds no results.json"
         );
+    }
+
+    fn skipped(lane: &str, line: u32) -> crate::mutants::generated::coverage::SkippedLane {
+        crate::mutants::generated::coverage::SkippedLane {
+            lane: lane.into(),
+            module: "kvcr/guard.py".into(),
+            line,
+            statement_line: None,
+            run_dir: PathBuf::from(format!("/cov/{lane}/r1")),
+        }
+    }
+
+    fn coverage_run(lane: &str) -> CoverageRunRecord {
+        CoverageRunRecord {
+            lane: lane.into(),
+            run_dir: PathBuf::from(format!("/cov/{lane}/r1")),
+            kvcr_files_sha256: "5bcf".repeat(16),
+            started_at: None,
+            processes_without_data: vec![],
+        }
+    }
+
+    /// A draw that skipped every lane ran nothing: kept as it is when this
+    /// run's plan skips the same lanes; a row that skipped other lanes
+    /// runs again.
+    #[test]
+    fn a_row_skipped_by_coverage_is_kept_only_for_the_same_plan() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path(), 1);
+        let lanes = sequence("phase1,phase2");
+        let mut none_ran = row(tmp.path(), &m, MutantResult::Survived, false);
+        none_ran.target = String::new();
+        none_ran.trials = vec![];
+        none_ran.child.command = String::new();
+        none_ran.child.run_dir = None;
+        none_ran.child.exit_code = None;
+        none_ran.skipped_by_coverage = vec![skipped("phase1", 1), skipped("phase2", 1)];
+        assert!(none_ran.ran_no_lane());
+        let earlier = lane(vec![none_ran.clone()]);
+        let all_skipped = DrawPlan {
+            run: vec![],
+            skipped: none_ran.skipped_by_coverage.clone(),
+        };
+        assert_eq!(
+            decide_planned(&earlier, &m, &all_skipped).unwrap(),
+            none_ran
+        );
+        assert_eq!(
+            outcome_words(&none_ran),
+            "survived (no lane run: kvcr/guard.py line 1 ran in none of the 2 lanes' coverage runs (phase1 r1, phase2 r1))"
+        );
+        // This run would run phase2: the earlier row skipped other lanes.
+        let phase2_runs = DrawPlan {
+            run: lanes[1..].to_vec(),
+            skipped: vec![skipped("phase1", 1)],
+        };
+        assert_eq!(
+            decide_planned(&earlier, &m, &phase2_runs).unwrap_err(),
+            "the earlier run skipped other lanes by coverage"
+        );
+        // A row that ran phase2 after skipping phase1 is kept for that plan.
+        let mut ran_phase2 = row(tmp.path(), &m, killed(), true);
+        ran_phase2.target = "phase2".into();
+        ran_phase2.trials = lanes[1].trials.clone();
+        ran_phase2.skipped_by_coverage = vec![skipped("phase1", 1)];
+        let earlier = lane(vec![ran_phase2]);
+        assert_eq!(
+            decide_planned(&earlier, &m, &phase2_runs).unwrap().target,
+            "phase2"
+        );
+        // ... and not for a run without coverage.
+        assert_eq!(
+            decide_planned(&earlier, &m, &DrawPlan::all(&lanes)).unwrap_err(),
+            "the earlier run skipped other lanes by coverage"
+        );
+        let kept = kept_rows(Some(&earlier), &[m], &[phase2_runs]);
+        assert_eq!(kept.len(), 1);
+    }
+
+    /// A resume must be given the coverage runs the earlier rows were
+    /// planned with (in any order); an earlier table without rows resumes
+    /// nothing, so it never refuses.
+    #[test]
+    fn a_resume_with_other_coverage_runs_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let m = mutant(tmp.path(), 1);
+        let mut earlier = lane(vec![row(tmp.path(), &m, killed(), true)]);
+        earlier.coverage_runs = vec![coverage_run("phase1"), coverage_run("phase2")];
+        let same = [coverage_run("phase2"), coverage_run("phase1")];
+        assert!(earlier.coverage_mismatch(&same).is_none());
+        let mut moved = coverage_run("phase2");
+        moved.run_dir = PathBuf::from("/cov/phase2/r2");
+        let mut rebuilt = coverage_run("phase2");
+        rebuilt.kvcr_files_sha256 = "ab".repeat(32);
+        for other in [
+            vec![coverage_run("phase1")],
+            vec![coverage_run("phase1"), moved],
+            vec![coverage_run("phase1"), rebuilt],
+            vec![],
+        ] {
+            let why = earlier.coverage_mismatch(&other).unwrap();
+            assert!(
+                why.starts_with("its 1 rows were run with --coverage /cov/phase1/r1,/cov/phase2/r1, this run has ")
+                    && why.ends_with("or use another --out"),
+                "{why}"
+            );
+        }
+        assert!(earlier
+            .coverage_mismatch(&[])
+            .unwrap()
+            .contains("this run has no --coverage"));
+        // A table made without --coverage, resumed with it.
+        let plain = lane(vec![row(tmp.path(), &m, killed(), true)]);
+        assert!(plain.coverage_mismatch(&[]).is_none());
+        assert!(plain
+            .coverage_mismatch(&same)
+            .unwrap()
+            .contains("were run with no --coverage"));
+        assert!(lane(vec![]).coverage_mismatch(&same).is_none());
     }
 }

@@ -58,27 +58,14 @@ impl Tool {
                  Build it with `kvcr-e2e python-env --env mutgen`"
             )
         })?;
-        let base = pyenv::ensure(repo_root, None).map_err(|e| e.to_string())?;
-        let probe = run(Command::new(&base.python).args([
-            "-c",
-            "import importlib.metadata as m, os, kvcr\n\
-             print(os.path.dirname(os.path.dirname(os.path.abspath(kvcr.__file__))))\n\
-             print(m.version('kvcr'))",
-        ]))?;
-        let mut lines = probe.lines();
-        let (Some(root), Some(version)) = (lines.next(), lines.next()) else {
-            return Err(format!(
-                "{} did not say where its kvcr is: {probe}",
-                base.python.display()
-            ));
-        };
+        let pristine = PristineKvcr::find(repo_root)?;
         std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
         let script = out.join("cosmic_ray_sites.py");
         std::fs::write(&script, SCRIPT).map_err(|e| format!("{}: {e}", script.display()))?;
         Ok(Tool {
             python: tool.python,
-            kvcr_root: PathBuf::from(root.trim()),
-            kvcr_version: version.trim().to_string(),
+            kvcr_root: pristine.root,
+            kvcr_version: pristine.version,
             script,
         })
     }
@@ -131,6 +118,49 @@ impl Tool {
     pub fn pristine(&self, module: &str) -> Result<String, String> {
         let path = self.kvcr_root.join(module);
         std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// The base env's pristine kvcr: the build every generated mutant's diff
+/// is applied to.
+pub struct PristineKvcr {
+    /// The base env's interpreter.
+    pub python: PathBuf,
+    /// The directory holding the `kvcr/` package (site-packages).
+    pub root: PathBuf,
+    /// Its version (`0.1.1`).
+    pub version: String,
+}
+
+impl PristineKvcr {
+    /// Asks the base env's interpreter where its kvcr is.
+    pub fn find(repo_root: &Path) -> Result<PristineKvcr, String> {
+        let base = pyenv::ensure(repo_root, None).map_err(|e| e.to_string())?;
+        let probe = run(Command::new(&base.python).args([
+            "-c",
+            "import importlib.metadata as m, os, kvcr\n\
+             print(os.path.dirname(os.path.dirname(os.path.abspath(kvcr.__file__))))\n\
+             print(m.version('kvcr'))",
+        ]))?;
+        let mut lines = probe.lines();
+        let (Some(root), Some(version)) = (lines.next(), lines.next()) else {
+            return Err(format!(
+                "{} did not say where its kvcr is: {probe}",
+                base.python.display()
+            ));
+        };
+        Ok(PristineKvcr {
+            python: base.python,
+            root: PathBuf::from(root.trim()),
+            version: version.trim().to_string(),
+        })
+    }
+
+    /// The files digest of the package, as every KVCR process of a run of
+    /// this build reports it ([`pyenv::kvcr_files::package_digest`]).
+    pub fn files_sha256(&self) -> Result<String, String> {
+        let dir = self.root.join("kvcr");
+        pyenv::kvcr_files::package_digest(&dir).map_err(|e| format!("{}: {e}", dir.display()))
     }
 }
 
