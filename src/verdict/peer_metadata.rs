@@ -49,7 +49,10 @@ mod tests {
     fn an_acknowledgement_on_a_later_pull_fails_naming_both_workers() {
         let v = expect_metadata_acknowledged_once("B", "A", 1).unwrap_err();
         assert_eq!(v.claim, METADATA_ONCE);
-        assert!(v.detail.starts_with("B handled 1 target_metadata_ack"), "{v}");
+        assert!(
+            v.detail.starts_with("B handled 1 target_metadata_ack"),
+            "{v}"
+        );
         assert!(v.detail.contains("after A had acknowledged"), "{v}");
     }
 }
