@@ -107,6 +107,18 @@ impl KvcrCoverage {
     }
 
     /// Writes [`FILE`] into the run directory.
+    /// The record a run wrote into `dir` (its run directory).
+    pub fn read(dir: &Path) -> Result<KvcrCoverage, String> {
+        let path = dir.join(FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            format!(
+                "{} has no readable {FILE} ({e}): was it run with --kvcr-coverage?",
+                dir.display()
+            )
+        })?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
     pub fn write(&self, dir: &RunDir) -> Result<PathBuf, EvidenceError> {
         dir.write_root_json(FILE, self)
     }

@@ -55,7 +55,7 @@ pub fn merge(
     let mut package_dirs: Vec<PathBuf> = Vec::new();
     let mut build: Option<(String, PathBuf)> = None;
     for dir in run_dirs {
-        let coverage = read_run(dir)?;
+        let coverage = KvcrCoverage::read(dir)?;
         let table = coverage.table.as_ref().ok_or_else(|| {
             format!(
                 "{} measured no coverage: {}",
@@ -100,18 +100,6 @@ pub fn merge(
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(merged)
-}
-
-fn read_run(dir: &Path) -> Result<KvcrCoverage, String> {
-    let path = dir.join(kvcr_coverage::FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        format!(
-            "{} has no readable {} ({e}): was it run with --kvcr-coverage?",
-            dir.display(),
-            kvcr_coverage::FILE
-        )
-    })?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The run's label from its results.json, else its directory's name.

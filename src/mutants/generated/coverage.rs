@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::lane::GeneratedMutant;
 use super::sequence::SequenceLane;
 use crate::drive::ReadRun;
-use crate::evidence::kvcr_coverage::{self, KvcrCoverage};
+use crate::evidence::kvcr_coverage::KvcrCoverage;
 use crate::lanes::Lane;
 use crate::mutants::classify::{classify_run, MutantResult};
 use crate::pyenv::coverage::TOOL_REPORT;
@@ -178,7 +178,7 @@ impl CoverageRun {
         // The run's own directory, not a `latest` link that moves on.
         let dir = &std::fs::canonicalize(dir)
             .map_err(|e| format!("{}: {e}: not a run directory", dir.display()))?;
-        let coverage = read_record(dir)?;
+        let coverage = KvcrCoverage::read(dir)?;
         if coverage.table.is_none() {
             return Err(format!(
                 "{} measured no coverage: {}",
@@ -246,19 +246,6 @@ impl CoverageRun {
             .or_else(|| statement_line.filter(|&s| s != line).and_then(at))
             .unwrap_or(LineSeen::Unknown)
     }
-}
-
-/// The run's `kvcr-coverage.json`.
-fn read_record(dir: &Path) -> Result<KvcrCoverage, String> {
-    let path = dir.join(kvcr_coverage::FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        format!(
-            "{} has no readable {} ({e}): was it run with --kvcr-coverage?",
-            dir.display(),
-            kvcr_coverage::FILE
-        )
-    })?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Each file of the package in `package_dir` with its executed and missing
@@ -605,7 +592,7 @@ fn short(digest: &str) -> &str {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::evidence::kvcr_coverage::tests::sample;
+    use crate::evidence::kvcr_coverage::{self, tests::sample};
     use crate::mutants::generated::sequence;
 
     /// The package directory the fake runs measured.

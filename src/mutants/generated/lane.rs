@@ -906,9 +906,12 @@ mod tests {
         path
     }
 
-    /// Runs `m` on the default CPU sequence, lane `kill_on` (if any)
-    /// failing its first trial on every run, the others passing.
-    fn sequence_run(dir: &Path, m: &GeneratedMutant, kill_on: Option<&str>) -> MutantRow {
+    /// The default CPU sequence and a stand-in binary per lane: lane
+    /// `kill_on` (if any) fails its first trial on every run, the others pass.
+    fn sequence_binaries(
+        dir: &Path,
+        kill_on: Option<&str>,
+    ) -> (Vec<SequenceLane>, Vec<(&'static str, PathBuf)>) {
         let lanes = sequence::plan(sequence::CPU_LANES).unwrap();
         let mut binaries = Vec::new();
         for lane in &lanes {
@@ -921,6 +924,13 @@ mod tests {
             };
             binaries.push((lane.target, lane_binary(dir, lane.target, &text, exit)));
         }
+        (lanes, binaries)
+    }
+
+    /// Runs `m` on the default CPU sequence, lane `kill_on` (if any)
+    /// failing its first trial on every run, the others passing.
+    fn sequence_run(dir: &Path, m: &GeneratedMutant, kill_on: Option<&str>) -> MutantRow {
+        let (lanes, binaries) = sequence_binaries(dir, kill_on);
         let child = |i: usize, lane: &SequenceLane| {
             let (target, binary) = &binaries[i];
             assert_eq!(*target, lane.target);
@@ -1078,18 +1088,7 @@ mod tests {
         plan: &DrawPlan,
         kill_on: Option<&str>,
     ) -> MutantRow {
-        let lanes = sequence::plan(sequence::CPU_LANES).unwrap();
-        let mut binaries = Vec::new();
-        for lane in &lanes {
-            let (text, exit) = match kill_on == Some(lane.target) {
-                true => (
-                    results_of(&lane.trials, Some((&lane.trials[0], "a claim: 3 ≠ 4"))),
-                    101,
-                ),
-                false => (results_of(&lane.trials, None), 0),
-            };
-            binaries.push((lane.target, lane_binary(dir, lane.target, &text, exit)));
-        }
+        let (_, binaries) = sequence_binaries(dir, kill_on);
         let child = |_: usize, lane: &SequenceLane| {
             let binary = binaries
                 .iter()
