@@ -399,13 +399,13 @@ fn handled(delta: &Delta, types: &[&str]) -> Result<u64, Unreadable> {
 
 /// A KVCR's count of control messages of `kind` it handled.
 fn handled_counter(kind: &str) -> Counter {
-    Counter::OpCount(Scope::Other(format!("control_{kind}")), OpResult::Handled)
+    Counter::OpCount(
+        Scope::from_label(&format!("control_{kind}")),
+        OpResult::Handled,
+    )
 }
 
 /// Reads (`start_write` control messages) a source's KVCR handled.
 fn start_writes_handled() -> Counter {
-    Counter::OpCount(
-        Scope::Other("control_start_write".into()),
-        OpResult::Handled,
-    )
+    Counter::OpCount(Scope::from_label("control_start_write"), OpResult::Handled)
 }

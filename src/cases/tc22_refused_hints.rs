@@ -264,8 +264,5 @@ fn inventory_counted(snapshot: &Snapshot) -> std::collections::BTreeMap<(String,
 
 /// Reads (`start_write` control messages) a source's KVCR handled.
 fn reads_taken() -> Counter {
-    Counter::OpCount(
-        Scope::Other("control_start_write".into()),
-        OpResult::Handled,
-    )
+    Counter::OpCount(Scope::from_label("control_start_write"), OpResult::Handled)
 }

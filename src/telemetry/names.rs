@@ -253,11 +253,40 @@ macro_rules! label_enum {
         $name:ident { $( $(#[$vdoc:meta])* $variant:ident => $label:literal ),* $(,)? }
     ) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        ///
+        /// Compared, ordered and hashed by its label: `Other` holding a
+        /// named label is the named value.
+        #[derive(Debug, Clone)]
         pub enum $name {
             $( $(#[$vdoc])* $variant, )*
             /// A label value this harness has no name for (kept verbatim).
             Other(String),
+        }
+
+        impl PartialEq for $name {
+            fn eq(&self, other: &Self) -> bool {
+                self.label() == other.label()
+            }
+        }
+
+        impl Eq for $name {}
+
+        impl PartialOrd for $name {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+
+        impl Ord for $name {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                self.label().cmp(other.label())
+            }
+        }
+
+        impl std::hash::Hash for $name {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                self.label().hash(state)
+            }
         }
 
         impl $name {
@@ -1243,6 +1272,21 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_label_is_one_value_however_it_was_made() {
+        use std::collections::BTreeMap;
+        let named = Scope::ControlTargetMetadataAck;
+        let other = Scope::Other("control_target_metadata_ack".into());
+        assert_eq!(named, other);
+        assert_eq!(Scope::from_label("control_target_metadata_ack"), named);
+        let counts = BTreeMap::from([(Counter::OpCount(named, OpResult::Handled), 1)]);
+        assert_eq!(
+            counts.get(&Counter::OpCount(other, OpResult::Handled)),
+            Some(&1)
+        );
+        assert_ne!(Scope::Other("control_x".into()), Scope::ControlEnqueue);
     }
 
     #[test]
