@@ -378,7 +378,11 @@ impl LaneCoverage {
 
     /// The plan of a mutant at `line` of `module`, its statement starting
     /// at `statement_line`: a lane is skipped only when it has a coverage
-    /// run and that run saw the line not run; every other lane runs.
+    /// run and that run saw the line not run; every other lane runs. A run
+    /// with processes that saved no data (SIGKILLed by a case) may have
+    /// missed what they ran, so its lane is skipped only when no coverage
+    /// run given ran the line: seed 5's draw 30 was killed on `phase1` at a
+    /// line only its SIGKILLed replacements ran there.
     pub fn plan(
         &self,
         lanes: &[SequenceLane],
@@ -390,16 +394,24 @@ impl LaneCoverage {
             run: Vec::new(),
             skipped: Vec::new(),
         };
+        let run_nowhere = self
+            .runs
+            .iter()
+            .all(|r| matches!(r.seen(module, line, statement_line), LineSeen::NotRun(_)));
         for lane in lanes {
             let run = self.runs.iter().find(|r| r.record.lane == lane.target);
             match run.map(|r| (r, r.seen(module, line, statement_line))) {
-                Some((run, LineSeen::NotRun(at))) => plan.skipped.push(SkippedLane {
-                    lane: lane.target.to_string(),
-                    module: module.to_string(),
-                    line,
-                    statement_line: (at != line).then_some(at),
-                    run_dir: run.record.run_dir.clone(),
-                }),
+                Some((run, LineSeen::NotRun(at)))
+                    if run.record.processes_without_data.is_empty() || run_nowhere =>
+                {
+                    plan.skipped.push(SkippedLane {
+                        lane: lane.target.to_string(),
+                        module: module.to_string(),
+                        line,
+                        statement_line: (at != line).then_some(at),
+                        run_dir: run.record.run_dir.clone(),
+                    })
+                }
                 _ => plan.run.push(lane.clone()),
             }
         }
@@ -615,11 +627,13 @@ pub(crate) mod tests {
     ) -> PathBuf {
         let dir = root.join(lane).join("20261207T101500Z-4242-abcd");
         std::fs::create_dir_all(dir.join(kvcr_coverage::DIR)).unwrap();
-        let record = KvcrCoverage {
+        // Every process saved its data ([`lose_data`] makes one that did not).
+        let mut record = KvcrCoverage {
             kvcr_files_sha256: digest.into(),
             package_dir: PACKAGE.into(),
             ..sample()
         };
+        record.processes.retain(|p| p.data_file.is_some());
         std::fs::write(
             dir.join(kvcr_coverage::FILE),
             serde_json::to_string(&record).unwrap(),
@@ -667,6 +681,15 @@ pub(crate) mod tests {
         });
         std::fs::write(dir.join("results.json"), results.to_string()).unwrap();
         dir
+    }
+
+    /// `run`'s record with a process that saved no data (SIGKILLed).
+    fn lose_data(run: &Path) {
+        let path = run.join(kvcr_coverage::FILE);
+        let mut record: KvcrCoverage =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        record.processes = sample().processes;
+        std::fs::write(&path, serde_json::to_string(&record).unwrap()).unwrap();
     }
 
     fn digest() -> String {
@@ -754,6 +777,30 @@ pub(crate) mod tests {
         assert!(plan.skipped.is_empty());
     }
 
+    /// A run that lost a process's data may have missed the line: its lane
+    /// is skipped only where no run given ran the line.
+    #[test]
+    fn a_run_that_lost_data_skips_only_a_line_no_run_ran() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p1 = fake_run(tmp.path(), "phase1", &digest(), &[CORE_PHASE1], None);
+        lose_data(&p1);
+        let p2 = fake_run(
+            tmp.path(),
+            "phase2",
+            &digest(),
+            &[("core.py", &[1, 10, 20], &[30, 40])],
+            None,
+        );
+        let seq = lanes(&["phase1", "phase2"]);
+        let coverage = LaneCoverage::load(&[p1, p2], &seq).unwrap();
+        // Line 20: not run on phase1, whose run lost data, but run on phase2.
+        let plan = coverage.plan(&seq, "kvcr/core.py", 20, None);
+        assert_eq!(plan.targets(), ["phase1", "phase2"]);
+        // Line 30: no run ran it: both skipped.
+        let plan = coverage.plan(&seq, "kvcr/core.py", 30, None);
+        assert!(plan.run.is_empty(), "{:?}", plan.targets());
+    }
+
     #[test]
     fn a_line_no_lane_ran_skips_every_lane_and_says_where() {
         let tmp = tempfile::tempdir().unwrap();
@@ -784,6 +831,7 @@ pub(crate) mod tests {
     fn the_recorded_runs_name_lane_directory_build_date_and_lost_data() {
         let tmp = tempfile::tempdir().unwrap();
         let p1 = fake_run(tmp.path(), "phase1", &digest(), &[CORE_PHASE1], None);
+        lose_data(&p1);
         // Given as the lane's `latest` link: the run it names is recorded.
         let latest = p1.parent().unwrap().join("latest");
         std::os::unix::fs::symlink(&p1, &latest).unwrap();
