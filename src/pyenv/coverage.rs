@@ -237,6 +237,10 @@ pub fn checkpoint_answer(data_dir: &Path, pid: u32) -> PathBuf {
     data_dir.join(format!("checkpoint.{pid}"))
 }
 
+/// How long [`checkpoint`] waits for the processes' answers before a
+/// crash goes ahead without them (a save takes well under a second).
+pub const CHECKPOINT_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Asks every process of `pids` that runs under the hook (its environment
 /// names a data directory and it catches [`CHECKPOINT_SIGNAL`]) to save its
 /// kvcr coverage now, and waits up to `budget` for all their answers. Called

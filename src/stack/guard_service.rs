@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
 
@@ -16,10 +16,6 @@ use crate::pyenv::coverage::{self, Checkpoint};
 
 use super::provision::{self, GuardPlan};
 use super::{readiness, Stack, StackError, Worker};
-
-/// How long a measured Guard service may take to save its coverage before
-/// its SIGKILL (a save takes well under a second).
-const CHECKPOINT_BUDGET: Duration = Duration::from_secs(5);
 
 /// What a SIGKILL of a Guard service did, checked from outside.
 #[derive(Debug, Clone, Serialize)]
@@ -61,7 +57,8 @@ impl Stack {
         let pid = guard.pid();
         // Its Guards' whole history (every case before this one) would go
         // with the SIGKILL; saved now, the crash itself is unchanged.
-        let coverage_saved = coverage::checkpoint(&procfs::group_members(pid), CHECKPOINT_BUDGET);
+        let coverage_saved =
+            coverage::checkpoint(&procfs::group_members(pid), coverage::CHECKPOINT_BUDGET);
         let sent_at = Instant::now();
         guard.kill_group().map_err(|e| {
             StackError::FaultNotApplied(format!("SIGKILL of the Guard service {service}: {e}"))

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::proc::procfs;
+use crate::pyenv::coverage;
 
 use super::hooks::{described_pid, run_hook, HookRun};
 use super::{provision, Stack, StackError, Worker};
@@ -106,6 +107,18 @@ impl Stack {
         let pid = worker.process.pid();
         worker.process.note_shm();
         let gpu_pids = crate::gpu::run::tree_before_kill(pid);
+        // Under --kvcr-coverage, what the worker ran would go with the
+        // SIGKILL (a replacement's claim, its handback read); saved now,
+        // the crash itself is unchanged. An unmeasured worker is not asked.
+        for saved in coverage::checkpoint(&procfs::group_members(pid), coverage::CHECKPOINT_BUDGET)
+        {
+            tracing::info!(
+                "kvcr coverage of worker {name} (pid {}) before its SIGKILL: {} ({} ms)",
+                saved.pid,
+                saved.outcome,
+                saved.after_ms
+            );
+        }
         let sent_at = Instant::now();
         let hook = match self.hooks().and_then(|h| h.kill_worker) {
             // A deployed stack: its own tooling delivers the kill.

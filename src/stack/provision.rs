@@ -678,10 +678,6 @@ pub const DUPLICATE_GUARD_INDEX: &str = "duplicate_guard_index";
 /// through `cma` (shared memory), not the veth.
 pub const NODE_WITHOUT_PID_NAMESPACE: &str = "node_without_pid_namespace";
 
-/// How long the measured processes of a failed start may take to save
-/// their coverage before its SIGKILL (a save takes well under a second).
-const COVERAGE_CHECKPOINT_BUDGET: Duration = Duration::from_secs(5);
-
 /// Process groups started by a provisioning attempt that has not finished.
 #[derive(Default)]
 struct Partial {
@@ -705,7 +701,9 @@ impl Partial {
             .iter()
             .flat_map(|pid| crate::proc::procfs::group_members(*pid))
             .collect();
-        for saved in crate::pyenv::coverage::checkpoint(&members, COVERAGE_CHECKPOINT_BUDGET) {
+        for saved in
+            crate::pyenv::coverage::checkpoint(&members, crate::pyenv::coverage::CHECKPOINT_BUDGET)
+        {
             tracing::info!(
                 "kvcr coverage of pid {} before the failed start's SIGKILL: {} ({} ms)",
                 saved.pid,
