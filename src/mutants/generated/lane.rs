@@ -521,7 +521,7 @@ fn coverage_guide(
         .collect();
     if !lost.is_empty() {
         println!(
-            "note: some KVCR processes of the coverage runs saved no data (ended by SIGKILL), \
+            "note: some KVCR processes of the coverage runs saved no data (SIGKILLed unasked, or ended by os._exit), \
              so a line only they ran reads as not run there, which can turn a kill into a \
              survivor, never the other way: {}",
             lost.join("; ")
