@@ -147,6 +147,18 @@ pub fn kept_rows(
         .collect()
 }
 
+/// `mutant`'s row in the earlier table.
+fn earlier_row<'a>(
+    earlier: &'a EarlierLane,
+    mutant: &GeneratedMutant,
+) -> Result<&'a MutantRow, &'static str> {
+    earlier
+        .mutants
+        .iter()
+        .find(|r| r.name == mutant.name)
+        .ok_or("not in the earlier table")
+}
+
 /// [`decide`] for a draw whose `plan` may skip lanes by coverage: the
 /// earlier row must have skipped the same lanes; one that skipped every
 /// lane ran nothing and is kept as it is.
@@ -155,11 +167,7 @@ pub fn decide_planned(
     mutant: &GeneratedMutant,
     plan: &DrawPlan,
 ) -> Result<MutantRow, &'static str> {
-    let row = earlier
-        .mutants
-        .iter()
-        .find(|r| r.name == mutant.name)
-        .ok_or("not in the earlier table")?;
+    let row = earlier_row(earlier, mutant)?;
     if row.skipped_by_coverage != plan.skipped {
         return Err("the earlier run skipped other lanes by coverage");
     }
@@ -182,11 +190,7 @@ pub fn decide(
     mutant: &GeneratedMutant,
     lanes: &[SequenceLane],
 ) -> Result<MutantRow, &'static str> {
-    let row = earlier
-        .mutants
-        .iter()
-        .find(|r| r.name == mutant.name)
-        .ok_or("not in the earlier table")?;
+    let row = earlier_row(earlier, mutant)?;
     // The lanes it ran: those it passed, then the one that ended it (a
     // survivor's last passed lane is its own).
     let mut ran: Vec<(&str, &[String], &ChildEvidence)> = row
