@@ -64,10 +64,11 @@ pub fn run_planting_a_file(ctx: &CaseCtx) -> CaseResult {
 }
 
 fn run_with(ctx: &CaseCtx, sabotage: Sabotage) -> CaseResult {
-    // Each attempt judged as soon as it ended (its evidence is
-    // `hostile-<attempt>.json` either way).
-    for hostility in Hostility::ALL {
-        let attempt = ctx.hostile_start().attempt(hostility, sabotage)?;
+    // Each attempt judged in the order of the list once all ended (its
+    // evidence is `hostile-<attempt>.json` either way).
+    let attempts = ctx.hostile_start().attempts(&Hostility::ALL, sabotage)?;
+    for (hostility, attempt) in Hostility::ALL.into_iter().zip(attempts) {
+        let attempt = attempt?;
         let name = format!("{}.json", hostility.word());
         if hostility == Hostility::OverACrashedGuard {
             // Pools first: a Guard that cannot reclaim the orphan never
@@ -85,8 +86,11 @@ fn run_with(ctx: &CaseCtx, sabotage: Sabotage) -> CaseResult {
 
     // Configurations an operator can get wrong, one row each: refused at
     // start in KVCR's own words, nothing left, what was beside untouched.
-    for row in REFUSED_CONFIGS {
-        let attempt = ctx.hostile_start().refused_config(row, sabotage)?;
+    let attempts = ctx
+        .hostile_start()
+        .refused_configs(REFUSED_CONFIGS, sabotage)?;
+    for (row, attempt) in REFUSED_CONFIGS.iter().zip(attempts) {
+        let attempt = attempt?;
         let name = format!("{}.json", row.name);
         ctx.check(&name, &attempt, expect_refused(&attempt.start))?;
         ctx.check(&name, &attempt, expect_nothing_left(&attempt.start))?;

@@ -9,7 +9,9 @@
 //! connection in between: `zmq.error.ZMQError: Address already in use`.
 //! Ports below the range are never taken that way.
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
+use std::sync::Mutex;
 
 use crate::engine::slots::Port;
 
@@ -18,9 +20,15 @@ use crate::engine::slots::Port;
 /// `DYN_SYSTEM_PORT` as a signed 16-bit integer, refusing 32768 and up).
 pub const STACK_PORT_RANGE: std::ops::Range<u16> = 20000..32768;
 
+/// Every port [`free_ports_in`] has handed out in this process. A port is
+/// free only until its component binds it, seconds later; attempts started
+/// side by side (TC-16's) would otherwise be handed the same one.
+static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
 /// `count` distinct free TCP ports on `host` inside `range`, probed from a
 /// per-process starting point so that concurrent runs rarely try the same
-/// ones; each is held until all are chosen.
+/// ones; each is held until all are chosen, and none is one this process
+/// handed out before.
 pub fn free_ports_in(
     host: &str,
     count: usize,
@@ -32,12 +40,16 @@ pub fn free_ports_in(
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
     let mut held = Vec::new();
     for step in 0..span {
         if held.len() == count {
             break;
         }
         let port = range.start + ((seed.wrapping_add(step * 7919)) % span) as u16;
+        if handed_out.contains(&port) {
+            continue;
+        }
         if let Ok(listener) = TcpListener::bind((host, port)) {
             held.push(listener);
         }
@@ -48,9 +60,12 @@ pub fn free_ports_in(
             held.len()
         )));
     }
-    held.iter()
+    let ports = held
+        .iter()
         .map(|l| l.local_addr().map(|a| a.port()))
-        .collect()
+        .collect::<std::io::Result<Vec<u16>>>()?;
+    handed_out.extend(&ports);
+    Ok(ports)
 }
 
 /// The ports of one stack, probed free at once: the frontend's and the
@@ -100,6 +115,24 @@ mod tests {
         ports.sort_unstable();
         ports.dedup();
         assert_eq!(ports.len(), 6);
+    }
+
+    #[test]
+    fn a_port_is_handed_out_once_in_a_process() {
+        // A range of four free ports: the second call must not get the
+        // first's two back, though the first's were never bound.
+        let start = (30000..32000u16)
+            .step_by(4)
+            .find(|&p| (p..p + 4).all(|q| std::net::TcpListener::bind(("127.0.0.1", q)).is_ok()))
+            .expect("four free ports in a row");
+        let range = start..start + 4;
+        let first = super::free_ports_in("127.0.0.1", 2, range.clone()).unwrap();
+        let second = super::free_ports_in("127.0.0.1", 2, range.clone()).unwrap();
+        assert!(
+            first.iter().all(|p| !second.contains(p)),
+            "{first:?} {second:?}"
+        );
+        assert!(super::free_ports_in("127.0.0.1", 1, range).is_err());
     }
 
     #[test]
