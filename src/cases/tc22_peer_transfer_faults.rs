@@ -18,7 +18,9 @@
 //! msgpack, an unknown message type, KVCR's own types with fields missing
 //! or of the wrong kind), as a peer of another KVCR version or a stray
 //! client would. Expect: A's KVCR reads every message of its own types
-//! and drops it, starting no write and pinning nothing; then B's read of a
+//! and drops it, starting no write and pinning nothing, and refuses each
+//! malformed start_write that names an operation in its own words
+//! (`KVCR malformed start_write op=<handle>`); then B's read of a
 //! new prefix from A is pinned, written and released, and B fetches it
 //! whole (as TC-18), with reference tokens.
 //!
@@ -48,6 +50,7 @@ use crate::engine::Need;
 use crate::stack::Worker;
 use crate::suite::foreign_peer;
 use crate::suite::{Case, CaseCtx, CaseError, CaseResult, EngineFault, Sending};
+use crate::telemetry::names::kvcr_log::MALFORMED_START_WRITE_OP;
 use crate::telemetry::{scrape, Counter, Delta, OpResult, Scope, Snapshot, Unreadable};
 use crate::verdict::engine_memory::{expect_engine_memory_source, expect_fetched_read};
 use crate::verdict::foreign_control::{
@@ -180,6 +183,7 @@ fn foreign_messages_then_a_read(ctx: &CaseCtx, a: &Worker, b: &Worker) -> CaseRe
     types.sort_unstable();
     types.dedup();
     let before = ctx.snapshot(a)?;
+    let log_from = ctx.pressure().log_mark(a);
     foreign_peer::send(endpoint, &messages).map_err(|e| {
         CaseError::fault_not_applied(format!(
             "the foreign peer could not talk to A's KVCR control channel: {e}"
@@ -191,6 +195,10 @@ fn foreign_messages_then_a_read(ctx: &CaseCtx, a: &Worker, b: &Worker) -> CaseRe
         Ok(delta) => delta,
         Err(_) => ctx.delta_since(a, &before)?,
     };
+    // KVCR logs its refusal as it handles the message, before the count.
+    let refusals = ctx
+        .pressure()
+        .log_lines_since(a, log_from, MALFORMED_START_WRITE_OP)?;
     let writes = delta.ops_by_result(&Scope::SourceWrite)?;
     let pinned = |tier: &str| {
         delta.required_count(&Counter::KvcrFrameworkPinBlocks(
@@ -203,10 +211,14 @@ fn foreign_messages_then_a_read(ctx: &CaseCtx, a: &Worker, b: &Worker) -> CaseRe
         handled: handled(&delta, &types)?,
         source_write_ops: writes.success + writes.unsuccessful.values().sum::<u64>(),
         pinned_blocks: pinned("device")? + pinned("host")?,
+        not_refused_as_malformed: foreign_peer::not_refused_as_malformed(&messages, &refusals),
     };
     ctx.check(
         "foreign-peer.json",
-        &json!({"endpoint": endpoint, "messages": messages, "source_A": foreign, "delta_A": delta}),
+        &json!({
+            "endpoint": endpoint, "messages": messages, "refusals_A": refusals,
+            "source_A": foreign, "delta_A": delta,
+        }),
         expect_foreign_messages_dropped(&foreign),
     )?;
 

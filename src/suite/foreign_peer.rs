@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::telemetry::names::kvcr_log::MALFORMED_START_WRITE_OP;
+
 /// One foreign message: what it is, its bytes, and whether KVCR reads its
 /// type (a msgpack map with a known `type`: KVCR counts it handled,
 /// `control_<type>`, whatever its fields; the others it drops unread).
@@ -26,6 +28,9 @@ pub struct ForeignMessage {
     pub bytes: Vec<u8>,
     /// The `type` KVCR dispatches on, where it does.
     pub typed: Option<&'static str>,
+    /// The operation handle of a `start_write` KVCR must refuse as
+    /// malformed, naming it (`KVCR malformed start_write op=<handle>`).
+    pub malformed_start_write: Option<i64>,
 }
 
 /// The messages a foreign peer sends, one of each kind.
@@ -37,15 +42,25 @@ pub fn foreign_messages() -> Vec<ForeignMessage> {
             what,
             bytes: Mp::Map(fields).encode(),
             typed: Some(kind),
+            malformed_start_write: None,
+        }
+    };
+    // A start_write under `handle` that KVCR must refuse as malformed.
+    let malformed = |what, handle: i64, mut fields: Vec<(&'static str, Mp)>| {
+        fields.insert(0, ("op_handle", Int(handle)));
+        ForeignMessage {
+            malformed_start_write: Some(handle),
+            ..typed(what, "start_write", fields)
         }
     };
     let untyped = |what, bytes| ForeignMessage {
         what,
         bytes,
         typed: None,
+        malformed_start_write: None,
     };
     // Operation handles far from the ones real peers count up from.
-    let handle = |n: i64| Int((1 << 40) + n);
+    let handle = |n: i64| (1 << 40) + n;
     vec![
         untyped("bytes that are not msgpack", vec![0xc1]),
         untyped("a msgpack array", Mp::Arr(vec![Int(1), Int(2)]).encode()),
@@ -62,35 +77,32 @@ pub fn foreign_messages() -> Vec<ForeignMessage> {
             "start_write",
             vec![("op_handle", Str("one".into()))],
         ),
-        typed(
+        malformed(
             "start_write with a negative timeout",
-            "start_write",
-            vec![("op_handle", handle(1)), ("remaining_timeout_ms", Int(-1))],
+            handle(1),
+            vec![("remaining_timeout_ms", Int(-1))],
         ),
-        typed(
+        malformed(
             "start_write whose allow_layout_subset is a string",
-            "start_write",
+            handle(2),
             vec![
-                ("op_handle", handle(2)),
                 ("remaining_timeout_ms", Int(1000)),
                 ("allow_layout_subset", Str("yes".into())),
             ],
         ),
-        typed(
+        malformed(
             "start_write for no blocks",
-            "start_write",
+            handle(3),
             vec![
-                ("op_handle", handle(3)),
                 ("remaining_timeout_ms", Int(1000)),
                 ("keys", Mp::Arr(vec![])),
                 ("dst_descriptors", Mp::Arr(vec![])),
             ],
         ),
-        typed(
+        malformed(
             "start_write for a block without a destination",
-            "start_write",
+            handle(4),
             vec![
-                ("op_handle", handle(4)),
                 ("remaining_timeout_ms", Int(1000)),
                 ("keys", Mp::Arr(vec![Bin(b"kvcr-e2e-block".to_vec())])),
                 ("dst_descriptors", Mp::Arr(vec![])),
@@ -101,7 +113,7 @@ pub fn foreign_messages() -> Vec<ForeignMessage> {
             "write_refused",
             vec![
                 ("sender_control_endpoint", Str("tcp://127.0.0.1:9".into())),
-                ("op_handle", handle(5)),
+                ("op_handle", Int(handle(5))),
             ],
         ),
         typed(
@@ -123,6 +135,28 @@ pub fn foreign_messages() -> Vec<ForeignMessage> {
     ]
 }
 
+/// The messages of `messages` KVCR must refuse as malformed start_writes
+/// that none of `lines` (the worker's log lines since they were sent)
+/// refuses, naming the operation: `KVCR malformed start_write op=<handle>`,
+/// the handle whole.
+pub fn not_refused_as_malformed(
+    messages: &[ForeignMessage],
+    lines: &[String],
+) -> Vec<&'static str> {
+    let refused = |handle: i64| {
+        let named = format!("{MALFORMED_START_WRITE_OP}{handle}");
+        lines.iter().any(|line| {
+            line.match_indices(&named)
+                .any(|(at, _)| !line[at + named.len()..].starts_with(|c: char| c.is_ascii_digit()))
+        })
+    };
+    messages
+        .iter()
+        .filter(|m| m.malformed_start_write.is_some_and(|h| !refused(h)))
+        .map(|m| m.what)
+        .collect()
+}
+
 /// A `target_metadata` message that names `agent`, a real peer's NIXL
 /// agent, with metadata that is not NIXL's: as from a peer that took over
 /// that name, or a stray client that spoofs it.
@@ -139,6 +173,7 @@ pub fn spoofed_metadata(agent: &str) -> ForeignMessage {
         ])
         .encode(),
         typed: Some("target_metadata"),
+        malformed_start_write: None,
     }
 }
 
@@ -337,6 +372,31 @@ mod tests {
         assert_eq!(&long[..2], &[0xd9, 40]);
         let spoof = spoofed_metadata("cpu-engine-B-1234").bytes;
         assert!(spoof.windows(17).any(|w| w == b"cpu-engine-B-1234"));
+    }
+
+    #[test]
+    fn a_malformed_start_write_counts_refused_only_under_its_whole_handle() {
+        let messages = foreign_messages();
+        let handles: Vec<i64> = messages
+            .iter()
+            .filter_map(|m| m.malformed_start_write)
+            .collect();
+        assert_eq!(handles.len(), 4, "{handles:?}");
+        let line = |h: i64| {
+            format!("2026-12-07 11:34:48,652 A kvcr.core WARNING KVCR malformed start_write op={h}: invalid keys")
+        };
+        let all: Vec<String> = handles.iter().map(|&h| line(h)).collect();
+        assert!(not_refused_as_malformed(&messages, &all).is_empty());
+        // One handle missing; a line naming a longer number is not it.
+        let mut some = all.clone();
+        let last = some.pop().unwrap();
+        some.push(line(handles[3] * 10));
+        assert_eq!(
+            not_refused_as_malformed(&messages, &some),
+            vec!["start_write for a block without a destination"]
+        );
+        assert!(last.ends_with("invalid keys"));
+        assert_eq!(not_refused_as_malformed(&messages, &[]).len(), 4);
     }
 
     #[test]

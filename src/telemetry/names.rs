@@ -48,6 +48,10 @@ pub mod dynamo_discovery_log {
 pub mod kvcr_log {
     /// Prefix of every structured KVCR event: `KVCR_EVENT <name> k=v ...`.
     pub const EVENT_MARKER: &str = "KVCR_EVENT";
+    /// Warning: a control message of type `start_write` KVCR refuses as
+    /// malformed, naming its operation: `KVCR malformed start_write
+    /// op=<handle>` (then `: <why>` where a field failed to decode).
+    pub const MALFORMED_START_WRITE_OP: &str = "KVCR malformed start_write op=";
     /// The service finished startup: `KVCR service ready: socket=.. guards=N pool_sizes_bytes=(..) journal_bytes=N`.
     pub const SERVICE_READY: &str = "KVCR service ready:";
     /// Warning: the pool is claimable but cold if its primary dies.

@@ -34,16 +34,26 @@ pub struct ForeignControl {
     pub source_write_ops: u64,
     /// Blocks the engine pinned for KVCR in the window.
     pub pinned_blocks: u64,
+    /// The foreign start_writes KVCR must refuse as malformed for which
+    /// the worker's log holds no `KVCR malformed start_write op=<handle>`.
+    pub not_refused_as_malformed: Vec<&'static str>,
 }
 
-/// KVCR handled every typed message (the fault reached it), and none of
-/// them made it write or pin anything.
+/// KVCR handled every typed message (the fault reached it), refused each
+/// malformed start_write as malformed in its own words, and none of them
+/// made it write or pin anything.
 pub fn expect_foreign_messages_dropped(f: &ForeignControl) -> Result<(), Violation> {
     Checks::new(FOREIGN_MESSAGES_DROPPED)
         .check(f.handled >= f.typed_sent, || {
             format!(
                 "KVCR handled {} of the {} foreign messages of its own types: it stopped reading its control channel",
                 f.handled, f.typed_sent
+            )
+        })
+        .check(f.not_refused_as_malformed.is_empty(), || {
+            format!(
+                "KVCR did not refuse as malformed, in its own words (`KVCR malformed start_write op=<handle>`): {}",
+                f.not_refused_as_malformed.join("; ")
             )
         })
         .check(f.source_write_ops == 0, || {
@@ -154,6 +164,35 @@ pub fn expect_spoofed_route_contained(s: &SpoofedRoute, blocks: u64) -> Result<(
 mod tests {
     use super::*;
     use crate::verdict::transfer::Unsuccessful;
+
+    fn dropped() -> ForeignControl {
+        ForeignControl {
+            typed_sent: 14,
+            handled: 14,
+            source_write_ops: 0,
+            pinned_blocks: 0,
+            not_refused_as_malformed: vec![],
+        }
+    }
+
+    #[test]
+    fn foreign_messages_all_dropped_pass() {
+        assert!(expect_foreign_messages_dropped(&dropped()).is_ok());
+    }
+
+    #[test]
+    fn a_malformed_start_write_not_refused_as_such_fails_naming_it() {
+        let f = ForeignControl {
+            not_refused_as_malformed: vec!["start_write for a block without a destination"],
+            ..dropped()
+        };
+        let v = expect_foreign_messages_dropped(&f).unwrap_err();
+        assert!(
+            v.to_string()
+                .contains("did not refuse as malformed, in its own words (`KVCR malformed start_write op=<handle>`): start_write for a block without a destination"),
+            "{v}"
+        );
+    }
 
     fn whole() -> ReadAfterSpoof {
         ReadAfterSpoof {
